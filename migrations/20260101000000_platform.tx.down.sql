@@ -1,0 +1,2 @@
+DROP TABLE IF EXISTS audit_events;
+DROP TABLE IF EXISTS users;

@@ -1,0 +1,262 @@
+// Package authn issues and checks access tokens (HS256 JWTs) and guards operations: a valid token
+// of a live user for Authenticated operations, and the user's current role Admin for AdminOnly ones.
+// The user's role and security stamp are read on every request, so a role change or a password
+// reset takes effect on the user's next request, not at the next login.
+package authn
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+	"github.com/danielgtaylor/huma/v2/adapters/humafiber"
+	jwtware "github.com/gofiber/contrib/jwt"
+	"github.com/gofiber/fiber/v2"
+	"github.com/golang-jwt/jwt/v5"
+	"github.com/uptrace/bun"
+
+	"provisioner/platform/httpx"
+)
+
+// Roles.
+const (
+	RoleUser  = "User"
+	RoleAdmin = "Admin"
+)
+
+// Claims are the access token's claims: sub, email, name, role, iss, aud, iat, exp, jti, plus
+// ver, the user's security stamp when the token was issued (a password reset bumps it).
+type Claims struct {
+	Email string `json:"email"`
+	Name  string `json:"name"`
+	Role  string `json:"role"`
+	Ver   int64  `json:"ver"`
+	jwt.RegisteredClaims
+}
+
+// Principal is the authenticated user of a request, as currently stored.
+type Principal struct {
+	UserID int64
+	Email  string
+	Name   string
+	Role   string
+}
+
+// IsAdmin reports whether the principal's current role is Admin.
+func (p *Principal) IsAdmin() bool { return p != nil && p.Role == RoleAdmin }
+
+type principalKey struct{}
+
+// FromContext returns the request's principal, or nil on public operations.
+func FromContext(ctx context.Context) *Principal {
+	p, _ := ctx.Value(principalKey{}).(*Principal)
+	return p
+}
+
+// WithPrincipal returns ctx carrying p (background work acting for a user, tests).
+func WithPrincipal(ctx context.Context, p *Principal) context.Context {
+	return context.WithValue(ctx, principalKey{}, p)
+}
+
+// Options configures the token service.
+type Options struct {
+	Key      []byte
+	Issuer   string
+	Audience string
+	Expiry   time.Duration
+}
+
+// Tokens issues and verifies access tokens.
+type Tokens struct {
+	o         Options
+	validator *jwt.Validator
+	parser    *jwt.Parser
+}
+
+// NewTokens builds the token service; the key must have at least 256 bits.
+func NewTokens(o Options) (*Tokens, error) {
+	if len(o.Key) < 32 {
+		return nil, errors.New("jwt key: at least 32 bytes are required")
+	}
+	opts := []jwt.ParserOption{
+		jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}),
+		jwt.WithExpirationRequired(),
+		jwt.WithIssuedAt(),
+		jwt.WithIssuer(o.Issuer),
+		jwt.WithAudience(o.Audience),
+		jwt.WithLeeway(5 * time.Second),
+	}
+	return &Tokens{o: o, validator: jwt.NewValidator(opts...), parser: jwt.NewParser(opts...)}, nil
+}
+
+// Issued is a freshly signed token.
+type Issued struct {
+	Token     string
+	ExpiresAt time.Time
+}
+
+// User is what a token is issued for.
+type User struct {
+	ID            int64
+	Email, Name   string
+	Role          string
+	SecurityStamp int64
+}
+
+// Issue signs an access token for u.
+func (t *Tokens) Issue(u User) (Issued, error) {
+	now := time.Now().UTC().Truncate(time.Second)
+	exp := now.Add(t.o.Expiry)
+	var jti [16]byte
+	_, _ = rand.Read(jti[:])
+	claims := Claims{
+		Email: u.Email, Name: u.Name, Role: u.Role, Ver: u.SecurityStamp,
+		RegisteredClaims: jwt.RegisteredClaims{
+			Subject:   strconv.FormatInt(u.ID, 10),
+			Issuer:    t.o.Issuer,
+			Audience:  jwt.ClaimStrings{t.o.Audience},
+			IssuedAt:  jwt.NewNumericDate(now),
+			ExpiresAt: jwt.NewNumericDate(exp),
+			ID:        hex.EncodeToString(jti[:]),
+		},
+	}
+	s, err := jwt.NewWithClaims(jwt.SigningMethodHS256, claims).SignedString(t.o.Key)
+	if err != nil {
+		return Issued{}, fmt.Errorf("sign token: %w", err)
+	}
+	return Issued{Token: s, ExpiresAt: exp}, nil
+}
+
+// Parse verifies a token string completely (signature, algorithm, exp, iat, iss, aud) and returns
+// its claims. It is the same check the guard applies.
+func (t *Tokens) Parse(token string) (*Claims, error) {
+	var c Claims
+	if _, err := t.parser.ParseWithClaims(token, &c, t.keyFunc); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+func (t *Tokens) keyFunc(tok *jwt.Token) (any, error) {
+	if tok.Method != jwt.SigningMethodHS256 {
+		return nil, fmt.Errorf("unexpected signing method %v", tok.Header["alg"])
+	}
+	return t.o.Key, nil
+}
+
+// Guard protects operations with the access token and the user's current state.
+type Guard struct {
+	tokens *Tokens
+	db     bun.IDB
+	mw     fiber.Handler
+	// PerUser, when set, counts the request against the per-user limit; its error is written as is.
+	PerUser func(c *fiber.Ctx, userID int64) error
+}
+
+const tokenLocal = "authn.token"
+
+// NewGuard builds the guard. gofiber/contrib/jwt extracts and verifies the token with the
+// algorithm pinned to HS256; the claims it does not check (exp required, iss, aud) are checked
+// with golang-jwt's validator right after.
+func NewGuard(tokens *Tokens, db bun.IDB) *Guard {
+	g := &Guard{tokens: tokens, db: db}
+	g.mw = jwtware.New(jwtware.Config{
+		SigningKey:     jwtware.SigningKey{JWTAlg: jwtware.HS256, Key: tokens.o.Key},
+		KeyFunc:        tokens.keyFunc,
+		Claims:         &Claims{},
+		ContextKey:     tokenLocal,
+		SuccessHandler: func(*fiber.Ctx) error { return nil },
+		ErrorHandler: func(_ *fiber.Ctx, err error) error {
+			if errors.Is(err, jwtware.ErrJWTMissingOrMalformed) {
+				return httpx.Unauthorized("Missing or malformed bearer token")
+			}
+			return httpx.Unauthorized("Invalid or expired token")
+		},
+	})
+	return g
+}
+
+// Middleware implements httpx.Guard.
+func (g *Guard) Middleware(api huma.API, access httpx.Access) func(huma.Context, func(huma.Context)) {
+	return func(ctx huma.Context, next func(huma.Context)) {
+		fc := humafiber.Unwrap(ctx)
+		p, err := g.Authenticate(fc)
+		if err == nil && access == httpx.AdminOnly && !p.IsAdmin() {
+			err = httpx.Forbidden("The Admin role is required")
+		}
+		if err != nil {
+			WriteError(api, ctx, err)
+			return
+		}
+		fc.Locals(principalKey{}, p)
+		next(huma.WithValue(ctx, principalKey{}, p))
+	}
+}
+
+// WriteError writes err as the envelope through huma, with the headers it carries.
+func WriteError(api huma.API, ctx huma.Context, err error) {
+	e := httpx.FromError(err)
+	for k, v := range e.GetHeaders() {
+		ctx.SetHeader(k, v[0])
+	}
+	_ = huma.WriteErr(api, ctx, e.Status, e.Message)
+}
+
+// Authenticate checks the bearer token of c and loads its user. Errors are *httpx.Error.
+func (g *Guard) Authenticate(c *fiber.Ctx) (*Principal, error) {
+	if err := g.mw(c); err != nil {
+		return nil, err
+	}
+	tok, _ := c.Locals(tokenLocal).(*jwt.Token)
+	if tok == nil {
+		return nil, httpx.Unauthorized("Invalid or expired token")
+	}
+	claims, ok := tok.Claims.(*Claims)
+	if !ok || g.tokens.validator.Validate(claims) != nil {
+		return nil, httpx.Unauthorized("Invalid or expired token")
+	}
+	id, err := strconv.ParseInt(claims.Subject, 10, 64)
+	if err != nil || id <= 0 {
+		return nil, httpx.Unauthorized("Invalid or expired token")
+	}
+	p, stamp, err := g.load(c.UserContext(), id)
+	if err != nil {
+		return nil, err
+	}
+	if p == nil || stamp != claims.Ver {
+		return nil, httpx.Unauthorized("Invalid or expired token")
+	}
+	if g.PerUser != nil {
+		if err := g.PerUser(c, id); err != nil {
+			return nil, err
+		}
+	}
+	return p, nil
+}
+
+func (g *Guard) load(ctx context.Context, id int64) (*Principal, int64, error) {
+	var row struct {
+		ID            int64  `bun:"id"`
+		Email         string `bun:"email"`
+		Name          string `bun:"full_name"`
+		Role          string `bun:"role"`
+		SecurityStamp int64  `bun:"security_stamp"`
+	}
+	err := g.db.NewSelect().Table("users").Column("id", "email", "full_name", "role", "security_stamp").
+		Where("id = ?", id).Where("deleted_at IS NULL").Scan(ctx, &row)
+	if err != nil {
+		if errors.Is(err, sqlErrNoRows) {
+			return nil, 0, nil
+		}
+		return nil, 0, fmt.Errorf("load principal: %w", errors.Join(httpx.ErrUnavailable, err))
+	}
+	return &Principal{UserID: row.ID, Email: row.Email, Name: row.Name, Role: row.Role}, row.SecurityStamp, nil
+}
+
+var sqlErrNoRows = sql.ErrNoRows

@@ -1,0 +1,290 @@
+// Package config loads the service configuration: built-in defaults, then config/config.yaml (or the
+// file named by CONFIG_FILE), then the environment with ASP.NET-style names (Jwt__Key is Jwt:Key,
+// case-insensitive; list items are Section__Key__0, __1, ...).
+package config
+
+import (
+	"encoding/base64"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// Config is the whole typed configuration. Keys are matched case-insensitively; the koanf tags are
+// the lower-cased names of CONTRACT §1.
+type Config struct {
+	Environment        string                  `koanf:"environment"`
+	Server             Server                  `koanf:"server"`
+	ConnectionStrings  ConnectionStrings       `koanf:"connectionstrings"`
+	Engines            map[string]EnginePublic `koanf:"engines"`
+	Databases          Databases               `koanf:"databases"`
+	Redis              Redis                   `koanf:"redis"`
+	Jwt                Jwt                     `koanf:"jwt"`
+	GitHub             GitHub                  `koanf:"github"`
+	Google             OAuthClient             `koanf:"google"`
+	Frontend           Frontend                `koanf:"frontend"`
+	Dns                Dns                     `koanf:"dns"`
+	WfautoProvisioning Wfauto                  `koanf:"wfautoprovisioning"`
+	Ai                 Ai                      `koanf:"ai"`
+	AiKeys             AiKeys                  `koanf:"aikeys"`
+	Secrets            Secrets                 `koanf:"secrets"`
+	Smtp               Smtp                    `koanf:"smtp"`
+	Bootstrap          Bootstrap               `koanf:"bootstrap"`
+	RateLimit          map[string]string       `koanf:"ratelimit"`
+	Finisher           Finisher                `koanf:"finisher"`
+	Log                Log                     `koanf:"log"`
+}
+
+// Server holds the listener settings.
+type Server struct {
+	Port           int      `koanf:"port"`
+	PublicUrl      string   `koanf:"publicurl"`
+	TrustedProxies []string `koanf:"trustedproxies"`
+	// ShutdownTimeoutSeconds bounds graceful shutdown; default 15.
+	ShutdownTimeoutSeconds int `koanf:"shutdowntimeoutseconds"`
+}
+
+// ConnectionStrings names the control database and the tenant engines' admin connections.
+type ConnectionStrings struct {
+	Control        string `koanf:"control"`
+	TenantPostgres string `koanf:"tenantpostgres"`
+	TenantMysql    string `koanf:"tenantmysql"`
+}
+
+// EnginePublic is the host and port shown to users for one engine; empty means those of the admin connection.
+type EnginePublic struct {
+	PublicHost string `koanf:"publichost"`
+	PublicPort int    `koanf:"publicport"`
+}
+
+// Databases holds the tenant database quotas.
+type Databases struct {
+	MaxPerUser           int   `koanf:"maxperuser"`
+	DefaultMaxSpaceBytes int64 `koanf:"defaultmaxspacebytes"`
+	// DefaultEngine is the engine used when a request names none; default "postgres".
+	DefaultEngine string `koanf:"defaultengine"`
+	// UsageRefreshSeconds is how often used space is read from the engines; default 30.
+	UsageRefreshSeconds int `koanf:"usagerefreshseconds"`
+}
+
+// Redis configures the shared cache; an empty Url means in-process stores only.
+type Redis struct {
+	Url string `koanf:"url"`
+	// KeyPrefix namespaces every key and channel of this deployment; default "prov".
+	KeyPrefix string `koanf:"keyprefix"`
+}
+
+// Jwt configures access tokens (HS256).
+type Jwt struct {
+	Key           string `koanf:"key"`
+	Issuer        string `koanf:"issuer"`
+	Audience      string `koanf:"audience"`
+	ExpiryMinutes int    `koanf:"expiryminutes"`
+}
+
+// Expiry is the access-token lifetime.
+func (j Jwt) Expiry() time.Duration { return time.Duration(j.ExpiryMinutes) * time.Minute }
+
+// OAuthClient holds the credentials of one external identity provider.
+type OAuthClient struct {
+	ClientId     string `koanf:"clientid"`
+	ClientSecret string `koanf:"clientsecret"`
+}
+
+// Configured reports whether both credentials are set.
+func (o OAuthClient) Configured() bool { return o.ClientId != "" && o.ClientSecret != "" }
+
+// GitHub adds endpoint overrides (GitHub Enterprise Server, tests) to the OAuth credentials.
+type GitHub struct {
+	OAuthClient `koanf:",squash"`
+	AuthUrl     string `koanf:"authurl"`
+	TokenUrl    string `koanf:"tokenurl"`
+	ProfileUrl  string `koanf:"profileurl"`
+	EmailUrl    string `koanf:"emailurl"`
+}
+
+// Frontend configures CORS and redirect targets.
+type Frontend struct {
+	BaseUrl string   `koanf:"baseurl"`
+	Origins []string `koanf:"origins"`
+}
+
+// Dns configures the DNS cell (Cloudflare v4 API).
+type Dns struct {
+	BaseUrl           string `koanf:"baseurl"`
+	ZoneId            string `koanf:"zoneid"`
+	ZoneName          string `koanf:"zonename"`
+	CellSubdomain     string `koanf:"cellsubdomain"`
+	ApiToken          string `koanf:"apitoken"`
+	DefaultContent    string `koanf:"defaultcontent"`
+	RecordTtl         int    `koanf:"recordttl"`
+	Proxied           bool   `koanf:"proxied"`
+	MaxRecordsPerUser int    `koanf:"maxrecordsperuser"`
+	// TimeoutSeconds bounds each provider call; default 10.
+	TimeoutSeconds int `koanf:"timeoutseconds"`
+	// OutboundRate is our own budget of provider calls, shared across replicas, in the RateLimit
+	// format; default "200-M" (below the provider's 1,200 per 5 minutes).
+	OutboundRate string `koanf:"outboundrate"`
+}
+
+// Wfauto configures the external workflow-automation provisioning cell.
+type Wfauto struct {
+	BaseUrl        string `koanf:"baseurl"`
+	ApiKey         string `koanf:"apikey"`
+	TimeoutSeconds int    `koanf:"timeoutseconds"`
+}
+
+// Ai configures the OpenAI-compatible generation upstream.
+type Ai struct {
+	BaseUrl        string `koanf:"baseurl"`
+	ApiKey         string `koanf:"apikey"`
+	DefaultModel   string `koanf:"defaultmodel"`
+	TimeoutSeconds int    `koanf:"timeoutseconds"`
+}
+
+// AiKeys holds the AI key quota.
+type AiKeys struct {
+	MaxPerUser int `koanf:"maxperuser"`
+}
+
+// Secrets holds the sealing keys (base64 of 32 bytes each).
+type Secrets struct {
+	EncryptionKey string   `koanf:"encryptionkey"`
+	PreviousKeys  []string `koanf:"previouskeys"`
+}
+
+// Smtp configures outgoing mail; with no Host, mail is written to the log.
+type Smtp struct {
+	Host     string `koanf:"host"`
+	Port     int    `koanf:"port"`
+	Username string `koanf:"username"`
+	Password string `koanf:"password"`
+	From     string `koanf:"from"`
+}
+
+// Bootstrap names the admin account made sure of at startup.
+type Bootstrap struct {
+	AdminEmail    string `koanf:"adminemail"`
+	AdminPassword string `koanf:"adminpassword"`
+}
+
+// Finisher tunes the background worker that completes in-between resource states.
+type Finisher struct {
+	// IntervalMillis is the polling period; default 1000.
+	IntervalMillis int `koanf:"intervalmillis"`
+	// MaxAttempts before a module may give a row up; default 8.
+	MaxAttempts int `koanf:"maxattempts"`
+	// BatchSize is the number of rows claimed per poll; default 16.
+	BatchSize int `koanf:"batchsize"`
+	// Disabled turns the worker off (tests that drive it by hand).
+	Disabled bool `koanf:"disabled"`
+}
+
+// Log configures logging.
+type Log struct {
+	// Level is debug, info, warn or error; default info.
+	Level string `koanf:"level"`
+}
+
+// IsDevelopment reports whether the relaxed development checks apply.
+func (c *Config) IsDevelopment() bool {
+	return strings.EqualFold(c.Environment, "Development")
+}
+
+// AllowedOrigins is Frontend:Origins, or Frontend:BaseUrl's origin when none are listed.
+func (c *Config) AllowedOrigins() []string {
+	var out []string
+	for _, o := range c.Frontend.Origins {
+		if o = strings.TrimRight(strings.TrimSpace(o), "/"); o != "" {
+			out = append(out, o)
+		}
+	}
+	if len(out) == 0 && c.Frontend.BaseUrl != "" {
+		if u, err := url.Parse(c.Frontend.BaseUrl); err == nil && u.Host != "" {
+			out = append(out, u.Scheme+"://"+u.Host)
+		}
+	}
+	return out
+}
+
+// ValidationError names the configuration key that stops the process.
+type ValidationError struct {
+	Key    string
+	Reason string
+}
+
+func (e *ValidationError) Error() string {
+	return fmt.Sprintf("configuration %s: %s", e.Key, e.Reason)
+}
+
+// Validate checks required and weak settings. Outside Development, missing or weak secrets are
+// refused; the first problem is returned, naming its key.
+func (c *Config) Validate() error {
+	strict := !c.IsDevelopment()
+	if c.Server.Port < 0 || c.Server.Port > 65535 {
+		return &ValidationError{"Server:Port", "must be between 1 and 65535 (0 picks a free port)"}
+	}
+	if c.ConnectionStrings.Control == "" {
+		return &ValidationError{"ConnectionStrings:Control", "is required"}
+	}
+	if c.Jwt.Key == "" {
+		return &ValidationError{"Jwt:Key", "is required (at least 32 bytes)"}
+	}
+	if len(c.Jwt.Key) < 32 {
+		return &ValidationError{"Jwt:Key", "is too short: at least 32 bytes (256 bits) are required"}
+	}
+	if strict && weakSecret(c.Jwt.Key) {
+		return &ValidationError{"Jwt:Key", "looks like a placeholder; use a random key of at least 32 bytes"}
+	}
+	if c.Jwt.ExpiryMinutes <= 0 {
+		return &ValidationError{"Jwt:ExpiryMinutes", "must be positive"}
+	}
+	if c.Secrets.EncryptionKey == "" {
+		return &ValidationError{"Secrets:EncryptionKey", "is required (base64 of 32 random bytes)"}
+	}
+	for i, k := range append([]string{c.Secrets.EncryptionKey}, c.Secrets.PreviousKeys...) {
+		b, err := base64.StdEncoding.DecodeString(k)
+		name := "Secrets:EncryptionKey"
+		if i > 0 {
+			name = fmt.Sprintf("Secrets:PreviousKeys:%d", i-1)
+		}
+		if err != nil || len(b) != 32 {
+			return &ValidationError{name, "must be base64 of exactly 32 bytes"}
+		}
+	}
+	if c.Bootstrap.AdminEmail != "" && c.Bootstrap.AdminPassword != "" && strict && len(c.Bootstrap.AdminPassword) < 12 {
+		return &ValidationError{"Bootstrap:AdminPassword", "is too short: at least 12 characters outside Development"}
+	}
+	if c.Databases.MaxPerUser < 0 {
+		return &ValidationError{"Databases:MaxPerUser", "must not be negative"}
+	}
+	if c.Databases.DefaultMaxSpaceBytes <= 0 {
+		return &ValidationError{"Databases:DefaultMaxSpaceBytes", "must be positive"}
+	}
+	if c.Dns.RecordTtl != 1 && (c.Dns.RecordTtl < 60 || c.Dns.RecordTtl > 86400) {
+		return &ValidationError{"Dns:RecordTtl", "must be 1 (automatic) or between 60 and 86400"}
+	}
+	if _, err := url.Parse(c.Server.PublicUrl); err != nil || c.Server.PublicUrl == "" {
+		return &ValidationError{"Server:PublicUrl", "must be an absolute URL"}
+	}
+	if _, err := url.Parse(c.Frontend.BaseUrl); err != nil || c.Frontend.BaseUrl == "" {
+		return &ValidationError{"Frontend:BaseUrl", "must be an absolute URL"}
+	}
+	return nil
+}
+
+// weakSecret flags obvious placeholders.
+func weakSecret(s string) bool {
+	l := strings.ToLower(s)
+	for _, w := range []string{"changeme", "change-me", "secret", "placeholder", "example", "jwt_signing_key", "<"} {
+		if strings.Contains(l, w) {
+			return true
+		}
+	}
+	distinct := map[rune]struct{}{}
+	for _, r := range s {
+		distinct[r] = struct{}{}
+	}
+	return len(distinct) < 8
+}

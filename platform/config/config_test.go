@@ -1,0 +1,183 @@
+package config_test
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"gopkg.in/yaml.v3"
+
+	"provisioner/platform/config"
+)
+
+const goodKey = "k9VzL2qP8xR4mT7wY1bN6cF3hJ0sD5gA"
+const goodEnc = "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="
+
+func required() []string {
+	return []string{"Jwt__Key=" + goodKey, "Secrets__EncryptionKey=" + goodEnc}
+}
+
+func writeFile(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "config.yaml")
+	require.NoError(t, os.WriteFile(p, []byte(body), 0o600))
+	return p
+}
+
+func TestDefaultsApplyWithoutFileOrEnvironment(t *testing.T) {
+	cfg, err := config.Load(config.Source{File: "/dev/null", Env: required()})
+	require.NoError(t, err)
+	assert.Equal(t, 5133, cfg.Server.Port)
+	assert.Equal(t, "Production", cfg.Environment)
+	assert.Equal(t, "provisioner", cfg.Jwt.Issuer)
+	assert.Equal(t, "provisioner-clients", cfg.Jwt.Audience)
+	assert.Equal(t, 60, cfg.Jwt.ExpiryMinutes)
+	assert.Equal(t, 3, cfg.Databases.MaxPerUser)
+	assert.EqualValues(t, 536870912, cfg.Databases.DefaultMaxSpaceBytes)
+	assert.Equal(t, 1, cfg.Dns.RecordTtl)
+	assert.Equal(t, 5, cfg.Dns.MaxRecordsPerUser)
+	assert.Equal(t, 15, cfg.WfautoProvisioning.TimeoutSeconds)
+	assert.Equal(t, 10, cfg.AiKeys.MaxPerUser)
+	assert.Equal(t, []string{"http://localhost:5173"}, cfg.AllowedOrigins())
+	assert.Empty(t, cfg.ConnectionStrings.TenantMysql)
+}
+
+func TestFileThenEnvironmentPrecedence(t *testing.T) {
+	file := writeFile(t, `
+Server:
+  Port: 6000
+  PublicUrl: https://api.example.com
+Jwt:
+  Issuer: from-file
+  Audience: file-audience
+Frontend:
+  Origins: [https://a.example.com, https://b.example.com]
+RateLimit:
+  Login: 20-M
+`)
+	env := append(required(), "JWT__ISSUER=from-env", "server__port=7000", "Frontend__Origins__0=https://c.example.com",
+		"Frontend__Origins__1=https://d.example.com", "Unrelated__Thing=1", "PATH=/usr/bin")
+	cfg, err := config.Load(config.Source{File: file, Env: env})
+	require.NoError(t, err)
+	assert.Equal(t, 7000, cfg.Server.Port, "environment beats file")
+	assert.Equal(t, "from-env", cfg.Jwt.Issuer, "names are case-insensitive")
+	assert.Equal(t, "file-audience", cfg.Jwt.Audience, "file beats defaults")
+	assert.Equal(t, "https://api.example.com", cfg.Server.PublicUrl)
+	assert.Equal(t, []string{"https://c.example.com", "https://d.example.com"}, cfg.Frontend.Origins, "list items __0, __1")
+	assert.Equal(t, "20-M", cfg.RateLimit["login"])
+}
+
+func TestConfigFileFromEnvironment(t *testing.T) {
+	file := writeFile(t, "Dns:\n  ZoneName: example.org\n  RecordTtl: 300\n")
+	cfg, err := config.Load(config.Source{Env: append(required(), "CONFIG_FILE="+file)})
+	require.NoError(t, err)
+	assert.Equal(t, "example.org", cfg.Dns.ZoneName)
+	assert.Equal(t, 300, cfg.Dns.RecordTtl)
+
+	_, err = config.Load(config.Source{Env: append(required(), "CONFIG_FILE=/nonexistent/config.yaml")})
+	require.Error(t, err, "a named file that is missing is an error")
+}
+
+func TestAspNetEnvironmentName(t *testing.T) {
+	cfg, err := config.Load(config.Source{File: "/dev/null", Env: append(required(), "ASPNETCORE_ENVIRONMENT=Development")})
+	require.NoError(t, err)
+	assert.True(t, cfg.IsDevelopment())
+}
+
+func TestValidationNamesTheKey(t *testing.T) {
+	cases := []struct {
+		name string
+		env  []string
+		key  string
+	}{
+		{"missing jwt key", []string{"Secrets__EncryptionKey=" + goodEnc}, "Jwt:Key"},
+		{"short jwt key", []string{"Jwt__Key=short", "Secrets__EncryptionKey=" + goodEnc}, "Jwt:Key"},
+		{"placeholder jwt key", []string{"Jwt__Key=<JWT_SIGNING_KEY>-changeme-changeme-changeme", "Secrets__EncryptionKey=" + goodEnc}, "Jwt:Key"},
+		{"missing encryption key", []string{"Jwt__Key=" + goodKey}, "Secrets:EncryptionKey"},
+		{"encryption key not 32 bytes", []string{"Jwt__Key=" + goodKey, "Secrets__EncryptionKey=c2hvcnQ="}, "Secrets:EncryptionKey"},
+		{"bad ttl", append(required(), "Dns__RecordTtl=30"), "Dns:RecordTtl"},
+		{"bad port", append(required(), "Server__Port=70000"), "Server:Port"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := config.Load(config.Source{File: "/dev/null", Env: tc.env})
+			require.Error(t, err)
+			var ve *config.ValidationError
+			require.ErrorAs(t, err, &ve)
+			assert.Equal(t, tc.key, ve.Key)
+			assert.NotContains(t, err.Error(), "\n", "one line")
+		})
+	}
+}
+
+func TestDevelopmentAllowsPlaceholderKeyButNotShortOne(t *testing.T) {
+	env := []string{"Environment=Development", "Jwt__Key=dev-secret-dev-secret-dev-secret-dev", "Secrets__EncryptionKey=" + goodEnc}
+	_, err := config.Load(config.Source{File: "/dev/null", Env: env})
+	require.NoError(t, err)
+	env[1] = "Jwt__Key=short"
+	_, err = config.Load(config.Source{File: "/dev/null", Env: env})
+	require.Error(t, err)
+}
+
+// TestExampleDocumentsEveryKey keeps config/config.example.yaml true to the Config struct: every
+// key of the struct appears in the example and the example parses into a valid configuration.
+func TestExampleDocumentsEveryKey(t *testing.T) {
+	raw, err := os.ReadFile("../../config/config.example.yaml")
+	require.NoError(t, err)
+	var doc map[string]any
+	require.NoError(t, yaml.Unmarshal(raw, &doc))
+	have := map[string]bool{}
+	var walk func(prefix string, v any)
+	walk = func(prefix string, v any) {
+		m, ok := v.(map[string]any)
+		if !ok {
+			have[prefix] = true
+			return
+		}
+		for k, sub := range m {
+			key := strings.ToLower(k)
+			if prefix != "" {
+				key = prefix + "." + key
+			}
+			walk(key, sub)
+		}
+	}
+	walk("", doc)
+	for _, key := range structKeys(reflect.TypeOf(config.Config{}), "") {
+		assert.True(t, have[key], "config.example.yaml lacks %s", key)
+	}
+
+	_, err = config.Load(config.Source{File: "../../config/config.example.yaml", Env: required()})
+	require.NoError(t, err, "the example is a valid configuration once the secrets are set")
+}
+
+func structKeys(t reflect.Type, prefix string) []string {
+	var out []string
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		tag := strings.Split(f.Tag.Get("koanf"), ",")
+		if tag[0] == "" && len(tag) > 1 && tag[1] == "squash" {
+			out = append(out, structKeys(f.Type, prefix)...)
+			continue
+		}
+		key := tag[0]
+		if prefix != "" {
+			key = prefix + "." + key
+		}
+		switch {
+		case f.Type.Kind() == reflect.Struct:
+			out = append(out, structKeys(f.Type, key)...)
+		case f.Type.Kind() == reflect.Map && f.Type.Elem().Kind() == reflect.Struct:
+			out = append(out, structKeys(f.Type.Elem(), key+".postgres")...)
+		case f.Type.Kind() == reflect.Map:
+			out = append(out, key+".perip")
+		default:
+			out = append(out, key)
+		}
+	}
+	return out
+}

@@ -1,0 +1,229 @@
+// Package db opens the control database (Bun on PostgreSQL), creates it when missing, and runs the
+// SQL migrations that the platform and every module contribute.
+package db
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/uptrace/bun"
+	"github.com/uptrace/bun/dialect/pgdialect"
+	"github.com/uptrace/bun/driver/pgdriver"
+	"github.com/uptrace/bun/migrate"
+	"go.uber.org/fx"
+)
+
+// Migrations is one module's embedded SQL migrations: files named
+// <YYYYMMDDHHMMSS>_<name>.up.sql and .down.sql (".tx.up.sql" to run in a transaction). Names are
+// global across modules, so the timestamp orders them; a module's tables come after the platform's.
+type Migrations struct {
+	Module string
+	FS     fs.FS
+}
+
+// AsMigrations provides a module's migrations to the platform's migrator.
+func AsMigrations(f any) any {
+	return fx.Annotate(f, fx.ResultTags(`group:"migrations"`))
+}
+
+// Open connects to the control database, creating the database first when it does not exist
+// and the role may create it. The pool is sized for a 2-core machine.
+func Open(ctx context.Context, dsn string) (*bun.DB, error) {
+	if err := ensureDatabase(ctx, dsn); err != nil {
+		return nil, err
+	}
+	sqldb := sql.OpenDB(pgdriver.NewConnector(pgdriver.WithDSN(dsn), pgdriver.WithTimeout(5*time.Second)))
+	sqldb.SetMaxOpenConns(32)
+	sqldb.SetMaxIdleConns(16)
+	sqldb.SetConnMaxIdleTime(5 * time.Minute)
+	bdb := bun.NewDB(sqldb, pgdialect.New())
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := bdb.PingContext(pctx); err != nil {
+		_ = bdb.Close()
+		return nil, fmt.Errorf("connect to control database %s: %w", Redact(dsn), err)
+	}
+	return bdb, nil
+}
+
+// ensureDatabase connects to the server's "postgres" database and creates the target database
+// when it is missing.
+func ensureDatabase(ctx context.Context, dsn string) error {
+	u, err := url.Parse(dsn)
+	if err != nil {
+		return fmt.Errorf("parse control database URL: invalid URL")
+	}
+	name := strings.TrimPrefix(u.Path, "/")
+	if name == "" || name == "postgres" {
+		return nil
+	}
+	admin := *u
+	admin.Path = "/postgres"
+	sqldb := sql.OpenDB(pgdriver.NewConnector(pgdriver.WithDSN(admin.String()), pgdriver.WithTimeout(5*time.Second)))
+	defer sqldb.Close()
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	var exists bool
+	if err := sqldb.QueryRowContext(cctx, "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)", name).Scan(&exists); err != nil {
+		// No access to the maintenance database: let the real connection report the problem.
+		return nil
+	}
+	if exists {
+		return nil
+	}
+	_, err = sqldb.ExecContext(cctx, "CREATE DATABASE "+QuoteIdent(name))
+	var pgErr pgdriver.Error
+	if err != nil && errors.As(err, &pgErr) && pgErr.Field('C') == "42P04" {
+		return nil // created concurrently
+	}
+	if err != nil {
+		return fmt.Errorf("create control database %q: %w", name, err)
+	}
+	return nil
+}
+
+// QuoteIdent quotes a PostgreSQL identifier.
+func QuoteIdent(s string) string {
+	return `"` + strings.ReplaceAll(s, `"`, `""`) + `"`
+}
+
+// Redact removes the password from a connection URL for messages.
+func Redact(dsn string) string {
+	u, err := url.Parse(dsn)
+	if err != nil {
+		return "(unparseable URL)"
+	}
+	if u.User != nil {
+		if _, ok := u.User.Password(); ok {
+			u.User = url.UserPassword(u.User.Username(), "xxxxx")
+		}
+	}
+	return u.String()
+}
+
+// Migrator runs every contributed migration in timestamp order.
+type Migrator struct {
+	db *bun.DB
+	m  *migrate.Migrator
+}
+
+// NewMigrator collects the migrations of the platform and every module.
+func NewMigrator(bdb *bun.DB, sets []Migrations) (*Migrator, error) {
+	ms := migrate.NewMigrations()
+	seen := map[string]string{}
+	for _, set := range sets {
+		if set.FS == nil {
+			continue
+		}
+		names, err := fs.Glob(set.FS, "*.sql")
+		if err != nil {
+			return nil, fmt.Errorf("list migrations of %s: %w", set.Module, err)
+		}
+		for _, n := range names {
+			if other, ok := seen[n]; ok {
+				return nil, fmt.Errorf("migration %s of %s clashes with %s", n, set.Module, other)
+			}
+			seen[n] = set.Module
+		}
+		if err := ms.Discover(set.FS); err != nil {
+			return nil, fmt.Errorf("discover migrations of %s: %w", set.Module, err)
+		}
+	}
+	return &Migrator{db: bdb, m: migrate.NewMigrator(bdb, ms, migrate.WithMarkAppliedOnSuccess(true))}, nil
+}
+
+// advisoryKey serialises migrations across replicas starting at once.
+const advisoryKey = 7_310_442_001
+
+func (m *Migrator) locked(ctx context.Context, f func() error) error {
+	conn, err := m.db.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("migration lock: %w", err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, "SELECT pg_advisory_lock(?)", advisoryKey); err != nil {
+		return fmt.Errorf("migration lock: %w", err)
+	}
+	defer conn.ExecContext(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock(?)", advisoryKey) //nolint:errcheck
+	if err := m.m.Init(ctx); err != nil {
+		return fmt.Errorf("init migrations table: %w", err)
+	}
+	return f()
+}
+
+// Up applies every pending migration and returns their names.
+func (m *Migrator) Up(ctx context.Context) ([]string, error) {
+	var names []string
+	err := m.locked(ctx, func() error {
+		g, err := m.m.Migrate(ctx)
+		if err != nil {
+			return fmt.Errorf("migrate up: %w", err)
+		}
+		for _, mg := range g.Migrations {
+			names = append(names, mg.Name)
+		}
+		return nil
+	})
+	return names, err
+}
+
+// Down rolls back the last applied group and returns the names rolled back.
+func (m *Migrator) Down(ctx context.Context) ([]string, error) {
+	var names []string
+	err := m.locked(ctx, func() error {
+		g, err := m.m.Rollback(ctx)
+		if err != nil {
+			return fmt.Errorf("migrate down: %w", err)
+		}
+		for _, mg := range g.Migrations {
+			names = append(names, mg.Name)
+		}
+		return nil
+	})
+	return names, err
+}
+
+// Status lists every migration with whether it is applied.
+func (m *Migrator) Status(ctx context.Context) (applied, pending []string, err error) {
+	err = m.locked(ctx, func() error {
+		ms, err := m.m.MigrationsWithStatus(ctx)
+		if err != nil {
+			return fmt.Errorf("migration status: %w", err)
+		}
+		for _, mg := range ms {
+			if mg.IsApplied() {
+				applied = append(applied, mg.Name)
+			} else {
+				pending = append(pending, mg.Name)
+			}
+		}
+		return nil
+	})
+	return applied, pending, err
+}
+
+// Migrated is a token: a constructor that needs the schema (a start hook reading tables) depends
+// on it, so its hooks run after the migrations were applied.
+type Migrated struct{}
+
+// NewMigrated applies pending migrations when the application starts.
+func NewMigrated(lc fx.Lifecycle, m *Migrator, log *slog.Logger) *Migrated {
+	lc.Append(fx.StartHook(func(ctx context.Context) error {
+		names, err := m.Up(ctx)
+		if err != nil {
+			return err
+		}
+		if len(names) > 0 {
+			log.Info("migrations applied", "names", names)
+		}
+		return nil
+	}))
+	return &Migrated{}
+}

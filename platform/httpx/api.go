@@ -1,0 +1,208 @@
+package httpx
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"github.com/danielgtaylor/huma/v2"
+	"github.com/danielgtaylor/huma/v2/adapters/humafiber"
+	"github.com/gofiber/fiber/v2"
+	"go.uber.org/fx"
+)
+
+// Access says who may call an operation. The guard attaches the matching check, and the OpenAPI
+// document declares the matching security requirement, from this one value.
+type Access string
+
+const (
+	// Public operations need no credentials.
+	Public Access = "public"
+	// Authenticated operations need a valid Bearer JWT.
+	Authenticated Access = "user"
+	// AdminOnly operations need a valid Bearer JWT of a user whose current role is Admin.
+	AdminOnly Access = "admin"
+	// APIKey operations authenticate with an AI API key; the owning module attaches its own check.
+	APIKey Access = "apiKey"
+)
+
+// Security scheme names in the OpenAPI document.
+const (
+	SchemeBearer = "bearerAuth"
+	SchemeAPIKey = "apiKeyAuth"
+)
+
+// Guard authenticates requests for the operations that need it. The auth platform provides it.
+type Guard interface {
+	// Middleware returns the huma middleware enforcing access for operations on api.
+	Middleware(api huma.API, access Access) func(ctx huma.Context, next func(huma.Context))
+}
+
+// Routes is implemented by every module that serves HTTP operations.
+type Routes interface {
+	// Register adds the module's operations to api. Called once at startup.
+	Register(api *API)
+}
+
+// API is the one huma API of the service, with the guard that protects its operations.
+type API struct {
+	huma.API
+	guard Guard
+}
+
+// Register adds one operation. access decides the security requirement, the guard middleware and
+// the documented error responses; handlers return errors and never write error bodies themselves.
+func Register[I, O any](a *API, access Access, op huma.Operation, h func(context.Context, *I) (*O, error)) {
+	if op.Metadata == nil {
+		op.Metadata = map[string]any{}
+	}
+	op.Metadata["access"] = access
+	errs := append([]int{}, op.Errors...)
+	switch access {
+	case Authenticated, AdminOnly:
+		op.Security = []map[string][]string{{SchemeBearer: {}}}
+		errs = append(errs, http.StatusUnauthorized)
+		if access == AdminOnly {
+			errs = append(errs, http.StatusForbidden)
+		}
+		if a.guard != nil {
+			op.Middlewares = append(huma.Middlewares{a.guard.Middleware(a.API, access)}, op.Middlewares...)
+		}
+	case APIKey:
+		if op.Security == nil {
+			op.Security = []map[string][]string{{SchemeAPIKey: {}}}
+		}
+		errs = append(errs, http.StatusUnauthorized)
+	}
+	errs = append(errs, http.StatusTooManyRequests, http.StatusInternalServerError)
+	if op.Method == http.MethodPost || op.Method == http.MethodPut || op.Method == http.MethodPatch {
+		errs = append(errs, http.StatusBadRequest, http.StatusRequestEntityTooLarge)
+	}
+	op.Errors = uniqueInts(errs)
+	huma.Register(a.API, op, h)
+}
+
+// AccessOf reports the access level an operation was registered with.
+func AccessOf(op *huma.Operation) Access {
+	if op == nil || op.Metadata == nil {
+		return Public
+	}
+	if a, ok := op.Metadata["access"].(Access); ok {
+		return a
+	}
+	return Public
+}
+
+func uniqueInts(in []int) []int {
+	seen := map[int]bool{}
+	out := in[:0]
+	for _, v := range in {
+		if !seen[v] {
+			seen[v] = true
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// newAPI builds the huma API on app with our envelope for every error.
+func newAPI(app *fiber.App, title, version string, guard Guard) *API {
+	cfg := huma.DefaultConfig(title, version)
+	cfg.OpenAPIPath = "/api/openapi"
+	cfg.DocsPath = ""
+	cfg.SchemasPath = ""
+	cfg.CreateHooks = nil // no $schema fields or Link headers in responses
+	cfg.Info.Description = "Resource provisioning service: sign up, then provision PostgreSQL/MySQL " +
+		"databases, DNS records, workflow-automation accounts and AI API keys. Every response is the " +
+		"envelope `{success, message, data}`; errors add `errors` for validation failures."
+	cfg.Components.SecuritySchemes = map[string]*huma.SecurityScheme{
+		SchemeBearer: {Type: "http", Scheme: "bearer", BearerFormat: "JWT",
+			Description: "Access token from /api/auth/login, /api/auth/register or the OAuth callback."},
+		SchemeAPIKey: {Type: "apiKey", In: "header", Name: "X-API-Key",
+			Description: "AI API key from POST /api/me/ai-keys."},
+	}
+	return &API{API: humafiber.New(app, cfg), guard: guard}
+}
+
+func init() {
+	huma.NewErrorWithContext = func(hctx huma.Context, status int, msg string, errs ...error) huma.StatusError {
+		return mapHumaError(hctx, status, msg, errs...)
+	}
+	huma.NewError = func(status int, msg string, errs ...error) huma.StatusError {
+		return mapHumaError(nil, status, msg, errs...)
+	}
+}
+
+// mapHumaError turns huma's own errors (validation, unmarshal, body size) and errors returned by
+// handlers into our Error: validation is 400 with every field, internals never reach the client.
+func mapHumaError(hctx huma.Context, status int, msg string, errs ...error) huma.StatusError {
+	if status == 0 { // schema generation asks for an example error
+		return &Error{}
+	}
+	if status >= 500 && len(errs) == 1 {
+		// A handler returned a plain error: map sentinels, log the rest with the request id.
+		out := FromError(errs[0])
+		if out.Status >= 500 && hctx != nil {
+			slog.ErrorContext(hctx.Context(), "request failed",
+				"requestId", requestIDFrom(hctx), "error", errs[0].Error())
+		}
+		return out
+	}
+	var fields []FieldError
+	for _, err := range errs {
+		var d *huma.ErrorDetail
+		if errors.As(err, &d) {
+			fields = append(fields, FieldError{Field: fieldName(d.Location), Message: d.Message})
+			continue
+		}
+		if err != nil && status < 500 {
+			fields = append(fields, FieldError{Field: "body", Message: err.Error()})
+		}
+	}
+	switch status {
+	case http.StatusUnprocessableEntity:
+		status = http.StatusBadRequest
+		msg = "Validation failed"
+	case http.StatusBadRequest:
+		if strings.Contains(strings.ToLower(msg), "unmarshal") || strings.Contains(strings.ToLower(msg), "json") {
+			msg = "Malformed JSON body"
+		} else if msg == "" || len(fields) > 0 {
+			msg = "Validation failed"
+		}
+	case http.StatusRequestEntityTooLarge:
+		msg = "Request body is larger than 1 MiB"
+	}
+	if status >= 500 {
+		return NewError(http.StatusInternalServerError, "An unexpected error occurred")
+	}
+	e := NewError(status, msg)
+	e.Errors = fields
+	return e
+}
+
+// fieldName turns huma's "body.items[3].name" or "query.page" into "items[3].name" or "page".
+func fieldName(loc string) string {
+	for _, p := range []string{"body.", "query.", "path.", "header."} {
+		if strings.HasPrefix(loc, p) {
+			return strings.TrimPrefix(loc, p)
+		}
+	}
+	return loc
+}
+
+func requestIDFrom(hctx huma.Context) (id string) {
+	defer func() { _ = recover() }() // not a Fiber context: no id
+	if fc := humafiber.Unwrap(hctx); fc != nil {
+		if id, ok := fc.Locals(requestIDKey).(string); ok {
+			return id
+		}
+	}
+	return ""
+}
+
+// AsRoutes provides a module's Routes to the server.
+func AsRoutes(f any) any {
+	return fx.Annotate(f, fx.As(new(Routes)), fx.ResultTags(`group:"routes"`))
+}

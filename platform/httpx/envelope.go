@@ -1,0 +1,71 @@
+package httpx
+
+import "net/http"
+
+// Envelope is the body of every JSON response: ServiceResponse<T> of the original service.
+type Envelope[T any] struct {
+	Success bool   `json:"success" doc:"True when the request succeeded."`
+	Message string `json:"message" doc:"Human-readable outcome." example:"OK"`
+	Data    T      `json:"data"`
+}
+
+// Response is a huma output carrying an envelope and a status chosen by the handler.
+type Response[T any] struct {
+	Status int `json:"-"`
+	Body   Envelope[T]
+}
+
+// OK answers 200 with data.
+func OK[T any](message string, data T) *Response[T] {
+	return &Response[T]{Status: http.StatusOK, Body: Envelope[T]{Success: true, Message: message, Data: data}}
+}
+
+// Created answers 201 with data.
+func Created[T any](message string, data T) *Response[T] {
+	return &Response[T]{Status: http.StatusCreated, Body: Envelope[T]{Success: true, Message: message, Data: data}}
+}
+
+// Page is the data of admin list endpoints.
+type Page[T any] struct {
+	Items      []T `json:"items"`
+	Page       int `json:"page" example:"1"`
+	PageSize   int `json:"pageSize" example:"20"`
+	TotalCount int `json:"totalCount" example:"42"`
+}
+
+// PageQuery is embedded in admin list inputs: ?page=1&pageSize=20 (max 100).
+type PageQuery struct {
+	Page     int `query:"page" minimum:"1" default:"1" doc:"Page number, from 1."`
+	PageSize int `query:"pageSize" minimum:"1" maximum:"100" default:"20" doc:"Items per page, at most 100."`
+}
+
+// Offset is the number of rows to skip.
+func (p PageQuery) Offset() int {
+	if p.Page < 1 {
+		return 0
+	}
+	return (p.Page - 1) * p.Limit()
+}
+
+// Limit is the page size, clamped to 1..100.
+func (p PageQuery) Limit() int {
+	switch {
+	case p.PageSize < 1:
+		return 20
+	case p.PageSize > 100:
+		return 100
+	}
+	return p.PageSize
+}
+
+// NewPage builds a page from items and the total count.
+func NewPage[T any](q PageQuery, items []T, total int) Page[T] {
+	if items == nil {
+		items = []T{}
+	}
+	page := q.Page
+	if page < 1 {
+		page = 1
+	}
+	return Page[T]{Items: items, Page: page, PageSize: q.Limit(), TotalCount: total}
+}

@@ -1,0 +1,170 @@
+package httpx
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+)
+
+// Sentinel errors that any package may return (wrapped or not); the one error mapper turns them into
+// the envelope with the status named in each comment.
+var (
+	// ErrNotFound is 404: an unknown resource, or another user's.
+	ErrNotFound = errors.New("not found")
+	// ErrConflict is 409: duplicate, quota reached, illegal state change.
+	ErrConflict = errors.New("conflict")
+	// ErrInvalid is 400: the request is well-formed but not acceptable.
+	ErrInvalid = errors.New("invalid request")
+	// ErrUnauthorized is 401.
+	ErrUnauthorized = errors.New("unauthorized")
+	// ErrForbidden is 403.
+	ErrForbidden = errors.New("forbidden")
+	// ErrUpstream is 502: an external provider failed.
+	ErrUpstream = errors.New("upstream provider failed")
+	// ErrUnavailable is 503: a dependency needed for this request is down.
+	ErrUnavailable = errors.New("service unavailable")
+)
+
+// FieldError names one invalid field of a request.
+type FieldError struct {
+	Field   string `json:"field" example:"email"`
+	Message string `json:"message" example:"must be a valid email address"`
+}
+
+// Error is an error that carries its HTTP status, the client-facing message and, optionally,
+// field errors and data (e.g. the resource as stored when a provider failed). It is also the
+// body written for every error response.
+type Error struct {
+	Status  int          `json:"-"`
+	Success bool         `json:"success" doc:"Always false for errors."`
+	Message string       `json:"message" doc:"Human-readable description of the error." example:"Not found"`
+	Data    any          `json:"data" doc:"null, or the resource as stored when an external provider failed (502)."`
+	Errors  []FieldError `json:"errors,omitempty" doc:"Every invalid field, for validation failures (400)."`
+	// headers are extra response headers (e.g. Retry-After).
+	headers map[string]string
+	cause   error
+}
+
+// Error returns the client-facing message.
+func (e *Error) Error() string {
+	if e.cause != nil {
+		return fmt.Sprintf("%s: %v", e.Message, e.cause)
+	}
+	return e.Message
+}
+
+// Unwrap returns the underlying cause, if any.
+func (e *Error) Unwrap() error { return e.cause }
+
+// GetStatus implements huma.StatusError.
+func (e *Error) GetStatus() int { return e.Status }
+
+// ContentType keeps errors as plain JSON rather than problem+json.
+func (e *Error) ContentType(string) string { return "application/json" }
+
+// GetHeaders implements huma.HeadersError.
+func (e *Error) GetHeaders() http.Header {
+	h := http.Header{}
+	for k, v := range e.headers {
+		h.Set(k, v)
+	}
+	return h
+}
+
+// WithHeader returns e with a response header added.
+func (e *Error) WithHeader(k, v string) *Error {
+	if e.headers == nil {
+		e.headers = map[string]string{}
+	}
+	e.headers[k] = v
+	return e
+}
+
+// WithData returns e carrying data in the envelope.
+func (e *Error) WithData(data any) *Error {
+	e.Data = data
+	return e
+}
+
+// NewError builds an Error with the given status and client-facing message.
+func NewError(status int, message string) *Error {
+	if message == "" {
+		message = http.StatusText(status)
+	}
+	return &Error{Status: status, Message: message}
+}
+
+// NotFound is a 404 with message.
+func NotFound(message string) *Error { return wrap(http.StatusNotFound, message, ErrNotFound) }
+
+// Conflict is a 409 with message.
+func Conflict(message string) *Error { return wrap(http.StatusConflict, message, ErrConflict) }
+
+// BadRequest is a 400 with message and optional field errors.
+func BadRequest(message string, fields ...FieldError) *Error {
+	e := wrap(http.StatusBadRequest, message, ErrInvalid)
+	e.Errors = fields
+	return e
+}
+
+// Unauthorized is a 401 with message.
+func Unauthorized(message string) *Error {
+	return wrap(http.StatusUnauthorized, message, ErrUnauthorized)
+}
+
+// Forbidden is a 403 with message.
+func Forbidden(message string) *Error { return wrap(http.StatusForbidden, message, ErrForbidden) }
+
+// BadGateway is a 502 carrying the resource as stored.
+func BadGateway(message string, data any) *Error {
+	e := wrap(http.StatusBadGateway, message, ErrUpstream)
+	e.Data = data
+	return e
+}
+
+// Unavailable is a 503 with message.
+func Unavailable(message string) *Error {
+	return wrap(http.StatusServiceUnavailable, message, ErrUnavailable)
+}
+
+func wrap(status int, message string, cause error) *Error {
+	e := NewError(status, message)
+	e.cause = cause
+	return e
+}
+
+// FromError maps any error to the Error written to the client. Sentinels map to their status;
+// anything else is a 500 whose message says nothing about internals.
+func FromError(err error) *Error {
+	var e *Error
+	if errors.As(err, &e) {
+		return e
+	}
+	var sc interface{ Status() int }
+	if errors.As(err, &sc) && sc.Status() >= 400 {
+		out := NewError(sc.Status(), err.Error())
+		if h, ok := err.(interface{ GetHeaders() http.Header }); ok {
+			for k := range h.GetHeaders() {
+				out.WithHeader(k, h.GetHeaders().Get(k))
+			}
+		}
+		return out
+	}
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return NewError(http.StatusNotFound, "Not found")
+	case errors.Is(err, ErrConflict):
+		return NewError(http.StatusConflict, err.Error())
+	case errors.Is(err, ErrInvalid):
+		return NewError(http.StatusBadRequest, err.Error())
+	case errors.Is(err, ErrUnauthorized):
+		return NewError(http.StatusUnauthorized, "Unauthorized")
+	case errors.Is(err, ErrForbidden):
+		return NewError(http.StatusForbidden, "Forbidden")
+	case errors.Is(err, ErrUpstream):
+		return NewError(http.StatusBadGateway, "An external provider failed")
+	case errors.Is(err, ErrUnavailable):
+		return NewError(http.StatusServiceUnavailable, "A dependency is unavailable; try again later")
+	}
+	return NewError(http.StatusInternalServerError, "An unexpected error occurred")
+}

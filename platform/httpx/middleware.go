@@ -1,0 +1,220 @@
+package httpx
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+type ctxKey string
+
+const (
+	requestIDKey ctxKey = "requestId"
+	clientIPKey  ctxKey = "clientIp"
+	userAgentKey ctxKey = "userAgent"
+)
+
+// RequestID returns the request id of the request ctx belongs to, or "".
+func RequestID(ctx context.Context) string {
+	s, _ := ctx.Value(requestIDKey).(string)
+	return s
+}
+
+// ClientIP returns the client address of the request ctx belongs to: the socket peer, or the
+// nearest untrusted address of X-Forwarded-For when the peer is a trusted proxy.
+func ClientIP(ctx context.Context) string {
+	s, _ := ctx.Value(clientIPKey).(string)
+	return s
+}
+
+// UserAgent returns the User-Agent of the request ctx belongs to.
+func UserAgent(ctx context.Context) string {
+	s, _ := ctx.Value(userAgentKey).(string)
+	return s
+}
+
+// FiberClientIP is ClientIP for Fiber handlers.
+func FiberClientIP(c *fiber.Ctx) string {
+	if s, ok := c.Locals(clientIPKey).(string); ok {
+		return s
+	}
+	return c.Context().RemoteIP().String()
+}
+
+// requestContext stores the request id, client IP and user agent where both Fiber handlers
+// (Locals) and huma handlers (context values) can read them, and echoes X-Request-Id.
+func requestContext(trusted []netip.Prefix) fiber.Handler {
+	return func(c *fiber.Ctx) error {
+		id := c.Get(fiber.HeaderXRequestID)
+		if id == "" || len(id) > 128 || strings.ContainsFunc(id, func(r rune) bool { return r < 0x21 || r > 0x7e }) {
+			id = newRequestID()
+		}
+		c.Set(fiber.HeaderXRequestID, id)
+		ip := clientIP(c, trusted)
+		ua := c.Get(fiber.HeaderUserAgent)
+		if len(ua) > 512 {
+			ua = ua[:512]
+		}
+		c.Locals(requestIDKey, id)
+		c.Locals(clientIPKey, ip)
+		c.Locals(userAgentKey, ua)
+		ctx := context.WithValue(c.UserContext(), requestIDKey, id)
+		ctx = context.WithValue(ctx, clientIPKey, ip)
+		ctx = context.WithValue(ctx, userAgentKey, ua)
+		c.SetUserContext(ctx)
+		return c.Next()
+	}
+}
+
+func newRequestID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// clientIP believes X-Forwarded-For only when the socket peer is a trusted proxy, and then takes
+// the rightmost address that is not itself a trusted proxy (the leftmost is client-controlled).
+func clientIP(c *fiber.Ctx, trusted []netip.Prefix) string {
+	peer, ok := netip.AddrFromSlice(c.Context().RemoteIP())
+	if !ok {
+		return c.Context().RemoteIP().String()
+	}
+	peer = peer.Unmap()
+	if len(trusted) == 0 || !inPrefixes(peer, trusted) {
+		return peer.String()
+	}
+	parts := strings.Split(c.Get(fiber.HeaderXForwardedFor), ",")
+	for i := len(parts) - 1; i >= 0; i-- {
+		a, err := netip.ParseAddr(strings.TrimSpace(parts[i]))
+		if err != nil {
+			break
+		}
+		a = a.Unmap()
+		if !inPrefixes(a, trusted) {
+			return a.String()
+		}
+	}
+	return peer.String()
+}
+
+func inPrefixes(a netip.Addr, ps []netip.Prefix) bool {
+	for _, p := range ps {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// ParseTrustedProxies reads addresses or CIDR prefixes.
+func ParseTrustedProxies(in []string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, s := range in {
+		s = strings.TrimSpace(s)
+		if s == "" {
+			continue
+		}
+		if strings.Contains(s, "/") {
+			p, err := netip.ParsePrefix(s)
+			if err != nil {
+				return nil, fmt.Errorf("trusted proxy %q: %w", s, err)
+			}
+			out = append(out, p.Masked())
+			continue
+		}
+		a, err := netip.ParseAddr(s)
+		if err != nil {
+			return nil, fmt.Errorf("trusted proxy %q: %w", s, err)
+		}
+		out = append(out, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
+	}
+	return out, nil
+}
+
+// recoverer turns a panic into a 500 envelope and logs the stack (never sent to the client).
+func recoverer(log *slog.Logger) fiber.Handler {
+	return func(c *fiber.Ctx) (err error) {
+		defer func() {
+			if r := recover(); r != nil {
+				log.Error("panic", "requestId", c.Locals(requestIDKey), "panic", fmt.Sprint(r),
+					"stack", string(debug.Stack()))
+				err = NewError(fiber.StatusInternalServerError, "An unexpected error occurred")
+			}
+		}()
+		return c.Next()
+	}
+}
+
+// Metrics are the HTTP metrics exposed on /metrics.
+type Metrics struct {
+	requests *prometheus.CounterVec
+	latency  *prometheus.HistogramVec
+}
+
+// NewMetrics registers the HTTP metrics with reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "http_requests_total", Help: "HTTP requests by method, route and status.",
+		}, []string{"method", "route", "status"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "http_request_duration_seconds", Help: "HTTP request latency by method and route.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+		}, []string{"method", "route"}),
+	}
+	reg.MustRegister(m.requests, m.latency)
+	return m
+}
+
+// accessLog writes one JSON line per request and records the metrics. The query string is not
+// logged: it may carry OAuth codes or states.
+func accessLog(log *slog.Logger, m *Metrics, errorHandler fiber.ErrorHandler) fiber.Handler {
+	return func(c *fiber.Ctx) error {
+		start := time.Now()
+		err := c.Next()
+		if err != nil {
+			// Write the error now so the status below is the one the client gets.
+			if herr := errorHandler(c, err); herr != nil {
+				c.Status(fiber.StatusInternalServerError)
+			}
+			err = nil
+		}
+		status := c.Response().StatusCode()
+		route := "unmatched"
+		if r := c.Route(); r != nil && r.Path != "/" && !strings.HasSuffix(r.Path, "*") {
+			route = r.Path
+		}
+		d := time.Since(start)
+		if m != nil {
+			m.requests.WithLabelValues(c.Method(), route, strconv.Itoa(status)).Inc()
+			m.latency.WithLabelValues(c.Method(), route).Observe(d.Seconds())
+		}
+		if route == "/healthz" || route == "/readyz" || route == "/metrics" {
+			return nil
+		}
+		level := slog.LevelInfo
+		if status >= 500 {
+			level = slog.LevelError
+		}
+		log.LogAttrs(c.UserContext(), level, "request",
+			slog.String("requestId", fmt.Sprint(c.Locals(requestIDKey))),
+			slog.String("method", c.Method()),
+			slog.String("path", c.Path()),
+			slog.String("route", route),
+			slog.Int("status", status),
+			slog.Float64("durationMs", float64(d.Microseconds())/1000),
+			slog.String("ip", fmt.Sprint(c.Locals(clientIPKey))),
+		)
+		return nil
+	}
+}

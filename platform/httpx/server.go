@@ -1,0 +1,204 @@
+// Package httpx is the HTTP platform: one Fiber app, one huma API generating the OpenAPI 3.1
+// document from the registered operations, the {success, message, data} envelope on every response,
+// request ids, access logs, metrics, CORS, client IPs and graceful shutdown.
+package httpx
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/danielgtaylor/huma/v2"
+	"github.com/gofiber/fiber/v2"
+	"github.com/gofiber/fiber/v2/middleware/cors"
+)
+
+// BodyLimit is the largest request body accepted.
+const BodyLimit = 1 << 20
+
+// ServerOptions configures NewServer.
+type ServerOptions struct {
+	Title, Version string
+	Origins        []string
+	TrustedProxies []string
+	Logger         *slog.Logger
+	Metrics        *Metrics
+	Guard          Guard
+	// Before runs on every request after the request context is set (e.g. the per-IP limit).
+	Before []fiber.Handler
+}
+
+// Server owns the Fiber app and the huma API.
+type Server struct {
+	App *fiber.App
+	API *API
+	log *slog.Logger
+
+	once     sync.Once
+	patterns []routePattern
+	addr     net.Addr
+}
+
+// Addr is the bound listener address once Listen returned.
+func (s *Server) Addr() string {
+	if s.addr == nil {
+		return ""
+	}
+	return s.addr.String()
+}
+
+// NewServer builds the Fiber app with every platform middleware and the huma API on it.
+func NewServer(o ServerOptions) (*Server, error) {
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	trusted, err := ParseTrustedProxies(o.TrustedProxies)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{log: o.Logger}
+	app := fiber.New(fiber.Config{
+		AppName:               o.Title,
+		BodyLimit:             BodyLimit,
+		DisableStartupMessage: true,
+		ErrorHandler:          s.errorHandler,
+		ReadBufferSize:        16 << 10,
+	})
+	s.App = app
+	app.Use(requestContext(trusted))
+	app.Use(accessLog(o.Logger, o.Metrics, s.errorHandler))
+	app.Use(recoverer(o.Logger))
+	app.Use(cors.New(cors.Config{
+		AllowOriginsFunc: originMatcher(o.Origins),
+		AllowMethods:     "GET,POST,PUT,DELETE,OPTIONS",
+		AllowHeaders:     "Authorization,Content-Type,X-API-Key,X-Request-Id",
+		ExposeHeaders: "X-Request-Id,X-RateLimit-Limit,X-RateLimit-Remaining,X-RateLimit-Reset," +
+			"RateLimit,RateLimit-Policy,Retry-After",
+		AllowCredentials: true,
+		MaxAge:           600,
+	}))
+	for _, h := range o.Before {
+		app.Use(h)
+	}
+	s.API = newAPI(app, o.Title, o.Version, o.Guard)
+	return s, nil
+}
+
+func originMatcher(origins []string) func(string) bool {
+	set := map[string]bool{}
+	for _, o := range origins {
+		set[strings.TrimRight(o, "/")] = true
+	}
+	return func(origin string) bool { return set[origin] }
+}
+
+// Finish adds the fallback handler (404 or 405 in the envelope) after every route is registered.
+func (s *Server) Finish() {
+	s.App.Use(func(c *fiber.Ctx) error {
+		if allowed := s.allowedMethods(c.Path()); len(allowed) > 0 {
+			c.Set(fiber.HeaderAllow, strings.Join(allowed, ", "))
+			return NewError(http.StatusMethodNotAllowed, fmt.Sprintf("Method %s is not allowed on %s", c.Method(), c.Path()))
+		}
+		return NewError(http.StatusNotFound, "No route matches "+c.Method()+" "+c.Path())
+	})
+	// Validation failures are answered 400, never 422: keep the document true to that.
+	for _, item := range s.API.OpenAPI().Paths {
+		for _, op := range []*huma.Operation{item.Get, item.Post, item.Put, item.Delete, item.Patch} {
+			if op != nil && op.Responses != nil {
+				delete(op.Responses, "422")
+			}
+		}
+	}
+}
+
+type routePattern struct {
+	re     *regexp.Regexp
+	method string
+}
+
+func (s *Server) allowedMethods(path string) []string {
+	s.once.Do(func() {
+		for _, r := range s.App.GetRoutes(true) {
+			if r.Method == http.MethodHead || r.Method == "USE" || strings.Contains(r.Path, "*") {
+				continue
+			}
+			var b strings.Builder
+			b.WriteString("^")
+			for _, seg := range strings.Split(strings.Trim(r.Path, "/"), "/") {
+				b.WriteString("/")
+				if strings.HasPrefix(seg, ":") {
+					b.WriteString("[^/]+")
+				} else {
+					b.WriteString(regexp.QuoteMeta(seg))
+				}
+			}
+			b.WriteString("/?$")
+			s.patterns = append(s.patterns, routePattern{re: regexp.MustCompile(b.String()), method: r.Method})
+		}
+	})
+	seen := map[string]bool{}
+	for _, p := range s.patterns {
+		if p.re.MatchString(path) {
+			seen[p.method] = true
+		}
+	}
+	out := make([]string, 0, len(seen))
+	for m := range seen {
+		out = append(out, m)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// errorHandler writes every error Fiber sees (routing, body limit, middleware) as the envelope.
+func (s *Server) errorHandler(c *fiber.Ctx, err error) error {
+	var fe *fiber.Error
+	var out *Error
+	if errors.As(err, &fe) {
+		switch fe.Code {
+		case fiber.StatusRequestEntityTooLarge:
+			out = NewError(fe.Code, "Request body is larger than 1 MiB")
+		case fiber.StatusNotFound:
+			out = NewError(fe.Code, "No route matches "+c.Method()+" "+c.Path())
+		default:
+			out = NewError(fe.Code, fe.Message)
+		}
+	} else {
+		out = FromError(err)
+		if out.Status >= 500 {
+			s.log.Error("request failed", "requestId", c.Locals(requestIDKey), "error", err.Error())
+		}
+	}
+	for k, v := range out.headers {
+		c.Set(k, v)
+	}
+	return c.Status(out.Status).JSON(out)
+}
+
+// Listen serves on addr until Shutdown; it returns once the listener is bound, so a port clash
+// fails startup.
+func (s *Server) Listen(addr string) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", addr, err)
+	}
+	s.addr = ln.Addr()
+	go func() {
+		if err := s.App.Listener(ln); err != nil {
+			s.log.Error("http server stopped", "error", err.Error())
+		}
+	}()
+	return nil
+}
+
+// Shutdown stops accepting connections and waits for in-flight requests until ctx ends.
+func (s *Server) Shutdown(ctx context.Context) error {
+	return s.App.ShutdownWithContext(ctx)
+}

@@ -1,0 +1,289 @@
+package provision
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/uptrace/bun"
+)
+
+// FinisherOptions tunes the Finisher.
+type FinisherOptions struct {
+	// Interval between polls when there is no work; default 1 s.
+	Interval time.Duration
+	// MaxAttempts before GiveUp is called; default 8.
+	MaxAttempts int
+	// BatchSize is the most rows driven per poll and kind; default 16.
+	BatchSize int
+	// Workers is the number of rows driven at once per kind; default 4.
+	Workers int
+	// MaxBackoff caps the delay between attempts; default 5 min.
+	MaxBackoff time.Duration
+	Logger     *slog.Logger
+}
+
+// Finisher drives rows left in an in-between state to their end. Each row is claimed with
+// SELECT … FOR UPDATE SKIP LOCKED inside its own transaction, which is held while the provisioner
+// works, so replicas run side by side and never drive one row at the same time; a crashed worker's
+// lock dies with its connection.
+type Finisher struct {
+	db    *bun.DB
+	o     FinisherOptions
+	kinds map[Kind]Provisioner
+	order []Kind
+
+	stop chan struct{}
+	wg   sync.WaitGroup
+	once sync.Once
+}
+
+// NewFinisher builds a Finisher over every provisioner; only those implementing Queue are polled.
+func NewFinisher(db *bun.DB, provisioners []Provisioner, o FinisherOptions) (*Finisher, error) {
+	if o.Interval <= 0 {
+		o.Interval = time.Second
+	}
+	if o.MaxAttempts <= 0 {
+		o.MaxAttempts = 8
+	}
+	if o.BatchSize <= 0 {
+		o.BatchSize = 16
+	}
+	if o.Workers <= 0 {
+		o.Workers = 4
+	}
+	if o.MaxBackoff <= 0 {
+		o.MaxBackoff = 5 * time.Minute
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	f := &Finisher{db: db, o: o, kinds: map[Kind]Provisioner{}, stop: make(chan struct{})}
+	for _, p := range provisioners {
+		if _, dup := f.kinds[p.Kind()]; dup {
+			return nil, fmt.Errorf("provisioner kind %q registered twice", p.Kind())
+		}
+		f.kinds[p.Kind()] = p
+		f.order = append(f.order, p.Kind())
+	}
+	return f, nil
+}
+
+// Provisioner returns the provisioner of kind, or nil.
+func (f *Finisher) Provisioner(kind Kind) Provisioner { return f.kinds[kind] }
+
+// Start launches the polling loop; Stop ends it and waits for rows in progress.
+func (f *Finisher) Start() {
+	f.wg.Add(1)
+	go f.loop()
+}
+
+// Stop ends the loop and waits for the rows being driven.
+func (f *Finisher) Stop(ctx context.Context) error {
+	f.once.Do(func() { close(f.stop) })
+	done := make(chan struct{})
+	go func() { f.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (f *Finisher) loop() {
+	defer f.wg.Done()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { <-f.stop; cancel() }()
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-f.stop:
+			return
+		case <-t.C:
+		}
+		n := f.RunOnce(ctx)
+		wait := f.o.Interval
+		if n >= f.o.BatchSize {
+			wait = 0 // more work is waiting
+		}
+		t.Reset(wait)
+	}
+}
+
+// RunOnce drives up to BatchSize due rows of every kind and returns how many it drove. Tests call
+// it to settle work without waiting for the loop.
+func (f *Finisher) RunOnce(ctx context.Context) int {
+	total := 0
+	for _, kind := range f.order {
+		q, ok := f.kinds[kind].(Queue)
+		if !ok {
+			continue
+		}
+		var (
+			mu    sync.Mutex
+			count int
+			wg    sync.WaitGroup
+		)
+		sem := make(chan struct{}, f.o.Workers)
+		for i := 0; i < f.o.BatchSize; i++ {
+			if ctx.Err() != nil {
+				break
+			}
+			sem <- struct{}{}
+			wg.Add(1)
+			got := make(chan bool, 1)
+			go func() {
+				defer wg.Done()
+				defer func() { <-sem }()
+				ok, err := f.claimAndDrive(ctx, kind, q, 0, func(claimed bool) { got <- claimed })
+				if err != nil && ctx.Err() == nil && !ok {
+					f.o.Logger.Warn("finisher poll failed", "kind", string(kind), "error", err.Error())
+				}
+				if ok {
+					mu.Lock()
+					count++
+					mu.Unlock()
+				}
+			}()
+			if !<-got { // nothing (more) due for this kind
+				break
+			}
+		}
+		wg.Wait()
+		total += count
+	}
+	return total
+}
+
+// Drive finishes one row now (the request path after storing an intent): it waits for the row's
+// lock (a Finisher elsewhere may hold it), and drives it if it is still in an in-between state.
+// It returns the provisioner's error when the attempt failed and was scheduled for a retry, and
+// ErrNotInFlight when there was nothing to do.
+func (f *Finisher) Drive(ctx context.Context, kind Kind, id int64) error {
+	p := f.kinds[kind]
+	q, ok := p.(Queue)
+	if !ok {
+		return fmt.Errorf("drive %s %d: kind has no queue", kind, id)
+	}
+	found, err := f.claimAndDrive(ctx, kind, q, id, nil)
+	if err != nil {
+		return err
+	}
+	if !found {
+		return ErrNotInFlight
+	}
+	return nil
+}
+
+type claimed struct {
+	ID       int64  `bun:"id"`
+	Status   string `bun:"status"`
+	Attempts int    `bun:"attempts"`
+}
+
+// claimAndDrive locks one row (a given id, waiting; or any due row, skipping locked ones), calls
+// the verb for its status, and records a failed attempt. found reports whether a row was driven.
+// onClaim, when set, is called exactly once as soon as it is known whether a row was claimed.
+func (f *Finisher) claimAndDrive(ctx context.Context, kind Kind, q Queue, id int64, onClaim func(bool)) (found bool, err error) {
+	claimedOne := false
+	if onClaim != nil {
+		defer func() {
+			if !claimedOne {
+				onClaim(false)
+			}
+		}()
+	}
+	p := f.kinds[kind]
+	inflight := q.InFlight()
+	statuses := make([]string, 0, len(inflight))
+	for s := range inflight {
+		statuses = append(statuses, s)
+	}
+	tx, err := f.db.BeginTx(ctx, &sql.TxOptions{})
+	if err != nil {
+		return false, fmt.Errorf("begin: %w", err)
+	}
+	defer func() { _ = tx.Rollback() }()
+
+	var row claimed
+	sel := tx.NewSelect().Table(q.Table()).Column("id", "status", "attempts").
+		Where("status IN (?)", bun.In(statuses))
+	if id != 0 {
+		sel = sel.Where("id = ?", id).For("UPDATE")
+	} else {
+		sel = sel.Where("next_attempt_at <= now()").OrderExpr("next_attempt_at").Limit(1).For("UPDATE SKIP LOCKED")
+	}
+	if err := sel.Scan(ctx, &row); err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return false, nil
+		}
+		return false, fmt.Errorf("claim %s: %w", kind, err)
+	}
+	if onClaim != nil {
+		claimedOne = true
+		onClaim(true)
+	}
+
+	var verbErr error
+	switch inflight[row.Status] {
+	case VerbCreate:
+		_, verbErr = p.Create(ctx, CreateRequest{ResourceID: row.ID, Attempt: row.Attempts, Tx: tx})
+	case VerbDelete:
+		_, verbErr = p.Delete(ctx, DeleteRequest{ResourceID: row.ID, Attempt: row.Attempts, Tx: tx})
+	}
+	if verbErr != nil {
+		if ctx.Err() != nil {
+			return true, verbErr // shutting down: the rollback leaves the row as it was
+		}
+		attempts := row.Attempts + 1
+		next := time.Now().Add(Backoff(attempts, f.o.MaxBackoff))
+		if _, err := tx.NewUpdate().Table(q.Table()).
+			Set("attempts = ?", attempts).
+			Set("next_attempt_at = ?", next).
+			Set("last_error = ?", truncate(verbErr.Error(), 2000)).
+			Where("id = ?", row.ID).Exec(ctx); err != nil {
+			return true, fmt.Errorf("record attempt of %s %d: %w", kind, row.ID, err)
+		}
+		if g, ok := p.(GiveUpper); ok && attempts >= f.o.MaxAttempts {
+			if err := g.GiveUp(ctx, tx, row.ID, verbErr); err != nil {
+				return true, fmt.Errorf("give up %s %d: %w", kind, row.ID, err)
+			}
+		}
+		f.o.Logger.Warn("provisioning attempt failed", "kind", string(kind), "id", row.ID,
+			"attempt", attempts, "error", verbErr.Error())
+	}
+	if err := tx.Commit(); err != nil {
+		return true, fmt.Errorf("commit %s %d: %w", kind, row.ID, err)
+	}
+	return true, verbErr
+}
+
+// Backoff is the capped exponential delay before attempt n+1, with ±20% jitter.
+func Backoff(attempt int, max time.Duration) time.Duration {
+	if attempt < 1 {
+		attempt = 1
+	}
+	d := time.Second << min(attempt-1, 20)
+	if d > max || d <= 0 {
+		d = max
+	}
+	jitter := 0.8 + rand.Float64()*0.4
+	return time.Duration(float64(d) * jitter)
+}
+
+func truncate(s string, n int) string {
+	s = strings.ToValidUTF8(s, "?")
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
+}

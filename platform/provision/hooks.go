@@ -1,0 +1,40 @@
+package provision
+
+import (
+	"context"
+
+	"github.com/uptrace/bun"
+	"go.uber.org/fx"
+)
+
+// NewUser describes an account that was just created (registration, OAuth sign-up, admin).
+type NewUser struct {
+	UserID       int64
+	Email        string
+	FullName     string
+	Organization string
+}
+
+// NewUserHook gives a new account its first resource (the databases module provisions the tenant
+// database). The result is returned to the client as is (tenantDatabase); an error must not undo
+// the registration: the hook leaves its row in an in-between state for the Finisher instead.
+type NewUserHook interface {
+	OnUserCreated(ctx context.Context, u NewUser) (any, error)
+}
+
+// UserReleaser is implemented by every module that owns per-user resources. When an account is
+// deleted, ReleaseUser marks the user's rows for deprovisioning within tx (the same transaction
+// that deletes the account); the Finisher then deletes them at the providers.
+type UserReleaser interface {
+	ReleaseUser(ctx context.Context, tx bun.IDB, userID int64) error
+}
+
+// AsUserReleaser provides a module's UserReleaser to the platform.
+func AsUserReleaser(f any) any {
+	return fx.Annotate(f, fx.As(new(UserReleaser)), fx.ResultTags(`group:"user_releasers"`))
+}
+
+// AsNewUserHook provides the (single) NewUserHook.
+func AsNewUserHook(f any) any {
+	return fx.Annotate(f, fx.As(new(NewUserHook)))
+}

@@ -1,0 +1,112 @@
+// Package provision defines how resource modules plug into the platform: the Provisioner that
+// creates and deletes one kind of external resource, optional capabilities found by type assertion,
+// and the Finisher that drives rows left in an in-between state (a crash, a timeout, a provider
+// outage) to their end. The modules' state rows are the outbox: every change to an external system
+// is persisted as intent first, then made, then recorded.
+package provision
+
+import (
+	"context"
+	"errors"
+
+	"github.com/uptrace/bun"
+	"go.uber.org/fx"
+)
+
+// Kind names one kind of resource ("database", "dns", "wfauto").
+type Kind string
+
+// CreateRequest asks a Provisioner to make the external resource of one stored row.
+type CreateRequest struct {
+	// ResourceID is our id of the row holding the intent; the provisioner reads what to create from it.
+	ResourceID int64
+	// Attempt counts previous attempts (0 on the first).
+	Attempt int
+	// Tx is the transaction that holds the row's lock: the provisioner reads and records the
+	// outcome through it, never through another connection (that would wait on the lock).
+	Tx bun.IDB
+}
+
+// CreateResponse reports what was created.
+type CreateResponse struct {
+	// ExternalID is the provider's id (a record id, an account id, a role name).
+	ExternalID string
+}
+
+// DeleteRequest asks a Provisioner to remove the external resource of one stored row.
+type DeleteRequest struct {
+	ResourceID int64
+	Attempt    int
+	Tx         bun.IDB
+}
+
+// DeleteResponse reports a deletion.
+type DeleteResponse struct{}
+
+// Provisioner creates and removes one kind of external resource. Safe for concurrent use.
+//
+// Both verbs record their outcome in the row (through req.Tx) and return nil when the row reached
+// a final state, success or final failure. They return an error only when the attempt should be
+// retried later; the Finisher then counts the attempt and schedules the next one with backoff.
+type Provisioner interface {
+	// Kind names the resource; no side effects.
+	Kind() Kind
+	// Create makes the resource. Idempotent on req.ResourceID: a second call (after a crash between
+	// the call and the recorded outcome) finds the resource and adopts it, never creates it twice.
+	Create(ctx context.Context, req CreateRequest) (CreateResponse, error)
+	// Delete removes the resource. Must not fail if it is already gone.
+	Delete(ctx context.Context, req DeleteRequest) (DeleteResponse, error)
+}
+
+// Verb is what the Finisher does to a row in an in-between status.
+type Verb int
+
+const (
+	// VerbCreate calls Provisioner.Create.
+	VerbCreate Verb = iota + 1
+	// VerbDelete calls Provisioner.Delete.
+	VerbDelete
+)
+
+// Queue is implemented by provisioners whose rows the Finisher drives.
+type Queue interface {
+	// Table is the state table. It has the columns id (bigint), status (text), attempts (int),
+	// next_attempt_at (timestamptz) and last_error (text), and an index on (next_attempt_at)
+	// WHERE status is in-between.
+	Table() string
+	// InFlight maps each in-between status to the verb that finishes it, e.g.
+	// {"Pending": VerbCreate, "Revoking": VerbDelete}.
+	InFlight() map[string]Verb
+}
+
+// GiveUpper is implemented by provisioners that end a row when its attempts run out (e.g. mark it
+// Failed). Without it the Finisher keeps retrying at the capped backoff.
+type GiveUpper interface {
+	GiveUp(ctx context.Context, tx bun.IDB, resourceID int64, lastErr error) error
+}
+
+// SuspendRequest and ResumeRequest name the row of a resource to pause or resume.
+type SuspendRequest struct {
+	ResourceID int64
+	Tx         bun.IDB
+}
+
+// ResumeRequest names the row of a resource to resume.
+type ResumeRequest struct {
+	ResourceID int64
+	Tx         bun.IDB
+}
+
+// Suspender is implemented by resources that can be paused (databases).
+type Suspender interface {
+	Suspend(ctx context.Context, req SuspendRequest) error
+	Resume(ctx context.Context, req ResumeRequest) error
+}
+
+// AsProvisioner provides a module's Provisioner to the platform.
+func AsProvisioner(f any) any {
+	return fx.Annotate(f, fx.As(new(Provisioner)), fx.ResultTags(`group:"provisioners"`))
+}
+
+// ErrNotInFlight means the row is not (or no longer) in an in-between state.
+var ErrNotInFlight = errors.New("resource is not in an in-between state")
