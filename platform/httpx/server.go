@@ -172,12 +172,15 @@ func (s *Server) errorHandler(c *fiber.Ctx, err error) error {
 		}
 	} else {
 		out = FromError(err)
-		if out.Status >= 500 {
+		if out.Status >= 500 && !errors.As(err, new(*Error)) {
 			s.log.Error("request failed", "requestId", c.Locals(requestIDKey), "error", err.Error())
 		}
 	}
 	for k, v := range out.headers {
 		c.Set(k, v)
+	}
+	if c.Locals(requestIDKey) == nil { // rejected before the middleware ran (body too large)
+		c.Set(fiber.HeaderXRequestID, newRequestID())
 	}
 	return c.Status(out.Status).JSON(out)
 }

@@ -1,0 +1,217 @@
+package httpx_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/danielgtaylor/huma/v2"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"provisioner/platform/httpx"
+)
+
+type widgetIn struct {
+	Body struct {
+		_     struct{} `additionalProperties:"true"`
+		Name  string   `json:"name" minLength:"1" maxLength:"10"`
+		Email string   `json:"email" format:"email"`
+		Count int      `json:"count" minimum:"1" maximum:"5"`
+	}
+}
+
+type widget struct {
+	Name string `json:"name"`
+	IP   string `json:"ip"`
+}
+
+type routes struct{}
+
+func (routes) Register(api *httpx.API) {
+	httpx.Register(api, httpx.Public, huma.Operation{OperationID: "createWidget", Method: http.MethodPost, Path: "/api/widgets", DefaultStatus: 201},
+		func(ctx context.Context, in *widgetIn) (*httpx.Response[widget], error) {
+			return httpx.Created("created", widget{Name: in.Body.Name, IP: httpx.ClientIP(ctx)}), nil
+		})
+	httpx.Register(api, httpx.Public, huma.Operation{OperationID: "getWidget", Method: http.MethodGet, Path: "/api/widgets/{id}"},
+		func(ctx context.Context, in *struct {
+			ID int64 `path:"id" minimum:"1"`
+		}) (*httpx.Response[widget], error) {
+			switch in.ID {
+			case 1:
+				return httpx.OK("ok", widget{Name: "one"}), nil
+			case 2:
+				return nil, errors.New("pq: relation \"secret_table\" does not exist")
+			case 3:
+				panic("boom in handler")
+			case 4:
+				return nil, httpx.BadGateway("provider failed", widget{Name: "stored"})
+			}
+			return nil, httpx.ErrNotFound
+		})
+}
+
+func newServer(t *testing.T, trusted ...string) string {
+	t.Helper()
+	s, err := httpx.NewServer(httpx.ServerOptions{Title: "t", Version: "1", Origins: []string{"https://app.example.com"}, TrustedProxies: trusted})
+	require.NoError(t, err)
+	routes{}.Register(s.API)
+	s.Finish()
+	require.NoError(t, s.Listen("127.0.0.1:0"))
+	t.Cleanup(func() { _ = s.Shutdown(context.Background()) })
+	return "http://" + s.Addr()
+}
+
+type envelope struct {
+	Success bool            `json:"success"`
+	Message string          `json:"message"`
+	Data    json.RawMessage `json:"data"`
+	Errors  []struct {
+		Field, Message string
+	} `json:"errors"`
+}
+
+func call(t *testing.T, method, url, body string, hdr map[string]string) (*http.Response, envelope, string) {
+	t.Helper()
+	var r io.Reader
+	if body != "" {
+		r = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, url, r)
+	require.NoError(t, err)
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	res, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer res.Body.Close()
+	raw, _ := io.ReadAll(res.Body)
+	var env envelope
+	if len(raw) > 0 {
+		require.NoError(t, json.Unmarshal(raw, &env), "body is JSON: %s", raw)
+	}
+	return res, env, string(raw)
+}
+
+func TestEnvelopeOnEveryOutcome(t *testing.T) {
+	base := newServer(t)
+	big := `{"name":"` + strings.Repeat("a", 1<<20+10) + `"}`
+	cases := []struct {
+		name, method, path, body string
+		status                   int
+		success                  bool
+		contains, notContains    string
+	}{
+		{"ok", "GET", "/api/widgets/1", "", 200, true, `"name":"one"`, ""},
+		{"created", "POST", "/api/widgets", `{"name":"a","email":"a@b.co","count":2}`, 201, true, `"name":"a"`, ""},
+		{"unknown route", "GET", "/api/nothing-here", "", 404, false, "No route", ""},
+		{"wrong method", "DELETE", "/api/widgets", "", 405, false, "not allowed", ""},
+		{"malformed json", "POST", "/api/widgets", `{"name":`, 400, false, "", ""},
+		{"too large", "POST", "/api/widgets", big, 413, false, "1 MiB", ""},
+		{"not found sentinel", "GET", "/api/widgets/9", "", 404, false, "", ""},
+		{"internal error hides details", "GET", "/api/widgets/2", "", 500, false, "unexpected", "secret_table"},
+		{"panic hides details", "GET", "/api/widgets/3", "", 500, false, "unexpected", "boom"},
+		{"bad gateway carries data", "GET", "/api/widgets/4", "", 502, false, `"name":"stored"`, ""},
+		{"bad path param", "GET", "/api/widgets/0", "", 400, false, "", ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			res, env, raw := call(t, tc.method, base+tc.path, tc.body, nil)
+			assert.Equal(t, tc.status, res.StatusCode, raw)
+			assert.Equal(t, tc.success, env.Success)
+			assert.NotEmpty(t, env.Message)
+			assert.Contains(t, res.Header.Get("Content-Type"), "application/json")
+			assert.NotEmpty(t, res.Header.Get("X-Request-Id"))
+			if tc.contains != "" {
+				assert.Contains(t, raw, tc.contains)
+			}
+			if tc.notContains != "" {
+				assert.NotContains(t, raw, tc.notContains)
+			}
+			assert.NotContains(t, raw, "goroutine")
+		})
+	}
+}
+
+func TestValidationListsEveryBadField(t *testing.T) {
+	base := newServer(t)
+	res, env, raw := call(t, "POST", base+"/api/widgets", `{"name":"","email":"nope","count":9,"role":"Admin"}`, nil)
+	require.Equal(t, 400, res.StatusCode, raw)
+	var fields []string
+	for _, e := range env.Errors {
+		fields = append(fields, e.Field)
+	}
+	assert.ElementsMatch(t, []string{"name", "email", "count"}, fields, raw)
+
+	res, env, _ = call(t, "POST", base+"/api/widgets", `{}`, nil)
+	require.Equal(t, 400, res.StatusCode)
+	assert.Len(t, env.Errors, 3, "missing required fields are each listed")
+}
+
+func TestMethodNotAllowedListsAllow(t *testing.T) {
+	base := newServer(t)
+	res, _, _ := call(t, "PUT", base+"/api/widgets/1", "", nil)
+	assert.Equal(t, 405, res.StatusCode)
+	assert.Equal(t, "GET", res.Header.Get("Allow"))
+}
+
+func TestRequestIDEchoed(t *testing.T) {
+	base := newServer(t)
+	res, _, _ := call(t, "GET", base+"/api/widgets/1", "", map[string]string{"X-Request-Id": "abc-123"})
+	assert.Equal(t, "abc-123", res.Header.Get("X-Request-Id"))
+	res, _, _ = call(t, "GET", base+"/api/widgets/1", "", map[string]string{"X-Request-Id": "bad id\twith spaces"})
+	assert.NotEqual(t, "bad id\twith spaces", res.Header.Get("X-Request-Id"))
+}
+
+func TestCORS(t *testing.T) {
+	base := newServer(t)
+	res, _, _ := call(t, "OPTIONS", base+"/api/widgets", "", map[string]string{
+		"Origin": "https://app.example.com", "Access-Control-Request-Method": "POST",
+	})
+	assert.Equal(t, "https://app.example.com", res.Header.Get("Access-Control-Allow-Origin"))
+	res, _, _ = call(t, "OPTIONS", base+"/api/widgets", "", map[string]string{
+		"Origin": "https://evil.example.com", "Access-Control-Request-Method": "POST",
+	})
+	assert.Empty(t, res.Header.Get("Access-Control-Allow-Origin"))
+}
+
+func TestClientIPBehindTrustedProxyOnly(t *testing.T) {
+	body := `{"name":"a","email":"a@b.co","count":1}`
+	hdr := map[string]string{"X-Forwarded-For": "203.0.113.9, 198.51.100.7"}
+
+	untrusted := newServer(t)
+	_, env, _ := call(t, "POST", untrusted+"/api/widgets", body, hdr)
+	var w widget
+	require.NoError(t, json.Unmarshal(env.Data, &w))
+	assert.Equal(t, "127.0.0.1", w.IP, "X-Forwarded-For is ignored without trusted proxies")
+
+	trusted := newServer(t, "127.0.0.1/32")
+	_, env, _ = call(t, "POST", trusted+"/api/widgets", body, hdr)
+	require.NoError(t, json.Unmarshal(env.Data, &w))
+	assert.Equal(t, "198.51.100.7", w.IP, "the nearest untrusted hop is the client")
+}
+
+func TestOpenAPIDocumentDescribesRoutes(t *testing.T) {
+	base := newServer(t)
+	res, err := http.Get(base + "/api/openapi.json")
+	require.NoError(t, err)
+	defer res.Body.Close()
+	var doc struct {
+		OpenAPI string                                `json:"openapi"`
+		Paths   map[string]map[string]json.RawMessage `json:"paths"`
+	}
+	require.NoError(t, json.NewDecoder(res.Body).Decode(&doc))
+	assert.Equal(t, "3.1.0", doc.OpenAPI)
+	require.Contains(t, doc.Paths, "/api/widgets")
+	assert.Contains(t, doc.Paths["/api/widgets"], "post")
+	assert.NotContains(t, string(doc.Paths["/api/widgets"]["post"]), `"422"`, "validation is documented as 400")
+	assert.Contains(t, string(doc.Paths["/api/widgets"]["post"]), `"400"`)
+}
+
