@@ -1,0 +1,196 @@
+package provision_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/uptrace/bun"
+	"github.com/uptrace/bun/dialect/pgdialect"
+	"github.com/uptrace/bun/driver/pgdriver"
+
+	"provisioner/platform/provision"
+	"provisioner/platform/testutil"
+)
+
+func TestMain(m *testing.M) { testutil.Main(m) }
+
+// things is a resource whose "provider" is an in-memory map, with faults on demand.
+type things struct {
+	table    string
+	mu       sync.Mutex
+	created  map[int64]int // resource id -> times created at the provider
+	inFlight map[int64]int
+	overlap  atomic.Int32
+	failLeft atomic.Int32
+	delay    time.Duration
+}
+
+func (p *things) Kind() provision.Kind { return provision.Kind(p.table) }
+func (p *things) Table() string        { return p.table }
+func (p *things) InFlight() map[string]provision.Verb {
+	return map[string]provision.Verb{"Pending": provision.VerbCreate, "Revoking": provision.VerbDelete}
+}
+
+func (p *things) enter(id int64) func() {
+	p.mu.Lock()
+	p.inFlight[id]++
+	if p.inFlight[id] > 1 {
+		p.overlap.Add(1)
+	}
+	p.mu.Unlock()
+	return func() { p.mu.Lock(); p.inFlight[id]--; p.mu.Unlock() }
+}
+
+func (p *things) Create(ctx context.Context, req provision.CreateRequest) (provision.CreateResponse, error) {
+	defer p.enter(req.ResourceID)()
+	time.Sleep(p.delay)
+	if p.failLeft.Add(-1) >= 0 {
+		return provision.CreateResponse{}, errors.New("provider answered 503")
+	}
+	p.mu.Lock()
+	p.created[req.ResourceID]++
+	p.mu.Unlock()
+	_, err := req.Tx.NewUpdate().Table(p.table).Set("status = 'Active'").Where("id = ?", req.ResourceID).Exec(ctx)
+	return provision.CreateResponse{ExternalID: "x"}, err
+}
+
+func (p *things) Delete(ctx context.Context, req provision.DeleteRequest) (provision.DeleteResponse, error) {
+	defer p.enter(req.ResourceID)()
+	p.mu.Lock()
+	delete(p.created, req.ResourceID)
+	p.mu.Unlock()
+	_, err := req.Tx.NewUpdate().Table(p.table).Set("status = 'Revoked'").Where("id = ?", req.ResourceID).Exec(ctx)
+	return provision.DeleteResponse{}, err
+}
+
+func (p *things) GiveUp(ctx context.Context, tx bun.IDB, id int64, _ error) error {
+	_, err := tx.NewUpdate().Table(p.table).Set("status = 'Failed'").Where("id = ?", id).Exec(ctx)
+	return err
+}
+
+func setup(t *testing.T) (*bun.DB, *things) {
+	t.Helper()
+	db := bun.NewDB(sql.OpenDB(pgdriver.NewConnector(pgdriver.WithDSN(testutil.PackageDatabase(t)))), pgdialect.New())
+	t.Cleanup(func() { db.Close() })
+	p := &things{table: "things_" + testutil.RandomSuffix(), created: map[int64]int{}, inFlight: map[int64]int{}}
+	_, err := db.Exec(`CREATE TABLE ` + p.table + ` (id bigserial PRIMARY KEY, status text NOT NULL,
+		attempts int NOT NULL DEFAULT 0, next_attempt_at timestamptz NOT NULL DEFAULT now(), last_error text NOT NULL DEFAULT '')`)
+	require.NoError(t, err)
+	return db, p
+}
+
+func insert(t *testing.T, db *bun.DB, table, status string, n int) []int64 {
+	t.Helper()
+	var ids []int64
+	for i := 0; i < n; i++ {
+		var id int64
+		require.NoError(t, db.QueryRow(`INSERT INTO `+table+` (status) VALUES (?) RETURNING id`, status).Scan(&id))
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+func statuses(t *testing.T, db *bun.DB, table string) map[string]int {
+	t.Helper()
+	rows, err := db.Query(`SELECT status, count(*) FROM ` + table + ` GROUP BY status`)
+	require.NoError(t, err)
+	defer rows.Close()
+	out := map[string]int{}
+	for rows.Next() {
+		var s string
+		var n int
+		require.NoError(t, rows.Scan(&s, &n))
+		out[s] = n
+	}
+	return out
+}
+
+func TestFinisherDrivesEveryInFlightRow(t *testing.T) {
+	db, p := setup(t)
+	insert(t, db, p.table, "Pending", 20)
+	insert(t, db, p.table, "Revoking", 5)
+	insert(t, db, p.table, "Active", 3)
+	f, err := provision.NewFinisher(db, []provision.Provisioner{p}, provision.FinisherOptions{BatchSize: 8})
+	require.NoError(t, err)
+	for f.RunOnce(context.Background()) > 0 {
+	}
+	assert.Equal(t, map[string]int{"Active": 23, "Revoked": 5}, statuses(t, db, p.table))
+}
+
+func TestFailedAttemptIsScheduledWithBackoffThenGivenUp(t *testing.T) {
+	db, p := setup(t)
+	ids := insert(t, db, p.table, "Pending", 1)
+	p.failLeft.Store(100)
+	f, err := provision.NewFinisher(db, []provision.Provisioner{p}, provision.FinisherOptions{MaxAttempts: 3})
+	require.NoError(t, err)
+
+	require.Equal(t, 1, f.RunOnce(context.Background()))
+	var row struct {
+		Attempts int       `bun:"attempts"`
+		Next     time.Time `bun:"next_attempt_at"`
+		LastErr  string    `bun:"last_error"`
+		Status   string    `bun:"status"`
+	}
+	require.NoError(t, db.NewSelect().Table(p.table).Column("attempts", "next_attempt_at", "last_error", "status").Where("id = ?", ids[0]).Scan(context.Background(), &row))
+	assert.Equal(t, 1, row.Attempts)
+	assert.Equal(t, "provider answered 503", row.LastErr)
+	assert.True(t, row.Next.After(time.Now()), "the next attempt waits")
+	assert.Equal(t, 0, f.RunOnce(context.Background()), "not due yet")
+
+	for i := 0; i < 2; i++ {
+		_, err := db.Exec(`UPDATE `+p.table+` SET next_attempt_at = now() WHERE id = ?`, ids[0])
+		require.NoError(t, err)
+		f.RunOnce(context.Background())
+	}
+	assert.Equal(t, map[string]int{"Failed": 1}, statuses(t, db, p.table), "given up after MaxAttempts")
+}
+
+func TestReplicasNeverDriveOneRowAtOnce(t *testing.T) {
+	db, p := setup(t)
+	insert(t, db, p.table, "Pending", 40)
+	p.delay = 5 * time.Millisecond
+	var fs []*provision.Finisher
+	for i := 0; i < 3; i++ {
+		f, err := provision.NewFinisher(db, []provision.Provisioner{p}, provision.FinisherOptions{BatchSize: 5, Workers: 3})
+		require.NoError(t, err)
+		fs = append(fs, f)
+	}
+	var wg sync.WaitGroup
+	for _, f := range fs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for f.RunOnce(context.Background()) > 0 {
+			}
+		}()
+	}
+	wg.Wait()
+	assert.Zero(t, p.overlap.Load(), "a row was driven by two workers at once")
+	assert.Len(t, p.created, 40)
+	for id, n := range p.created {
+		assert.Equal(t, 1, n, "row %d created %d times", id, n)
+	}
+}
+
+func TestDriveWaitsForTheRowAndReportsNothingToDo(t *testing.T) {
+	db, p := setup(t)
+	ids := insert(t, db, p.table, "Pending", 1)
+	f, err := provision.NewFinisher(db, []provision.Provisioner{p}, provision.FinisherOptions{})
+	require.NoError(t, err)
+	require.NoError(t, f.Drive(context.Background(), p.Kind(), ids[0]))
+	assert.ErrorIs(t, f.Drive(context.Background(), p.Kind(), ids[0]), provision.ErrNotInFlight)
+	assert.Equal(t, 1, p.created[ids[0]])
+}
+
+func TestBackoffIsCapped(t *testing.T) {
+	assert.LessOrEqual(t, provision.Backoff(1, time.Minute), 1200*time.Millisecond)
+	assert.LessOrEqual(t, provision.Backoff(50, time.Minute), 72*time.Second)
+	assert.GreaterOrEqual(t, provision.Backoff(50, time.Minute), 48*time.Second)
+}
