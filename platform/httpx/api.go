@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"regexp"
 	"strings"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -154,7 +155,17 @@ func mapHumaError(hctx huma.Context, status int, msg string, errs ...error) huma
 	for _, err := range errs {
 		var d *huma.ErrorDetail
 		if errors.As(err, &d) {
-			fields = append(fields, FieldError{Field: fieldName(d.Location), Message: d.Message})
+			field, message := fieldName(d.Location), d.Message
+			if m := requiredProperty.FindStringSubmatch(d.Message); m != nil {
+				// "expected required property email to be present" at "body": name the field itself.
+				if field == "body" || field == "" {
+					field = m[1]
+				} else {
+					field += "." + m[1]
+				}
+				message = "is required"
+			}
+			fields = append(fields, FieldError{Field: field, Message: message})
 			continue
 		}
 		if err != nil && status < 500 {
@@ -181,6 +192,8 @@ func mapHumaError(hctx huma.Context, status int, msg string, errs ...error) huma
 	e.Errors = fields
 	return e
 }
+
+var requiredProperty = regexp.MustCompile(`^expected required property (\S+) to be present$`)
 
 // fieldName turns huma's "body.items[3].name" or "query.page" into "items[3].name" or "page".
 func fieldName(loc string) string {

@@ -22,7 +22,15 @@ const (
 	requestIDKey ctxKey = "requestId"
 	clientIPKey  ctxKey = "clientIp"
 	userAgentKey ctxKey = "userAgent"
+	fiberCtxKey  ctxKey = "fiberCtx"
 )
+
+// FiberCtx returns the Fiber context of the request ctx belongs to, or nil outside a request. It
+// must not be kept beyond the request.
+func FiberCtx(ctx context.Context) *fiber.Ctx {
+	c, _ := ctx.Value(fiberCtxKey).(*fiber.Ctx)
+	return c
+}
 
 // RequestID returns the request id of the request ctx belongs to, or "".
 func RequestID(ctx context.Context) string {
@@ -71,6 +79,7 @@ func requestContext(trusted []netip.Prefix) fiber.Handler {
 		ctx := context.WithValue(c.UserContext(), requestIDKey, id)
 		ctx = context.WithValue(ctx, clientIPKey, ip)
 		ctx = context.WithValue(ctx, userAgentKey, ua)
+		ctx = context.WithValue(ctx, fiberCtxKey, c)
 		c.SetUserContext(ctx)
 		return c.Next()
 	}

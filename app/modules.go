@@ -1,0 +1,12 @@
+package app
+
+import (
+	"go.uber.org/fx"
+
+	"provisioner/modules/auth"
+)
+
+// Modules is the one list of resource modules. Adding a module is one line here.
+var Modules = []fx.Option{
+	auth.Module,
+}

@@ -1,0 +1,234 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/redis/go-redis/v9"
+	"github.com/uptrace/bun"
+	"go.uber.org/fx"
+
+	"provisioner/migrations"
+	"provisioner/platform/audit"
+	"provisioner/platform/authn"
+	"provisioner/platform/config"
+	"provisioner/platform/db"
+	"provisioner/platform/httpx"
+	"provisioner/platform/mail"
+	"provisioner/platform/ops"
+	"provisioner/platform/provision"
+	"provisioner/platform/ratelimit"
+	"provisioner/platform/redisx"
+	"provisioner/platform/secrets"
+)
+
+// Version is the build's version, set with -ldflags "-X provisioner/app.Version=…".
+var Version = "dev"
+
+// Platform provides the platform services every module builds on.
+var Platform = fx.Module("platform",
+	fx.Provide(
+		NewLogger,
+		newPrometheus,
+		openDB,
+		fx.Annotate(bunIDB, fx.As(new(bun.IDB))),
+		newMigrator,
+		db.NewMigrated,
+		openRedis,
+		newLimiter,
+		newSealer,
+		newHasher,
+		newMailer,
+		audit.NewRecorder,
+		newTokens,
+		newGuard,
+		newServer,
+		newFinisher,
+		db.AsMigrations(func() db.Migrations { return db.Migrations{Module: "platform", FS: migrations.FS} }),
+	),
+	fx.Provide(httpx.AsRoutes(ops.New)),
+	fx.Invoke(startServer, startFinisher),
+)
+
+// NewLogger is the JSON logger of Log:Level; it also becomes slog's default.
+func NewLogger(cfg *config.Config) *slog.Logger {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(cfg.Log.Level)); err != nil {
+		level = slog.LevelInfo
+	}
+	l := slog.New(slog.NewJSONHandler(os.Stdout, &slog.HandlerOptions{Level: level}))
+	slog.SetDefault(l)
+	return l
+}
+
+func newPrometheus() (*prometheus.Registry, *httpx.Metrics) {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return reg, httpx.NewMetrics(reg)
+}
+
+func openDB(lc fx.Lifecycle, cfg *config.Config) (*bun.DB, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	bdb, err := db.Open(ctx, cfg.ConnectionStrings.Control)
+	if err != nil {
+		return nil, err
+	}
+	lc.Append(fx.StopHook(bdb.Close))
+	return bdb, nil
+}
+
+func bunIDB(d *bun.DB) *bun.DB { return d }
+
+type migratorIn struct {
+	fx.In
+	DB   *bun.DB
+	Sets []db.Migrations `group:"migrations"`
+}
+
+func newMigrator(in migratorIn) (*db.Migrator, error) { return db.NewMigrator(in.DB, in.Sets) }
+
+func openRedis(lc fx.Lifecycle, cfg *config.Config) (*redis.Client, error) {
+	c, err := redisx.Open(cfg.Redis.Url)
+	if err != nil || c == nil {
+		return c, err
+	}
+	lc.Append(fx.StopHook(c.Close))
+	return c, nil
+}
+
+func newLimiter(cfg *config.Config, rc *redis.Client, log *slog.Logger) (*ratelimit.Limiter, error) {
+	rates := map[string]string{}
+	for name, v := range cfg.RateLimit {
+		canonical := name
+		for def := range ratelimit.DefaultRates {
+			if strings.EqualFold(def, name) {
+				canonical = def
+			}
+		}
+		rates[canonical] = v
+	}
+	opts := ratelimit.Options{Rates: rates, Logger: log, Prefix: cfg.Redis.KeyPrefix + ":rl"}
+	if rc != nil {
+		opts.Redis = rc
+	}
+	l, err := ratelimit.New(opts)
+	if err != nil {
+		return nil, &config.ValidationError{Key: "RateLimit", Reason: err.Error()}
+	}
+	return l, nil
+}
+
+func newSealer(cfg *config.Config) (*secrets.Sealer, error) {
+	return secrets.NewSealer(cfg.Secrets.EncryptionKey, cfg.Secrets.PreviousKeys...)
+}
+
+func newHasher() *secrets.Hasher { return secrets.NewHasher(0) }
+
+func newMailer(cfg *config.Config, log *slog.Logger) mail.Sender {
+	s := cfg.Smtp
+	return mail.New(mail.SMTPConfig{Host: s.Host, Port: s.Port, Username: s.Username, Password: s.Password, From: s.From}, log)
+}
+
+func newTokens(cfg *config.Config) (*authn.Tokens, error) {
+	return authn.NewTokens(authn.Options{
+		Key: []byte(cfg.Jwt.Key), Issuer: cfg.Jwt.Issuer, Audience: cfg.Jwt.Audience, Expiry: cfg.Jwt.Expiry(),
+	})
+}
+
+func newGuard(t *authn.Tokens, d *bun.DB, l *ratelimit.Limiter) *authn.Guard {
+	g := authn.NewGuard(t, d)
+	g.PerUser = func(c *fiber.Ctx, userID int64) error {
+		r, err := l.Enforce(c.UserContext(), "PerUser", strconv.FormatInt(userID, 10))
+		ratelimit.SetHeaders(c, r)
+		return err
+	}
+	return g
+}
+
+func newServer(cfg *config.Config, log *slog.Logger, m *httpx.Metrics, g *authn.Guard, l *ratelimit.Limiter) (*httpx.Server, error) {
+	return httpx.NewServer(httpx.ServerOptions{
+		Title:          "Resource Provisioning Service",
+		Version:        Version,
+		Origins:        cfg.AllowedOrigins(),
+		TrustedProxies: cfg.Server.TrustedProxies,
+		Logger:         log,
+		Metrics:        m,
+		Guard:          g,
+		Before: []fiber.Handler{l.Middleware("PerIp", func(c *fiber.Ctx) string {
+			switch c.Path() {
+			case "/healthz", "/readyz", "/metrics":
+				return ""
+			}
+			return httpx.FiberClientIP(c)
+		})},
+	})
+}
+
+type finisherIn struct {
+	fx.In
+	DB           *bun.DB
+	Cfg          *config.Config
+	Log          *slog.Logger
+	Provisioners []provision.Provisioner `group:"provisioners"`
+}
+
+func newFinisher(in finisherIn) (*provision.Finisher, error) {
+	f := in.Cfg.Finisher
+	return provision.NewFinisher(in.DB, in.Provisioners, provision.FinisherOptions{
+		Interval:    time.Duration(f.IntervalMillis) * time.Millisecond,
+		MaxAttempts: f.MaxAttempts,
+		BatchSize:   f.BatchSize,
+		Logger:      in.Log,
+	})
+}
+
+type serverIn struct {
+	fx.In
+	LC       fx.Lifecycle
+	Cfg      *config.Config
+	Server   *httpx.Server
+	Routes   []httpx.Routes `group:"routes"`
+	Migrated *db.Migrated
+	Log      *slog.Logger
+}
+
+func startServer(in serverIn) {
+	for _, r := range in.Routes {
+		r.Register(in.Server.API)
+	}
+	in.Server.Finish()
+	in.LC.Append(fx.Hook{
+		OnStart: func(context.Context) error {
+			if err := in.Server.Listen(fmt.Sprintf(":%d", in.Cfg.Server.Port)); err != nil {
+				return err
+			}
+			in.Log.Info("listening", "addr", in.Server.Addr(), "version", Version)
+			return nil
+		},
+		OnStop: func(ctx context.Context) error {
+			timeout := time.Duration(in.Cfg.Server.ShutdownTimeoutSeconds) * time.Second
+			ctx, cancel := context.WithTimeout(ctx, timeout)
+			defer cancel()
+			return in.Server.Shutdown(ctx)
+		},
+	})
+}
+
+func startFinisher(lc fx.Lifecycle, cfg *config.Config, f *provision.Finisher, _ *db.Migrated) {
+	if cfg.Finisher.Disabled {
+		return
+	}
+	lc.Append(fx.Hook{
+		OnStart: func(context.Context) error { f.Start(); return nil },
+		OnStop:  f.Stop,
+	})
+}

@@ -1,0 +1,98 @@
+// Command provisioner runs the resource provisioning service.
+//
+//	provisioner [serve]              start the API (after applying migrations)
+//	provisioner migrate up|down|status
+//	provisioner version
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"go.uber.org/fx"
+
+	"provisioner/app"
+	"provisioner/platform/config"
+	"provisioner/platform/db"
+)
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "error:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string) error {
+	cmd := "serve"
+	if len(args) > 0 {
+		cmd = args[0]
+	}
+	switch cmd {
+	case "serve":
+		cfg, err := config.Load(config.Source{})
+		if err != nil {
+			return err
+		}
+		a := fx.New(app.Options(cfg)...)
+		if err := a.Err(); err != nil {
+			return err
+		}
+		a.Run()
+		return nil
+	case "migrate":
+		return migrate(args[1:])
+	case "version":
+		fmt.Println(app.Version)
+		return nil
+	default:
+		return fmt.Errorf("unknown command %q (serve, migrate up|down|status, version)", cmd)
+	}
+}
+
+func migrate(args []string) error {
+	if len(args) != 1 {
+		return fmt.Errorf("usage: migrate up|down|status")
+	}
+	cfg, err := config.Load(config.Source{})
+	if err != nil {
+		return err
+	}
+	var m *db.Migrator
+	a := fx.New(append(app.Options(cfg), fx.Populate(&m), fx.NopLogger)...)
+	if err := a.Err(); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	switch args[0] {
+	case "up":
+		names, err := m.Up(ctx)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("applied %d migrations %v\n", len(names), names)
+	case "down":
+		names, err := m.Down(ctx)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("rolled back %d migrations %v\n", len(names), names)
+	case "status":
+		applied, pending, err := m.Status(ctx)
+		if err != nil {
+			return err
+		}
+		for _, n := range applied {
+			fmt.Println("applied ", n)
+		}
+		for _, n := range pending {
+			fmt.Println("pending ", n)
+		}
+	default:
+		return fmt.Errorf("usage: migrate up|down|status")
+	}
+	return nil
+}

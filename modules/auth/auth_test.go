@@ -1,0 +1,307 @@
+package auth_test
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"provisioner/platform/testutil"
+	"provisioner/platform/testutil/apptest"
+)
+
+func TestMain(m *testing.M) { testutil.Main(m) }
+
+type authData struct {
+	AccessToken    string          `json:"accessToken"`
+	TokenType      string          `json:"tokenType"`
+	ExpiresAt      time.Time       `json:"expiresAt"`
+	Provider       string          `json:"provider"`
+	Token          string          `json:"token"`
+	UserID         int64           `json:"userId"`
+	TenantDatabase json.RawMessage `json:"tenantDatabase"`
+	User           struct {
+		ID             int64  `json:"id"`
+		Name           string `json:"name"`
+		Email          string `json:"email"`
+		Role           string `json:"role"`
+		Provider       string `json:"provider"`
+		ProviderUserID string `json:"providerUserId"`
+	} `json:"user"`
+}
+
+func email() string { return fmt.Sprintf("Person-%s@Example.test", testutil.RandomSuffix()) }
+
+const goodPassword = "violet-kettle-harbour-91"
+
+func TestRegisterAnswersBothShapesAndIgnoresRole(t *testing.T) {
+	a := apptest.Start(t)
+	addr := email()
+	r := a.Post("/api/auth/register", "", map[string]any{
+		"fullName": "Grace Hopper", "organization": "Navy", "email": addr, "password": goodPassword,
+		"role": "Admin", "id": 999999,
+	})
+	require.Equal(t, http.StatusCreated, r.Status, string(r.Raw))
+	assert.True(t, r.Env.Success)
+	assert.Contains(t, strings.ToLower(r.Env.Message), "registered")
+	var d authData
+	r.Decode(t, &d)
+	assert.NotEmpty(t, d.AccessToken)
+	assert.Equal(t, d.AccessToken, d.Token)
+	assert.Equal(t, "Bearer", d.TokenType)
+	assert.Equal(t, "Password", d.Provider)
+	assert.Equal(t, d.UserID, d.User.ID)
+	assert.NotEqual(t, int64(999999), d.UserID, "a client-sent id never lands")
+	assert.Equal(t, "User", d.User.Role, "a client-sent role never lands")
+	assert.Equal(t, strings.ToLower(addr), d.User.Email)
+	assert.Equal(t, "Grace Hopper", d.User.Name)
+	assert.Empty(t, d.User.Provider)
+	assert.Empty(t, d.User.ProviderUserID)
+	assert.WithinDuration(t, time.Now().Add(time.Hour), d.ExpiresAt, time.Minute)
+	assert.Contains(t, string(r.Raw), `"tenantDatabase"`)
+	assert.NotContains(t, string(r.Raw), goodPassword)
+
+	me := a.Get("/api/me", d.AccessToken)
+	require.Equal(t, http.StatusOK, me.Status, string(me.Raw))
+	var u struct {
+		ID    int64  `json:"id"`
+		Email string `json:"email"`
+		Role  string `json:"role"`
+	}
+	me.Decode(t, &u)
+	assert.Equal(t, d.UserID, u.ID)
+	assert.Equal(t, "User", u.Role)
+
+	// Same email in another case: 409.
+	r = a.Post("/api/auth/register", "", map[string]any{
+		"fullName": "Other", "organization": "", "email": strings.ToUpper(addr), "password": goodPassword,
+	})
+	assert.Equal(t, http.StatusConflict, r.Status, string(r.Raw))
+}
+
+func TestRegisterValidation(t *testing.T) {
+	a := apptest.Start(t, apptest.With(map[string]any{"RateLimit:Register": "1000-M"}))
+	cases := []struct {
+		name   string
+		body   any
+		fields []string
+	}{
+		{"missing everything", map[string]any{}, []string{"fullName", "email", "password"}},
+		{"bad email", map[string]any{"fullName": "A", "email": "not-an-email", "password": goodPassword}, []string{"email"}},
+		{"short password", map[string]any{"fullName": "A", "email": email(), "password": "short"}, []string{"password"}},
+		{"long password", map[string]any{"fullName": "A", "email": email(), "password": strings.Repeat("x", 129)}, []string{"password"}},
+		{"common password", map[string]any{"fullName": "A", "email": email(), "password": "password123"}, []string{"password"}},
+		{"empty name", map[string]any{"fullName": "", "email": email(), "password": goodPassword}, []string{"fullName"}},
+		{"wrong types", map[string]any{"fullName": 5, "email": true, "password": goodPassword}, []string{"fullName", "email"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := a.Post("/api/auth/register", "", tc.body)
+			require.Equal(t, http.StatusBadRequest, r.Status, string(r.Raw))
+			assert.False(t, r.Env.Success)
+			assert.ElementsMatch(t, tc.fields, r.Fields(), string(r.Raw))
+		})
+	}
+	r := a.Do(apptest.Request{Method: "POST", Path: "/api/auth/register", Body: `{"fullName": "A", `})
+	assert.Equal(t, http.StatusBadRequest, r.Status)
+	assert.False(t, r.Env.Success)
+}
+
+func TestLoginSameAnswerForUnknownEmailAndWrongPassword(t *testing.T) {
+	a := apptest.Start(t)
+	u := a.Register(t)
+	ok := a.Post("/api/auth/login", "", map[string]any{"email": strings.ToUpper(u.Email), "password": u.Password})
+	require.Equal(t, http.StatusOK, ok.Status, string(ok.Raw))
+	var d authData
+	ok.Decode(t, &d)
+	assert.Equal(t, u.ID, d.UserID)
+	assert.Empty(t, d.TenantDatabase, "login has no tenantDatabase")
+
+	wrong := a.Post("/api/auth/login", "", map[string]any{"email": u.Email, "password": "not-the-password"})
+	unknown := a.Post("/api/auth/login", "", map[string]any{"email": "nobody-" + u.Email, "password": "not-the-password"})
+	assert.Equal(t, http.StatusUnauthorized, wrong.Status)
+	assert.Equal(t, http.StatusUnauthorized, unknown.Status)
+	assert.Equal(t, wrong.Env, unknown.Env, "the bodies must not tell the cases apart")
+}
+
+func TestLoginRateLimitPerIPAndEmail(t *testing.T) {
+	a := apptest.Start(t, apptest.With(map[string]any{"RateLimit:Login": "3-M"}))
+	u := a.Register(t)
+	for i := 0; i < 3; i++ {
+		r := a.Post("/api/auth/login", "", map[string]any{"email": u.Email, "password": "wrong-password"})
+		require.Equal(t, http.StatusUnauthorized, r.Status)
+		assert.NotEmpty(t, r.Header.Get("X-RateLimit-Limit"))
+	}
+	r := a.Post("/api/auth/login", "", map[string]any{"email": u.Email, "password": u.Password})
+	require.Equal(t, http.StatusTooManyRequests, r.Status, string(r.Raw))
+	assert.NotEmpty(t, r.Header.Get("Retry-After"))
+	assert.Equal(t, "0", r.Header.Get("X-RateLimit-Remaining"))
+	assert.False(t, r.Env.Success)
+	// Another email from the same IP is a different key.
+	other := a.Register(t)
+	r = a.Post("/api/auth/login", "", map[string]any{"email": other.Email, "password": other.Password})
+	assert.Equal(t, http.StatusOK, r.Status)
+}
+
+func TestRegisterAndForgotPasswordLimits(t *testing.T) {
+	a := apptest.Start(t, apptest.With(map[string]any{"RateLimit:Register": "2-M", "RateLimit:ForgotPassword": "2-H"}))
+	a.Register(t)
+	a.Register(t)
+	r := a.Post("/api/auth/register", "", map[string]any{"fullName": "A", "email": email(), "password": goodPassword})
+	assert.Equal(t, http.StatusTooManyRequests, r.Status)
+
+	addr := email()
+	for i := 0; i < 2; i++ {
+		r = a.Post("/api/auth/forgot-password", "", map[string]any{"email": addr})
+		require.Equal(t, http.StatusOK, r.Status)
+	}
+	r = a.Post("/api/auth/forgot-password", "", map[string]any{"email": addr})
+	assert.Equal(t, http.StatusTooManyRequests, r.Status)
+}
+
+func TestPerIPAndPerUserLimits(t *testing.T) {
+	a := apptest.Start(t, apptest.With(map[string]any{"RateLimit:PerUser": "3-M"}))
+	u := a.Register(t)
+	for i := 0; i < 3; i++ {
+		require.Equal(t, http.StatusOK, a.Get("/api/me", u.Token).Status)
+	}
+	assert.Equal(t, http.StatusTooManyRequests, a.Get("/api/me", u.Token).Status)
+
+	b := apptest.Start(t, apptest.With(map[string]any{"RateLimit:PerIp": "2-M"}))
+	b.Get("/api/metrics/platform", "")
+	b.Get("/api/engines", "")
+	r := b.Get("/api/nowhere", "")
+	assert.Equal(t, http.StatusTooManyRequests, r.Status)
+	assert.Equal(t, "2", r.Header.Get("X-RateLimit-Limit"))
+}
+
+// tokenParts lets a test forge tokens.
+func forge(t *testing.T, claims jwt.MapClaims, method jwt.SigningMethod, key any) string {
+	t.Helper()
+	s, err := jwt.NewWithClaims(method, claims).SignedString(key)
+	require.NoError(t, err)
+	return s
+}
+
+func TestTokenTampering(t *testing.T) {
+	a := apptest.Start(t)
+	u := a.Register(t)
+	now := time.Now()
+	valid := jwt.MapClaims{"sub": fmt.Sprint(u.ID), "iss": "provisioner", "aud": "provisioner-clients",
+		"iat": now.Unix(), "exp": now.Add(time.Hour).Unix(), "role": "Admin", "ver": 1}
+	with := func(k string, v any) jwt.MapClaims {
+		c := jwt.MapClaims{}
+		for kk, vv := range valid {
+			c[kk] = vv
+		}
+		if v == nil {
+			delete(c, k)
+		} else {
+			c[k] = v
+		}
+		return c
+	}
+	key := []byte(apptest.TestJwtKey)
+	parts := strings.Split(u.Token, ".")
+	header, _ := base64.RawURLEncoding.DecodeString(parts[0])
+	require.Contains(t, string(header), "HS256")
+	noneHeader := base64.RawURLEncoding.EncodeToString([]byte(`{"alg":"none","typ":"JWT"}`))
+
+	cases := map[string]string{
+		"missing":         "",
+		"garbage":         "not.a.jwt",
+		"alg none":        noneHeader + "." + parts[1] + ".",
+		"another key":     forge(t, valid, jwt.SigningMethodHS256, []byte("another-key-another-key-another-key!")),
+		"HS512":           forge(t, valid, jwt.SigningMethodHS512, key),
+		"expired":         forge(t, with("exp", now.Add(-time.Hour).Unix()), jwt.SigningMethodHS256, key),
+		"no exp":          forge(t, with("exp", nil), jwt.SigningMethodHS256, key),
+		"wrong issuer":    forge(t, with("iss", "someone-else"), jwt.SigningMethodHS256, key),
+		"wrong audience":  forge(t, with("aud", "other-clients"), jwt.SigningMethodHS256, key),
+		"unknown user":    forge(t, with("sub", "987654321"), jwt.SigningMethodHS256, key),
+		"tampered claims": parts[0] + "." + base64.RawURLEncoding.EncodeToString([]byte(`{"sub":"1","role":"Admin"}`)) + "." + parts[2],
+	}
+	for name, tok := range cases {
+		t.Run(name, func(t *testing.T) {
+			r := a.Get("/api/me", tok)
+			assert.Equal(t, http.StatusUnauthorized, r.Status, string(r.Raw))
+			assert.False(t, r.Env.Success)
+			assert.NotEmpty(t, r.Env.Message)
+		})
+	}
+	// The forged-but-correct token works: the checks above are what refuse the others, and the
+	// role claim is not trusted (the stored role is).
+	r := a.Get("/api/me", forge(t, valid, jwt.SigningMethodHS256, key))
+	require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
+	assert.Contains(t, string(r.Raw), `"role":"User"`)
+}
+
+func TestPasswordResetThroughSMTP(t *testing.T) {
+	smtp := testutil.StartSMTP(t)
+	a := apptest.Start(t, apptest.With(map[string]any{"Smtp:Host": smtp.Host, "Smtp:Port": smtp.Port, "Frontend:BaseUrl": "http://app.test"}))
+	u := a.Register(t)
+
+	for _, addr := range []string{u.Email, "nobody-" + u.Email} {
+		r := a.Post("/api/auth/forgot-password", "", map[string]any{"email": addr})
+		require.Equal(t, http.StatusOK, r.Status)
+		assert.Equal(t, "If an account exists for this email, a reset link has been sent.", r.Env.Message)
+	}
+	msg := smtp.WaitFor(t, u.Email, 10*time.Second)
+	_, after, found := strings.Cut(msg, "http://app.test/auth/reset-password#token=")
+	require.True(t, found, msg)
+	token := strings.Fields(after)[0]
+	assert.Zero(t, smtp.CountTo("nobody-"+u.Email), "no mail for an unknown account")
+
+	r := a.Post("/api/auth/reset-password", "", map[string]any{"token": token, "newPassword": "password"})
+	assert.Equal(t, http.StatusBadRequest, r.Status, "common passwords refused")
+
+	newPassword := "a-brand-new-passphrase-77"
+	r = a.Post("/api/auth/reset-password", "", map[string]any{"token": token, "newPassword": newPassword})
+	require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
+	assert.Equal(t, http.StatusUnauthorized, a.Get("/api/me", u.Token).Status, "tokens issued before the reset are refused")
+	r = a.Post("/api/auth/reset-password", "", map[string]any{"token": token, "newPassword": "yet-another-passphrase-8"})
+	assert.Equal(t, http.StatusBadRequest, r.Status, "the token is single-use")
+	assert.Equal(t, http.StatusUnauthorized, a.Post("/api/auth/login", "", map[string]any{"email": u.Email, "password": u.Password}).Status)
+	assert.Equal(t, http.StatusOK, a.Post("/api/auth/login", "", map[string]any{"email": u.Email, "password": newPassword}).Status)
+
+	var n int
+	require.NoError(t, a.DB.QueryRowContext(context.Background(),
+		"SELECT count(*) FROM audit_events WHERE action = 'user.password.reset' AND user_id = ?", u.ID).Scan(&n))
+	assert.Equal(t, 1, n)
+}
+
+func TestBootstrapAdminAndAdminGuard(t *testing.T) {
+	a := apptest.Start(t)
+	tok := a.AdminToken(t)
+	r := a.Get("/api/me", tok)
+	require.Equal(t, http.StatusOK, r.Status)
+	assert.Contains(t, string(r.Raw), `"role":"Admin"`)
+	// A second start keeps one admin and leaves its password alone.
+	b := apptest.Start(t, apptest.With(map[string]any{"Bootstrap:AdminPassword": "a-different-password-123"}))
+	assert.NotEmpty(t, b.AdminToken(t))
+}
+
+func TestAuditOfLogins(t *testing.T) {
+	a := apptest.Start(t)
+	u := a.Register(t)
+	a.Post("/api/auth/login", "", map[string]any{"email": u.Email, "password": "wrong-password"})
+	a.Post("/api/auth/login", "", map[string]any{"email": u.Email, "password": u.Password})
+	rows, err := a.DB.QueryContext(context.Background(),
+		"SELECT action FROM audit_events WHERE user_id = ? ORDER BY id", u.ID)
+	require.NoError(t, err)
+	defer rows.Close()
+	var actions []string
+	for rows.Next() {
+		var s string
+		require.NoError(t, rows.Scan(&s))
+		actions = append(actions, s)
+	}
+	assert.Equal(t, []string{"user.registered", "user.login.failed", "user.login"}, actions)
+}

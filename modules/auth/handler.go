@@ -1,0 +1,132 @@
+package auth
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/danielgtaylor/huma/v2"
+
+	"provisioner/platform/authn"
+	"provisioner/platform/httpx"
+	"provisioner/platform/ratelimit"
+)
+
+// Handler serves the password half of /api/auth and GET /api/me.
+type Handler struct {
+	svc     *Service
+	limiter *ratelimit.Limiter
+}
+
+// NewHandler builds the handler.
+func NewHandler(svc *Service, limiter *ratelimit.Limiter) *Handler {
+	return &Handler{svc: svc, limiter: limiter}
+}
+
+type registerInput struct {
+	Body struct {
+		_            struct{} `additionalProperties:"true"`
+		FullName     string   `json:"fullName" minLength:"1" maxLength:"200" example:"Ada Lovelace"`
+		Organization string   `json:"organization,omitempty" maxLength:"200" example:"Analytical Engines Ltd"`
+		Email        string   `json:"email" format:"email" maxLength:"254" example:"ada@example.com"`
+		Password     string   `json:"password" minLength:"8" maxLength:"128" doc:"8–128 characters, not among the 10,000 most common passwords." example:"correct horse battery staple"`
+	}
+}
+
+type loginInput struct {
+	Body struct {
+		_        struct{} `additionalProperties:"true"`
+		Email    string   `json:"email" format:"email" maxLength:"254" example:"ada@example.com"`
+		Password string   `json:"password" minLength:"1" maxLength:"128" example:"correct horse battery staple"`
+	}
+}
+
+type forgotInput struct {
+	Body struct {
+		_     struct{} `additionalProperties:"true"`
+		Email string   `json:"email" format:"email" maxLength:"254" example:"ada@example.com"`
+	}
+}
+
+type resetInput struct {
+	Body struct {
+		_           struct{} `additionalProperties:"true"`
+		Token       string   `json:"token" minLength:"1" maxLength:"200" doc:"The token from the reset link's fragment."`
+		NewPassword string   `json:"newPassword" minLength:"8" maxLength:"128" example:"another long passphrase"`
+	}
+}
+
+// forgotMessage is the one answer of forgot-password, whether or not the account exists.
+const forgotMessage = "If an account exists for this email, a reset link has been sent."
+
+// Register implements httpx.Routes.
+func (h *Handler) Register(api *httpx.API) {
+	tags := []string{"Auth"}
+	httpx.Register(api, httpx.Public, huma.Operation{
+		OperationID: "register", Method: http.MethodPost, Path: "/api/auth/register", Tags: tags,
+		Summary:       "Register with email and password",
+		Description:   "Creates a local account, provisions its first database and signs it in. A `role` or `id` in the body is ignored.",
+		DefaultStatus: http.StatusCreated, Errors: []int{http.StatusConflict},
+	}, func(ctx context.Context, in *registerInput) (*httpx.Response[RegisterResult], error) {
+		if err := h.limiter.Check(ctx, "Register", httpx.ClientIP(ctx)); err != nil {
+			return nil, err
+		}
+		res, err := h.svc.Register(ctx, RegisterInput{
+			FullName: in.Body.FullName, Organization: in.Body.Organization, Email: in.Body.Email, Password: in.Body.Password,
+		})
+		if err != nil {
+			return nil, err
+		}
+		return httpx.Created("User registered successfully", *res), nil
+	})
+
+	httpx.Register(api, httpx.Public, huma.Operation{
+		OperationID: "login", Method: http.MethodPost, Path: "/api/auth/login", Tags: tags,
+		Summary:     "Sign in with email and password",
+		Description: "A wrong password and an unknown email get the same 401.",
+	}, func(ctx context.Context, in *loginInput) (*httpx.Response[AuthResult], error) {
+		if err := h.limiter.Check(ctx, "Login", httpx.ClientIP(ctx)+"|"+normalizeEmail(in.Body.Email)); err != nil {
+			return nil, err
+		}
+		res, err := h.svc.Login(ctx, in.Body.Email, in.Body.Password)
+		if err != nil {
+			return nil, err
+		}
+		return httpx.OK("Signed in", *res), nil
+	})
+
+	httpx.Register(api, httpx.Public, huma.Operation{
+		OperationID: "forgotPassword", Method: http.MethodPost, Path: "/api/auth/forgot-password", Tags: tags,
+		Summary:     "Ask for a password reset link",
+		Description: "Always answers 200 with the same message. A known local account receives `{Frontend:BaseUrl}/auth/reset-password#token=<TOKEN>` by mail, valid for 30 minutes and once.",
+	}, func(ctx context.Context, in *forgotInput) (*httpx.Response[*struct{}], error) {
+		if err := h.limiter.Check(ctx, "ForgotPassword", normalizeEmail(in.Body.Email)); err != nil {
+			return nil, err
+		}
+		if err := h.svc.ForgotPassword(ctx, in.Body.Email); err != nil {
+			return nil, err
+		}
+		return httpx.OK[*struct{}](forgotMessage, nil), nil
+	})
+
+	httpx.Register(api, httpx.Public, huma.Operation{
+		OperationID: "resetPassword", Method: http.MethodPost, Path: "/api/auth/reset-password", Tags: tags,
+		Summary:     "Choose a new password with a reset token",
+		Description: "Spends the token; every access token issued before is refused from then on.",
+	}, func(ctx context.Context, in *resetInput) (*httpx.Response[*struct{}], error) {
+		if err := h.svc.ResetPassword(ctx, in.Body.Token, in.Body.NewPassword); err != nil {
+			return nil, err
+		}
+		return httpx.OK[*struct{}]("Password changed; sign in with the new password", nil), nil
+	})
+
+	httpx.Register(api, httpx.Authenticated, huma.Operation{
+		OperationID: "getMe", Method: http.MethodGet, Path: "/api/me", Tags: tags,
+		Summary: "The authenticated user",
+	}, func(ctx context.Context, _ *struct{}) (*httpx.Response[UserView], error) {
+		u, err := h.svc.Me(ctx, authn.FromContext(ctx).UserID)
+		if err != nil {
+			return nil, err
+		}
+		return httpx.OK("OK", *u), nil
+	})
+}

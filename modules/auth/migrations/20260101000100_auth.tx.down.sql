@@ -1,0 +1,1 @@
+DROP TABLE IF EXISTS password_reset_tokens;

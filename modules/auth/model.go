@@ -1,0 +1,73 @@
+package auth
+
+import (
+	"time"
+
+	"github.com/uptrace/bun"
+)
+
+// User is a row of the platform's users table.
+type User struct {
+	bun.BaseModel `bun:"table:users,alias:u"`
+
+	ID            int64      `bun:"id,pk,autoincrement"`
+	Email         string     `bun:"email,notnull"`
+	FullName      string     `bun:"full_name,notnull"`
+	Organization  string     `bun:"organization,notnull"`
+	Role          string     `bun:"role,notnull"`
+	PasswordHash  *string    `bun:"password_hash"`
+	SecurityStamp int64      `bun:"security_stamp,notnull"`
+	CreatedAt     time.Time  `bun:"created_at,nullzero,notnull,default:current_timestamp"`
+	UpdatedAt     time.Time  `bun:"updated_at,nullzero,notnull,default:current_timestamp"`
+	DeletedAt     *time.Time `bun:"deleted_at"`
+}
+
+// resetToken is a single-use password reset token; only its SHA-256 is stored.
+type resetToken struct {
+	bun.BaseModel `bun:"table:password_reset_tokens"`
+
+	ID        int64      `bun:"id,pk,autoincrement"`
+	UserID    int64      `bun:"user_id,notnull"`
+	TokenHash []byte     `bun:"token_hash,notnull"`
+	ExpiresAt time.Time  `bun:"expires_at,notnull"`
+	UsedAt    *time.Time `bun:"used_at"`
+	CreatedAt time.Time  `bun:"created_at,nullzero,notnull,default:current_timestamp"`
+}
+
+// UserView is the authenticated user as the API shows it.
+type UserView struct {
+	ID             int64     `json:"id" example:"1"`
+	Name           string    `json:"name" example:"Ada Lovelace"`
+	Email          string    `json:"email" format:"email" example:"ada@example.com"`
+	Role           string    `json:"role" enum:"User,Admin" example:"User"`
+	Provider       string    `json:"provider" doc:"Empty for local accounts." example:""`
+	ProviderUserID string    `json:"providerUserId" doc:"Empty for local accounts." example:""`
+	Organization   string    `json:"organization" example:"Analytical Engines Ltd"`
+	CreatedAt      time.Time `json:"createdAt"`
+}
+
+func viewOf(u *User, provider, providerUserID string) UserView {
+	return UserView{
+		ID: u.ID, Name: u.FullName, Email: u.Email, Role: u.Role,
+		Provider: provider, ProviderUserID: providerUserID,
+		Organization: u.Organization, CreatedAt: u.CreatedAt.UTC(),
+	}
+}
+
+// AuthResult is the data of register and login: the spec's auth result plus the second
+// description's token and userId (and tenantDatabase on registration).
+type AuthResult struct {
+	AccessToken string    `json:"accessToken" doc:"JWT (HS256)."`
+	TokenType   string    `json:"tokenType" example:"Bearer"`
+	ExpiresAt   time.Time `json:"expiresAt" doc:"ISO 8601 UTC."`
+	Provider    string    `json:"provider" example:"Password"`
+	User        UserView  `json:"user"`
+	Token       string    `json:"token" doc:"Same as accessToken (second description of the original service)."`
+	UserID      int64     `json:"userId" example:"1"`
+}
+
+// RegisterResult is the auth result plus the database provisioned for the new user.
+type RegisterResult struct {
+	AuthResult
+	TenantDatabase any `json:"tenantDatabase" doc:"The database provisioned for the new user (a database item of GET /api/me/databases; its status may be Provisioning or Failed while the engine is slow or down), or null when no engine is configured."`
+}

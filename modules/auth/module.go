@@ -1,0 +1,55 @@
+// Package auth is the auth module: registration, password sign-in and recovery, GET /api/me and
+// the bootstrap admin. Tokens and the guard are the platform's (platform/authn).
+package auth
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/uptrace/bun"
+	"go.uber.org/fx"
+
+	"provisioner/modules/auth/migrations"
+	"provisioner/platform/audit"
+	"provisioner/platform/authn"
+	"provisioner/platform/config"
+	"provisioner/platform/db"
+	"provisioner/platform/httpx"
+	"provisioner/platform/mail"
+	"provisioner/platform/provision"
+	"provisioner/platform/secrets"
+)
+
+// Module is everything the auth module contributes.
+var Module = fx.Module("auth",
+	fx.Provide(
+		NewService,
+		httpx.AsRoutes(NewHandler),
+		db.AsMigrations(func() db.Migrations { return db.Migrations{Module: "auth", FS: migrations.FS} }),
+	),
+	fx.Invoke(bootstrapAdmin),
+)
+
+// ServiceParams are the Service's dependencies; NewUser is optional.
+type ServiceParams struct {
+	fx.In
+	DB      *bun.DB
+	Cfg     *config.Config
+	Hasher  *secrets.Hasher
+	Tokens  *authn.Tokens
+	Audit   *audit.Recorder
+	Mailer  mail.Sender
+	NewUser provision.NewUserHook `optional:"true"`
+	Log     *slog.Logger
+}
+
+// NewService builds the Service.
+func NewService(p ServiceParams) *Service {
+	return &Service{db: p.DB, cfg: p.Cfg, hasher: p.Hasher, tokens: p.Tokens, audit: p.Audit,
+		mailer: p.Mailer, newUser: p.NewUser, log: p.Log}
+}
+
+// bootstrapAdmin makes sure of the bootstrap admin once the schema is migrated.
+func bootstrapAdmin(lc fx.Lifecycle, s *Service, _ *db.Migrated) {
+	lc.Append(fx.StartHook(func(ctx context.Context) error { return s.EnsureBootstrapAdmin(ctx) }))
+}

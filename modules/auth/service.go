@@ -1,0 +1,297 @@
+package auth
+
+import (
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/uptrace/bun"
+	"github.com/uptrace/bun/driver/pgdriver"
+
+	"provisioner/platform/audit"
+	"provisioner/platform/authn"
+	"provisioner/platform/config"
+	"provisioner/platform/httpx"
+	"provisioner/platform/mail"
+	"provisioner/platform/provision"
+	"provisioner/platform/secrets"
+)
+
+// ResetTokenTTL is how long a password reset token stays valid.
+const ResetTokenTTL = 30 * time.Minute
+
+// Service implements password sign-in: registration, login, password recovery.
+type Service struct {
+	db      *bun.DB
+	cfg     *config.Config
+	hasher  *secrets.Hasher
+	tokens  *authn.Tokens
+	audit   *audit.Recorder
+	mailer  mail.Sender
+	newUser provision.NewUserHook // nil when no module gives new users a resource
+	log     *slog.Logger
+}
+
+// Errors a caller may match.
+var (
+	errEmailTaken   = httpx.Conflict("An account with this email already exists")
+	errBadLogin     = httpx.Unauthorized("Invalid email or password")
+	errBadResetCode = httpx.BadRequest("Invalid or expired reset token",
+		httpx.FieldError{Field: "token", Message: "is invalid, expired or already used"})
+)
+
+// RegisterInput is what registration needs.
+type RegisterInput struct {
+	FullName, Organization, Email, Password string
+}
+
+// Register creates a local account, gives it its tenant database (never failing because of the
+// engine) and signs it in.
+func (s *Service) Register(ctx context.Context, in RegisterInput) (*RegisterResult, error) {
+	email := normalizeEmail(in.Email)
+	if secrets.IsCommon(in.Password) {
+		return nil, httpx.BadRequest("Validation failed",
+			httpx.FieldError{Field: "password", Message: "is too common; choose a less guessable password"})
+	}
+	hash, err := s.hasher.Hash(ctx, in.Password)
+	if err != nil {
+		return nil, fmt.Errorf("hash password: %w", err)
+	}
+	u := &User{
+		Email: email, FullName: strings.TrimSpace(in.FullName), Organization: strings.TrimSpace(in.Organization),
+		Role: authn.RoleUser, PasswordHash: &hash, SecurityStamp: 1,
+	}
+	err = s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		if _, err := tx.NewInsert().Model(u).Returning("*").Exec(ctx); err != nil {
+			if isUniqueViolation(err) {
+				return errEmailTaken
+			}
+			return fmt.Errorf("insert user: %w", err)
+		}
+		return s.audit.RecordTx(ctx, tx, audit.Event{
+			Action: "user.registered", ActorUserID: audit.Int64(u.ID), TargetType: "user",
+			TargetID: fmt.Sprint(u.ID), Details: map[string]any{"email": u.Email, "provider": "Password"},
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	res, err := s.signIn(u, "Password")
+	if err != nil {
+		return nil, err
+	}
+	out := &RegisterResult{AuthResult: *res}
+	out.TenantDatabase = s.ProvisionFirstResource(ctx, u)
+	return out, nil
+}
+
+// ProvisionFirstResource runs the new-user hook; its failure is logged, never returned: the
+// account exists and the background finisher completes what the hook left in flight.
+func (s *Service) ProvisionFirstResource(ctx context.Context, u *User) any {
+	if s.newUser == nil {
+		return nil
+	}
+	pctx := authn.WithPrincipal(ctx, &authn.Principal{UserID: u.ID, Email: u.Email, Name: u.FullName, Role: u.Role})
+	res, err := s.newUser.OnUserCreated(pctx, provision.NewUser{
+		UserID: u.ID, Email: u.Email, FullName: u.FullName, Organization: u.Organization,
+	})
+	if err != nil {
+		s.log.WarnContext(ctx, "first resource not provisioned at registration", "userId", u.ID, "error", err.Error())
+	}
+	return res
+}
+
+func (s *Service) signIn(u *User, provider string) (*AuthResult, error) {
+	tok, err := s.tokens.Issue(authn.User{ID: u.ID, Email: u.Email, Name: u.FullName, Role: u.Role, SecurityStamp: u.SecurityStamp})
+	if err != nil {
+		return nil, err
+	}
+	return &AuthResult{
+		AccessToken: tok.Token, TokenType: "Bearer", ExpiresAt: tok.ExpiresAt, Provider: provider,
+		User: viewOf(u, "", ""), Token: tok.Token, UserID: u.ID,
+	}, nil
+}
+
+// Login checks email and password. An unknown email costs the same hash work as a wrong password
+// and gets the same answer.
+func (s *Service) Login(ctx context.Context, email, password string) (*AuthResult, error) {
+	email = normalizeEmail(email)
+	u, err := s.findByEmail(ctx, s.db, email)
+	if err != nil {
+		return nil, err
+	}
+	if u == nil || u.PasswordHash == nil {
+		s.hasher.VerifyDummy(ctx, password)
+		s.audit.Try(ctx, audit.Event{Action: "user.login.failed", TargetType: "user",
+			Details: map[string]any{"email": email, "reason": "unknown"}})
+		return nil, errBadLogin
+	}
+	ok, err := s.hasher.Verify(ctx, password, *u.PasswordHash)
+	if err != nil {
+		return nil, fmt.Errorf("verify password: %w", err)
+	}
+	if !ok {
+		s.audit.Try(ctx, audit.Event{Action: "user.login.failed", UserID: audit.Int64(u.ID), TargetType: "user",
+			TargetID: fmt.Sprint(u.ID), Details: map[string]any{"email": email, "reason": "password"}})
+		return nil, errBadLogin
+	}
+	s.audit.Try(ctx, audit.Event{Action: "user.login", ActorUserID: audit.Int64(u.ID), TargetType: "user",
+		TargetID: fmt.Sprint(u.ID), Details: map[string]any{"provider": "Password"}})
+	return s.signIn(u, "Password")
+}
+
+// ForgotPassword mails a single-use reset link to a known local account. It does the same
+// visible work whether or not the account exists; the mail goes out in the background.
+func (s *Service) ForgotPassword(ctx context.Context, email string) error {
+	email = normalizeEmail(email)
+	u, err := s.findByEmail(ctx, s.db, email)
+	if err != nil {
+		return err
+	}
+	token := secrets.RandomToken(32)
+	if u == nil || u.PasswordHash == nil {
+		return nil
+	}
+	sum := sha256.Sum256([]byte(token))
+	rt := &resetToken{UserID: u.ID, TokenHash: sum[:], ExpiresAt: time.Now().Add(ResetTokenTTL)}
+	if _, err := s.db.NewInsert().Model(rt).Exec(ctx); err != nil {
+		return fmt.Errorf("store reset token: %w", err)
+	}
+	s.audit.Try(ctx, audit.Event{Action: "user.password.reset_requested", UserID: audit.Int64(u.ID),
+		TargetType: "user", TargetID: fmt.Sprint(u.ID)})
+	link := strings.TrimRight(s.cfg.Frontend.BaseUrl, "/") + "/auth/reset-password#token=" + url.QueryEscape(token)
+	msg := mail.Message{
+		To:      u.Email,
+		Subject: "Reset your password",
+		Text: "Someone asked to reset the password of your account.\n\n" +
+			"Open this link within 30 minutes to choose a new password:\n" + link +
+			"\n\nIf it was not you, ignore this message; your password stays as it is.\n",
+	}
+	go func() {
+		mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		if err := s.mailer.Send(mctx, msg); err != nil {
+			s.log.Error("password reset mail not sent", "userId", u.ID, "error", err.Error())
+		}
+	}()
+	return nil
+}
+
+// ResetPassword spends a reset token, sets the new password and invalidates every token issued
+// before (the security stamp changes).
+func (s *Service) ResetPassword(ctx context.Context, token, newPassword string) error {
+	if secrets.IsCommon(newPassword) {
+		return httpx.BadRequest("Validation failed",
+			httpx.FieldError{Field: "newPassword", Message: "is too common; choose a less guessable password"})
+	}
+	hash, err := s.hasher.Hash(ctx, newPassword)
+	if err != nil {
+		return fmt.Errorf("hash password: %w", err)
+	}
+	sum := sha256.Sum256([]byte(token))
+	return s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		var rt resetToken
+		err := tx.NewUpdate().Model(&rt).Set("used_at = now()").
+			Where("token_hash = ?", sum[:]).Where("used_at IS NULL").Where("expires_at > now()").
+			Returning("user_id").Scan(ctx)
+		if errors.Is(err, sql.ErrNoRows) {
+			return errBadResetCode
+		}
+		if err != nil {
+			return fmt.Errorf("spend reset token: %w", err)
+		}
+		res, err := tx.NewUpdate().Model((*User)(nil)).
+			Set("password_hash = ?", hash).Set("security_stamp = security_stamp + 1").Set("updated_at = now()").
+			Where("id = ?", rt.UserID).Where("deleted_at IS NULL").Exec(ctx)
+		if err != nil {
+			return fmt.Errorf("set password: %w", err)
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return errBadResetCode
+		}
+		return s.audit.RecordTx(ctx, tx, audit.Event{Action: "user.password.reset", ActorUserID: audit.Int64(rt.UserID),
+			TargetType: "user", TargetID: fmt.Sprint(rt.UserID)})
+	})
+}
+
+// Me returns the principal's account.
+func (s *Service) Me(ctx context.Context, id int64) (*UserView, error) {
+	u := new(User)
+	err := s.db.NewSelect().Model(u).Where("id = ?", id).Where("deleted_at IS NULL").Scan(ctx)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, httpx.NotFound("User not found")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("load user: %w", err)
+	}
+	v := viewOf(u, "", "")
+	return &v, nil
+}
+
+// EnsureBootstrapAdmin makes sure Bootstrap:AdminEmail exists with role Admin: created with
+// Bootstrap:AdminPassword if missing, promoted if not Admin; an existing password is left alone.
+func (s *Service) EnsureBootstrapAdmin(ctx context.Context) error {
+	email := normalizeEmail(s.cfg.Bootstrap.AdminEmail)
+	if email == "" {
+		return nil
+	}
+	u, err := s.findByEmail(ctx, s.db, email)
+	if err != nil {
+		return err
+	}
+	if u != nil {
+		if u.Role == authn.RoleAdmin {
+			return nil
+		}
+		_, err := s.db.NewUpdate().Model((*User)(nil)).Set("role = ?", authn.RoleAdmin).Set("updated_at = now()").
+			Where("id = ?", u.ID).Exec(ctx)
+		if err == nil {
+			s.audit.Try(ctx, audit.Event{Action: "user.role.changed", UserID: audit.Int64(u.ID), TargetType: "user",
+				TargetID: fmt.Sprint(u.ID), Details: map[string]any{"from": u.Role, "to": authn.RoleAdmin, "by": "bootstrap"}})
+		}
+		return err
+	}
+	if s.cfg.Bootstrap.AdminPassword == "" {
+		return &config.ValidationError{Key: "Bootstrap:AdminPassword", Reason: "is required to create the bootstrap admin"}
+	}
+	hash, err := s.hasher.Hash(ctx, s.cfg.Bootstrap.AdminPassword)
+	if err != nil {
+		return err
+	}
+	u = &User{Email: email, FullName: "Administrator", Role: authn.RoleAdmin, PasswordHash: &hash, SecurityStamp: 1}
+	if _, err := s.db.NewInsert().Model(u).Returning("*").Exec(ctx); err != nil {
+		if isUniqueViolation(err) {
+			return nil // another replica created it
+		}
+		return fmt.Errorf("create bootstrap admin: %w", err)
+	}
+	s.audit.Try(ctx, audit.Event{Action: "user.created", UserID: audit.Int64(u.ID), TargetType: "user",
+		TargetID: fmt.Sprint(u.ID), Details: map[string]any{"email": email, "role": authn.RoleAdmin, "by": "bootstrap"}})
+	s.log.Info("bootstrap admin created", "email", email)
+	return nil
+}
+
+func (s *Service) findByEmail(ctx context.Context, db bun.IDB, email string) (*User, error) {
+	u := new(User)
+	err := db.NewSelect().Model(u).Where("lower(email) = ?", email).Where("deleted_at IS NULL").Scan(ctx)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("find user: %w", errors.Join(httpx.ErrUnavailable, err))
+	}
+	return u, nil
+}
+
+func normalizeEmail(s string) string { return strings.ToLower(strings.TrimSpace(s)) }
+
+func isUniqueViolation(err error) bool {
+	var pgErr pgdriver.Error
+	return errors.As(err, &pgErr) && pgErr.Field('C') == "23505"
+}

@@ -1,0 +1,92 @@
+// Package mail sends the service's mail (password reset links) over SMTP, or writes it to the log
+// when no SMTP host is configured (development).
+package mail
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	gomail "github.com/wneessen/go-mail"
+)
+
+// Message is one plain-text mail, with an optional HTML alternative.
+type Message struct {
+	To, Subject, Text string
+	HTML              string
+}
+
+// Sender sends mail.
+type Sender interface {
+	Send(ctx context.Context, m Message) error
+}
+
+// SMTPConfig is the Smtp:* configuration.
+type SMTPConfig struct {
+	Host     string
+	Port     int
+	Username string
+	Password string
+	From     string
+}
+
+// New returns an SMTP sender when cfg.Host is set, else a LogSender.
+func New(cfg SMTPConfig, logger *slog.Logger) Sender {
+	if logger == nil {
+		logger = slog.Default()
+	}
+	if cfg.Host == "" {
+		return &LogSender{Logger: logger}
+	}
+	if cfg.Port == 0 {
+		cfg.Port = 587
+	}
+	return &SMTPSender{cfg: cfg}
+}
+
+// SMTPSender sends through an SMTP server: STARTTLS when offered, authentication only when a
+// username is set, a 10 s timeout.
+type SMTPSender struct{ cfg SMTPConfig }
+
+// Send delivers m. Errors never include the SMTP password.
+func (s *SMTPSender) Send(ctx context.Context, m Message) error {
+	msg := gomail.NewMsg()
+	if err := msg.From(s.cfg.From); err != nil {
+		return fmt.Errorf("mail from %q: %w", s.cfg.From, err)
+	}
+	if err := msg.To(m.To); err != nil {
+		return fmt.Errorf("mail to %q: %w", m.To, err)
+	}
+	msg.Subject(m.Subject)
+	msg.SetBodyString(gomail.TypeTextPlain, m.Text)
+	if m.HTML != "" {
+		msg.AddAlternativeString(gomail.TypeTextHTML, m.HTML)
+	}
+	opts := []gomail.Option{
+		gomail.WithPort(s.cfg.Port),
+		gomail.WithTimeout(10 * time.Second),
+		gomail.WithTLSPolicy(gomail.TLSOpportunistic),
+	}
+	if s.cfg.Username != "" {
+		opts = append(opts, gomail.WithSMTPAuth(gomail.SMTPAuthAutoDiscover),
+			gomail.WithUsername(s.cfg.Username), gomail.WithPassword(s.cfg.Password))
+	}
+	c, err := gomail.NewClient(s.cfg.Host, opts...)
+	if err != nil {
+		return fmt.Errorf("smtp client for %s: %w", s.cfg.Host, err)
+	}
+	if err := c.DialAndSendWithContext(ctx, msg); err != nil {
+		return fmt.Errorf("send mail via %s:%d: %w", s.cfg.Host, s.cfg.Port, err)
+	}
+	return nil
+}
+
+// LogSender writes mail to the log: the development fallback.
+type LogSender struct{ Logger *slog.Logger }
+
+// Send logs m at INFO.
+func (l *LogSender) Send(ctx context.Context, m Message) error {
+	l.Logger.InfoContext(ctx, "mail (no Smtp:Host configured)", "to", m.To, "subject", m.Subject, "body", m.Text)
+	return nil
+}

@@ -1,0 +1,141 @@
+package secrets
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"runtime"
+	"strings"
+
+	"golang.org/x/crypto/argon2"
+)
+
+// Params are argon2id parameters.
+type Params struct {
+	MemoryKiB  uint32
+	Iterations uint32
+	Threads    uint8
+	SaltLen    int
+	KeyLen     uint32
+}
+
+// OWASP is the OWASP Password Storage Cheat Sheet's argon2id setting: m=19 MiB, t=2, p=1.
+var OWASP = Params{MemoryKiB: 19456, Iterations: 2, Threads: 1, SaltLen: 16, KeyLen: 32}
+
+// ErrBadHash means a stored hash is not an argon2id PHC string.
+var ErrBadHash = errors.New("password hash is not a valid argon2id PHC string")
+
+// Hasher hashes and verifies passwords with a bounded number of hashes in flight, so a login flood
+// waits in line instead of taking every core (and memory) from the rest of the API.
+type Hasher struct {
+	p     Params
+	sem   chan struct{}
+	dummy string
+}
+
+// NewHasher uses the OWASP parameters; maxInFlight <= 0 means runtime.NumCPU().
+func NewHasher(maxInFlight int) *Hasher { return NewHasherWithParams(OWASP, maxInFlight) }
+
+// NewHasherWithParams uses p (tests and benchmarks may choose cheaper ones).
+func NewHasherWithParams(p Params, maxInFlight int) *Hasher {
+	if maxInFlight <= 0 {
+		maxInFlight = runtime.NumCPU()
+	}
+	h := &Hasher{p: p, sem: make(chan struct{}, maxInFlight)}
+	h.dummy = h.encode(RandomToken(24))
+	return h
+}
+
+func (h *Hasher) acquire(ctx context.Context) error {
+	select {
+	case h.sem <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (h *Hasher) release() { <-h.sem }
+
+// InFlight is the number of hashes being computed now.
+func (h *Hasher) InFlight() int { return len(h.sem) }
+
+func (h *Hasher) encode(password string) string {
+	salt := make([]byte, h.p.SaltLen)
+	_, _ = rand.Read(salt)
+	key := argon2.IDKey([]byte(password), salt, h.p.Iterations, h.p.MemoryKiB, h.p.Threads, h.p.KeyLen)
+	return fmt.Sprintf("$argon2id$v=%d$m=%d,t=%d,p=%d$%s$%s", argon2.Version, h.p.MemoryKiB, h.p.Iterations,
+		h.p.Threads, base64.RawStdEncoding.EncodeToString(salt), base64.RawStdEncoding.EncodeToString(key))
+}
+
+// Hash returns the PHC string of password.
+func (h *Hasher) Hash(ctx context.Context, password string) (string, error) {
+	if err := h.acquire(ctx); err != nil {
+		return "", fmt.Errorf("hash password: %w", err)
+	}
+	defer h.release()
+	return h.encode(password), nil
+}
+
+type decoded struct {
+	p    Params
+	salt []byte
+	key  []byte
+}
+
+func decode(encoded string) (decoded, error) {
+	var d decoded
+	parts := strings.Split(encoded, "$")
+	if len(parts) != 6 || parts[1] != "argon2id" {
+		return d, ErrBadHash
+	}
+	var v int
+	if _, err := fmt.Sscanf(parts[2], "v=%d", &v); err != nil || v != argon2.Version {
+		return d, ErrBadHash
+	}
+	if _, err := fmt.Sscanf(parts[3], "m=%d,t=%d,p=%d", &d.p.MemoryKiB, &d.p.Iterations, &d.p.Threads); err != nil {
+		return d, ErrBadHash
+	}
+	if d.p.MemoryKiB == 0 || d.p.MemoryKiB > 1<<21 || d.p.Iterations == 0 || d.p.Iterations > 64 || d.p.Threads == 0 {
+		return d, ErrBadHash
+	}
+	var err error
+	if d.salt, err = base64.RawStdEncoding.DecodeString(parts[4]); err != nil || len(d.salt) < 8 {
+		return d, ErrBadHash
+	}
+	if d.key, err = base64.RawStdEncoding.DecodeString(parts[5]); err != nil || len(d.key) < 16 || len(d.key) > 128 {
+		return d, ErrBadHash
+	}
+	d.p.KeyLen = uint32(len(d.key))
+	return d, nil
+}
+
+// Verify reports whether password matches encoded (any valid argon2id PHC string); the
+// comparison is constant-time.
+func (h *Hasher) Verify(ctx context.Context, password, encoded string) (bool, error) {
+	d, err := decode(encoded)
+	if err != nil {
+		return false, err
+	}
+	if err := h.acquire(ctx); err != nil {
+		return false, fmt.Errorf("verify password: %w", err)
+	}
+	defer h.release()
+	key := argon2.IDKey([]byte(password), d.salt, d.p.Iterations, d.p.MemoryKiB, d.p.Threads, d.p.KeyLen)
+	return subtle.ConstantTimeCompare(key, d.key) == 1, nil
+}
+
+// VerifyDummy does the work of Verify against an internal hash and discards the answer: unknown
+// accounts cost the same as wrong passwords.
+func (h *Hasher) VerifyDummy(ctx context.Context, password string) {
+	_, _ = h.Verify(ctx, password, h.dummy)
+}
+
+// NeedsRehash reports whether encoded uses other parameters than the Hasher's.
+func (h *Hasher) NeedsRehash(encoded string) bool {
+	d, err := decode(encoded)
+	return err != nil || d.p.MemoryKiB != h.p.MemoryKiB || d.p.Iterations != h.p.Iterations || d.p.Threads != h.p.Threads
+}

@@ -1,0 +1,44 @@
+package secrets
+
+import (
+	"bufio"
+	_ "embed"
+	"strings"
+	"sync"
+)
+
+// commonPasswords holds the 10,000 most common passwords (OWASP ASVS 5.0 §6.2), lower-cased, most
+// common first. Source: the ranked "passwords" list of the npm package
+// @zxcvbn-ts/language-common 3.0.4 (src/passwords.json, MIT licence), first 10,000 distinct
+// lower-cased entries.
+//
+//go:embed common-passwords.txt
+var commonPasswords string
+
+var (
+	commonOnce sync.Once
+	commonSet  map[string]struct{}
+)
+
+func loadCommon() {
+	commonSet = make(map[string]struct{}, 10000)
+	sc := bufio.NewScanner(strings.NewReader(commonPasswords))
+	for sc.Scan() {
+		if w := strings.TrimSpace(sc.Text()); w != "" {
+			commonSet[w] = struct{}{}
+		}
+	}
+}
+
+// IsCommon reports whether password (case-insensitively) is among the 10,000 most common.
+func IsCommon(password string) bool {
+	commonOnce.Do(loadCommon)
+	_, ok := commonSet[strings.ToLower(password)]
+	return ok
+}
+
+// CommonCount is the size of the embedded list.
+func CommonCount() int {
+	commonOnce.Do(loadCommon)
+	return len(commonSet)
+}

@@ -1,0 +1,126 @@
+package testutil
+
+import (
+	"io"
+	"mime"
+	"mime/quotedprintable"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/emersion/go-smtp"
+)
+
+// SMTPServer is a real SMTP server (emersion/go-smtp) on a free local port that keeps every message.
+type SMTPServer struct {
+	Host string
+	Port int
+
+	mu   sync.Mutex
+	msgs []smtpMessage
+	// Reject, when set, makes RCPT answer 550.
+	Reject bool
+}
+
+type smtpMessage struct {
+	To   []string
+	Body string
+}
+
+// StartSMTP starts the server; it stops when the test ends.
+func StartSMTP(t testing.TB) *SMTPServer {
+	t.Helper()
+	s := &SMTPServer{}
+	srv := smtp.NewServer(smtp.BackendFunc(func(*smtp.Conn) (smtp.Session, error) { return &smtpSession{s: s}, nil }))
+	srv.Domain = "localhost"
+	srv.AllowInsecureAuth = true
+	srv.ReadTimeout = 10 * time.Second
+	srv.WriteTimeout = 10 * time.Second
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	host, port, _ := net.SplitHostPort(ln.Addr().String())
+	s.Host = host
+	s.Port, _ = strconv.Atoi(port)
+	return s
+}
+
+// WaitFor returns the decoded body of the first message to addr, waiting up to d.
+func (s *SMTPServer) WaitFor(t testing.TB, addr string, d time.Duration) string {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		s.mu.Lock()
+		for _, m := range s.msgs {
+			for _, to := range m.To {
+				if strings.EqualFold(to, addr) {
+					s.mu.Unlock()
+					return m.Body
+				}
+			}
+		}
+		s.mu.Unlock()
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("no mail to %s within %s", addr, d)
+	return ""
+}
+
+// CountTo counts the messages to addr.
+func (s *SMTPServer) CountTo(addr string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, m := range s.msgs {
+		for _, to := range m.To {
+			if strings.EqualFold(to, addr) {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+type smtpSession struct {
+	s  *SMTPServer
+	to []string
+}
+
+func (x *smtpSession) Reset()        { x.to = nil }
+func (x *smtpSession) Logout() error { return nil }
+func (x *smtpSession) Mail(string, *smtp.MailOptions) error {
+	return nil
+}
+func (x *smtpSession) Rcpt(to string, _ *smtp.RcptOptions) error {
+	if x.s.Reject {
+		return &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 1, 1}, Message: "mailbox unavailable"}
+	}
+	x.to = append(x.to, to)
+	return nil
+}
+func (x *smtpSession) Data(r io.Reader) error {
+	raw, err := io.ReadAll(r)
+	if err != nil {
+		return err
+	}
+	body := string(raw)
+	// Decode quoted-printable bodies so tests can read links.
+	if strings.Contains(strings.ToLower(body), "quoted-printable") {
+		if dec, err := io.ReadAll(quotedprintable.NewReader(strings.NewReader(body))); err == nil {
+			body = string(dec)
+		}
+	}
+	if d, err := new(mime.WordDecoder).DecodeHeader(body); err == nil {
+		body = d
+	}
+	x.s.mu.Lock()
+	x.s.msgs = append(x.s.msgs, smtpMessage{To: x.to, Body: body})
+	x.s.mu.Unlock()
+	return nil
+}
