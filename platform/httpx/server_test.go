@@ -214,4 +214,3 @@ func TestOpenAPIDocumentDescribesRoutes(t *testing.T) {
 	assert.NotContains(t, string(doc.Paths["/api/widgets"]["post"]), `"422"`, "validation is documented as 400")
 	assert.Contains(t, string(doc.Paths["/api/widgets"]["post"]), `"400"`)
 }
-
