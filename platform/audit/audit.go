@@ -53,6 +53,12 @@ func (r *Recorder) Record(ctx context.Context, e Event) error {
 
 // RecordTx stores e within tx, so the event commits or rolls back with the change it describes.
 func (r *Recorder) RecordTx(ctx context.Context, tx bun.IDB, e Event) error {
+	_, err := r.Stored(ctx, tx, e)
+	return err
+}
+
+// Stored is RecordTx returning the event as stored (with its id and the fields filled from ctx).
+func (r *Recorder) Stored(ctx context.Context, tx bun.IDB, e Event) (Event, error) {
 	if e.ActorUserID == nil {
 		if p := authn.FromContext(ctx); p != nil {
 			id := p.UserID
@@ -75,10 +81,10 @@ func (r *Recorder) RecordTx(ctx context.Context, tx bun.IDB, e Event) error {
 	if e.OccurredAt.IsZero() {
 		e.OccurredAt = time.Now().UTC()
 	}
-	if _, err := tx.NewInsert().Model(&e).Exec(ctx); err != nil {
-		return fmt.Errorf("record audit event %q: %w", e.Action, err)
+	if _, err := tx.NewInsert().Model(&e).Returning("id").Exec(ctx); err != nil {
+		return e, fmt.Errorf("record audit event %q: %w", e.Action, err)
 	}
-	return nil
+	return e, nil
 }
 
 // Try records e and logs (rather than returns) a failure: for events that must not fail the

@@ -39,27 +39,27 @@ type PageQuery struct {
 	PageSize int `query:"pageSize" minimum:"1" maximum:"100" default:"20" doc:"Items per page, at most 100."`
 }
 
-// Offset is the number of rows to skip.
-func (p PageQuery) Offset() int {
+// Offset is the number of rows to skip (int64, as Bun's Offset takes).
+func (p PageQuery) Offset() int64 {
 	if p.Page < 1 {
 		return 0
 	}
-	return (p.Page - 1) * p.Limit()
+	return int64(p.Page-1) * p.Limit()
 }
 
-// Limit is the page size, clamped to 1..100.
-func (p PageQuery) Limit() int {
+// Limit is the page size, clamped to 1..100 (int64, as Bun's Limit takes).
+func (p PageQuery) Limit() int64 {
 	switch {
 	case p.PageSize < 1:
 		return 20
 	case p.PageSize > 100:
 		return 100
 	}
-	return p.PageSize
+	return int64(p.PageSize)
 }
 
-// NewPage builds a page from items and the total count.
-func NewPage[T any](q PageQuery, items []T, total int) Page[T] {
+// NewPage builds a page from items and the total count (int or int64, as Bun's counts are).
+func NewPage[T any, N int | int64](q PageQuery, items []T, total N) Page[T] {
 	if items == nil {
 		items = []T{}
 	}
@@ -67,5 +67,5 @@ func NewPage[T any](q PageQuery, items []T, total int) Page[T] {
 	if page < 1 {
 		page = 1
 	}
-	return Page[T]{Items: items, Page: page, PageSize: q.Limit(), TotalCount: total}
+	return Page[T]{Items: items, Page: page, PageSize: int(q.Limit()), TotalCount: int(total)}
 }
