@@ -3,10 +3,12 @@ package app
 import (
 	"go.uber.org/fx"
 
+	"provisioner/modules/admin"
 	"provisioner/modules/auth"
 )
 
 // Modules is the one list of resource modules. Adding a module is one line here.
 var Modules = []fx.Option{
 	auth.Module,
+	admin.Module,
 }

@@ -1,0 +1,145 @@
+package admin
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/uptrace/bun"
+
+	"provisioner/platform/audit"
+	"provisioner/platform/httpx"
+)
+
+// AuditEvents lets administrators read and curate the audit log. Every change to an event is
+// itself recorded as a new event that keeps the original.
+type AuditEvents struct {
+	db    *bun.DB
+	audit *audit.Recorder
+}
+
+// AuditFilter narrows the audit list.
+type AuditFilter struct {
+	UserID   int64
+	Action   string
+	From, To time.Time
+	httpx.PageQuery
+}
+
+// List returns one page of events, newest first.
+func (s *AuditEvents) List(ctx context.Context, f AuditFilter) (httpx.Page[audit.Event], error) {
+	var rows []audit.Event
+	q := s.db.NewSelect().Model(&rows)
+	if f.UserID > 0 {
+		q = q.Where("user_id = ?", f.UserID)
+	}
+	if f.Action != "" {
+		q = q.Where("action = ?", f.Action)
+	}
+	if !f.From.IsZero() {
+		q = q.Where("occurred_at >= ?", f.From)
+	}
+	if !f.To.IsZero() {
+		q = q.Where("occurred_at < ?", f.To)
+	}
+	total, err := q.OrderExpr("occurred_at DESC, id DESC").Limit(f.Limit()).Offset(f.Offset()).ScanAndCount(ctx)
+	if err != nil {
+		return httpx.Page[audit.Event]{}, fmt.Errorf("list audit events: %w", err)
+	}
+	return httpx.NewPage(f.PageQuery, rows, total), nil
+}
+
+// Get returns one event or 404.
+func (s *AuditEvents) Get(ctx context.Context, id int64) (*audit.Event, error) {
+	return s.get(ctx, s.db, id)
+}
+
+func (s *AuditEvents) get(ctx context.Context, db bun.IDB, id int64) (*audit.Event, error) {
+	e := new(audit.Event)
+	if err := db.NewSelect().Model(e).Where("id = ?", id).Scan(ctx); err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil, httpx.NotFound("Audit event not found")
+		}
+		return nil, fmt.Errorf("get audit event %d: %w", id, err)
+	}
+	return e, nil
+}
+
+// NoteInput is a manual audit note, or the fields of an update (nil = no change).
+type NoteInput struct {
+	Action     *string
+	TargetType *string
+	TargetID   *string
+	Details    map[string]any
+	UserID     *int64
+}
+
+// Create records a manual note by the acting admin.
+func (s *AuditEvents) Create(ctx context.Context, in NoteInput) (*audit.Event, error) {
+	e := audit.Event{Action: deref(in.Action), TargetType: deref(in.TargetType), TargetID: deref(in.TargetID),
+		Details: in.Details, UserID: in.UserID}
+	if e.Details == nil {
+		e.Details = map[string]any{}
+	}
+	e.Details["manual"] = true
+	stored, err := s.audit.Stored(ctx, s.db, e)
+	if err != nil {
+		return nil, err
+	}
+	return &stored, nil
+}
+
+// Update changes an event and records audit.event.updated holding the original and the change.
+func (s *AuditEvents) Update(ctx context.Context, id int64, in NoteInput) (*audit.Event, error) {
+	var out *audit.Event
+	err := s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		e, err := s.get(ctx, tx, id)
+		if err != nil {
+			return err
+		}
+		original := *e
+		if in.Action != nil {
+			e.Action = *in.Action
+		}
+		if in.TargetType != nil {
+			e.TargetType = *in.TargetType
+		}
+		if in.TargetID != nil {
+			e.TargetID = *in.TargetID
+		}
+		if in.Details != nil {
+			e.Details = in.Details
+		}
+		if _, err := tx.NewUpdate().Model(e).Column("action", "target_type", "target_id", "details").WherePK().Exec(ctx); err != nil {
+			return fmt.Errorf("update audit event %d: %w", id, err)
+		}
+		out = e
+		return s.audit.RecordTx(ctx, tx, audit.Event{Action: "audit.event.updated", TargetType: "auditEvent",
+			TargetID: fmt.Sprint(id), Details: map[string]any{"original": audit.MarshalDetails(original), "updated": audit.MarshalDetails(*e)}})
+	})
+	return out, err
+}
+
+// Delete removes an event and records audit.event.deleted holding the original.
+func (s *AuditEvents) Delete(ctx context.Context, id int64) error {
+	return s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		e, err := s.get(ctx, tx, id)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.NewDelete().Model(e).WherePK().Exec(ctx); err != nil {
+			return fmt.Errorf("delete audit event %d: %w", id, err)
+		}
+		return s.audit.RecordTx(ctx, tx, audit.Event{Action: "audit.event.deleted", TargetType: "auditEvent",
+			TargetID: fmt.Sprint(id), Details: map[string]any{"original": audit.MarshalDetails(*e)}})
+	})
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}

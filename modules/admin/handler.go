@@ -1,0 +1,224 @@
+package admin
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+
+	"provisioner/platform/audit"
+	"provisioner/platform/httpx"
+)
+
+// Handler serves /api/users*, /api/audit-events*, the per-user dashboard and the platform metrics.
+type Handler struct {
+	users    *Users
+	events   *AuditEvents
+	overview *Overview
+}
+
+type idPath struct {
+	ID int64 `path:"id" minimum:"1" doc:"User id."`
+}
+
+type listUsersInput struct {
+	httpx.PageQuery
+	Search string `query:"search" maxLength:"200" doc:"Matches name or email, case-insensitively."`
+	Role   string `query:"role" enum:"User,Admin" doc:"Only users with this role."`
+}
+
+type createUserInput struct {
+	Body struct {
+		_            struct{} `additionalProperties:"true"`
+		FullName     string   `json:"fullName" minLength:"1" maxLength:"200"`
+		Organization string   `json:"organization,omitempty" maxLength:"200"`
+		Email        string   `json:"email" format:"email" maxLength:"254"`
+		Password     string   `json:"password" minLength:"8" maxLength:"128"`
+		Role         string   `json:"role,omitempty" enum:"User,Admin" default:"User"`
+	}
+}
+
+type updateUserInput struct {
+	ID   int64 `path:"id" minimum:"1"`
+	Body struct {
+		_            struct{} `additionalProperties:"true"`
+		FullName     *string  `json:"fullName,omitempty" minLength:"1" maxLength:"200"`
+		Organization *string  `json:"organization,omitempty" maxLength:"200"`
+		Email        *string  `json:"email,omitempty" format:"email" maxLength:"254"`
+		Role         *string  `json:"role,omitempty" enum:"User,Admin"`
+	}
+}
+
+type dashboardInput struct {
+	UserID int64 `path:"userId" minimum:"1"`
+}
+
+type listEventsInput struct {
+	httpx.PageQuery
+	UserID int64     `query:"userId" minimum:"0" doc:"Only events about this user."`
+	Action string    `query:"action" maxLength:"100" doc:"Only this action, e.g. database.password.revealed."`
+	From   time.Time `query:"from" doc:"Only events at or after this ISO 8601 time."`
+	To     time.Time `query:"to" doc:"Only events before this ISO 8601 time."`
+}
+
+type eventPath struct {
+	ID int64 `path:"id" minimum:"1" doc:"Audit event id."`
+}
+
+type noteBody struct {
+	_          struct{}       `additionalProperties:"true"`
+	Action     string         `json:"action" minLength:"1" maxLength:"100" example:"note.manual"`
+	TargetType string         `json:"targetType,omitempty" maxLength:"100"`
+	TargetID   string         `json:"targetId,omitempty" maxLength:"100"`
+	UserID     *int64         `json:"userId,omitempty" minimum:"1" doc:"The user the note is about."`
+	Details    map[string]any `json:"details,omitempty"`
+}
+
+type createEventInput struct {
+	Body noteBody
+}
+
+type updateEventInput struct {
+	ID   int64 `path:"id" minimum:"1"`
+	Body struct {
+		_          struct{}       `additionalProperties:"true"`
+		Action     *string        `json:"action,omitempty" minLength:"1" maxLength:"100"`
+		TargetType *string        `json:"targetType,omitempty" maxLength:"100"`
+		TargetID   *string        `json:"targetId,omitempty" maxLength:"100"`
+		Details    map[string]any `json:"details,omitempty"`
+	}
+}
+
+// Register implements httpx.Routes.
+func (h *Handler) Register(api *httpx.API) {
+	users := []string{"Admin: users"}
+	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "listUsers", Method: http.MethodGet, Path: "/api/users",
+		Tags: users, Summary: "List users", Description: "Newest first; `search` matches name or email."},
+		func(ctx context.Context, in *listUsersInput) (*httpx.Response[httpx.Page[User]], error) {
+			p, err := h.users.List(ctx, UserFilter{Search: in.Search, Role: in.Role, PageQuery: in.PageQuery})
+			if err != nil {
+				return nil, err
+			}
+			return httpx.OK("OK", p), nil
+		})
+	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "getUser", Method: http.MethodGet, Path: "/api/users/{id}",
+		Tags: users, Summary: "One user", Errors: []int{http.StatusNotFound}},
+		func(ctx context.Context, in *idPath) (*httpx.Response[User], error) {
+			u, err := h.users.Get(ctx, in.ID)
+			if err != nil {
+				return nil, err
+			}
+			return httpx.OK("OK", viewUser(u)), nil
+		})
+	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "createUser", Method: http.MethodPost, Path: "/api/users",
+		Tags: users, Summary: "Create a user", DefaultStatus: http.StatusCreated, Errors: []int{http.StatusConflict}},
+		func(ctx context.Context, in *createUserInput) (*httpx.Response[User], error) {
+			b := in.Body
+			u, err := h.users.Create(ctx, CreateUserInput{FullName: b.FullName, Organization: b.Organization,
+				Email: b.Email, Password: b.Password, Role: b.Role})
+			if err != nil {
+				return nil, err
+			}
+			return httpx.Created("User created", viewUser(u)), nil
+		})
+	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "updateUser", Method: http.MethodPut, Path: "/api/users/{id}",
+		Tags: users, Summary: "Update a user",
+		Description: "Absent fields are left alone. A role change applies on the user's next request. The last Admin cannot be demoted (409).",
+		Errors:      []int{http.StatusNotFound, http.StatusConflict}},
+		func(ctx context.Context, in *updateUserInput) (*httpx.Response[User], error) {
+			b := in.Body
+			u, err := h.users.Update(ctx, in.ID, UpdateUserInput{FullName: b.FullName, Organization: b.Organization, Email: b.Email, Role: b.Role})
+			if err != nil {
+				return nil, err
+			}
+			return httpx.OK("User updated", viewUser(u)), nil
+		})
+	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "deleteUser", Method: http.MethodDelete, Path: "/api/users/{id}",
+		Tags: users, Summary: "Delete a user",
+		Description: "The user can no longer sign in (earlier tokens are refused at once); their resources are deprovisioned in the background. The last Admin cannot be deleted (409).",
+		Errors:      []int{http.StatusNotFound, http.StatusConflict}},
+		func(ctx context.Context, in *idPath) (*httpx.Response[*struct{}], error) {
+			if err := h.users.Delete(ctx, in.ID); err != nil {
+				return nil, err
+			}
+			return httpx.OK[*struct{}]("User deleted; their resources are being deprovisioned", nil), nil
+		})
+	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "getUserDashboard", Method: http.MethodGet,
+		Path: "/api/users/{userId}/dashboard", Tags: users, Summary: "A user's resources across every module",
+		Errors: []int{http.StatusNotFound}},
+		func(ctx context.Context, in *dashboardInput) (*httpx.Response[Dashboard], error) {
+			u, err := h.users.Get(ctx, in.UserID)
+			if err != nil {
+				return nil, err
+			}
+			d, err := h.overview.DashboardFor(ctx, viewUser(u))
+			if err != nil {
+				return nil, err
+			}
+			return httpx.OK("OK", *d), nil
+		})
+
+	events := []string{"Admin: audit events"}
+	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "listAuditEvents", Method: http.MethodGet, Path: "/api/audit-events",
+		Tags: events, Summary: "List audit events", Description: "Newest first; filters combine."},
+		func(ctx context.Context, in *listEventsInput) (*httpx.Response[httpx.Page[audit.Event]], error) {
+			p, err := h.events.List(ctx, AuditFilter{UserID: in.UserID, Action: in.Action, From: in.From, To: in.To, PageQuery: in.PageQuery})
+			if err != nil {
+				return nil, err
+			}
+			return httpx.OK("OK", p), nil
+		})
+	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "getAuditEvent", Method: http.MethodGet, Path: "/api/audit-events/{id}",
+		Tags: events, Summary: "One audit event", Errors: []int{http.StatusNotFound}},
+		func(ctx context.Context, in *eventPath) (*httpx.Response[audit.Event], error) {
+			e, err := h.events.Get(ctx, in.ID)
+			if err != nil {
+				return nil, err
+			}
+			return httpx.OK("OK", *e), nil
+		})
+	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "createAuditEvent", Method: http.MethodPost, Path: "/api/audit-events",
+		Tags: events, Summary: "Record a manual note", DefaultStatus: http.StatusCreated},
+		func(ctx context.Context, in *createEventInput) (*httpx.Response[audit.Event], error) {
+			b := in.Body
+			e, err := h.events.Create(ctx, NoteInput{Action: &b.Action, TargetType: &b.TargetType, TargetID: &b.TargetID,
+				Details: b.Details, UserID: b.UserID})
+			if err != nil {
+				return nil, err
+			}
+			return httpx.Created("Audit event recorded", *e), nil
+		})
+	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "updateAuditEvent", Method: http.MethodPut, Path: "/api/audit-events/{id}",
+		Tags: events, Summary: "Amend an audit event",
+		Description: "The change is itself recorded as a new `audit.event.updated` event holding the original.",
+		Errors:      []int{http.StatusNotFound}},
+		func(ctx context.Context, in *updateEventInput) (*httpx.Response[audit.Event], error) {
+			b := in.Body
+			e, err := h.events.Update(ctx, in.ID, NoteInput{Action: b.Action, TargetType: b.TargetType, TargetID: b.TargetID, Details: b.Details})
+			if err != nil {
+				return nil, err
+			}
+			return httpx.OK("Audit event updated", *e), nil
+		})
+	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "deleteAuditEvent", Method: http.MethodDelete, Path: "/api/audit-events/{id}",
+		Tags: events, Summary: "Delete an audit event",
+		Description: "The deletion is itself recorded as a new `audit.event.deleted` event holding the original.",
+		Errors:      []int{http.StatusNotFound}},
+		func(ctx context.Context, in *eventPath) (*httpx.Response[*struct{}], error) {
+			if err := h.events.Delete(ctx, in.ID); err != nil {
+				return nil, err
+			}
+			return httpx.OK[*struct{}]("Audit event deleted", nil), nil
+		})
+
+	httpx.Register(api, httpx.Public, huma.Operation{OperationID: "getPlatformMetrics", Method: http.MethodGet, Path: "/api/metrics/platform",
+		Tags: []string{"Public"}, Summary: "Platform counts for the landing page", Description: "Cached for at most 60 s."},
+		func(ctx context.Context, _ *struct{}) (*httpx.Response[PlatformMetrics], error) {
+			m, err := h.overview.Metrics(ctx)
+			if err != nil {
+				return nil, err
+			}
+			return httpx.OK("OK", m), nil
+		})
+}

@@ -1,0 +1,47 @@
+// Package admin is the administration module: users, the audit log, the per-user dashboard and
+// the public platform metrics. Resource-specific admin routes live in their own modules; this one
+// owns what spans them, assembled from what each module contributes through fx value groups.
+package admin
+
+import (
+	"time"
+
+	"github.com/uptrace/bun"
+	"go.uber.org/fx"
+
+	"provisioner/platform/audit"
+	"provisioner/platform/httpx"
+	"provisioner/platform/provision"
+	"provisioner/platform/secrets"
+	"provisioner/platform/summary"
+)
+
+// Module is everything the admin module contributes.
+var Module = fx.Module("admin",
+	fx.Provide(
+		httpx.AsRoutes(NewHandler),
+	),
+)
+
+// Params are the module's dependencies, including every module's contributions.
+type Params struct {
+	fx.In
+	DB           *bun.DB
+	Hasher       *secrets.Hasher
+	Audit        *audit.Recorder
+	Releasers    []provision.UserReleaser       `group:"user_releasers"`
+	Contributors []summary.DashboardContributor `group:"dashboard"`
+	Counters     []summary.Counter              `group:"platform_counts"`
+}
+
+// MetricsTTL is how long the platform metrics are cached.
+const MetricsTTL = 30 * time.Second
+
+// NewHandler builds the module's services and handler.
+func NewHandler(p Params) *Handler {
+	return &Handler{
+		users:    &Users{db: p.DB, hasher: p.Hasher, audit: p.Audit, releasers: p.Releasers},
+		events:   &AuditEvents{db: p.DB, audit: p.Audit},
+		overview: &Overview{db: p.DB, contributors: p.Contributors, counters: p.Counters, ttl: MetricsTTL},
+	}
+}

@@ -1,0 +1,249 @@
+package admin
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/uptrace/bun"
+	"github.com/uptrace/bun/driver/pgdriver"
+
+	"provisioner/platform/audit"
+	"provisioner/platform/authn"
+	"provisioner/platform/httpx"
+	"provisioner/platform/provision"
+	"provisioner/platform/secrets"
+)
+
+// Users manages accounts for administrators.
+type Users struct {
+	db        *bun.DB
+	hasher    *secrets.Hasher
+	audit     *audit.Recorder
+	releasers []provision.UserReleaser
+}
+
+// UserFilter narrows the user list.
+type UserFilter struct {
+	Search string
+	Role   string
+	httpx.PageQuery
+}
+
+// List returns one page of live users, newest first.
+func (s *Users) List(ctx context.Context, f UserFilter) (httpx.Page[User], error) {
+	var rows []userRow
+	q := s.db.NewSelect().Model(&rows).Where("deleted_at IS NULL")
+	if f.Search != "" {
+		pattern := "%" + escapeLike(strings.ToLower(f.Search)) + "%"
+		q = q.WhereGroup(" AND ", func(q *bun.SelectQuery) *bun.SelectQuery {
+			return q.Where("lower(email) LIKE ?", pattern).WhereOr("lower(full_name) LIKE ?", pattern)
+		})
+	}
+	if f.Role != "" {
+		q = q.Where("role = ?", f.Role)
+	}
+	total, err := q.OrderExpr("created_at DESC, id DESC").Limit(f.Limit()).Offset(f.Offset()).ScanAndCount(ctx)
+	if err != nil {
+		return httpx.Page[User]{}, fmt.Errorf("list users: %w", err)
+	}
+	items := make([]User, len(rows))
+	for i := range rows {
+		items[i] = viewUser(&rows[i])
+	}
+	return httpx.NewPage(f.PageQuery, items, total), nil
+}
+
+func escapeLike(s string) string {
+	return strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(s)
+}
+
+// Get returns a live user or 404.
+func (s *Users) Get(ctx context.Context, id int64) (*userRow, error) {
+	return s.get(ctx, s.db, id, false)
+}
+
+func (s *Users) get(ctx context.Context, db bun.IDB, id int64, lock bool) (*userRow, error) {
+	u := new(userRow)
+	q := db.NewSelect().Model(u).Where("id = ?", id).Where("deleted_at IS NULL")
+	if lock {
+		q = q.For("UPDATE")
+	}
+	if err := q.Scan(ctx); err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil, httpx.NotFound("User not found")
+		}
+		return nil, fmt.Errorf("get user %d: %w", id, err)
+	}
+	return u, nil
+}
+
+// CreateUserInput is what an admin sets on a new account.
+type CreateUserInput struct {
+	FullName, Organization, Email, Password, Role string
+}
+
+// Create adds an account with the given role.
+func (s *Users) Create(ctx context.Context, in CreateUserInput) (*userRow, error) {
+	if secrets.IsCommon(in.Password) {
+		return nil, httpx.BadRequest("Validation failed",
+			httpx.FieldError{Field: "password", Message: "is too common; choose a less guessable password"})
+	}
+	hash, err := s.hasher.Hash(ctx, in.Password)
+	if err != nil {
+		return nil, err
+	}
+	role := in.Role
+	if role == "" {
+		role = authn.RoleUser
+	}
+	u := &userRow{Email: strings.ToLower(strings.TrimSpace(in.Email)), FullName: strings.TrimSpace(in.FullName),
+		Organization: strings.TrimSpace(in.Organization), Role: role, PasswordHash: &hash, SecurityStamp: 1}
+	err = s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		if _, err := tx.NewInsert().Model(u).Returning("*").Exec(ctx); err != nil {
+			if isUniqueViolation(err) {
+				return httpx.Conflict("An account with this email already exists")
+			}
+			return fmt.Errorf("insert user: %w", err)
+		}
+		return s.audit.RecordTx(ctx, tx, audit.Event{Action: "user.created", UserID: audit.Int64(u.ID),
+			TargetType: "user", TargetID: fmt.Sprint(u.ID), Details: map[string]any{"email": u.Email, "role": u.Role}})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return u, nil
+}
+
+// UpdateUserInput holds the fields to change; nil means no change.
+type UpdateUserInput struct {
+	FullName, Organization, Email, Role *string
+}
+
+// Update changes an account. A role change applies on the user's next request (the guard reads
+// the stored role); demoting the last Admin is a 409.
+func (s *Users) Update(ctx context.Context, id int64, in UpdateUserInput) (*userRow, error) {
+	var out *userRow
+	err := s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		if in.Role != nil && *in.Role != authn.RoleAdmin {
+			if err := lockAdmins(ctx, tx); err != nil {
+				return err
+			}
+		}
+		u, err := s.get(ctx, tx, id, true)
+		if err != nil {
+			return err
+		}
+		before := *u
+		if in.FullName != nil {
+			u.FullName = strings.TrimSpace(*in.FullName)
+		}
+		if in.Organization != nil {
+			u.Organization = strings.TrimSpace(*in.Organization)
+		}
+		if in.Email != nil {
+			u.Email = strings.ToLower(strings.TrimSpace(*in.Email))
+		}
+		if in.Role != nil {
+			if u.Role == authn.RoleAdmin && *in.Role != authn.RoleAdmin {
+				if err := ensureAnotherAdmin(ctx, tx, u.ID); err != nil {
+					return err
+				}
+			}
+			u.Role = *in.Role
+		}
+		if _, err := tx.NewUpdate().Model(u).Column("full_name", "organization", "email", "role").
+			Set("updated_at = now()").WherePK().Returning("*").Exec(ctx); err != nil {
+			if isUniqueViolation(err) {
+				return httpx.Conflict("An account with this email already exists")
+			}
+			return fmt.Errorf("update user %d: %w", id, err)
+		}
+		if before.Role != u.Role {
+			if err := s.audit.RecordTx(ctx, tx, audit.Event{Action: "user.role.changed", UserID: audit.Int64(u.ID),
+				TargetType: "user", TargetID: fmt.Sprint(u.ID), Details: map[string]any{"from": before.Role, "to": u.Role}}); err != nil {
+				return err
+			}
+		}
+		out = u
+		return s.audit.RecordTx(ctx, tx, audit.Event{Action: "user.updated", UserID: audit.Int64(u.ID),
+			TargetType: "user", TargetID: fmt.Sprint(u.ID), Details: changes(&before, u)})
+	})
+	return out, err
+}
+
+func changes(a, b *userRow) map[string]any {
+	d := map[string]any{}
+	if a.FullName != b.FullName {
+		d["fullName"] = map[string]string{"from": a.FullName, "to": b.FullName}
+	}
+	if a.Organization != b.Organization {
+		d["organization"] = map[string]string{"from": a.Organization, "to": b.Organization}
+	}
+	if a.Email != b.Email {
+		d["email"] = map[string]string{"from": a.Email, "to": b.Email}
+	}
+	if a.Role != b.Role {
+		d["role"] = map[string]string{"from": a.Role, "to": b.Role}
+	}
+	return d
+}
+
+// Delete removes an account: it can no longer sign in (its tokens die with the security stamp),
+// and every module marks the user's resources for deprovisioning in the same transaction; the
+// background finisher then deletes them at the providers. Deleting the last Admin is a 409.
+func (s *Users) Delete(ctx context.Context, id int64) error {
+	return s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		if err := lockAdmins(ctx, tx); err != nil {
+			return err
+		}
+		u, err := s.get(ctx, tx, id, true)
+		if err != nil {
+			return err
+		}
+		if u.Role == authn.RoleAdmin {
+			if err := ensureAnotherAdmin(ctx, tx, u.ID); err != nil {
+				return err
+			}
+		}
+		if _, err := tx.NewUpdate().Model(u).Set("deleted_at = now()").Set("security_stamp = security_stamp + 1").
+			Set("updated_at = now()").WherePK().Exec(ctx); err != nil {
+			return fmt.Errorf("delete user %d: %w", id, err)
+		}
+		for _, r := range s.releasers {
+			if err := r.ReleaseUser(ctx, tx, id); err != nil {
+				return fmt.Errorf("release resources of user %d: %w", id, err)
+			}
+		}
+		return s.audit.RecordTx(ctx, tx, audit.Event{Action: "user.deleted", UserID: audit.Int64(u.ID),
+			TargetType: "user", TargetID: fmt.Sprint(u.ID), Details: map[string]any{"email": u.Email}})
+	})
+}
+
+// lockAdmins serialises changes that could remove the last Admin.
+func lockAdmins(ctx context.Context, tx bun.Tx) error {
+	_, err := tx.ExecContext(ctx, "SELECT id FROM users WHERE role = 'Admin' AND deleted_at IS NULL FOR UPDATE")
+	if err != nil {
+		return fmt.Errorf("lock admins: %w", err)
+	}
+	return nil
+}
+
+func ensureAnotherAdmin(ctx context.Context, tx bun.Tx, except int64) error {
+	n, err := tx.NewSelect().Table("users").Where("role = 'Admin'").Where("deleted_at IS NULL").
+		Where("id <> ?", except).Count(ctx)
+	if err != nil {
+		return fmt.Errorf("count admins: %w", err)
+	}
+	if n == 0 {
+		return httpx.Conflict("The last Admin cannot be demoted or deleted")
+	}
+	return nil
+}
+
+func isUniqueViolation(err error) bool {
+	var pgErr pgdriver.Error
+	return errors.As(err, &pgErr) && pgErr.Field('C') == "23505"
+}
