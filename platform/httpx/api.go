@@ -67,6 +67,10 @@ func Register[I, O any](a *API, access Access, op huma.Operation, h func(context
 		errs = append(errs, http.StatusUnauthorized)
 		if access == AdminOnly {
 			errs = append(errs, http.StatusForbidden)
+			if op.Extensions == nil {
+				op.Extensions = map[string]any{}
+			}
+			op.Extensions["x-required-role"] = "Admin"
 		}
 		if a.guard != nil {
 			op.Middlewares = append(huma.Middlewares{a.guard.Middleware(a.API, access)}, op.Middlewares...)

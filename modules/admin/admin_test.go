@@ -1,0 +1,316 @@
+package admin_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/uptrace/bun"
+	"go.uber.org/fx"
+
+	"provisioner/platform/provision"
+	"provisioner/platform/summary"
+	"provisioner/platform/testutil"
+	"provisioner/platform/testutil/apptest"
+)
+
+func TestMain(m *testing.M) { testutil.Main(m) }
+
+type page struct {
+	Items      []map[string]any `json:"items"`
+	Page       int              `json:"page"`
+	PageSize   int              `json:"pageSize"`
+	TotalCount int              `json:"totalCount"`
+}
+
+func createUser(t *testing.T, a *apptest.App, admin, name, role string) int64 {
+	t.Helper()
+	r := a.Post("/api/users", admin, map[string]any{"fullName": name, "email": strings.ToLower(strings.ReplaceAll(name, " ", ".")) + "-" + testutil.RandomSuffix() + "@corp.test",
+		"password": "long-enough-password-42", "role": role, "organization": "Corp"})
+	require.Equal(t, http.StatusCreated, r.Status, string(r.Raw))
+	var u struct{ ID int64 }
+	r.Decode(t, &u)
+	return u.ID
+}
+
+func TestUserListFiltersAndPaging(t *testing.T) {
+	a := apptest.Start(t)
+	admin := a.AdminToken(t)
+	tag := "zeta" + testutil.RandomSuffix()
+	for i := 0; i < 5; i++ {
+		createUser(t, a, admin, fmt.Sprintf("%s person %d", tag, i), "User")
+	}
+	createUser(t, a, admin, tag+" boss", "Admin")
+
+	r := a.Get("/api/users?search="+strings.ToUpper(tag)+"&page=1&pageSize=4", admin)
+	require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
+	var p page
+	r.Decode(t, &p)
+	assert.Equal(t, 6, p.TotalCount)
+	assert.Len(t, p.Items, 4)
+	assert.Equal(t, 1, p.Page)
+	assert.Equal(t, 4, p.PageSize)
+	for _, it := range p.Items {
+		assert.NotContains(t, it, "passwordHash")
+	}
+
+	r = a.Get("/api/users?search="+tag+"&page=2&pageSize=4", admin)
+	r.Decode(t, &p)
+	assert.Len(t, p.Items, 2)
+
+	r = a.Get("/api/users?search="+tag+"&role=Admin", admin)
+	r.Decode(t, &p)
+	require.Equal(t, 1, p.TotalCount)
+	assert.Equal(t, "Admin", p.Items[0]["role"])
+
+	for _, bad := range []string{"pageSize=101", "page=0", "role=Root"} {
+		assert.Equal(t, http.StatusBadRequest, a.Get("/api/users?"+bad, admin).Status, bad)
+	}
+	// A % in the search is literal, not a wildcard.
+	r = a.Get("/api/users?search=%25", admin)
+	r.Decode(t, &p)
+	assert.Zero(t, p.TotalCount)
+}
+
+func TestUserCRUDAndValidation(t *testing.T) {
+	a := apptest.Start(t)
+	admin := a.AdminToken(t)
+	id := createUser(t, a, admin, "Crud Person", "User")
+
+	r := a.Get(fmt.Sprintf("/api/users/%d", id), admin)
+	require.Equal(t, http.StatusOK, r.Status)
+	assert.Contains(t, string(r.Raw), `"fullName":"Crud Person"`)
+
+	r = a.Do(apptest.Request{Method: "PUT", Path: fmt.Sprintf("/api/users/%d", id), Token: admin,
+		Body: map[string]any{"organization": "New Org", "id": 424242}})
+	require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
+	assert.Contains(t, string(r.Raw), `"organization":"New Org"`)
+	assert.Contains(t, string(r.Raw), `"fullName":"Crud Person"`, "absent fields are left alone")
+
+	cases := []struct {
+		name   string
+		body   map[string]any
+		fields []string
+	}{
+		{"bad email and role", map[string]any{"fullName": "X", "email": "nope", "password": "long-enough-password-1", "role": "Root"}, []string{"email", "role"}},
+		{"missing", map[string]any{}, []string{"fullName", "email", "password"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := a.Post("/api/users", admin, tc.body)
+			require.Equal(t, http.StatusBadRequest, r.Status)
+			assert.ElementsMatch(t, tc.fields, r.Fields())
+		})
+	}
+	assert.Equal(t, http.StatusNotFound, a.Get("/api/users/99999999", admin).Status)
+}
+
+func TestLastAdminCannotBeDemotedOrDeleted(t *testing.T) {
+	a := apptest.Start(t)
+	admin := a.AdminToken(t)
+	// Demote every other admin the package's tests may have made, so the bootstrap admin is last.
+	r := a.Get("/api/users?role=Admin&pageSize=100", admin)
+	var p page
+	r.Decode(t, &p)
+	var bootstrapID int64
+	for _, it := range p.Items {
+		id := int64(it["id"].(float64))
+		if it["email"] == apptest.AdminEmail {
+			bootstrapID = id
+			continue
+		}
+		a.Do(apptest.Request{Method: "PUT", Path: fmt.Sprintf("/api/users/%d", id), Token: admin, Body: map[string]any{"role": "User"}})
+	}
+	require.NotZero(t, bootstrapID)
+	r = a.Do(apptest.Request{Method: "PUT", Path: fmt.Sprintf("/api/users/%d", bootstrapID), Token: admin, Body: map[string]any{"role": "User"}})
+	assert.Equal(t, http.StatusConflict, r.Status, string(r.Raw))
+	r = a.Do(apptest.Request{Method: "DELETE", Path: fmt.Sprintf("/api/users/%d", bootstrapID), Token: admin})
+	assert.Equal(t, http.StatusConflict, r.Status)
+
+	// With a second admin, the first can go.
+	second := createUser(t, a, admin, "Second Admin", "Admin")
+	r = a.Do(apptest.Request{Method: "PUT", Path: fmt.Sprintf("/api/users/%d", second), Token: admin, Body: map[string]any{"role": "User"}})
+	assert.Equal(t, http.StatusOK, r.Status)
+}
+
+func TestRoleChangeTakesEffectOnNextRequest(t *testing.T) {
+	a := apptest.Start(t)
+	admin := a.AdminToken(t)
+	u := a.Register(t)
+	assert.Equal(t, http.StatusForbidden, a.Get("/api/users", u.Token).Status)
+	r := a.Do(apptest.Request{Method: "PUT", Path: fmt.Sprintf("/api/users/%d", u.ID), Token: admin, Body: map[string]any{"role": "Admin"}})
+	require.Equal(t, http.StatusOK, r.Status)
+	assert.Equal(t, http.StatusOK, a.Get("/api/users", u.Token).Status, "the same token now carries the new role")
+	a.Do(apptest.Request{Method: "PUT", Path: fmt.Sprintf("/api/users/%d", u.ID), Token: admin, Body: map[string]any{"role": "User"}})
+	assert.Equal(t, http.StatusForbidden, a.Get("/api/users", u.Token).Status)
+}
+
+// releaser records which users were released, in the deleting transaction.
+type releaser struct {
+	mu    sync.Mutex
+	users []int64
+}
+
+func (r *releaser) ReleaseUser(_ context.Context, _ bun.IDB, id int64) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.users = append(r.users, id)
+	return nil
+}
+
+func TestDeleteUserRefusesSignInAndReleasesResources(t *testing.T) {
+	rel := &releaser{}
+	a := apptest.Start(t, apptest.WithFx(fx.Provide(provision.AsUserReleaser(func() *releaser { return rel }))))
+	admin := a.AdminToken(t)
+	u := a.Register(t)
+	r := a.Do(apptest.Request{Method: "DELETE", Path: fmt.Sprintf("/api/users/%d", u.ID), Token: admin})
+	require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
+	assert.Equal(t, []int64{u.ID}, rel.users)
+	assert.Equal(t, http.StatusUnauthorized, a.Get("/api/me", u.Token).Status)
+	assert.Equal(t, http.StatusUnauthorized, a.Post("/api/auth/login", "", map[string]any{"email": u.Email, "password": u.Password}).Status)
+	assert.Equal(t, http.StatusNotFound, a.Get(fmt.Sprintf("/api/users/%d", u.ID), admin).Status)
+	// The email is free again.
+	r = a.Post("/api/auth/register", "", map[string]any{"fullName": "Again", "email": u.Email, "password": u.Password})
+	assert.Equal(t, http.StatusCreated, r.Status)
+}
+
+func TestAuditEventsAndTheAuditOfTheirChanges(t *testing.T) {
+	a := apptest.Start(t)
+	admin := a.AdminToken(t)
+	u := a.Register(t)
+
+	r := a.Get(fmt.Sprintf("/api/audit-events?userId=%d&action=user.registered", u.ID), admin)
+	require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
+	var p page
+	r.Decode(t, &p)
+	require.Equal(t, 1, p.TotalCount)
+
+	r = a.Post("/api/audit-events", admin, map[string]any{"action": "note.manual", "targetType": "user",
+		"targetId": fmt.Sprint(u.ID), "userId": u.ID, "details": map[string]any{"text": "called the user"}})
+	require.Equal(t, http.StatusCreated, r.Status, string(r.Raw))
+	var note struct {
+		ID          int64          `json:"id"`
+		ActorUserID int64          `json:"actorUserId"`
+		Details     map[string]any `json:"details"`
+	}
+	r.Decode(t, &note)
+	assert.NotZero(t, note.ActorUserID)
+
+	r = a.Do(apptest.Request{Method: "PUT", Path: fmt.Sprintf("/api/audit-events/%d", note.ID), Token: admin,
+		Body: map[string]any{"details": map[string]any{"text": "emailed the user"}}})
+	require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
+	r = a.Get(fmt.Sprintf("/api/audit-events?action=audit.event.updated&pageSize=100"), admin)
+	r.Decode(t, &p)
+	found := false
+	for _, it := range p.Items {
+		if it["targetId"] == fmt.Sprint(note.ID) {
+			raw, _ := json.Marshal(it["details"])
+			assert.Contains(t, string(raw), "called the user", "the original survives in the change's record")
+			found = true
+		}
+	}
+	assert.True(t, found)
+
+	r = a.Do(apptest.Request{Method: "DELETE", Path: fmt.Sprintf("/api/audit-events/%d", note.ID), Token: admin})
+	require.Equal(t, http.StatusOK, r.Status)
+	assert.Equal(t, http.StatusNotFound, a.Get(fmt.Sprintf("/api/audit-events/%d", note.ID), admin).Status)
+	r = a.Get("/api/audit-events?action=audit.event.deleted&pageSize=100", admin)
+	assert.Contains(t, string(r.Raw), "emailed the user")
+
+	// Time range: nothing before 2000.
+	r = a.Get("/api/audit-events?to=2000-01-01T00:00:00Z", admin)
+	r.Decode(t, &p)
+	assert.Zero(t, p.TotalCount)
+	assert.Equal(t, http.StatusBadRequest, a.Get("/api/audit-events?from=yesterday", admin).Status)
+}
+
+type section struct{ key string }
+
+func (s section) DashboardSection(_ context.Context, userID int64) (summary.Section, error) {
+	return summary.Section{Key: s.key, Items: []map[string]any{{"owner": userID}}, Total: 1}, nil
+}
+
+type counter struct{}
+
+func (counter) PlatformCounts(context.Context) (map[string]int64, error) {
+	return map[string]int64{"dnsRecords": 7, "widgets": 3}, nil
+}
+
+func TestDashboardAndMetricsFromContributions(t *testing.T) {
+	a := apptest.Start(t, apptest.WithFx(fx.Provide(
+		summary.AsDashboardContributor(func() section { return section{key: "dnsRecords"} }),
+		fx.Annotate(func() section { return section{key: "widgets"} }, fx.As(new(summary.DashboardContributor)), fx.ResultTags(`group:"dashboard"`)),
+		summary.AsCounter(func() counter { return counter{} }),
+	)))
+	admin := a.AdminToken(t)
+	u := a.Register(t)
+	r := a.Get(fmt.Sprintf("/api/users/%d/dashboard", u.ID), admin)
+	require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
+	var d struct {
+		User       struct{ ID int64 }
+		DnsRecords []map[string]any `json:"dnsRecords"`
+		Databases  []any            `json:"databases"`
+		Sections   map[string]any   `json:"sections"`
+		Totals     map[string]int   `json:"totals"`
+	}
+	r.Decode(t, &d)
+	assert.Equal(t, u.ID, d.User.ID)
+	require.Len(t, d.DnsRecords, 1)
+	assert.EqualValues(t, u.ID, d.DnsRecords[0]["owner"])
+	assert.Contains(t, d.Sections, "widgets", "a new module appears without admin changing")
+	assert.Equal(t, 1, d.Totals["dnsRecords"])
+	assert.NotNil(t, d.Databases)
+	assert.Equal(t, http.StatusNotFound, a.Get("/api/users/99999999/dashboard", admin).Status)
+
+	r = a.Get("/api/metrics/platform", "")
+	require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
+	var m map[string]any
+	r.Decode(t, &m)
+	assert.EqualValues(t, 7, m["dnsRecords"])
+	assert.GreaterOrEqual(t, m["users"].(float64), 2.0)
+	for _, k := range []string{"users", "databases", "activeDatabases", "dnsRecords", "wfautoAccounts", "aiKeys", "engines"} {
+		assert.Contains(t, m, k)
+	}
+}
+
+// TestEveryAdminRouteGuarded is generated from the route table (the OpenAPI document, which huma
+// builds from the registered operations): every admin operation answers 401 without a token and
+// 403 to a User.
+func TestEveryAdminRouteGuarded(t *testing.T) {
+	a := apptest.Start(t)
+	u := a.Register(t)
+	r := a.Get("/api/openapi.json", "")
+	require.Equal(t, http.StatusOK, r.Status)
+	var doc struct {
+		Paths map[string]map[string]struct {
+			Role string `json:"x-required-role"`
+		} `json:"paths"`
+	}
+	require.NoError(t, json.Unmarshal(r.Raw, &doc))
+	checked := 0
+	for path, ops := range doc.Paths {
+		for method, op := range ops {
+			if op.Role != "Admin" {
+				continue
+			}
+			concrete := strings.NewReplacer("{id}", "1", "{userId}", "1").Replace(path)
+			req := apptest.Request{Method: strings.ToUpper(method), Path: concrete}
+			if req.Method == "POST" || req.Method == "PUT" {
+				req.Body = map[string]any{}
+			}
+			t.Run(method+" "+path, func(t *testing.T) {
+				assert.Equal(t, http.StatusUnauthorized, a.Do(req).Status, "no token")
+				req.Token = u.Token
+				assert.Equal(t, http.StatusForbidden, a.Do(req).Status, "role User")
+			})
+			checked++
+		}
+	}
+	assert.GreaterOrEqual(t, checked, 11)
+}
