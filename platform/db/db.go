@@ -39,7 +39,11 @@ func Open(ctx context.Context, dsn string) (*bun.DB, error) {
 	if err := ensureDatabase(ctx, dsn); err != nil {
 		return nil, err
 	}
-	sqldb := sql.OpenDB(pgdriver.NewConnector(pgdriver.WithDSN(dsn), pgdriver.WithTimeout(5*time.Second)))
+	conn, err := Connector(dsn)
+	if err != nil {
+		return nil, err
+	}
+	sqldb := sql.OpenDB(conn)
 	sqldb.SetMaxOpenConns(32)
 	sqldb.SetMaxIdleConns(16)
 	sqldb.SetConnMaxIdleTime(5 * time.Minute)
@@ -66,7 +70,11 @@ func ensureDatabase(ctx context.Context, dsn string) error {
 	}
 	admin := *u
 	admin.Path = "/postgres"
-	sqldb := sql.OpenDB(pgdriver.NewConnector(pgdriver.WithDSN(admin.String()), pgdriver.WithTimeout(5*time.Second)))
+	conn, err := Connector(admin.String())
+	if err != nil {
+		return err
+	}
+	sqldb := sql.OpenDB(conn)
 	defer sqldb.Close()
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
@@ -87,6 +95,17 @@ func ensureDatabase(ctx context.Context, dsn string) error {
 		return fmt.Errorf("create control database %q: %w", name, err)
 	}
 	return nil
+}
+
+// Connector builds a pgdriver connector, turning its panics on a malformed DSN into an error
+// that does not repeat the DSN (it may hold a password).
+func Connector(dsn string) (c *pgdriver.Connector, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			c, err = nil, fmt.Errorf("connection string %s: %v", Redact(dsn), r)
+		}
+	}()
+	return pgdriver.NewConnector(pgdriver.WithDSN(dsn), pgdriver.WithTimeout(5*time.Second)), nil
 }
 
 // QuoteIdent quotes a PostgreSQL identifier.
