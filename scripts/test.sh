@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Runs every test against the real services: PostgreSQL (a fresh control database per test
+# package), Redis, MariaDB, and a scram-sha-256 PostgreSQL cluster for tenant databases.
+#   scripts/test.sh                      everything
+#   scripts/test.sh -run TestX ./modules/dns/...   arguments go to `go test` instead of ./...
+# FAST=1 skips the fuzz, OpenAPI lint and browser stages.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+# shellcheck source=scripts/lib.sh
+source scripts/lib.sh
+# shellcheck source=scripts/tenant-pg.sh
+source scripts/tenant-pg.sh
+export PATH="$PATH:/usr/local/go/bin:$HOME/go/bin"
+
+ensure_postgres
+ensure_redis
+ensure_mariadb
+start_tenant_pg
+
+export TEST_DATABASE_URL=${TEST_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable}
+export TEST_REDIS_URL=${TEST_REDIS_URL:-redis://127.0.0.1:6379/0}
+export TEST_TENANT_MYSQL_DSN=${TEST_TENANT_MYSQL_DSN:-root@tcp(127.0.0.1:3306)/}
+
+unformatted=$(gofmt -l $(git ls-files -co --exclude-standard -- '*.go'))
+if [[ -n $unformatted ]]; then
+  say "gofmt would change:"; say "$unformatted"; exit 1
+fi
+go vet ./...
+
+if [[ $# -gt 0 ]]; then
+  go test -race -count=1 -p 2 -timeout 12m "$@"
+else
+  go test -race -count=1 -p 2 -timeout 12m ./...
+fi
+
+if [[ ${FAST:-0} != 1 ]]; then
+  for stage in fuzz openapi-lint browser-test; do
+    if [[ -x scripts/$stage.sh ]]; then
+      if [[ $stage == openapi-lint ]] && ! command -v npm >/dev/null 2>&1; then
+        say "npm not found: skipping the OpenAPI lint"; continue
+      fi
+      say "== $stage"
+      "scripts/$stage.sh"
+    fi
+  done
+fi
+say "all tests passed"
