@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/uptrace/bun"
 
+	"provisioner/platform/docs"
 	"provisioner/platform/httpx"
 	"provisioner/platform/redisx"
 )
@@ -56,6 +57,7 @@ func (o *Ops) Register(api *httpx.API) {
 		return httpx.OK("Ready", h), nil
 	})
 	o.server.App.Get("/metrics", adaptor.HTTPHandler(promhttp.HandlerFor(o.reg, promhttp.HandlerOpts{})))
+	docs.Register(o.server.App)
 }
 
 // Check pings every dependency.
