@@ -158,6 +158,7 @@ func newServer(cfg *config.Config, log *slog.Logger, m *httpx.Metrics, g *authn.
 	return httpx.NewServer(httpx.ServerOptions{
 		Title:          "Resource Provisioning Service",
 		Version:        Version,
+		PublicURL:      cfg.Server.PublicUrl,
 		Origins:        cfg.AllowedOrigins(),
 		TrustedProxies: cfg.Server.TrustedProxies,
 		Logger:         log,

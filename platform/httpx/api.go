@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"reflect"
 	"regexp"
 	"strings"
 
@@ -115,6 +116,12 @@ func uniqueInts(in []int) []int {
 // newAPI builds the huma API on app with our envelope for every error.
 func newAPI(app *fiber.App, title, version string, guard Guard) *API {
 	cfg := huma.DefaultConfig(title, version)
+	// Schema names must match ^[a-zA-Z0-9._-]+$ (OpenAPI); huma's namer keeps e.g. "struct {}".
+	cfg.Components.Schemas = huma.NewMapRegistry("#/components/schemas/", func(t reflect.Type, hint string) string {
+		return invalidSchemaChars.ReplaceAllString(huma.DefaultSchemaNamer(t, hint), "")
+	})
+	cfg.Info.Contact = &huma.Contact{Name: "Platform team", URL: "https://example.com/provisioner"}
+	cfg.Info.License = &huma.License{Name: "Proprietary"}
 	cfg.OpenAPIPath = "/api/openapi"
 	cfg.DocsPath = ""
 	cfg.SchemasPath = ""
@@ -196,6 +203,8 @@ func mapHumaError(hctx huma.Context, status int, msg string, errs ...error) huma
 	e.Errors = fields
 	return e
 }
+
+var invalidSchemaChars = regexp.MustCompile(`[^a-zA-Z0-9._-]`)
 
 var requiredProperty = regexp.MustCompile(`^expected required property (\S+) to be present$`)
 

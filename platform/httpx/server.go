@@ -26,6 +26,8 @@ const BodyLimit = 1 << 20
 // ServerOptions configures NewServer.
 type ServerOptions struct {
 	Title, Version string
+	// PublicURL is the server address the OpenAPI document names (Server:PublicUrl).
+	PublicURL      string
 	Origins        []string
 	TrustedProxies []string
 	Logger         *slog.Logger
@@ -88,6 +90,9 @@ func NewServer(o ServerOptions) (*Server, error) {
 		app.Use(h)
 	}
 	s.API = newAPI(app, o.Title, o.Version, o.Guard)
+	if o.PublicURL != "" {
+		s.API.OpenAPI().Servers = []*huma.Server{{URL: strings.TrimRight(o.PublicURL, "/"), Description: "This deployment"}}
+	}
 	return s, nil
 }
 
@@ -108,14 +113,44 @@ func (s *Server) Finish() {
 		}
 		return NewError(http.StatusNotFound, "No route matches "+c.Method()+" "+c.Path())
 	})
-	// Validation failures are answered 400, never 422: keep the document true to that.
-	for _, item := range s.API.OpenAPI().Paths {
+	// Validation failures are answered 400, never 422: keep the document true to that. Every tag
+	// used is declared globally, and every operation has a description.
+	doc := s.API.OpenAPI()
+	declared := map[string]bool{}
+	for _, t := range doc.Tags {
+		declared[t.Name] = true
+	}
+	var names []string
+	for _, item := range doc.Paths {
 		for _, op := range []*huma.Operation{item.Get, item.Post, item.Put, item.Delete, item.Patch} {
-			if op != nil && op.Responses != nil {
-				delete(op.Responses, "422")
+			if op == nil {
+				continue
+			}
+			delete(op.Responses, "422")
+			if op.Description == "" {
+				op.Description = op.Summary + "."
+			}
+			for _, t := range op.Tags {
+				if !declared[t] {
+					declared[t] = true
+					names = append(names, t)
+				}
 			}
 		}
 	}
+	sort.Strings(names)
+	for _, n := range names {
+		doc.Tags = append(doc.Tags, &huma.Tag{Name: n, Description: TagDescriptions[n]})
+	}
+}
+
+// TagDescriptions describe the OpenAPI tags; modules may add theirs in an init function.
+var TagDescriptions = map[string]string{
+	"Auth":                "Registration, password sign-in and recovery, GitHub and Google sign-in, the current user.",
+	"Operations":          "Liveness and readiness probes.",
+	"Public":              "Public information for the landing page.",
+	"Admin: users":        "User administration (role Admin).",
+	"Admin: audit events": "The audit log (role Admin); every change to it is itself audited.",
 }
 
 type routePattern struct {

@@ -1,0 +1,55 @@
+package app_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/fx"
+
+	"provisioner/app"
+	"provisioner/platform/testutil"
+	"provisioner/platform/testutil/apptest"
+)
+
+func TestMain(m *testing.M) { testutil.Main(m) }
+
+// TestWiring proves the fx graph (every module's providers and value groups) without starting it.
+func TestWiring(t *testing.T) {
+	require.NoError(t, fx.ValidateApp(app.Options(apptest.TestConfig(t))...))
+}
+
+// TestOpenAPIDocument checks the document the running service serves, and writes it to
+// $OPENAPI_OUT when set (scripts/openapi-lint.sh lints that file with Spectral).
+func TestOpenAPIDocument(t *testing.T) {
+	a := apptest.Start(t)
+	r := a.Get("/api/openapi.json", "")
+	require.Equal(t, http.StatusOK, r.Status)
+	var doc struct {
+		OpenAPI    string                               `json:"openapi"`
+		Paths      map[string]map[string]map[string]any `json:"paths"`
+		Components struct {
+			SecuritySchemes map[string]any `json:"securitySchemes"`
+		} `json:"components"`
+	}
+	require.NoError(t, json.Unmarshal(r.Raw, &doc))
+	assert.Equal(t, "3.1.0", doc.OpenAPI)
+	assert.Contains(t, doc.Components.SecuritySchemes, "bearerAuth")
+	assert.Contains(t, doc.Components.SecuritySchemes, "apiKeyAuth")
+	for path, ops := range doc.Paths {
+		for method, op := range ops {
+			assert.NotEmpty(t, op["operationId"], "%s %s has an operationId", method, path)
+			assert.NotEmpty(t, op["summary"], "%s %s has a summary", method, path)
+			responses, _ := op["responses"].(map[string]any)
+			assert.NotContains(t, responses, "422", "%s %s: validation is documented as 400", method, path)
+		}
+	}
+	if out := os.Getenv("OPENAPI_OUT"); out != "" {
+		require.NoError(t, os.MkdirAll(filepath.Dir(out), 0o755))
+		require.NoError(t, os.WriteFile(out, r.Raw, 0o644))
+	}
+}
