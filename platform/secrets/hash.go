@@ -99,7 +99,7 @@ func decode(encoded string) (decoded, error) {
 	if _, err := fmt.Sscanf(parts[3], "m=%d,t=%d,p=%d", &d.p.MemoryKiB, &d.p.Iterations, &d.p.Threads); err != nil {
 		return d, ErrBadHash
 	}
-	if d.p.MemoryKiB == 0 || d.p.MemoryKiB > 1<<21 || d.p.Iterations == 0 || d.p.Iterations > 64 || d.p.Threads == 0 {
+	if d.p.MemoryKiB == 0 || d.p.MemoryKiB > 1<<18 || d.p.Iterations == 0 || d.p.Iterations > 64 || d.p.Threads == 0 {
 		return d, ErrBadHash
 	}
 	var err error
