@@ -5,10 +5,12 @@ import (
 
 	"provisioner/modules/admin"
 	"provisioner/modules/auth"
+	"provisioner/modules/databases"
 )
 
 // Modules is the one list of resource modules. Adding a module is one line here.
 var Modules = []fx.Option{
 	auth.Module,
 	admin.Module,
+	databases.Module,
 }

@@ -96,6 +96,8 @@ func buildConfig(t testing.TB, o *options) *config.Config {
 		"Finisher:IntervalMillis":       100,
 		"Log:Level":                     Env("TEST_LOG_LEVEL", "error"),
 		"ConnectionStrings:TenantMysql": "",
+		// Tenant engines are off unless a test turns them on (the databases module's tests do).
+		"ConnectionStrings:TenantPostgres": "",
 	}
 	for k, v := range o.overrides {
 		base[k] = v

@@ -1,0 +1,165 @@
+package databases
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/danielgtaylor/huma/v2"
+
+	"provisioner/platform/httpx"
+)
+
+type adminListInput struct {
+	httpx.PageQuery
+	UserID int64  `query:"userId" minimum:"0" doc:"Only this user's databases."`
+	Status string `query:"status" enum:"Provisioning,Active,Paused,Failed,Deleting,Deleted" doc:"Only this status (Deleted ones are listed only when asked for)."`
+	Engine string `query:"engine" enum:"postgres,mysql"`
+}
+
+type adminCreateInput struct {
+	Body struct {
+		_      struct{} `additionalProperties:"true"`
+		UserID int64    `json:"userId" minimum:"1"`
+		Engine string   `json:"engine,omitempty" enum:"postgres,mysql"`
+		Name   string   `json:"name,omitempty" maxLength:"63" pattern:"^[A-Za-z0-9 _.-]*$"`
+	}
+}
+
+type adminUpdateInput struct {
+	ID   int64 `path:"id" minimum:"1"`
+	Body struct {
+		_             struct{} `additionalProperties:"true"`
+		Name          *string  `json:"name,omitempty" minLength:"1" maxLength:"63" pattern:"^[A-Za-z0-9 _.-]*$"`
+		MaxSpaceBytes *int64   `json:"maxSpaceBytes,omitempty" minimum:"1048576" doc:"The quota; over it the database becomes read-only."`
+	}
+}
+
+type credListInput struct {
+	httpx.PageQuery
+	DatabaseInstanceID int64 `query:"databaseInstanceId" minimum:"0"`
+}
+
+type credCreateInput struct {
+	Body struct {
+		_                  struct{} `additionalProperties:"true"`
+		DatabaseInstanceID int64    `json:"databaseInstanceId" minimum:"1"`
+		Username           string   `json:"username,omitempty" pattern:"^[a-z][a-z0-9_]{2,40}$" doc:"Default: generated from the database name."`
+		ReadOnly           bool     `json:"readOnly,omitempty" doc:"SELECT only."`
+	}
+}
+
+type credUpdateInput struct {
+	ID   int64 `path:"id" minimum:"1"`
+	Body struct {
+		_              struct{} `additionalProperties:"true"`
+		RotatePassword bool     `json:"rotatePassword" doc:"Must be true: sets a new password, shown once in the answer."`
+	}
+}
+
+func init() {
+	httpx.TagDescriptions["Admin: database instances"] = "Every tenant database (role Admin)."
+	httpx.TagDescriptions["Admin: access credentials"] = "Extra login roles on tenant databases (role Admin)."
+	httpx.TagDescriptions["Databases"] = "The signed-in user's databases."
+}
+
+func (h *Handler) registerAdmin(api *httpx.API) {
+	tags := []string{"Admin: database instances"}
+
+	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "listDatabaseInstances", Method: http.MethodGet,
+		Path: "/api/database-instances", Tags: tags, Summary: "List database instances"},
+		func(ctx context.Context, in *adminListInput) (*httpx.Response[httpx.Page[Item]], error) {
+			p, err := h.svc.AdminList(ctx, AdminFilter{UserID: in.UserID, Status: in.Status, Engine: in.Engine, PageQuery: in.PageQuery})
+			if err != nil {
+				return nil, err
+			}
+			return httpx.OK("OK", p), nil
+		})
+	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "getDatabaseInstance", Method: http.MethodGet,
+		Path: "/api/database-instances/{id}", Tags: tags, Summary: "One database instance", Errors: []int{http.StatusNotFound}},
+		func(ctx context.Context, in *idInput) (*httpx.Response[Item], error) {
+			inst, err := h.svc.get(ctx, h.svc.db, in.ID, 0)
+			if err != nil {
+				return nil, err
+			}
+			return httpx.OK("OK", h.svc.item(inst)), nil
+		})
+	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "createDatabaseInstance", Method: http.MethodPost,
+		Path: "/api/database-instances", Tags: tags, Summary: "Create a database for a user", DefaultStatus: http.StatusCreated,
+		Description: "Like POST /api/me/databases on the user's behalf, without the per-user quota.",
+		Errors:      []int{http.StatusNotFound, http.StatusBadGateway}},
+		func(ctx context.Context, in *adminCreateInput) (*httpx.Response[Item], error) {
+			return h.created(ctx, CreateInput{UserID: in.Body.UserID, Engine: in.Body.Engine, Name: in.Body.Name, SkipQuota: true})
+		})
+	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "updateDatabaseInstance", Method: http.MethodPut,
+		Path: "/api/database-instances/{id}", Tags: tags, Summary: "Rename a database or change its quota",
+		Description: "Absent fields are left alone. A new `maxSpaceBytes` applies at the next usage refresh (read-only over it).",
+		Errors:      []int{http.StatusNotFound}},
+		func(ctx context.Context, in *adminUpdateInput) (*httpx.Response[Item], error) {
+			inst, err := h.svc.Update(ctx, in.ID, in.Body.Name, in.Body.MaxSpaceBytes)
+			if err != nil {
+				return nil, err
+			}
+			return httpx.OK("Database updated", h.svc.item(inst)), nil
+		})
+	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "deleteDatabaseInstance", Method: http.MethodDelete,
+		Path: "/api/database-instances/{id}", Tags: tags, Summary: "Delete a database",
+		Errors: []int{http.StatusNotFound, http.StatusBadGateway}},
+		func(ctx context.Context, in *idInput) (*httpx.Response[Item], error) {
+			return h.deleted(ctx, in.ID, 0)
+		})
+
+	ctags := []string{"Admin: access credentials"}
+	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "listAccessCredentials", Method: http.MethodGet,
+		Path: "/api/access-credentials", Tags: ctags, Summary: "List access credentials", Description: "Never the passwords."},
+		func(ctx context.Context, in *credListInput) (*httpx.Response[httpx.Page[CredentialView]], error) {
+			p, err := h.creds.List(ctx, in.DatabaseInstanceID, in.PageQuery)
+			if err != nil {
+				return nil, err
+			}
+			return httpx.OK("OK", p), nil
+		})
+	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "getAccessCredential", Method: http.MethodGet,
+		Path: "/api/access-credentials/{id}", Tags: ctags, Summary: "One access credential", Description: "Never the password.",
+		Errors: []int{http.StatusNotFound}},
+		func(ctx context.Context, in *idInput) (*httpx.Response[CredentialView], error) {
+			cr, err := h.creds.Get(ctx, in.ID)
+			if err != nil {
+				return nil, err
+			}
+			return httpx.OK("OK", h.creds.view(cr)), nil
+		})
+	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "createAccessCredential", Method: http.MethodPost,
+		Path: "/api/access-credentials", Tags: ctags, Summary: "Add a login role to a database", DefaultStatus: http.StatusCreated,
+		Description: "The password is in this answer only.",
+		Errors:      []int{http.StatusNotFound, http.StatusConflict, http.StatusBadGateway}},
+		func(ctx context.Context, in *credCreateInput) (*httpx.Response[CredentialView], error) {
+			v, err := h.creds.Create(ctx, in.Body.DatabaseInstanceID, in.Body.Username, in.Body.ReadOnly)
+			if err != nil {
+				return nil, err
+			}
+			return httpx.Created("Access credential created; the password is shown once", *v), nil
+		})
+	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "rotateAccessCredential", Method: http.MethodPut,
+		Path: "/api/access-credentials/{id}", Tags: ctags, Summary: "Rotate an access credential's password",
+		Description: "`{rotatePassword: true}` sets a new password, in this answer only.",
+		Errors:      []int{http.StatusNotFound, http.StatusBadGateway}},
+		func(ctx context.Context, in *credUpdateInput) (*httpx.Response[CredentialView], error) {
+			if !in.Body.RotatePassword {
+				return nil, httpx.BadRequest("Validation failed", httpx.FieldError{Field: "rotatePassword", Message: "must be true"})
+			}
+			v, err := h.creds.Rotate(ctx, in.ID)
+			if err != nil {
+				return nil, err
+			}
+			return httpx.OK("Password rotated; it is shown once", *v), nil
+		})
+	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "deleteAccessCredential", Method: http.MethodDelete,
+		Path: "/api/access-credentials/{id}", Tags: ctags, Summary: "Remove an access credential",
+		Errors: []int{http.StatusNotFound, http.StatusBadGateway}},
+		func(ctx context.Context, in *idInput) (*httpx.Response[*struct{}], error) {
+			if err := h.creds.Delete(ctx, in.ID); err != nil {
+				return nil, err
+			}
+			return httpx.OK[*struct{}]("Access credential removed", nil), nil
+		})
+}

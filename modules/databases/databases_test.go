@@ -1,0 +1,495 @@
+package databases_test
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/fx"
+
+	"provisioner/modules/databases"
+	"provisioner/platform/db"
+	"provisioner/platform/testutil"
+	"provisioner/platform/testutil/apptest"
+)
+
+func TestMain(m *testing.M) { testutil.Main(m) }
+
+type item struct {
+	ID             int64      `json:"databaseInstanceId"`
+	Name           string     `json:"name"`
+	Engine         string     `json:"engine"`
+	Host           string     `json:"host"`
+	Port           int        `json:"port"`
+	DatabaseName   string     `json:"databaseName"`
+	DatabaseUser   string     `json:"databaseUser"`
+	Status         string     `json:"status"`
+	UsedSpaceBytes int64      `json:"usedSpaceBytes"`
+	MaxSpaceBytes  int64      `json:"maxSpaceBytes"`
+	ReadOnly       bool       `json:"readOnly"`
+	LastActivity   *time.Time `json:"lastActivity"`
+	ErrorMessage   string     `json:"errorMessage"`
+}
+
+type reveal struct {
+	DatabaseUser     string `json:"databaseUser"`
+	Password         string `json:"password"`
+	ConnectionString string `json:"connectionString"`
+}
+
+func engines(t *testing.T) map[string]any {
+	return map[string]any{
+		"ConnectionStrings:TenantPostgres": testutil.TenantPostgresURL(t),
+		"ConnectionStrings:TenantMysql":    testutil.TenantMysqlDSN(),
+		"RateLimit:PasswordReveal":         "1000-M",
+	}
+}
+
+func start(t *testing.T, extra map[string]any, opts ...apptest.Option) *apptest.App {
+	kv := engines(t)
+	for k, v := range extra {
+		kv[k] = v
+	}
+	return apptest.Start(t, append([]apptest.Option{apptest.With(kv)}, opts...)...)
+}
+
+// connect opens a real client connection with a revealed credential and pings it.
+func connect(t *testing.T, engine string, it item, user, password string) (*sql.DB, error) {
+	t.Helper()
+	var pool *sql.DB
+	switch engine {
+	case "postgres":
+		conn, err := db.Connector(fmt.Sprintf("postgres://%s:%s@%s:%d/%s?sslmode=disable", user, password, it.Host, it.Port, it.DatabaseName))
+		require.NoError(t, err)
+		pool = sql.OpenDB(conn)
+	case "mysql":
+		cfg := mysql.NewConfig()
+		cfg.User, cfg.Passwd, cfg.Net, cfg.Addr, cfg.DBName = user, password, "tcp", fmt.Sprintf("%s:%d", it.Host, it.Port), it.DatabaseName
+		cfg.Timeout = 3 * time.Second
+		c, err := mysql.NewConnector(cfg)
+		require.NoError(t, err)
+		pool = sql.OpenDB(c)
+	}
+	pool.SetMaxOpenConns(1)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := pool.PingContext(ctx); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	t.Cleanup(func() { pool.Close() })
+	return pool, nil
+}
+
+func create(t *testing.T, a *apptest.App, token, engine string) item {
+	t.Helper()
+	r := a.Post("/api/me/databases", token, map[string]any{"engine": engine, "name": "app data"})
+	require.Equal(t, http.StatusCreated, r.Status, string(r.Raw))
+	var it item
+	r.Decode(t, &it)
+	return it
+}
+
+func revealPassword(t *testing.T, a *apptest.App, token string, id int64) reveal {
+	t.Helper()
+	r := a.Get(fmt.Sprintf("/api/me/databases/%d/password", id), token)
+	require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
+	var rv reveal
+	r.Decode(t, &rv)
+	return rv
+}
+
+func TestRegistrationProvisionsATenantDatabase(t *testing.T) {
+	a := start(t, nil)
+	r := a.Post("/api/auth/register", "", map[string]any{"fullName": "New Tenant", "email": "tenant-" + testutil.RandomSuffix() + "@example.test",
+		"password": "a-tenant-passphrase-9"})
+	require.Equal(t, http.StatusCreated, r.Status, string(r.Raw))
+	var d struct {
+		AccessToken    string `json:"accessToken"`
+		TenantDatabase item   `json:"tenantDatabase"`
+	}
+	r.Decode(t, &d)
+	assert.Equal(t, "Active", d.TenantDatabase.Status)
+	assert.Equal(t, "postgres", d.TenantDatabase.Engine)
+	list := a.Get("/api/me/databases", d.AccessToken)
+	var items []item
+	list.Decode(t, &items)
+	require.Len(t, items, 1)
+	assert.Equal(t, d.TenantDatabase.ID, items[0].ID)
+	assert.NotContains(t, string(list.Raw), "password")
+}
+
+func TestEnginesCatalogue(t *testing.T) {
+	a := start(t, nil)
+	r := a.Get("/api/engines", "")
+	require.Equal(t, http.StatusOK, r.Status)
+	var list []struct {
+		ID        string `json:"id"`
+		Version   string `json:"version"`
+		Available bool   `json:"available"`
+		Default   bool   `json:"default"`
+	}
+	r.Decode(t, &list)
+	require.Len(t, list, 2)
+	for _, e := range list {
+		assert.True(t, e.Available, e.ID)
+		assert.NotEmpty(t, e.Version, e.ID)
+	}
+	assert.True(t, list[0].Default)
+
+	down := apptest.Start(t, apptest.With(map[string]any{"ConnectionStrings:TenantPostgres": "postgres://postgres@127.0.0.1:1/postgres?sslmode=disable"}))
+	r = down.Get("/api/engines", "")
+	require.Equal(t, http.StatusOK, r.Status)
+	r.Decode(t, &list)
+	require.Len(t, list, 1)
+	assert.False(t, list[0].Available)
+}
+
+// TestLifecycleOnEveryEngine is the shared suite every engine passes, with real connections.
+func TestLifecycleOnEveryEngine(t *testing.T) {
+	a := start(t, nil)
+	for _, engine := range []string{"postgres", "mysql"} {
+		t.Run(engine, func(t *testing.T) {
+			alice, bob := a.Register(t), a.Register(t)
+			it := create(t, a, alice.Token, engine)
+			assert.Equal(t, "Active", it.Status)
+			assert.Equal(t, engine, it.Engine)
+			assert.Equal(t, "app data", it.Name)
+			assert.True(t, databases.SafeName.MatchString(it.DatabaseName))
+
+			rv := revealPassword(t, a, alice.Token, it.ID)
+			assert.GreaterOrEqual(t, len(rv.Password), 22, "at least 128 bits")
+			assert.Contains(t, rv.ConnectionString, it.DatabaseName)
+			conn, err := connect(t, engine, it, rv.DatabaseUser, rv.Password)
+			require.NoError(t, err, "the revealed password connects")
+			_, err = conn.Exec("CREATE TABLE notes (id int PRIMARY KEY, body text)")
+			require.NoError(t, err, "and can create a table")
+
+			_, err = connect(t, engine, it, rv.DatabaseUser, rv.Password+"x")
+			assert.Error(t, err, "a wrong password cannot connect")
+
+			// Bob's own role cannot connect to Alice's database.
+			bobs := create(t, a, bob.Token, engine)
+			bobRv := revealPassword(t, a, bob.Token, bobs.ID)
+			_, err = connect(t, engine, it, bobRv.DatabaseUser, bobRv.Password)
+			assert.Error(t, err, "another user's role cannot connect")
+			// And Bob cannot reach Alice's database through the API.
+			for _, req := range []apptest.Request{
+				{Method: "GET", Path: fmt.Sprintf("/api/me/databases/%d/password", it.ID)},
+				{Method: "POST", Path: fmt.Sprintf("/api/me/databases/%d/pause", it.ID)},
+				{Method: "POST", Path: fmt.Sprintf("/api/me/databases/%d/resume", it.ID)},
+				{Method: "DELETE", Path: fmt.Sprintf("/api/me/databases/%d", it.ID)},
+			} {
+				req.Token = bob.Token
+				assert.Equal(t, http.StatusNotFound, a.Do(req).Status, req.Method+" "+req.Path)
+			}
+
+			// Pause: the role can no longer connect, and its open session is ended.
+			r := a.Post(fmt.Sprintf("/api/me/databases/%d/pause", it.ID), alice.Token, nil)
+			require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
+			assert.Contains(t, string(r.Raw), `"status":"Paused"`)
+			_, err = connect(t, engine, it, rv.DatabaseUser, rv.Password)
+			assert.Error(t, err, "a paused database refuses its owner")
+			assert.Error(t, conn.Ping(), "the open session was ended")
+			assert.Equal(t, http.StatusConflict, a.Post(fmt.Sprintf("/api/me/databases/%d/pause", it.ID), alice.Token, nil).Status)
+
+			r = a.Post(fmt.Sprintf("/api/me/databases/%d/resume", it.ID), alice.Token, nil)
+			require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
+			_, err = connect(t, engine, it, rv.DatabaseUser, rv.Password)
+			require.NoError(t, err, "resume lets the owner in again")
+			assert.Equal(t, http.StatusConflict, a.Post(fmt.Sprintf("/api/me/databases/%d/resume", it.ID), alice.Token, nil).Status)
+
+			// Delete: gone on the engine.
+			r = a.Do(apptest.Request{Method: "DELETE", Path: fmt.Sprintf("/api/me/databases/%d", it.ID), Token: alice.Token})
+			require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
+			assert.False(t, existsOnEngine(t, engine, it.DatabaseName), "dropped on the engine")
+			assert.Equal(t, http.StatusNotFound, a.Get(fmt.Sprintf("/api/me/databases/%d/password", it.ID), alice.Token).Status)
+			var items []item
+			a.Get("/api/me/databases", alice.Token).Decode(t, &items)
+			for _, x := range items {
+				assert.NotEqual(t, it.ID, x.ID, "deleted databases are not listed")
+			}
+
+			var n int
+			require.NoError(t, a.DB.QueryRow("SELECT count(*) FROM audit_events WHERE action = 'database.password.revealed' AND target_id = ? AND ip <> '' AND user_agent <> ''", fmt.Sprint(it.ID)).Scan(&n))
+			assert.Equal(t, 1, n, "the reveal is audited with IP and user agent")
+		})
+	}
+}
+
+func existsOnEngine(t *testing.T, engine, name string) bool {
+	t.Helper()
+	var n int
+	switch engine {
+	case "postgres":
+		conn, err := db.Connector(testutil.TenantPostgresURL(t))
+		require.NoError(t, err)
+		pool := sql.OpenDB(conn)
+		defer pool.Close()
+		require.NoError(t, pool.QueryRow("SELECT count(*) FROM pg_database WHERE datname = $1", name).Scan(&n))
+		var roles int
+		require.NoError(t, pool.QueryRow("SELECT count(*) FROM pg_roles WHERE rolname = $1", name).Scan(&roles))
+		n += roles
+	case "mysql":
+		pool, err := sql.Open("mysql", testutil.TenantMysqlDSN())
+		require.NoError(t, err)
+		defer pool.Close()
+		require.NoError(t, pool.QueryRow("SELECT count(*) FROM information_schema.schemata WHERE schema_name = ?", name).Scan(&n))
+		var users int
+		require.NoError(t, pool.QueryRow("SELECT count(*) FROM mysql.user WHERE user = ?", name).Scan(&users))
+		n += users
+	}
+	return n > 0
+}
+
+func TestQuotaAndValidation(t *testing.T) {
+	a := start(t, map[string]any{"Databases:MaxPerUser": 2})
+	u := a.Register(t) // registration's database counts
+	create(t, a, u.Token, "postgres")
+	r := a.Post("/api/me/databases", u.Token, map[string]any{})
+	assert.Equal(t, http.StatusConflict, r.Status, string(r.Raw))
+
+	v := a.Register(t)
+	for _, body := range []map[string]any{{"engine": "oracle"}, {"name": strings.Repeat("x", 64)}, {"name": "bad;name"}} {
+		r := a.Post("/api/me/databases", v.Token, body)
+		assert.Equal(t, http.StatusBadRequest, r.Status, string(r.Raw))
+	}
+	var n int
+	require.NoError(t, a.DB.QueryRow("SELECT count(*) FROM database_instances WHERE user_id = ?", v.ID).Scan(&n))
+	assert.Equal(t, 1, n, "bad input writes nothing")
+}
+
+func TestEngineDownRegistrationStillSucceedsAndFinisherCompletes(t *testing.T) {
+	// The engine is unreachable: the user is registered, the database stays Provisioning.
+	down := apptest.Start(t, apptest.With(map[string]any{"ConnectionStrings:TenantPostgres": "postgres://postgres@127.0.0.1:1/postgres?sslmode=disable"}))
+	r := down.Post("/api/auth/register", "", map[string]any{"fullName": "Patient", "email": "patient-" + testutil.RandomSuffix() + "@example.test", "password": "a-patient-passphrase-3"})
+	require.Equal(t, http.StatusCreated, r.Status, string(r.Raw))
+	var d struct {
+		UserID         int64 `json:"userId"`
+		TenantDatabase item  `json:"tenantDatabase"`
+	}
+	r.Decode(t, &d)
+	assert.Equal(t, "Provisioning", d.TenantDatabase.Status)
+	assert.NotEmpty(t, d.TenantDatabase.ErrorMessage)
+
+	// The engine comes back (a replica configured with it): the finisher completes the database.
+	up := start(t, nil)
+	_, err := up.DB.Exec("UPDATE database_instances SET next_attempt_at = now() WHERE id = ?", d.TenantDatabase.ID)
+	require.NoError(t, err)
+	up.Settle(10 * time.Second)
+	var status string
+	require.NoError(t, up.DB.QueryRow("SELECT status FROM database_instances WHERE id = ?", d.TenantDatabase.ID).Scan(&status))
+	assert.Equal(t, "Active", status)
+	assert.True(t, existsOnEngine(t, "postgres", d.TenantDatabase.DatabaseName))
+
+	// With attempts exhausted, a database that cannot be made is Failed, its error kept.
+	failing := apptest.Start(t, apptest.With(map[string]any{"ConnectionStrings:TenantPostgres": "postgres://postgres@127.0.0.1:1/postgres?sslmode=disable", "Finisher:MaxAttempts": 1}))
+	r = failing.Post("/api/auth/register", "", map[string]any{"fullName": "Unlucky", "email": "unlucky-" + testutil.RandomSuffix() + "@example.test", "password": "an-unlucky-passphrase-4"})
+	require.Equal(t, http.StatusCreated, r.Status)
+	r.Decode(t, &d)
+	assert.Equal(t, "Failed", d.TenantDatabase.Status)
+	assert.NotEmpty(t, d.TenantDatabase.ErrorMessage)
+}
+
+// TestCrashBetweenIntentAndEngineIsFinishedOnce covers both crash windows: before the engine
+// call (only the intent is stored) and after it (the engine has the database, the outcome was
+// never recorded). The finisher completes each exactly once and the stored password works.
+func TestCrashBetweenIntentAndEngineIsFinishedOnce(t *testing.T) {
+	var engines *databases.Engines
+	a := start(t, nil, apptest.WithFx(fx.Populate(&engines)))
+	u := a.Register(t)
+
+	it := create(t, a, u.Token, "postgres")
+	rv := revealPassword(t, a, u.Token, it.ID)
+	// Window 2: pretend the outcome was lost after the engine made the database.
+	_, err := a.DB.Exec("UPDATE database_instances SET status = 'Provisioning', next_attempt_at = now() WHERE id = ?", it.ID)
+	require.NoError(t, err)
+	a.Settle(5 * time.Second)
+	var status string
+	require.NoError(t, a.DB.QueryRow("SELECT status FROM database_instances WHERE id = ?", it.ID).Scan(&status))
+	assert.Equal(t, "Active", status, "the existing database and role are adopted")
+	_, err = connect(t, "postgres", it, rv.DatabaseUser, rv.Password)
+	assert.NoError(t, err)
+
+	// Window 1: the row is Provisioning and the engine has nothing, as if the process died
+	// between storing the intent and calling the engine.
+	it2 := create(t, a, u.Token, "postgres")
+	require.NoError(t, engines.Get("postgres").Drop(context.Background(), it2.DatabaseName, it2.DatabaseUser))
+	_, err = a.DB.Exec("UPDATE database_instances SET status = 'Provisioning', next_attempt_at = now() WHERE id = ?", it2.ID)
+	require.NoError(t, err)
+	a.Settle(5 * time.Second)
+	require.NoError(t, a.DB.QueryRow("SELECT status FROM database_instances WHERE id = ?", it2.ID).Scan(&status))
+	assert.Equal(t, "Active", status)
+	assert.True(t, existsOnEngine(t, "postgres", it2.DatabaseName))
+	rv2 := revealPassword(t, a, u.Token, it2.ID)
+	_, err = connect(t, "postgres", it2, rv2.DatabaseUser, rv2.Password)
+	assert.NoError(t, err)
+
+	var created int
+	require.NoError(t, a.DB.QueryRow("SELECT count(*) FROM audit_events WHERE action = 'database.created' AND target_id = ?", fmt.Sprint(it2.ID)).Scan(&created))
+	assert.Equal(t, 2, created, "one create per attempt that reached the engine, never a second database")
+}
+
+func TestUsageAndReadOnlySwitch(t *testing.T) {
+	var usage *databases.UsageRefresher
+	a := start(t, nil, apptest.WithFx(fx.Populate(&usage)))
+	admin := a.AdminToken(t)
+	for _, engine := range []string{"postgres", "mysql"} {
+		t.Run(engine, func(t *testing.T) {
+			u := a.Register(t)
+			it := create(t, a, u.Token, engine)
+			rv := revealPassword(t, a, u.Token, it.ID)
+			conn, err := connect(t, engine, it, rv.DatabaseUser, rv.Password)
+			require.NoError(t, err)
+			_, err = conn.Exec("CREATE TABLE payload (id int PRIMARY KEY, body text)")
+			require.NoError(t, err)
+			payload := strings.Repeat("x", 1000)
+			for i := 0; i < 1500; i++ {
+				_, err = conn.Exec(fmt.Sprintf("INSERT INTO payload VALUES (%d, '%s')", i, payload))
+				require.NoError(t, err)
+			}
+			if engine == "mysql" {
+				_, _ = conn.Exec("ANALYZE TABLE payload")
+			}
+			require.NoError(t, usage.Refresh(context.Background()))
+			var got item
+			a.Get(fmt.Sprintf("/api/database-instances/%d", it.ID), admin).Decode(t, &got)
+			assert.Greater(t, got.UsedSpaceBytes, int64(1<<20), "the engine's size")
+			require.NotNil(t, got.LastActivity, "a session was seen")
+			assert.False(t, got.ReadOnly)
+
+			r := a.Do(apptest.Request{Method: "PUT", Path: fmt.Sprintf("/api/database-instances/%d", it.ID), Token: admin,
+				Body: map[string]any{"maxSpaceBytes": 1 << 20}})
+			require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
+			require.NoError(t, usage.Refresh(context.Background()))
+			var mine []item
+			a.Get("/api/me/databases", u.Token).Decode(t, &mine)
+			require.Len(t, mine, 2)
+			for _, m := range mine {
+				if m.ID == it.ID {
+					assert.True(t, m.ReadOnly, "over quota: read-only")
+				}
+			}
+			conn, err = connect(t, engine, it, rv.DatabaseUser, rv.Password)
+			require.NoError(t, err, "reads still work")
+			_, err = conn.Exec("INSERT INTO payload VALUES (99999, 'more')")
+			assert.Error(t, err, "writes are refused")
+			var count int
+			require.NoError(t, conn.QueryRow("SELECT count(*) FROM payload").Scan(&count))
+			assert.Equal(t, 1500, count)
+
+			r = a.Do(apptest.Request{Method: "PUT", Path: fmt.Sprintf("/api/database-instances/%d", it.ID), Token: admin,
+				Body: map[string]any{"maxSpaceBytes": 1 << 30}})
+			require.Equal(t, http.StatusOK, r.Status)
+			require.NoError(t, usage.Refresh(context.Background()))
+			conn, err = connect(t, engine, it, rv.DatabaseUser, rv.Password)
+			require.NoError(t, err)
+			_, err = conn.Exec("INSERT INTO payload VALUES (99999, 'more')")
+			assert.NoError(t, err, "back under 90%: writable again")
+
+			var switches int
+			require.NoError(t, a.DB.QueryRow("SELECT count(*) FROM audit_events WHERE action LIKE 'database.readonly.%' AND target_id = ?", fmt.Sprint(it.ID)).Scan(&switches))
+			assert.Equal(t, 2, switches, "each switch is audited")
+		})
+	}
+}
+
+func TestAccessCredentials(t *testing.T) {
+	a := start(t, nil)
+	admin := a.AdminToken(t)
+	for _, engine := range []string{"postgres", "mysql"} {
+		t.Run(engine, func(t *testing.T) {
+			u := a.Register(t)
+			it := create(t, a, u.Token, engine)
+			rv := revealPassword(t, a, u.Token, it.ID)
+			owner, err := connect(t, engine, it, rv.DatabaseUser, rv.Password)
+			require.NoError(t, err)
+			_, err = owner.Exec("CREATE TABLE t (id int PRIMARY KEY)")
+			require.NoError(t, err)
+			_, err = owner.Exec("INSERT INTO t VALUES (1)")
+			require.NoError(t, err)
+
+			r := a.Post("/api/access-credentials", admin, map[string]any{"databaseInstanceId": it.ID, "readOnly": true})
+			require.Equal(t, http.StatusCreated, r.Status, string(r.Raw))
+			var cred struct {
+				ID       int64  `json:"id"`
+				Username string `json:"username"`
+				Password string `json:"password"`
+			}
+			r.Decode(t, &cred)
+			require.NotEmpty(t, cred.Password)
+			ro, err := connect(t, engine, it, cred.Username, cred.Password)
+			require.NoError(t, err)
+			var n int
+			require.NoError(t, ro.QueryRow("SELECT count(*) FROM t").Scan(&n))
+			assert.Equal(t, 1, n)
+			_, err = ro.Exec("INSERT INTO t VALUES (2)")
+			assert.Error(t, err, "read-only credential cannot write")
+
+			got := a.Get(fmt.Sprintf("/api/access-credentials/%d", cred.ID), admin)
+			require.Equal(t, http.StatusOK, got.Status)
+			assert.NotContains(t, string(got.Raw), cred.Password)
+			list := a.Get(fmt.Sprintf("/api/access-credentials?databaseInstanceId=%d", it.ID), admin)
+			assert.NotContains(t, string(list.Raw), cred.Password)
+
+			r = a.Do(apptest.Request{Method: "PUT", Path: fmt.Sprintf("/api/access-credentials/%d", cred.ID), Token: admin, Body: map[string]any{"rotatePassword": true}})
+			require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
+			var rotated struct{ Password string }
+			r.Decode(t, &rotated)
+			_, err = connect(t, engine, it, cred.Username, cred.Password)
+			assert.Error(t, err, "the old password stops working")
+			_, err = connect(t, engine, it, cred.Username, rotated.Password)
+			assert.NoError(t, err)
+
+			r = a.Do(apptest.Request{Method: "DELETE", Path: fmt.Sprintf("/api/access-credentials/%d", cred.ID), Token: admin})
+			require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
+			_, err = connect(t, engine, it, cred.Username, rotated.Password)
+			assert.Error(t, err)
+			assert.Equal(t, http.StatusNotFound, a.Get(fmt.Sprintf("/api/access-credentials/%d", cred.ID), admin).Status)
+		})
+	}
+}
+
+func TestDeletingAUserDropsTheirDatabases(t *testing.T) {
+	a := start(t, nil)
+	admin := a.AdminToken(t)
+	u := a.Register(t)
+	it := create(t, a, u.Token, "mysql")
+	r := a.Do(apptest.Request{Method: "DELETE", Path: fmt.Sprintf("/api/users/%d", u.ID), Token: admin})
+	require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
+	a.Settle(10 * time.Second)
+	assert.False(t, existsOnEngine(t, "mysql", it.DatabaseName))
+	var live int
+	require.NoError(t, a.DB.QueryRow("SELECT count(*) FROM database_instances WHERE user_id = ? AND status <> 'Deleted'", u.ID).Scan(&live))
+	assert.Zero(t, live)
+}
+
+func TestAdminListAndDashboard(t *testing.T) {
+	a := start(t, nil)
+	admin := a.AdminToken(t)
+	u := a.Register(t)
+	create(t, a, u.Token, "mysql")
+	r := a.Get(fmt.Sprintf("/api/database-instances?userId=%d&engine=mysql", u.ID), admin)
+	require.Equal(t, http.StatusOK, r.Status)
+	var p struct {
+		Items      []item `json:"items"`
+		TotalCount int    `json:"totalCount"`
+	}
+	r.Decode(t, &p)
+	assert.Equal(t, 1, p.TotalCount)
+	r = a.Get(fmt.Sprintf("/api/users/%d/dashboard", u.ID), admin)
+	require.Equal(t, http.StatusOK, r.Status)
+	assert.Contains(t, string(r.Raw), `"databases":2`)
+	r = a.Get("/api/metrics/platform", "")
+	var m map[string]any
+	r.Decode(t, &m)
+	assert.GreaterOrEqual(t, m["databases"].(float64), 2.0)
+	assert.Equal(t, 2.0, m["engines"])
+}

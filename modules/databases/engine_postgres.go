@@ -1,0 +1,324 @@
+package databases
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/uptrace/bun/driver/pgdriver"
+
+	"provisioner/platform/config"
+	"provisioner/platform/db"
+)
+
+// postgresEngine hosts tenant databases on a PostgreSQL server through an admin connection.
+type postgresEngine struct {
+	admin *url.URL
+	pool  *sql.DB
+	host  string
+	port  int
+
+	mu  sync.Mutex
+	per map[string]*sql.DB // admin connections into tenant databases (read-only grants)
+}
+
+func newPostgres(dsn string, pub config.EnginePublic) (*postgresEngine, error) {
+	u, err := url.Parse(dsn)
+	if err != nil || u.Host == "" {
+		return nil, errors.New("not a postgres:// URL")
+	}
+	conn, err := db.Connector(dsn)
+	if err != nil {
+		return nil, err
+	}
+	pool := sql.OpenDB(conn)
+	pool.SetMaxOpenConns(8)
+	e := &postgresEngine{admin: u, pool: pool, host: u.Hostname(), port: 5432, per: map[string]*sql.DB{}}
+	if p, err := strconv.Atoi(u.Port()); err == nil {
+		e.port = p
+	}
+	if pub.PublicHost != "" {
+		e.host = pub.PublicHost
+	}
+	if pub.PublicPort != 0 {
+		e.port = pub.PublicPort
+	}
+	return e, nil
+}
+
+var _ Engine = (*postgresEngine)(nil)
+
+func (e *postgresEngine) ID() string   { return "postgres" }
+func (e *postgresEngine) Name() string { return "PostgreSQL" }
+func (e *postgresEngine) Host() string { return e.host }
+func (e *postgresEngine) Port() int    { return e.port }
+
+func (e *postgresEngine) Close() error {
+	e.mu.Lock()
+	for _, p := range e.per {
+		_ = p.Close()
+	}
+	e.mu.Unlock()
+	return e.pool.Close()
+}
+
+func (e *postgresEngine) Version(ctx context.Context) (string, error) {
+	var v string
+	if err := e.pool.QueryRowContext(ctx, "SHOW server_version").Scan(&v); err != nil {
+		return "", fmt.Errorf("postgres version: %w", err)
+	}
+	return strings.Fields(v)[0], nil
+}
+
+func qi(s string) string { return db.QuoteIdent(s) }
+
+// ql quotes a string literal (passwords are generated alphanumerics; quoted anyway).
+func ql(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+
+func (e *postgresEngine) exec(ctx context.Context, stmts ...string) error {
+	for _, s := range stmts {
+		if _, err := e.pool.ExecContext(ctx, s); err != nil {
+			return fmt.Errorf("postgres: %s: %w", redactStmt(s), err)
+		}
+	}
+	return nil
+}
+
+// redactStmt keeps passwords out of errors and logs.
+func redactStmt(s string) string {
+	if i := strings.Index(strings.ToUpper(s), "PASSWORD"); i >= 0 {
+		return s[:i] + "PASSWORD '…'"
+	}
+	return s
+}
+
+func (e *postgresEngine) exists(ctx context.Context, q, name string) (bool, error) {
+	var one int
+	err := e.pool.QueryRowContext(ctx, q, name).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("postgres: %w", err)
+	}
+	return true, nil
+}
+
+func (e *postgresEngine) ensureRole(ctx context.Context, role, password string) error {
+	ok, err := e.exists(ctx, "SELECT 1 FROM pg_roles WHERE rolname = $1", role)
+	if err != nil {
+		return err
+	}
+	if ok {
+		return e.exec(ctx, fmt.Sprintf("ALTER ROLE %s WITH LOGIN PASSWORD %s", qi(role), ql(password)))
+	}
+	err = e.exec(ctx, fmt.Sprintf("CREATE ROLE %s WITH LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE PASSWORD %s", qi(role), ql(password)))
+	if isPGCode(err, "42710") { // created concurrently
+		return e.exec(ctx, fmt.Sprintf("ALTER ROLE %s WITH LOGIN PASSWORD %s", qi(role), ql(password)))
+	}
+	return err
+}
+
+func (e *postgresEngine) Create(ctx context.Context, dbName, role, password string) error {
+	if err := checkNames(dbName, role); err != nil {
+		return err
+	}
+	if err := e.ensureRole(ctx, role, password); err != nil {
+		return err
+	}
+	ok, err := e.exists(ctx, "SELECT 1 FROM pg_database WHERE datname = $1", dbName)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		err := e.exec(ctx, fmt.Sprintf("CREATE DATABASE %s OWNER %s", qi(dbName), qi(role)))
+		if err != nil && !isPGCode(err, "42P04") {
+			return err
+		}
+	}
+	return e.exec(ctx,
+		fmt.Sprintf("REVOKE ALL ON DATABASE %s FROM PUBLIC", qi(dbName)),
+		fmt.Sprintf("GRANT CONNECT, TEMPORARY ON DATABASE %s TO %s", qi(dbName), qi(role)))
+}
+
+func (e *postgresEngine) terminate(ctx context.Context, where string, arg string) error {
+	_, err := e.pool.ExecContext(ctx,
+		"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE "+where+" AND pid <> pg_backend_pid()", arg)
+	if err != nil {
+		return fmt.Errorf("postgres: end sessions: %w", err)
+	}
+	return nil
+}
+
+func (e *postgresEngine) Drop(ctx context.Context, dbName, role string) error {
+	if err := checkNames(dbName, role); err != nil {
+		return err
+	}
+	e.closeTenant(dbName)
+	if err := e.exec(ctx, fmt.Sprintf("DROP DATABASE IF EXISTS %s WITH (FORCE)", qi(dbName))); err != nil {
+		return err
+	}
+	return e.exec(ctx, fmt.Sprintf("DROP ROLE IF EXISTS %s", qi(role)))
+}
+
+func (e *postgresEngine) SetLogin(ctx context.Context, dbName, role string, enabled bool) error {
+	if err := checkNames(role); err != nil {
+		return err
+	}
+	if enabled {
+		return e.exec(ctx, fmt.Sprintf("ALTER ROLE %s WITH LOGIN", qi(role)))
+	}
+	if err := e.exec(ctx, fmt.Sprintf("ALTER ROLE %s WITH NOLOGIN", qi(role))); err != nil {
+		return err
+	}
+	return e.terminate(ctx, "usename = $1", role)
+}
+
+func (e *postgresEngine) SetReadOnly(ctx context.Context, dbName, role string, readOnly bool) error {
+	if err := checkNames(dbName); err != nil {
+		return err
+	}
+	v := "off"
+	if readOnly {
+		v = "on"
+	}
+	if err := e.exec(ctx, fmt.Sprintf("ALTER DATABASE %s SET default_transaction_read_only = %s", qi(dbName), v)); err != nil {
+		return err
+	}
+	// Sessions pick the setting up when they connect: end the open ones.
+	return e.terminate(ctx, "datname = $1", dbName)
+}
+
+func (e *postgresEngine) Usage(ctx context.Context, dbs []string) (map[string]Usage, error) {
+	out := map[string]Usage{}
+	if len(dbs) == 0 {
+		return out, nil
+	}
+	rows, err := e.pool.QueryContext(ctx, `
+		SELECT d.datname, pg_database_size(d.datname),
+		       EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.datname = d.datname AND a.pid <> pg_backend_pid())
+		FROM pg_database d WHERE d.datname = ANY($1::text[])`, "{"+strings.Join(dbs, ",")+"}")
+	if err != nil {
+		return nil, fmt.Errorf("postgres usage: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var name string
+		var u Usage
+		if err := rows.Scan(&name, &u.Bytes, &u.Active); err != nil {
+			return nil, fmt.Errorf("postgres usage: %w", err)
+		}
+		out[name] = u
+	}
+	return out, rows.Err()
+}
+
+// tenant returns an admin connection into dbName (for grants inside it).
+func (e *postgresEngine) tenant(dbName string) (*sql.DB, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if p, ok := e.per[dbName]; ok {
+		return p, nil
+	}
+	u := *e.admin
+	u.Path = "/" + dbName
+	conn, err := db.Connector(u.String())
+	if err != nil {
+		return nil, err
+	}
+	p := sql.OpenDB(conn)
+	p.SetMaxOpenConns(2)
+	e.per[dbName] = p
+	return p, nil
+}
+
+func (e *postgresEngine) closeTenant(dbName string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if p, ok := e.per[dbName]; ok {
+		_ = p.Close()
+		delete(e.per, dbName)
+	}
+}
+
+func (e *postgresEngine) CreateUser(ctx context.Context, dbName, owner, user, password string, readOnly bool) error {
+	if err := checkNames(dbName, owner, user); err != nil {
+		return err
+	}
+	if err := e.ensureRole(ctx, user, password); err != nil {
+		return err
+	}
+	if err := e.exec(ctx, fmt.Sprintf("GRANT CONNECT ON DATABASE %s TO %s", qi(dbName), qi(user))); err != nil {
+		return err
+	}
+	if !readOnly {
+		// Full access: the credential acts with the owner's privileges.
+		return e.exec(ctx, fmt.Sprintf("GRANT %s TO %s", qi(owner), qi(user)))
+	}
+	t, err := e.tenant(dbName)
+	if err != nil {
+		return err
+	}
+	for _, s := range []string{
+		fmt.Sprintf("GRANT USAGE ON SCHEMA public TO %s", qi(user)),
+		fmt.Sprintf("GRANT SELECT ON ALL TABLES IN SCHEMA public TO %s", qi(user)),
+		fmt.Sprintf("ALTER DEFAULT PRIVILEGES FOR ROLE %s IN SCHEMA public GRANT SELECT ON TABLES TO %s", qi(owner), qi(user)),
+		fmt.Sprintf("ALTER ROLE %s SET default_transaction_read_only = on", qi(user)),
+	} {
+		if _, err := t.ExecContext(ctx, s); err != nil {
+			return fmt.Errorf("postgres: %s: %w", s, err)
+		}
+	}
+	return nil
+}
+
+func (e *postgresEngine) SetPassword(ctx context.Context, user, password string) error {
+	if err := checkNames(user); err != nil {
+		return err
+	}
+	return e.exec(ctx, fmt.Sprintf("ALTER ROLE %s WITH PASSWORD %s", qi(user), ql(password)))
+}
+
+func (e *postgresEngine) DropUser(ctx context.Context, dbName, user string) error {
+	if err := checkNames(dbName, user); err != nil {
+		return err
+	}
+	if err := e.terminate(ctx, "usename = $1", user); err != nil {
+		return err
+	}
+	ok, err := e.exists(ctx, "SELECT 1 FROM pg_database WHERE datname = $1", dbName)
+	if err != nil {
+		return err
+	}
+	if ok {
+		// Objects and default privileges inside the tenant database go first.
+		t, err := e.tenant(dbName)
+		if err != nil {
+			return err
+		}
+		if _, err := t.ExecContext(ctx, fmt.Sprintf("DROP OWNED BY %s", qi(user))); err != nil && !isPGCode(err, "42704") {
+			return fmt.Errorf("postgres: drop owned by %s: %w", user, err)
+		}
+		if err := e.exec(ctx, fmt.Sprintf("REVOKE ALL ON DATABASE %s FROM %s", qi(dbName), qi(user))); err != nil && !isPGCode(err, "42704") {
+			return err
+		}
+	}
+	return e.exec(ctx, fmt.Sprintf("DROP ROLE IF EXISTS %s", qi(user)))
+}
+
+func (e *postgresEngine) ConnectionString(dbName, user, password string) string {
+	u := url.URL{Scheme: "postgresql", User: url.UserPassword(user, password),
+		Host: net.JoinHostPort(e.host, strconv.Itoa(e.port)), Path: "/" + dbName}
+	return u.String()
+}
+
+func isPGCode(err error, code string) bool {
+	var pgErr pgdriver.Error
+	return err != nil && errors.As(err, &pgErr) && pgErr.Field('C') == code
+}

@@ -1,0 +1,2 @@
+DROP TABLE IF EXISTS access_credentials;
+DROP TABLE IF EXISTS database_instances;

@@ -1,0 +1,95 @@
+package databases
+
+import (
+	"time"
+
+	"github.com/uptrace/bun"
+)
+
+// Statuses of a database instance.
+const (
+	StatusProvisioning = "Provisioning"
+	StatusActive       = "Active"
+	StatusPaused       = "Paused"
+	StatusFailed       = "Failed"
+	StatusDeleting     = "Deleting" // in-between: the finisher drops it on the engine
+	StatusDeleted      = "Deleted"
+)
+
+// Instance is a tenant database as stored.
+type Instance struct {
+	bun.BaseModel `bun:"table:database_instances,alias:di"`
+
+	ID             int64      `bun:"id,pk,autoincrement"`
+	UserID         int64      `bun:"user_id,notnull"`
+	Name           string     `bun:"name,notnull"`
+	Engine         string     `bun:"engine,notnull"`
+	DatabaseName   string     `bun:"database_name,notnull"`
+	DatabaseUser   string     `bun:"database_user,notnull"`
+	PasswordSealed string     `bun:"password_sealed,notnull"`
+	Status         string     `bun:"status,notnull"`
+	MaxSpaceBytes  int64      `bun:"max_space_bytes,notnull"`
+	UsedSpaceBytes int64      `bun:"used_space_bytes,notnull"`
+	ReadOnly       bool       `bun:"read_only,notnull"`
+	LastActivity   *time.Time `bun:"last_activity"`
+	Attempts       int        `bun:"attempts,notnull"`
+	NextAttemptAt  time.Time  `bun:"next_attempt_at,notnull"`
+	LastError      string     `bun:"last_error,notnull"`
+	CreatedAt      time.Time  `bun:"created_at,nullzero,notnull,default:current_timestamp"`
+	UpdatedAt      time.Time  `bun:"updated_at,nullzero,notnull,default:current_timestamp"`
+	DeletedAt      *time.Time `bun:"deleted_at"`
+}
+
+// Item is a database as the API shows it. The password is never part of it.
+type Item struct {
+	DatabaseInstanceID int64      `json:"databaseInstanceId" example:"42"`
+	Name               string     `json:"name" example:"analytics"`
+	Engine             string     `json:"engine" enum:"postgres,mysql" example:"postgres"`
+	Host               string     `json:"host" example:"db.example.com"`
+	Port               int        `json:"port" example:"5432"`
+	DatabaseName       string     `json:"databaseName" example:"u7_k3x9q2ab"`
+	DatabaseUser       string     `json:"databaseUser" example:"u7_k3x9q2ab"`
+	Status             string     `json:"status" enum:"Provisioning,Active,Paused,Failed,Deleting,Deleted" example:"Active"`
+	UsedSpaceBytes     int64      `json:"usedSpaceBytes" example:"8404992"`
+	MaxSpaceBytes      int64      `json:"maxSpaceBytes" example:"536870912"`
+	ReadOnly           bool       `json:"readOnly" doc:"True while the database is over its quota: writes are refused until it is back under 90%."`
+	LastActivity       *time.Time `json:"lastActivity" doc:"The last time a session was seen or the database grew; null if never."`
+	ErrorMessage       string     `json:"errorMessage,omitempty" doc:"Why the last provisioning attempt failed."`
+	CreatedAt          time.Time  `json:"createdAt"`
+	UserID             int64      `json:"userId" doc:"The owner."`
+}
+
+// Credential is an extra login role on a tenant database.
+type Credential struct {
+	bun.BaseModel `bun:"table:access_credentials,alias:ac"`
+
+	ID                 int64     `bun:"id,pk,autoincrement"`
+	DatabaseInstanceID int64     `bun:"database_instance_id,notnull"`
+	Username           string    `bun:"username,notnull"`
+	PasswordSealed     string    `bun:"password_sealed,notnull"`
+	ReadOnly           bool      `bun:"read_only,notnull"`
+	Status             string    `bun:"status,notnull"`
+	CreatedAt          time.Time `bun:"created_at,nullzero,notnull,default:current_timestamp"`
+	UpdatedAt          time.Time `bun:"updated_at,nullzero,notnull,default:current_timestamp"`
+}
+
+// CredentialView is an access credential as the API shows it; Password only in the answers of
+// create and rotate.
+type CredentialView struct {
+	ID                 int64     `json:"id" example:"3"`
+	DatabaseInstanceID int64     `json:"databaseInstanceId" example:"42"`
+	Username           string    `json:"username" example:"u7_k3x9q2ab_ro1"`
+	ReadOnly           bool      `json:"readOnly"`
+	Status             string    `json:"status" enum:"Creating,Active,Deleted"`
+	CreatedAt          time.Time `json:"createdAt"`
+	UpdatedAt          time.Time `json:"updatedAt"`
+	Password           string    `json:"password,omitempty" doc:"Shown once, in the answers of create and rotate."`
+	ConnectionString   string    `json:"connectionString,omitempty" doc:"Shown once, with the password."`
+}
+
+// Reveal is the answer of GET /api/me/databases/{id}/password.
+type Reveal struct {
+	DatabaseUser     string `json:"databaseUser"`
+	Password         string `json:"password"`
+	ConnectionString string `json:"connectionString"`
+}

@@ -1,0 +1,133 @@
+// Package databases is the databases module: real tenant databases on PostgreSQL and
+// MySQL/MariaDB, each with a login role of its own, paused, resumed and deleted on the engine,
+// with usage read from the engines and an audited password reveal.
+package databases
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/uptrace/bun"
+	"go.uber.org/fx"
+
+	"provisioner/modules/databases/migrations"
+	"provisioner/platform/audit"
+	"provisioner/platform/config"
+	"provisioner/platform/db"
+	"provisioner/platform/httpx"
+	"provisioner/platform/provision"
+	"provisioner/platform/ratelimit"
+	"provisioner/platform/secrets"
+	"provisioner/platform/summary"
+)
+
+// Module is everything the databases module contributes.
+var Module = fx.Module("databases",
+	fx.Provide(
+		newEngines,
+		newProvisioner,
+		provision.AsProvisioner(func(p *Provisioner) *Provisioner { return p }),
+		provision.AsUserReleaser(func(p *Provisioner) *Provisioner { return p }),
+		newService,
+		provision.AsNewUserHook(func(s *Service) *NewUserHook { return &NewUserHook{svc: s} }),
+		newUsageRefresher,
+		httpx.AsRoutes(newHandler),
+		summary.AsDashboardContributor(func(s *Service) *Summary { return &Summary{svc: s} }),
+		summary.AsCounter(func(s *Service) *Summary { return &Summary{svc: s} }),
+		db.AsMigrations(func() db.Migrations { return db.Migrations{Module: "databases", FS: migrations.FS} }),
+	),
+	fx.Invoke(startUsage),
+)
+
+func newEngines(lc fx.Lifecycle, cfg *config.Config) (*Engines, error) {
+	e, err := NewEngines(cfg)
+	if err != nil {
+		return nil, err
+	}
+	lc.Append(fx.StopHook(e.Close))
+	return e, nil
+}
+
+func newProvisioner(e *Engines, s *secrets.Sealer, a *audit.Recorder) *Provisioner {
+	return &Provisioner{engines: e, sealer: s, audit: a}
+}
+
+func newService(d *bun.DB, cfg *config.Config, e *Engines, s *secrets.Sealer, a *audit.Recorder,
+	f *provision.Finisher, p *Provisioner, log *slog.Logger) *Service {
+	return &Service{db: d, cfg: cfg, engines: e, sealer: s, audit: a, finisher: f, suspender: p, log: log}
+}
+
+func newUsageRefresher(d *bun.DB, cfg *config.Config, e *Engines, a *audit.Recorder, log *slog.Logger) *UsageRefresher {
+	every := time.Duration(cfg.Databases.UsageRefreshSeconds) * time.Second
+	if every <= 0 {
+		every = 30 * time.Second
+	}
+	return &UsageRefresher{db: d, engines: e, audit: a, log: log, interval: every}
+}
+
+func startUsage(lc fx.Lifecycle, u *UsageRefresher, _ *db.Migrated) {
+	lc.Append(fx.Hook{OnStart: func(context.Context) error { u.Start(); return nil }, OnStop: u.Stop})
+}
+
+func newHandler(s *Service, d *bun.DB, e *Engines, sealer *secrets.Sealer, a *audit.Recorder, l *ratelimit.Limiter) *Handler {
+	return &Handler{svc: s, engines: e, limiter: l,
+		creds: &Credentials{db: d, svc: s, engines: e, sealer: sealer, audit: a}}
+}
+
+// RegistrationTimeout bounds how long registration waits for the first database.
+const RegistrationTimeout = 5 * time.Second
+
+// NewUserHook gives every new account its first database. Registration never fails because of
+// the engine: a slow or down engine leaves the database Provisioning for the finisher.
+type NewUserHook struct{ svc *Service }
+
+// OnUserCreated implements provision.NewUserHook.
+func (h *NewUserHook) OnUserCreated(ctx context.Context, u provision.NewUser) (any, error) {
+	if h.svc.engines.Default() == "" {
+		return nil, nil
+	}
+	cctx, cancel := context.WithTimeout(ctx, RegistrationTimeout)
+	defer cancel()
+	inst, err := h.svc.Create(cctx, CreateInput{UserID: u.UserID, Name: "default", SkipQuota: true})
+	if inst == nil {
+		return nil, err
+	}
+	if inst.Status == StatusProvisioning && cctx.Err() != nil {
+		// The attempt was cut short: it is rolled back and due again for the finisher.
+		fresh, gerr := h.svc.get(context.WithoutCancel(ctx), h.svc.db, inst.ID, 0)
+		if gerr == nil {
+			inst = fresh
+		}
+	}
+	item := h.svc.item(inst)
+	return item, err
+}
+
+// Summary contributes the dashboard section and the platform counts.
+type Summary struct{ svc *Service }
+
+// DashboardSection implements summary.DashboardContributor.
+func (s *Summary) DashboardSection(ctx context.Context, userID int64) (summary.Section, error) {
+	items, err := s.svc.List(ctx, userID)
+	if err != nil {
+		return summary.Section{}, err
+	}
+	return summary.Section{Key: "databases", Items: items, Total: len(items)}, nil
+}
+
+// PlatformCounts implements summary.Counter with one query.
+func (s *Summary) PlatformCounts(ctx context.Context) (map[string]int64, error) {
+	var c struct {
+		All    int64 `bun:"total"`
+		Active int64 `bun:"active"`
+	}
+	err := s.svc.db.NewSelect().Table("database_instances").
+		ColumnExpr("count(*) FILTER (WHERE status <> 'Deleted') AS total").
+		ColumnExpr("count(*) FILTER (WHERE status = 'Active') AS active").Scan(ctx, &c)
+	if err != nil {
+		return nil, fmt.Errorf("count databases: %w", err)
+	}
+	return map[string]int64{"databases": c.All, "activeDatabases": c.Active, "engines": int64(len(s.svc.engines.All()))}, nil
+}

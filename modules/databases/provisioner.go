@@ -1,0 +1,160 @@
+package databases
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/uptrace/bun"
+
+	"provisioner/platform/audit"
+	"provisioner/platform/provision"
+	"provisioner/platform/secrets"
+)
+
+// Provisioner creates and drops tenant databases on their engines. It reads the intent from the
+// row the finisher has locked and records the outcome through the same transaction.
+type Provisioner struct {
+	engines *Engines
+	sealer  *secrets.Sealer
+	audit   *audit.Recorder
+}
+
+// Kind implements provision.Provisioner.
+func (p *Provisioner) Kind() provision.Kind { return Kind }
+
+// Table implements provision.Queue.
+func (p *Provisioner) Table() string { return "database_instances" }
+
+// InFlight implements provision.Queue.
+func (p *Provisioner) InFlight() map[string]provision.Verb {
+	return map[string]provision.Verb{StatusProvisioning: provision.VerbCreate, StatusDeleting: provision.VerbDelete}
+}
+
+func (p *Provisioner) load(ctx context.Context, tx bun.IDB, id int64) (*Instance, Engine, error) {
+	inst := new(Instance)
+	if err := tx.NewSelect().Model(inst).Where("id = ?", id).Scan(ctx); err != nil {
+		return nil, nil, fmt.Errorf("load database %d: %w", id, err)
+	}
+	engine := p.engines.Get(inst.Engine)
+	if engine == nil {
+		return inst, nil, fmt.Errorf("engine %q is not configured", inst.Engine)
+	}
+	return inst, engine, nil
+}
+
+// Create makes the role and database on the engine (adopting them if a crash interrupted an
+// earlier attempt) and marks the row Active. An engine error is returned for a retry.
+func (p *Provisioner) Create(ctx context.Context, req provision.CreateRequest) (provision.CreateResponse, error) {
+	inst, engine, err := p.load(ctx, req.Tx, req.ResourceID)
+	if err != nil {
+		return provision.CreateResponse{}, err
+	}
+	pw, err := p.sealer.Open(inst.PasswordSealed, "database:"+inst.Engine+":"+inst.DatabaseName)
+	if err != nil {
+		return provision.CreateResponse{}, fmt.Errorf("open password of database %d: %w", inst.ID, err)
+	}
+	ectx, cancel := context.WithTimeout(ctx, engineTimeout)
+	defer cancel()
+	if err := engine.Create(ectx, inst.DatabaseName, inst.DatabaseUser, string(pw)); err != nil {
+		return provision.CreateResponse{}, fmt.Errorf("create database on %s: %w", engine.ID(), err)
+	}
+	if _, err := req.Tx.NewUpdate().Model(inst).Set("status = ?", StatusActive).Set("last_error = ''").
+		Set("updated_at = now()").WherePK().Exec(ctx); err != nil {
+		return provision.CreateResponse{}, fmt.Errorf("record database %d active: %w", inst.ID, err)
+	}
+	if err := p.audit.RecordTx(ctx, req.Tx, audit.Event{Action: "database.created", UserID: audit.Int64(inst.UserID),
+		TargetType: "database", TargetID: fmt.Sprint(inst.ID),
+		Details: map[string]any{"engine": inst.Engine, "databaseName": inst.DatabaseName}}); err != nil {
+		return provision.CreateResponse{}, err
+	}
+	return provision.CreateResponse{ExternalID: inst.DatabaseName}, nil
+}
+
+// Delete drops the database, its role and its extra credentials on the engine, then marks the
+// row Deleted. Dropping what is already gone is not an error.
+func (p *Provisioner) Delete(ctx context.Context, req provision.DeleteRequest) (provision.DeleteResponse, error) {
+	inst, engine, err := p.load(ctx, req.Tx, req.ResourceID)
+	if err != nil {
+		return provision.DeleteResponse{}, err
+	}
+	ectx, cancel := context.WithTimeout(ctx, engineTimeout)
+	defer cancel()
+	var creds []Credential
+	if err := req.Tx.NewSelect().Model(&creds).Where("database_instance_id = ?", inst.ID).
+		Where("status <> 'Deleted'").Scan(ctx); err != nil {
+		return provision.DeleteResponse{}, fmt.Errorf("list credentials of database %d: %w", inst.ID, err)
+	}
+	for _, c := range creds {
+		if err := engine.DropUser(ectx, inst.DatabaseName, c.Username); err != nil {
+			return provision.DeleteResponse{}, fmt.Errorf("drop credential %s: %w", c.Username, err)
+		}
+	}
+	if err := engine.Drop(ectx, inst.DatabaseName, inst.DatabaseUser); err != nil {
+		return provision.DeleteResponse{}, fmt.Errorf("drop database on %s: %w", engine.ID(), err)
+	}
+	if _, err := req.Tx.NewUpdate().Model((*Credential)(nil)).Set("status = 'Deleted'").Set("updated_at = now()").
+		Where("database_instance_id = ?", inst.ID).Exec(ctx); err != nil {
+		return provision.DeleteResponse{}, err
+	}
+	if _, err := req.Tx.NewUpdate().Model(inst).Set("status = ?", StatusDeleted).Set("deleted_at = now()").
+		Set("last_error = ''").Set("updated_at = now()").WherePK().Exec(ctx); err != nil {
+		return provision.DeleteResponse{}, fmt.Errorf("record database %d deleted: %w", inst.ID, err)
+	}
+	return provision.DeleteResponse{}, nil
+}
+
+// GiveUp marks a database that could not be provisioned Failed (its error stays in lastError). A
+// drop is never given up: it keeps being retried at the capped backoff.
+func (p *Provisioner) GiveUp(ctx context.Context, tx bun.IDB, id int64, lastErr error) error {
+	_, err := tx.NewUpdate().Model((*Instance)(nil)).Set("status = ?", StatusFailed).Set("updated_at = now()").
+		Where("id = ?", id).Where("status = ?", StatusProvisioning).Exec(ctx)
+	return err
+}
+
+// ReleaseUser marks every database of a deleted user for dropping.
+func (p *Provisioner) ReleaseUser(ctx context.Context, tx bun.IDB, userID int64) error {
+	_, err := tx.NewUpdate().Model((*Instance)(nil)).Set("status = ?", StatusDeleting).Set("attempts = 0").
+		Set("next_attempt_at = now()").Set("updated_at = now()").
+		Where("user_id = ?", userID).Where("status NOT IN (?)", bun.In([]string{StatusDeleted, StatusDeleting})).Exec(ctx)
+	if err != nil {
+		return fmt.Errorf("release databases of user %d: %w", userID, err)
+	}
+	return nil
+}
+
+var (
+	_ provision.Provisioner  = (*Provisioner)(nil)
+	_ provision.Queue        = (*Provisioner)(nil)
+	_ provision.GiveUpper    = (*Provisioner)(nil)
+	_ provision.UserReleaser = (*Provisioner)(nil)
+)
+
+// Suspend refuses the role's logins and ends its sessions, then marks the row Paused.
+func (p *Provisioner) Suspend(ctx context.Context, req provision.SuspendRequest) error {
+	return p.setLogin(ctx, req.Tx, req.ResourceID, false)
+}
+
+// Resume allows the role's logins again and marks the row Active.
+func (p *Provisioner) Resume(ctx context.Context, req provision.ResumeRequest) error {
+	return p.setLogin(ctx, req.Tx, req.ResourceID, true)
+}
+
+func (p *Provisioner) setLogin(ctx context.Context, tx bun.IDB, id int64, enabled bool) error {
+	inst, engine, err := p.load(ctx, tx, id)
+	if err != nil {
+		return err
+	}
+	ectx, cancel := context.WithTimeout(ctx, engineTimeout)
+	defer cancel()
+	if err := engine.SetLogin(ectx, inst.DatabaseName, inst.DatabaseUser, enabled); err != nil {
+		return fmt.Errorf("set login on %s: %w", engine.ID(), err)
+	}
+	status := StatusPaused
+	if enabled {
+		status = StatusActive
+	}
+	_, err = tx.NewUpdate().Model(inst).Set("status = ?", status).Set("updated_at = now()").WherePK().Exec(ctx)
+	return err
+}
+
+var _ provision.Suspender = (*Provisioner)(nil)

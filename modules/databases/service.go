@@ -1,0 +1,337 @@
+package databases
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/uptrace/bun"
+	"github.com/uptrace/bun/driver/pgdriver"
+
+	"provisioner/platform/audit"
+	"provisioner/platform/config"
+	"provisioner/platform/httpx"
+	"provisioner/platform/provision"
+	"provisioner/platform/secrets"
+)
+
+// Kind is the provisioner kind of tenant databases.
+const Kind provision.Kind = "database"
+
+// Service manages tenant databases: intent in the control database first, then the engine.
+type Service struct {
+	db       *bun.DB
+	cfg      *config.Config
+	engines  *Engines
+	sealer   *secrets.Sealer
+	audit    *audit.Recorder
+	finisher *provision.Finisher
+	// suspender pauses and resumes: the databases' optional provisioner capability.
+	suspender provision.Suspender
+	log       *slog.Logger
+}
+
+// item turns a stored instance into its API view.
+func (s *Service) item(in *Instance) Item {
+	it := Item{DatabaseInstanceID: in.ID, Name: in.Name, Engine: in.Engine, DatabaseName: in.DatabaseName,
+		DatabaseUser: in.DatabaseUser, Status: in.Status, UsedSpaceBytes: in.UsedSpaceBytes,
+		MaxSpaceBytes: in.MaxSpaceBytes, ReadOnly: in.ReadOnly, LastActivity: in.LastActivity,
+		CreatedAt: in.CreatedAt.UTC(), UserID: in.UserID}
+	if e := s.engines.Get(in.Engine); e != nil {
+		it.Host, it.Port = e.Host(), e.Port()
+	}
+	if in.Status == StatusFailed || in.Status == StatusProvisioning || in.Status == StatusDeleting {
+		it.ErrorMessage = in.LastError
+	}
+	if it.LastActivity != nil {
+		t := it.LastActivity.UTC()
+		it.LastActivity = &t
+	}
+	return it
+}
+
+// randomName is u<userId>_<8 lowercase alphanumerics>: generated, never from user text.
+func randomName(userID int64) string {
+	const alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	for i := range b {
+		b[i] = alphabet[int(b[i])%len(alphabet)]
+	}
+	return fmt.Sprintf("u%d_%s", userID, b)
+}
+
+// CreateInput asks for a new database.
+type CreateInput struct {
+	UserID int64
+	Engine string
+	Name   string
+	// SkipQuota is set for administrators creating on a user's behalf.
+	SkipQuota bool
+}
+
+// Create stores the intent (Provisioning) and drives it once; the finisher completes it later
+// if the engine is slow or down. It returns the row as it then stands and the attempt's error.
+func (s *Service) Create(ctx context.Context, in CreateInput) (*Instance, error) {
+	engineID := strings.ToLower(in.Engine)
+	if engineID == "" {
+		engineID = s.engines.Default()
+	}
+	engine := s.engines.Get(engineID)
+	if engine == nil {
+		return nil, httpx.BadRequest("Validation failed", httpx.FieldError{Field: "engine",
+			Message: fmt.Sprintf("engine %q is not configured here; see GET /api/engines", in.Engine)})
+	}
+	name := randomName(in.UserID)
+	password := secrets.RandomPassword()
+	sealed, err := s.sealer.Seal([]byte(password), "database:"+engine.ID()+":"+name)
+	if err != nil {
+		return nil, err
+	}
+	display := strings.TrimSpace(in.Name)
+	if display == "" {
+		display = name
+	}
+	inst := &Instance{UserID: in.UserID, Name: display, Engine: engine.ID(), DatabaseName: name, DatabaseUser: name,
+		PasswordSealed: sealed, Status: StatusProvisioning, MaxSpaceBytes: s.cfg.Databases.DefaultMaxSpaceBytes,
+		NextAttemptAt: time.Now()}
+	err = s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		// The owner's row lock serialises concurrent creates, so the quota cannot be overrun.
+		var live bool
+		if err := tx.NewSelect().Table("users").ColumnExpr("deleted_at IS NULL").Where("id = ?", in.UserID).
+			For("UPDATE").Scan(ctx, &live); err != nil || !live {
+			return httpx.NotFound("User not found")
+		}
+		if !in.SkipQuota {
+			n, err := tx.NewSelect().Model((*Instance)(nil)).Where("user_id = ?", in.UserID).
+				Where("status NOT IN (?)", bun.In([]string{StatusDeleted, StatusDeleting})).Count(ctx)
+			if err != nil {
+				return fmt.Errorf("count databases: %w", err)
+			}
+			if n >= int64(s.cfg.Databases.MaxPerUser) {
+				return httpx.Conflict(fmt.Sprintf("Quota reached: at most %d databases per user", s.cfg.Databases.MaxPerUser))
+			}
+		}
+		if _, err := tx.NewInsert().Model(inst).Returning("*").Exec(ctx); err != nil {
+			return fmt.Errorf("store database intent: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	driveErr := s.finisher.Drive(ctx, Kind, inst.ID)
+	if errors.Is(driveErr, provision.ErrNotInFlight) {
+		driveErr = nil
+	}
+	out, err := s.get(context.WithoutCancel(ctx), s.db, inst.ID, 0)
+	if err != nil {
+		return nil, err
+	}
+	return out, driveErr
+}
+
+// get loads a non-deleted instance; userID 0 means any owner (administrators).
+func (s *Service) get(ctx context.Context, db bun.IDB, id, userID int64) (*Instance, error) {
+	inst := new(Instance)
+	q := db.NewSelect().Model(inst).Where("id = ?", id).Where("status <> ?", StatusDeleted)
+	if userID != 0 {
+		q = q.Where("user_id = ?", userID)
+	}
+	if err := q.Scan(ctx); err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil, httpx.NotFound("Database not found")
+		}
+		return nil, fmt.Errorf("load database %d: %w", id, err)
+	}
+	return inst, nil
+}
+
+// List returns the user's databases (deleted ones are not listed).
+func (s *Service) List(ctx context.Context, userID int64) ([]Item, error) {
+	var rows []Instance
+	err := s.db.NewSelect().Model(&rows).Where("user_id = ?", userID).Where("status <> ?", StatusDeleted).
+		OrderExpr("id").Scan(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list databases: %w", err)
+	}
+	items := make([]Item, len(rows))
+	for i := range rows {
+		items[i] = s.item(&rows[i])
+	}
+	return items, nil
+}
+
+// SetPaused pauses (the role can no longer log in, sessions end) or resumes a database.
+func (s *Service) SetPaused(ctx context.Context, id, userID int64, pause bool) (*Instance, error) {
+	var out *Instance
+	from, to, action := StatusActive, StatusPaused, "database.paused"
+	if !pause {
+		from, to, action = StatusPaused, StatusActive, "database.resumed"
+	}
+	err := s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		inst, err := s.lock(ctx, tx, id, userID)
+		if err != nil {
+			return err
+		}
+		if inst.Status != from {
+			return httpx.Conflict(fmt.Sprintf("Database is %s; only a %s database can be %s", inst.Status, from, strings.ToLower(to)))
+		}
+		var serr error
+		if pause {
+			serr = s.suspender.Suspend(ctx, provision.SuspendRequest{ResourceID: id, Tx: tx})
+		} else {
+			serr = s.suspender.Resume(ctx, provision.ResumeRequest{ResourceID: id, Tx: tx})
+		}
+		if serr != nil {
+			s.log.WarnContext(ctx, "engine refused pause/resume", "id", id, "error", serr.Error())
+			return httpx.BadGateway("The database engine failed; nothing was changed", s.item(inst))
+		}
+		inst.Status = to
+		out = inst
+		return s.audit.RecordTx(ctx, tx, audit.Event{Action: action, UserID: audit.Int64(inst.UserID),
+			TargetType: "database", TargetID: fmt.Sprint(id)})
+	})
+	return out, err
+}
+
+func (s *Service) lock(ctx context.Context, tx bun.Tx, id, userID int64) (*Instance, error) {
+	inst := new(Instance)
+	q := tx.NewSelect().Model(inst).Where("id = ?", id).Where("status <> ?", StatusDeleted).For("UPDATE")
+	if userID != 0 {
+		q = q.Where("user_id = ?", userID)
+	}
+	if err := q.Scan(ctx); err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil, httpx.NotFound("Database not found")
+		}
+		return nil, fmt.Errorf("lock database %d: %w", id, err)
+	}
+	return inst, nil
+}
+
+// Delete marks the database Deleting and drives the drop; the finisher retries if the engine
+// fails. It returns the row as it then stands and the attempt's error.
+func (s *Service) Delete(ctx context.Context, id, userID int64) (*Instance, error) {
+	err := s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		inst, err := s.lock(ctx, tx, id, userID)
+		if err != nil {
+			return err
+		}
+		if inst.Status == StatusDeleting {
+			return nil
+		}
+		if _, err := tx.NewUpdate().Model(inst).Set("status = ?", StatusDeleting).Set("attempts = 0").
+			Set("next_attempt_at = now()").Set("updated_at = now()").WherePK().Exec(ctx); err != nil {
+			return fmt.Errorf("mark database %d deleting: %w", id, err)
+		}
+		return s.audit.RecordTx(ctx, tx, audit.Event{Action: "database.deleted", UserID: audit.Int64(inst.UserID),
+			TargetType: "database", TargetID: fmt.Sprint(id)})
+	})
+	if err != nil {
+		return nil, err
+	}
+	driveErr := s.finisher.Drive(ctx, Kind, id)
+	if errors.Is(driveErr, provision.ErrNotInFlight) {
+		driveErr = nil
+	}
+	inst := new(Instance)
+	if err := s.db.NewSelect().Model(inst).Where("id = ?", id).Scan(ctx); err != nil {
+		return nil, fmt.Errorf("reload database %d: %w", id, err)
+	}
+	return inst, driveErr
+}
+
+// Reveal returns the password of an own database and audits it.
+func (s *Service) Reveal(ctx context.Context, id, userID int64) (*Reveal, error) {
+	inst, err := s.get(ctx, s.db, id, userID)
+	if err != nil {
+		return nil, err
+	}
+	if inst.Status != StatusActive && inst.Status != StatusPaused {
+		return nil, httpx.Conflict(fmt.Sprintf("Database is %s; its password is available once it is Active", inst.Status))
+	}
+	pw, err := s.sealer.Open(inst.PasswordSealed, "database:"+inst.Engine+":"+inst.DatabaseName)
+	if err != nil {
+		return nil, fmt.Errorf("open database password %d: %w", id, err)
+	}
+	if err := s.audit.Record(ctx, audit.Event{Action: "database.password.revealed", UserID: audit.Int64(inst.UserID),
+		TargetType: "database", TargetID: fmt.Sprint(id)}); err != nil {
+		return nil, err // no reveal without its audit record
+	}
+	r := &Reveal{DatabaseUser: inst.DatabaseUser, Password: string(pw)}
+	if e := s.engines.Get(inst.Engine); e != nil {
+		r.ConnectionString = e.ConnectionString(inst.DatabaseName, inst.DatabaseUser, string(pw))
+	}
+	return r, nil
+}
+
+// Update changes an instance's display name or quota (administrators).
+func (s *Service) Update(ctx context.Context, id int64, name *string, maxSpace *int64) (*Instance, error) {
+	var out *Instance
+	err := s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		inst, err := s.lock(ctx, tx, id, 0)
+		if err != nil {
+			return err
+		}
+		details := map[string]any{}
+		if name != nil {
+			details["name"] = map[string]any{"from": inst.Name, "to": *name}
+			inst.Name = strings.TrimSpace(*name)
+		}
+		if maxSpace != nil {
+			details["maxSpaceBytes"] = map[string]any{"from": inst.MaxSpaceBytes, "to": *maxSpace}
+			inst.MaxSpaceBytes = *maxSpace
+		}
+		if _, err := tx.NewUpdate().Model(inst).Column("name", "max_space_bytes").Set("updated_at = now()").WherePK().Exec(ctx); err != nil {
+			return fmt.Errorf("update database %d: %w", id, err)
+		}
+		out = inst
+		return s.audit.RecordTx(ctx, tx, audit.Event{Action: "database.updated", UserID: audit.Int64(inst.UserID),
+			TargetType: "database", TargetID: fmt.Sprint(id), Details: details})
+	})
+	return out, err
+}
+
+// AdminFilter narrows the administrators' list.
+type AdminFilter struct {
+	UserID         int64
+	Status, Engine string
+	httpx.PageQuery
+}
+
+// AdminList pages through every database (deleted ones only when asked by status).
+func (s *Service) AdminList(ctx context.Context, f AdminFilter) (httpx.Page[Item], error) {
+	var rows []Instance
+	q := s.db.NewSelect().Model(&rows)
+	if f.UserID > 0 {
+		q = q.Where("user_id = ?", f.UserID)
+	}
+	if f.Status != "" {
+		q = q.Where("status = ?", f.Status)
+	} else {
+		q = q.Where("status <> ?", StatusDeleted)
+	}
+	if f.Engine != "" {
+		q = q.Where("engine = ?", strings.ToLower(f.Engine))
+	}
+	total, err := q.OrderExpr("created_at DESC, id DESC").Limit(f.Limit()).Offset(f.Offset()).ScanAndCount(ctx)
+	if err != nil {
+		return httpx.Page[Item]{}, fmt.Errorf("list databases: %w", err)
+	}
+	items := make([]Item, len(rows))
+	for i := range rows {
+		items[i] = s.item(&rows[i])
+	}
+	return httpx.NewPage(f.PageQuery, items, total), nil
+}
+
+func isUniqueViolation(err error) bool {
+	var pgErr pgdriver.Error
+	return errors.As(err, &pgErr) && pgErr.Field('C') == "23505"
+}

@@ -1,0 +1,174 @@
+package databases
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/uptrace/bun"
+
+	"provisioner/platform/audit"
+)
+
+// ReadOnlyResume is the fraction of the quota under which a read-only database is writable again.
+const ReadOnlyResume = 0.9
+
+// Usage refreshes used space and last activity of every live database, one query per engine, and
+// switches databases over their quota to read-only (and back under 90%). One replica at a time
+// refreshes (a PostgreSQL advisory lock).
+type UsageRefresher struct {
+	db       *bun.DB
+	engines  *Engines
+	audit    *audit.Recorder
+	log      *slog.Logger
+	interval time.Duration
+
+	stop chan struct{}
+	wg   sync.WaitGroup
+}
+
+const usageLockKey = 7_310_442_101
+
+// Start runs the refresher every interval until Stop.
+func (u *UsageRefresher) Start() {
+	u.stop = make(chan struct{})
+	u.wg.Add(1)
+	go func() {
+		defer u.wg.Done()
+		t := time.NewTicker(u.interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-u.stop:
+				return
+			case <-t.C:
+				ctx, cancel := context.WithTimeout(context.Background(), u.interval)
+				if err := u.Refresh(ctx); err != nil {
+					u.log.Warn("database usage refresh failed", "error", err.Error())
+				}
+				cancel()
+			}
+		}
+	}()
+}
+
+// Stop ends the loop.
+func (u *UsageRefresher) Stop(context.Context) error {
+	if u.stop != nil {
+		close(u.stop)
+		u.wg.Wait()
+	}
+	return nil
+}
+
+type usageRow struct {
+	ID           int64      `bun:"id"`
+	UserID       int64      `bun:"user_id"`
+	Engine       string     `bun:"engine"`
+	DatabaseName string     `bun:"database_name"`
+	DatabaseUser string     `bun:"database_user"`
+	UsedSpace    int64      `bun:"used_space_bytes"`
+	MaxSpace     int64      `bun:"max_space_bytes"`
+	ReadOnly     bool       `bun:"read_only"`
+	LastActivity *time.Time `bun:"last_activity"`
+}
+
+// Refresh reads every engine once and records what changed.
+func (u *UsageRefresher) Refresh(ctx context.Context) error {
+	conn, err := u.db.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("usage refresh: %w", err)
+	}
+	defer conn.Close()
+	var got bool
+	if err := conn.QueryRowContext(ctx, "SELECT pg_try_advisory_lock(?)", usageLockKey).Scan(&got); err != nil {
+		return fmt.Errorf("usage lock: %w", err)
+	}
+	if !got {
+		return nil // another replica is refreshing
+	}
+	defer conn.ExecContext(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock(?)", usageLockKey) //nolint:errcheck
+
+	var rows []usageRow
+	if err := u.db.NewSelect().Table("database_instances").
+		Column("id", "user_id", "engine", "database_name", "database_user", "used_space_bytes", "max_space_bytes", "read_only", "last_activity").
+		Where("status IN ('Active', 'Paused')").Scan(ctx, &rows); err != nil {
+		return fmt.Errorf("list live databases: %w", err)
+	}
+	byEngine := map[string][]usageRow{}
+	for _, r := range rows {
+		byEngine[r.Engine] = append(byEngine[r.Engine], r)
+	}
+	now := time.Now().UTC()
+	for engineID, list := range byEngine {
+		engine := u.engines.Get(engineID)
+		if engine == nil {
+			continue
+		}
+		names := make([]string, len(list))
+		for i, r := range list {
+			names[i] = r.DatabaseName
+		}
+		usage, err := engine.Usage(ctx, names)
+		if err != nil {
+			u.log.Warn("engine usage unavailable", "engine", engineID, "error", err.Error())
+			continue
+		}
+		var values []usageRow
+		for _, r := range list {
+			us, ok := usage[r.DatabaseName]
+			if !ok {
+				continue
+			}
+			changed := us.Bytes != r.UsedSpace
+			if us.Active || (changed && r.UsedSpace != 0) {
+				r.LastActivity = &now
+			}
+			r.UsedSpace = us.Bytes
+			if err := u.switchReadOnly(ctx, engine, &r); err != nil {
+				u.log.Warn("read-only switch failed", "id", r.ID, "error", err.Error())
+			}
+			values = append(values, r)
+		}
+		if len(values) == 0 {
+			continue
+		}
+		// One statement for every database of the engine.
+		_, err = u.db.NewUpdate().With("_data", u.db.NewValues(&values)).
+			Table("database_instances").TableExpr("_data").
+			Set("used_space_bytes = _data.used_space_bytes").
+			Set("last_activity = _data.last_activity").
+			Set("read_only = _data.read_only").
+			Where("database_instances.id = _data.id").Exec(ctx)
+		if err != nil {
+			return fmt.Errorf("record usage of %s: %w", engineID, err)
+		}
+	}
+	return nil
+}
+
+// switchReadOnly turns r read-only over its quota and writable again under 90% of it.
+func (u *UsageRefresher) switchReadOnly(ctx context.Context, engine Engine, r *usageRow) error {
+	want := r.ReadOnly
+	switch {
+	case !r.ReadOnly && r.UsedSpace > r.MaxSpace:
+		want = true
+	case r.ReadOnly && float64(r.UsedSpace) < ReadOnlyResume*float64(r.MaxSpace):
+		want = false
+	}
+	if want == r.ReadOnly {
+		return nil
+	}
+	if err := engine.SetReadOnly(ctx, r.DatabaseName, r.DatabaseUser, want); err != nil {
+		return err
+	}
+	r.ReadOnly = want
+	action := "database.readonly.enabled"
+	if !want {
+		action = "database.readonly.disabled"
+	}
+	return u.audit.Record(ctx, audit.Event{Action: action, UserID: audit.Int64(r.UserID), TargetType: "database",
+		TargetID: fmt.Sprint(r.ID), Details: map[string]any{"usedSpaceBytes": r.UsedSpace, "maxSpaceBytes": r.MaxSpace}})
+}
