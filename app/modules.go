@@ -6,6 +6,7 @@ import (
 	"provisioner/modules/admin"
 	"provisioner/modules/auth"
 	"provisioner/modules/databases"
+	"provisioner/modules/dns"
 )
 
 // Modules is the one list of resource modules. Adding a module is one line here.
@@ -13,4 +14,5 @@ var Modules = []fx.Option{
 	auth.Module,
 	admin.Module,
 	databases.Module,
+	dns.Module,
 }

@@ -117,9 +117,7 @@ func uniqueInts(in []int) []int {
 func newAPI(app *fiber.App, title, version string, guard Guard) *API {
 	cfg := huma.DefaultConfig(title, version)
 	// Schema names must match ^[a-zA-Z0-9._-]+$ (OpenAPI); huma's namer keeps e.g. "struct {}".
-	cfg.Components.Schemas = huma.NewMapRegistry("#/components/schemas/", func(t reflect.Type, hint string) string {
-		return invalidSchemaChars.ReplaceAllString(huma.DefaultSchemaNamer(t, hint), "")
-	})
+	cfg.Components.Schemas = huma.NewMapRegistry("#/components/schemas/", schemaNamer)
 	cfg.Info.Contact = &huma.Contact{Name: "Platform team", URL: "https://example.com/provisioner"}
 	cfg.Info.License = &huma.License{Name: "Proprietary"}
 	cfg.OpenAPIPath = "/api/openapi"
@@ -202,6 +200,42 @@ func mapHumaError(hctx huma.Context, status int, msg string, errs ...error) huma
 	e := NewError(status, msg)
 	e.Errors = fields
 	return e
+}
+
+// schemaNamer is huma's default namer with the module's name kept for types of modules (two
+// modules may both have a View), and only characters OpenAPI allows.
+func schemaNamer(t reflect.Type, hint string) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	name := t.Name()
+	if name == "" {
+		return invalidSchemaChars.ReplaceAllString(huma.DefaultSchemaNamer(t, hint), "")
+	}
+	if t.PkgPath() != "" && !strings.Contains(name, "[") {
+		name = t.PkgPath() + "." + name
+	}
+	name = strings.ReplaceAll(name, "[]", "List[")
+	var b strings.Builder
+	for _, part := range strings.FieldsFunc(name, func(r rune) bool { return r == '[' || r == ']' || r == '*' || r == ',' }) {
+		dot := strings.LastIndex(part, ".")
+		base := part[dot+1:]
+		if dot > 0 && strings.Contains(part[:dot], "/modules/") {
+			mod := part[strings.LastIndex(part[:dot], "/")+1 : dot]
+			if !strings.HasPrefix(strings.ToLower(base), mod) {
+				base = mod + upperFirst(base)
+			}
+		}
+		b.WriteString(upperFirst(base))
+	}
+	return invalidSchemaChars.ReplaceAllString(b.String(), "")
+}
+
+func upperFirst(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
 }
 
 var invalidSchemaChars = regexp.MustCompile(`[^a-zA-Z0-9._-]`)

@@ -1,0 +1,248 @@
+// Package cloudflare is a small client of the Cloudflare v4 DNS records API: create, delete and
+// look up A records of one zone, with the v4 envelope parsed, a timeout on every call, retries of
+// 429 and 5xx honouring Retry-After, and an outbound budget consulted before every call.
+package cloudflare
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Error codes the provider uses for DNS records.
+const (
+	CodeRecordNotFound  = 81044 // DELETE of a record that does not exist
+	CodeNameExists      = 81053 // a record with that host already exists
+	CodeRecordExists    = 81057 // the record already exists
+	CodeIdenticalRecord = 81058 // an identical record already exists
+)
+
+// Record is a DNS record as the provider describes it.
+type Record struct {
+	ID      string `json:"id,omitempty"`
+	Type    string `json:"type"`
+	Name    string `json:"name"`
+	Content string `json:"content"`
+	TTL     int    `json:"ttl"`
+	Proxied bool   `json:"proxied"`
+	Comment string `json:"comment,omitempty"`
+}
+
+// Message is one item of the envelope's errors or messages.
+type Message struct {
+	Code    int    `json:"code"`
+	Message string `json:"message"`
+}
+
+type envelope struct {
+	Success  bool            `json:"success"`
+	Errors   []Message       `json:"errors"`
+	Messages []Message       `json:"messages"`
+	Result   json.RawMessage `json:"result"`
+}
+
+// APIError is a failed call: the HTTP status and the provider's errors.
+type APIError struct {
+	Status     int
+	Errors     []Message
+	RetryAfter time.Duration
+}
+
+func (e *APIError) Error() string {
+	if len(e.Errors) == 0 {
+		return fmt.Sprintf("dns provider answered %d", e.Status)
+	}
+	parts := make([]string, len(e.Errors))
+	for i, m := range e.Errors {
+		parts[i] = fmt.Sprintf("[%d] %s", m.Code, m.Message)
+	}
+	return fmt.Sprintf("dns provider answered %d: %s", e.Status, strings.Join(parts, "; "))
+}
+
+// Has reports whether the provider answered with code.
+func (e *APIError) Has(code int) bool {
+	for _, m := range e.Errors {
+		if m.Code == code {
+			return true
+		}
+	}
+	return false
+}
+
+// Transient reports whether a later attempt may succeed (429, 5xx, network, timeout).
+func Transient(err error) bool {
+	var ae *APIError
+	if errors.As(err, &ae) {
+		return ae.Status == http.StatusTooManyRequests || ae.Status >= 500
+	}
+	return err != nil
+}
+
+// Options configures a Client.
+type Options struct {
+	BaseURL, ZoneID, Token string
+	// Timeout bounds each HTTP call; default 10 s.
+	Timeout time.Duration
+	// Retries of one call on 429/5xx/network errors; default 2 (3 tries).
+	Retries int
+	// MaxRetryWait caps a Retry-After or backoff wait inside one call; default 2 s. A longer
+	// Retry-After ends the call with the error (the finisher retries later).
+	MaxRetryWait time.Duration
+	// Budget is asked before every call; it may wait (queue) and fails only when ctx ends.
+	Budget func(ctx context.Context) error
+	HTTP   *http.Client
+}
+
+// Client calls the provider for one zone. Safe for concurrent use. The token is sent only in
+// the Authorization header and never appears in errors.
+type Client struct{ o Options }
+
+// New builds a Client.
+func New(o Options) *Client {
+	if o.Timeout <= 0 {
+		o.Timeout = 10 * time.Second
+	}
+	if o.Retries < 0 {
+		o.Retries = 0
+	} else if o.Retries == 0 {
+		o.Retries = 2
+	}
+	if o.MaxRetryWait <= 0 {
+		o.MaxRetryWait = 2 * time.Second
+	}
+	if o.HTTP == nil {
+		o.HTTP = &http.Client{}
+	}
+	o.BaseURL = strings.TrimRight(o.BaseURL, "/")
+	return &Client{o: o}
+}
+
+func (c *Client) do(ctx context.Context, method, path string, body any, out any) error {
+	var raw []byte
+	if body != nil {
+		var err error
+		if raw, err = json.Marshal(body); err != nil {
+			return fmt.Errorf("encode request: %w", err)
+		}
+	}
+	var last error
+	for attempt := 0; attempt <= c.o.Retries; attempt++ {
+		if attempt > 0 {
+			wait := time.Duration(200<<(attempt-1)) * time.Millisecond
+			var ae *APIError
+			if errors.As(last, &ae) && ae.RetryAfter > 0 {
+				wait = ae.RetryAfter
+			}
+			if wait > c.o.MaxRetryWait {
+				return last
+			}
+			select {
+			case <-ctx.Done():
+				return last
+			case <-time.After(wait):
+			}
+		}
+		last = c.once(ctx, method, path, raw, out)
+		if last == nil || !Transient(last) || ctx.Err() != nil {
+			return last
+		}
+	}
+	return last
+}
+
+func (c *Client) once(ctx context.Context, method, path string, body []byte, out any) error {
+	if c.o.Budget != nil {
+		if err := c.o.Budget(ctx); err != nil {
+			return fmt.Errorf("outbound budget: %w", err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.o.Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, method, c.o.BaseURL+path, bytes.NewReader(body))
+	if err != nil {
+		return fmt.Errorf("build request: %w", err)
+	}
+	req.Header.Set("Authorization", "Bearer "+c.o.Token)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json")
+	res, err := c.o.HTTP.Do(req)
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", method, redactPath(path), scrub(err, c.o.Token))
+	}
+	defer res.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(res.Body, 4<<20))
+	if err != nil {
+		return fmt.Errorf("read answer of %s: %w", redactPath(path), err)
+	}
+	var env envelope
+	jerr := json.Unmarshal(data, &env)
+	if res.StatusCode >= 300 || jerr != nil || !env.Success {
+		ae := &APIError{Status: res.StatusCode, Errors: env.Errors}
+		if jerr != nil && res.StatusCode < 300 {
+			ae.Status = http.StatusBadGateway
+			ae.Errors = []Message{{Message: "malformed answer from the provider"}}
+		}
+		if s := res.Header.Get("Retry-After"); s != "" {
+			if n, err := strconv.Atoi(s); err == nil {
+				ae.RetryAfter = time.Duration(n) * time.Second
+			} else if t, err := http.ParseTime(s); err == nil {
+				ae.RetryAfter = time.Until(t)
+			}
+		}
+		return ae
+	}
+	if out != nil {
+		if err := json.Unmarshal(env.Result, out); err != nil {
+			return &APIError{Status: http.StatusBadGateway, Errors: []Message{{Message: "malformed result from the provider"}}}
+		}
+	}
+	return nil
+}
+
+func scrub(err error, token string) error {
+	if token == "" || !strings.Contains(err.Error(), token) {
+		return err
+	}
+	return errors.New(strings.ReplaceAll(err.Error(), token, "…"))
+}
+
+func redactPath(p string) string {
+	if i := strings.IndexByte(p, '?'); i >= 0 {
+		return p[:i]
+	}
+	return p
+}
+
+// Create adds an A record.
+func (c *Client) Create(ctx context.Context, r Record) (Record, error) {
+	r.Type = "A"
+	var out Record
+	err := c.do(ctx, http.MethodPost, "/zones/"+url.PathEscape(c.o.ZoneID)+"/dns_records", r, &out)
+	return out, err
+}
+
+// Delete removes a record; a record that does not exist is not an error.
+func (c *Client) Delete(ctx context.Context, id string) error {
+	err := c.do(ctx, http.MethodDelete, "/zones/"+url.PathEscape(c.o.ZoneID)+"/dns_records/"+url.PathEscape(id), nil, nil)
+	var ae *APIError
+	if errors.As(err, &ae) && (ae.Status == http.StatusNotFound || ae.Has(CodeRecordNotFound)) {
+		return nil
+	}
+	return err
+}
+
+// Lookup lists the A records named fqdn.
+func (c *Client) Lookup(ctx context.Context, fqdn string) ([]Record, error) {
+	var out []Record
+	q := url.Values{"type": {"A"}, "name": {fqdn}, "per_page": {"100"}}
+	err := c.do(ctx, http.MethodGet, "/zones/"+url.PathEscape(c.o.ZoneID)+"/dns_records?"+q.Encode(), nil, &out)
+	return out, err
+}

@@ -1,0 +1,254 @@
+// Package cloudflaretest is an in-process fake of the Cloudflare v4 DNS records API for tests: it
+// keeps records per zone, checks the bearer token, answers with the v4 envelope and error codes
+// (81044, 81053, 81057, 81058), and injects faults (5xx, 429 with Retry-After, slow answers).
+package cloudflaretest
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Fault is one injected failure.
+type Fault struct {
+	Status     int           // 500, 503, 429…
+	RetryAfter int           // seconds, for 429
+	Delay      time.Duration // answer this late (a client timeout)
+	Method     string        // only for this method ("" = any)
+}
+
+// Fake is the fake provider.
+type Fake struct {
+	*httptest.Server
+	Zone, Token, ZoneName string
+
+	mu      sync.Mutex
+	records map[string]record
+	seq     int
+	faults  []Fault
+	// FaultRate, when > 0, fails that fraction of calls with a random fault of FaultMix.
+	calls     atomic.Int64
+	creates   atomic.Int64
+	Delay     time.Duration // every answer this late
+	RandFault func() *Fault // called per request when set; nil result = no fault
+	// AfterCreate, when set, runs after a record was stored and before the answer is written
+	// (e.g. to simulate a crash: the client never sees the answer).
+	AfterCreate func(id string)
+}
+
+type record struct {
+	ID, Type, Name, Content, Comment string
+	TTL                              int
+	Proxied                          bool
+	CreatedOn                        time.Time
+}
+
+// New starts a fake for zone with token; fqdn names end in zoneName.
+func New(zone, token, zoneName string) *Fake {
+	f := &Fake{Zone: zone, Token: token, ZoneName: zoneName, records: map[string]record{}}
+	f.Server = httptest.NewServer(http.HandlerFunc(f.serve))
+	return f
+}
+
+// Fail queues faults for the next calls.
+func (f *Fake) Fail(faults ...Fault) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.faults = append(f.faults, faults...)
+}
+
+// Calls and Creates count requests and stored records.
+func (f *Fake) Calls() int64   { return f.calls.Load() }
+func (f *Fake) Creates() int64 { return f.creates.Load() }
+
+// Records returns a snapshot, by id.
+func (f *Fake) Records() map[string]Record {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := map[string]Record{}
+	for id, r := range f.records {
+		out[id] = Record{ID: r.ID, Name: r.Name, Content: r.Content, TTL: r.TTL, Proxied: r.Proxied, Comment: r.Comment}
+	}
+	return out
+}
+
+// Record is a stored record as tests see it.
+type Record struct {
+	ID, Name, Content, Comment string
+	TTL                        int
+	Proxied                    bool
+}
+
+// Put stores a record directly (another party's record, or a leftover).
+func (f *Fake) Put(name, content string) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.seq++
+	id := fmt.Sprintf("rec%06d", f.seq)
+	f.records[id] = record{ID: id, Type: "A", Name: f.fqdn(name), Content: content, TTL: 1, CreatedOn: time.Now()}
+	return id
+}
+
+func (f *Fake) fqdn(name string) string {
+	name = strings.TrimSuffix(strings.ToLower(name), ".")
+	if f.ZoneName != "" && name != f.ZoneName && !strings.HasSuffix(name, "."+f.ZoneName) {
+		return name + "." + f.ZoneName
+	}
+	return name
+}
+
+type msg struct {
+	Code    int    `json:"code"`
+	Message string `json:"message"`
+}
+
+func write(w http.ResponseWriter, status int, result any, errs ...msg) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	if errs == nil {
+		errs = []msg{}
+	}
+	_ = json.NewEncoder(w).Encode(map[string]any{"success": len(errs) == 0 && status < 300, "errors": errs, "messages": []msg{}, "result": result})
+}
+
+func (r record) view(zone string) map[string]any {
+	return map[string]any{"id": r.ID, "type": r.Type, "name": r.Name, "content": r.Content, "ttl": r.TTL,
+		"proxied": r.Proxied, "comment": r.Comment, "zone_id": zone, "created_on": r.CreatedOn.Format(time.RFC3339),
+		"modified_on": r.CreatedOn.Format(time.RFC3339), "proxiable": true, "locked": false}
+}
+
+func (f *Fake) nextFault(method string) *Fault {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i, ft := range f.faults {
+		if ft.Method == "" || ft.Method == method {
+			f.faults = append(f.faults[:i], f.faults[i+1:]...)
+			return &ft
+		}
+	}
+	return nil
+}
+
+func (f *Fake) serve(w http.ResponseWriter, r *http.Request) {
+	f.calls.Add(1)
+	if f.Delay > 0 {
+		time.Sleep(f.Delay)
+	}
+	if r.Header.Get("Authorization") != "Bearer "+f.Token {
+		write(w, http.StatusForbidden, nil, msg{9109, "Invalid access token"})
+		return
+	}
+	ft := f.nextFault(r.Method)
+	if ft == nil && f.RandFault != nil {
+		ft = f.RandFault()
+	}
+	if ft != nil {
+		if ft.Delay > 0 {
+			select {
+			case <-time.After(ft.Delay):
+			case <-r.Context().Done():
+				return
+			}
+		}
+		if ft.Status != 0 {
+			if ft.Status == http.StatusTooManyRequests {
+				w.Header().Set("Retry-After", fmt.Sprint(ft.RetryAfter))
+				write(w, ft.Status, nil, msg{971, "Please wait and consider throttling your request speed"})
+				return
+			}
+			write(w, ft.Status, nil, msg{10000, "Internal server error"})
+			return
+		}
+	}
+	prefix := "/zones/" + f.Zone + "/dns_records"
+	if !strings.HasPrefix(r.URL.Path, prefix) {
+		write(w, http.StatusNotFound, nil, msg{7003, "Could not route to " + r.URL.Path + ", perhaps your object identifier is invalid?"})
+		return
+	}
+	id := strings.TrimPrefix(strings.TrimPrefix(r.URL.Path, prefix), "/")
+	switch {
+	case r.Method == http.MethodPost && id == "":
+		f.create(w, r)
+	case r.Method == http.MethodGet && id == "":
+		f.list(w, r)
+	case r.Method == http.MethodDelete && id != "":
+		f.mu.Lock()
+		_, ok := f.records[id]
+		delete(f.records, id)
+		f.mu.Unlock()
+		if !ok {
+			write(w, http.StatusNotFound, nil, msg{81044, "Record does not exist."})
+			return
+		}
+		write(w, http.StatusOK, map[string]any{"id": id})
+	default:
+		write(w, http.StatusMethodNotAllowed, nil, msg{10405, "Method not allowed"})
+	}
+}
+
+func (f *Fake) create(w http.ResponseWriter, r *http.Request) {
+	var in struct {
+		Type    string `json:"type"`
+		Name    string `json:"name"`
+		Content string `json:"content"`
+		TTL     int    `json:"ttl"`
+		Proxied bool   `json:"proxied"`
+		Comment string `json:"comment"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&in); err != nil || in.Name == "" || in.Content == "" {
+		write(w, http.StatusBadRequest, nil, msg{9207, "Request body is invalid."})
+		return
+	}
+	if in.Type != "A" {
+		write(w, http.StatusBadRequest, nil, msg{9004, "This record type is not supported here."})
+		return
+	}
+	if in.TTL != 1 && (in.TTL < 60 || in.TTL > 86400) {
+		write(w, http.StatusBadRequest, nil, msg{9021, "Invalid TTL. Must be between 60 and 86400 seconds, or 1 for Automatic."})
+		return
+	}
+	name := f.fqdn(in.Name)
+	f.mu.Lock()
+	for _, rec := range f.records {
+		if rec.Name == name {
+			f.mu.Unlock()
+			if rec.Content == in.Content {
+				write(w, http.StatusBadRequest, nil, msg{81058, "An identical record already exists."})
+			} else {
+				write(w, http.StatusBadRequest, nil, msg{81053, "An A, AAAA, or CNAME record with that host already exists."})
+			}
+			return
+		}
+	}
+	f.seq++
+	rec := record{ID: fmt.Sprintf("rec%06d", f.seq), Type: "A", Name: name, Content: in.Content, TTL: in.TTL,
+		Proxied: in.Proxied, Comment: in.Comment, CreatedOn: time.Now().UTC()}
+	f.records[rec.ID] = rec
+	f.mu.Unlock()
+	f.creates.Add(1)
+	if f.AfterCreate != nil {
+		f.AfterCreate(rec.ID)
+	}
+	write(w, http.StatusOK, rec.view(f.Zone))
+}
+
+func (f *Fake) list(w http.ResponseWriter, r *http.Request) {
+	name := r.URL.Query().Get("name")
+	typ := r.URL.Query().Get("type")
+	f.mu.Lock()
+	out := []map[string]any{}
+	for _, rec := range f.records {
+		if (name == "" || rec.Name == f.fqdn(name)) && (typ == "" || rec.Type == typ) {
+			out = append(out, rec.view(f.Zone))
+		}
+	}
+	f.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(map[string]any{"success": true, "errors": []msg{}, "messages": []msg{}, "result": out,
+		"result_info": map[string]int{"page": 1, "per_page": 100, "count": len(out), "total_count": len(out), "total_pages": 1}})
+}

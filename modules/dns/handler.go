@@ -1,0 +1,144 @@
+package dns
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/danielgtaylor/huma/v2"
+
+	"provisioner/platform/authn"
+	"provisioner/platform/httpx"
+)
+
+// Handler serves /api/me/dns* and /api/dns/records*.
+type Handler struct{ svc *Service }
+
+func init() {
+	httpx.TagDescriptions["DNS"] = "The signed-in user's A records in the DNS cell."
+	httpx.TagDescriptions["Admin: DNS records"] = "Every DNS record (role Admin)."
+}
+
+type recordBody struct {
+	_         struct{} `additionalProperties:"true"`
+	Label     string   `json:"label" minLength:"1" maxLength:"63" doc:"One DNS label: a-z, 0-9, '-', no hyphen at either end (lower-cased)." example:"myapp"`
+	Content   *string  `json:"content,omitempty" doc:"Public IPv4 the record points to; default Dns:DefaultContent." example:"203.0.113.10"`
+	RecordTTL *int     `json:"recordTtl,omitempty" doc:"1 (automatic) or 60–86400; default Dns:RecordTtl. Proxied records are sent with 1." example:"300"`
+	Proxied   *bool    `json:"proxied,omitempty" doc:"Route through the provider's proxy; default Dns:Proxied."`
+}
+
+type dnsCreateInput struct{ Body recordBody }
+
+type idInput struct {
+	ID int64 `path:"id" minimum:"1"`
+}
+
+type dnsAdminCreateInput struct {
+	Body struct {
+		recordBody
+		UserID int64 `json:"userId" minimum:"1"`
+	}
+}
+
+type dnsAdminListInput struct {
+	httpx.PageQuery
+	UserID int64  `query:"userId" minimum:"0"`
+	Status string `query:"status" enum:"Pending,Active,Failed,Revoking,Revoked"`
+}
+
+const createDoc = "The intent is stored as Pending, then the provider is called. 201 with the Active record; " +
+	"409 when the label is live in the cell or the quota `Dns:MaxRecordsPerUser` is reached; 502 when the provider " +
+	"failed — `data` is the record as stored: Failed with the provider's error in `errorMessage`, or still Pending " +
+	"(a transient failure, retried in the background)."
+
+// Register implements httpx.Routes.
+func (h *Handler) Register(api *httpx.API) {
+	tags := []string{"DNS"}
+	httpx.Register(api, httpx.Authenticated, huma.Operation{OperationID: "listMyDnsRecords", Method: http.MethodGet,
+		Path: "/api/me/dns", Tags: tags, Summary: "List my DNS records", Description: "Every state, including Failed (with its error) and Revoked."},
+		func(ctx context.Context, _ *struct{}) (*httpx.Response[[]View], error) {
+			list, err := h.svc.List(ctx, authn.FromContext(ctx).UserID)
+			if err != nil {
+				return nil, err
+			}
+			return httpx.OK("OK", list), nil
+		})
+	httpx.Register(api, httpx.Authenticated, huma.Operation{OperationID: "createMyDnsRecord", Method: http.MethodPost,
+		Path: "/api/me/dns", Tags: tags, Summary: "Create a DNS A record", Description: createDoc, DefaultStatus: http.StatusCreated,
+		Errors: []int{http.StatusConflict, http.StatusBadGateway, http.StatusServiceUnavailable}},
+		func(ctx context.Context, in *dnsCreateInput) (*httpx.Response[View], error) {
+			b := in.Body
+			return h.created(ctx, CreateInput{UserID: authn.FromContext(ctx).UserID, Label: b.Label, Content: b.Content, RecordTTL: b.RecordTTL, Proxied: b.Proxied})
+		})
+	httpx.Register(api, httpx.Authenticated, huma.Operation{OperationID: "revokeMyDnsRecord", Method: http.MethodDelete,
+		Path: "/api/me/dns/{id}", Tags: tags, Summary: "Revoke a DNS record",
+		Description: "Active → Revoking → deleted at the provider → Revoked (200). A record that never reached the provider is Revoked at once. " +
+			"502 when the provider failed: the record stays Revoking with the error and is retried in the background.",
+		Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusBadGateway}},
+		func(ctx context.Context, in *idInput) (*httpx.Response[View], error) {
+			return h.revoked(ctx, in.ID, authn.FromContext(ctx).UserID)
+		})
+
+	atags := []string{"Admin: DNS records"}
+	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "listDnsRecords", Method: http.MethodGet,
+		Path: "/api/dns/records", Tags: atags, Summary: "List DNS records"},
+		func(ctx context.Context, in *dnsAdminListInput) (*httpx.Response[httpx.Page[View]], error) {
+			p, err := h.svc.AdminList(ctx, AdminFilter{UserID: in.UserID, Status: in.Status, PageQuery: in.PageQuery})
+			if err != nil {
+				return nil, err
+			}
+			return httpx.OK("OK", p), nil
+		})
+	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "getDnsRecord", Method: http.MethodGet,
+		Path: "/api/dns/records/{id}", Tags: atags, Summary: "One DNS record", Errors: []int{http.StatusNotFound}},
+		func(ctx context.Context, in *idInput) (*httpx.Response[View], error) {
+			r, err := h.svc.get(ctx, in.ID, 0)
+			if err != nil {
+				return nil, err
+			}
+			return httpx.OK("OK", view(r)), nil
+		})
+	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "createDnsRecord", Method: http.MethodPost,
+		Path: "/api/dns/records", Tags: atags, Summary: "Create a DNS record for a user", Description: createDoc,
+		DefaultStatus: http.StatusCreated, Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusBadGateway, http.StatusServiceUnavailable}},
+		func(ctx context.Context, in *dnsAdminCreateInput) (*httpx.Response[View], error) {
+			b := in.Body
+			return h.created(ctx, CreateInput{UserID: b.UserID, Label: b.Label, Content: b.Content, RecordTTL: b.RecordTTL, Proxied: b.Proxied})
+		})
+	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "retryDnsRecord", Method: http.MethodPost,
+		Path: "/api/dns/records/{id}/retry", Tags: atags, Summary: "Retry a failed or stuck DNS record",
+		Description: "Failed → Pending, driven now; Pending or Revoking → driven now. Other states: 409.",
+		Errors:      []int{http.StatusNotFound, http.StatusConflict, http.StatusBadGateway}},
+		func(ctx context.Context, in *idInput) (*httpx.Response[View], error) {
+			r, err := h.svc.Retry(ctx, in.ID)
+			if r == nil {
+				return nil, err
+			}
+			switch r.Status {
+			case StatusActive, StatusRevoked:
+				return httpx.OK("Record "+r.Status, view(r)), nil
+			}
+			return nil, httpx.BadGateway("The DNS provider failed; the record is "+r.Status, view(r))
+		})
+}
+
+func (h *Handler) created(ctx context.Context, in CreateInput) (*httpx.Response[View], error) {
+	r, err := h.svc.Create(ctx, in)
+	if r == nil {
+		return nil, err
+	}
+	if r.Status == StatusActive {
+		return httpx.Created("DNS record created", view(r)), nil
+	}
+	return nil, httpx.BadGateway("The DNS provider failed; the record is "+r.Status, view(r))
+}
+
+func (h *Handler) revoked(ctx context.Context, id, userID int64) (*httpx.Response[View], error) {
+	r, err := h.svc.Revoke(ctx, id, userID)
+	if r == nil {
+		return nil, err
+	}
+	if r.Status == StatusRevoked {
+		return httpx.OK("DNS record revoked", view(r)), nil
+	}
+	return nil, httpx.BadGateway("The DNS provider failed; the record stays Revoking and is retried in the background", view(r))
+}

@@ -1,0 +1,64 @@
+package dns
+
+import (
+	"time"
+
+	"github.com/uptrace/bun"
+)
+
+// Statuses of a DNS record.
+const (
+	StatusPending  = "Pending"
+	StatusActive   = "Active"
+	StatusFailed   = "Failed"
+	StatusRevoking = "Revoking"
+	StatusRevoked  = "Revoked"
+)
+
+// Record is a DNS record as stored: our own trace of every state.
+type Record struct {
+	bun.BaseModel `bun:"table:dns_records,alias:r"`
+
+	ID               int64     `bun:"id,pk,autoincrement"`
+	UserID           int64     `bun:"user_id,notnull"`
+	Label            string    `bun:"label,notnull"`
+	Name             string    `bun:"name,notnull"`
+	Fqdn             string    `bun:"fqdn,notnull"`
+	Content          string    `bun:"content,notnull"`
+	RecordTTL        int       `bun:"record_ttl,notnull"`
+	Proxied          bool      `bun:"proxied,notnull"`
+	Status           string    `bun:"status,notnull"`
+	ProviderRecordID string    `bun:"provider_record_id,notnull"`
+	ErrorMessage     string    `bun:"error_message,notnull"`
+	Attempts         int       `bun:"attempts,notnull"`
+	NextAttemptAt    time.Time `bun:"next_attempt_at,notnull"`
+	LastError        string    `bun:"last_error,notnull"`
+	CreatedAt        time.Time `bun:"created_at,nullzero,notnull,default:current_timestamp"`
+	UpdatedAt        time.Time `bun:"updated_at,nullzero,notnull,default:current_timestamp"`
+}
+
+// View is a DNS record as the API shows it.
+type View struct {
+	ID               int64     `json:"id" example:"12"`
+	Label            string    `json:"label" example:"myapp"`
+	Fqdn             string    `json:"fqdn" example:"myapp.cell.example.com"`
+	Content          string    `json:"content" example:"203.0.113.10"`
+	RecordTTL        int       `json:"recordTtl" example:"1"`
+	Proxied          bool      `json:"proxied"`
+	Status           string    `json:"status" enum:"Pending,Active,Failed,Revoking,Revoked" example:"Active"`
+	ProviderRecordID string    `json:"providerRecordId" doc:"The provider's id, once created."`
+	ErrorMessage     string    `json:"errorMessage" doc:"The provider's error codes and messages of the last failure; empty when none."`
+	CreatedAt        time.Time `json:"createdAt"`
+	UpdatedAt        time.Time `json:"updatedAt"`
+	UserID           int64     `json:"userId" doc:"The owner."`
+}
+
+func view(r *Record) View {
+	msg := r.ErrorMessage
+	if msg == "" && (r.Status == StatusPending || r.Status == StatusRevoking) {
+		msg = r.LastError
+	}
+	return View{ID: r.ID, Label: r.Label, Fqdn: r.Fqdn, Content: r.Content, RecordTTL: r.RecordTTL, Proxied: r.Proxied,
+		Status: r.Status, ProviderRecordID: r.ProviderRecordID, ErrorMessage: msg, CreatedAt: r.CreatedAt.UTC(),
+		UpdatedAt: r.UpdatedAt.UTC(), UserID: r.UserID}
+}

@@ -1,0 +1,100 @@
+// Package dns is the DNS cell: A records in a Cloudflare zone, with our own trace of every state.
+// The intent is stored (Pending), the provider is called, the outcome is recorded; the background
+// finisher completes whatever a crash or a timeout left Pending or Revoking, looking the name up
+// first so nothing is created twice.
+package dns
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/uptrace/bun"
+	"go.uber.org/fx"
+
+	"provisioner/modules/dns/cloudflare"
+	"provisioner/modules/dns/migrations"
+	"provisioner/platform/audit"
+	"provisioner/platform/config"
+	"provisioner/platform/db"
+	"provisioner/platform/httpx"
+	"provisioner/platform/provision"
+	"provisioner/platform/ratelimit"
+	"provisioner/platform/summary"
+)
+
+// Module is everything the dns module contributes.
+var Module = fx.Module("dns",
+	fx.Provide(
+		newClient,
+		func(c *cloudflare.Client, a *audit.Recorder) *Provisioner { return &Provisioner{provider: c, audit: a} },
+		provision.AsProvisioner(func(p *Provisioner) *Provisioner { return p }),
+		provision.AsUserReleaser(func(p *Provisioner) *Provisioner { return p }),
+		func(d *bun.DB, cfg *config.Config, a *audit.Recorder, f *provision.Finisher) *Service {
+			return &Service{db: d, cfg: cfg.Dns, audit: a, finisher: f}
+		},
+		httpx.AsRoutes(func(s *Service) *Handler { return &Handler{svc: s} }),
+		summary.AsDashboardContributor(func(s *Service) *Summary { return &Summary{svc: s} }),
+		summary.AsCounter(func(s *Service) *Summary { return &Summary{svc: s} }),
+		db.AsMigrations(func() db.Migrations { return db.Migrations{Module: "dns", FS: migrations.FS} }),
+	),
+)
+
+// newClient builds the provider client with our own outbound budget (Dns:OutboundRate, below the
+// provider's 1,200 calls per 5 minutes), shared across replicas through Redis. When the budget is
+// spent, calls wait for the next window (queue) instead of bursting into the provider's block.
+func newClient(cfg *config.Config, rc *redis.Client, log *slog.Logger) (*cloudflare.Client, error) {
+	opts := ratelimit.Options{Prefix: cfg.Redis.KeyPrefix + ":dns", Rates: map[string]string{"DnsOutbound": cfg.Dns.OutboundRate}, Logger: log}
+	if rc != nil {
+		opts.Redis = rc
+	}
+	budget, err := ratelimit.New(opts)
+	if err != nil {
+		return nil, &config.ValidationError{Key: "Dns:OutboundRate", Reason: err.Error()}
+	}
+	key := cfg.Dns.ZoneId
+	return cloudflare.New(cloudflare.Options{
+		BaseURL: cfg.Dns.BaseUrl, ZoneID: cfg.Dns.ZoneId, Token: cfg.Dns.ApiToken,
+		Timeout: time.Duration(cfg.Dns.TimeoutSeconds) * time.Second,
+		Budget: func(ctx context.Context) error {
+			for {
+				r, err := budget.Take(ctx, "DnsOutbound", key)
+				if err != nil || !r.Reached {
+					return err
+				}
+				wait := time.Until(r.Reset)
+				if wait < 50*time.Millisecond {
+					wait = 50 * time.Millisecond
+				}
+				select {
+				case <-ctx.Done():
+					return fmt.Errorf("waiting for the DNS outbound budget: %w", ctx.Err())
+				case <-time.After(wait):
+				}
+			}
+		},
+	}), nil
+}
+
+// Summary contributes the dashboard section and the platform counts.
+type Summary struct{ svc *Service }
+
+// DashboardSection implements summary.DashboardContributor.
+func (s *Summary) DashboardSection(ctx context.Context, userID int64) (summary.Section, error) {
+	list, err := s.svc.List(ctx, userID)
+	if err != nil {
+		return summary.Section{}, err
+	}
+	return summary.Section{Key: "dnsRecords", Items: list, Total: len(list)}, nil
+}
+
+// PlatformCounts implements summary.Counter: live (Pending or Active) records, one query.
+func (s *Summary) PlatformCounts(ctx context.Context) (map[string]int64, error) {
+	n, err := s.svc.db.NewSelect().Model((*Record)(nil)).Where("status IN ('Pending', 'Active')").Count(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("count dns records: %w", err)
+	}
+	return map[string]int64{"dnsRecords": int64(n)}, nil
+}

@@ -1,0 +1,189 @@
+package dns
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/uptrace/bun"
+
+	"provisioner/modules/dns/cloudflare"
+	"provisioner/platform/audit"
+	"provisioner/platform/provision"
+)
+
+// Provider is what the provisioner needs of the DNS provider (cloudflare.Client).
+type Provider interface {
+	Create(ctx context.Context, r cloudflare.Record) (cloudflare.Record, error)
+	Delete(ctx context.Context, id string) error
+	Lookup(ctx context.Context, fqdn string) ([]cloudflare.Record, error)
+}
+
+// Provisioner creates and deletes records at the provider. Before creating it looks the name up,
+// so a record made by an attempt whose outcome was lost (a crash, a timeout) is adopted, never
+// created twice.
+type Provisioner struct {
+	provider Provider
+	audit    *audit.Recorder
+}
+
+// Kind implements provision.Provisioner.
+func (p *Provisioner) Kind() provision.Kind { return Kind }
+
+// Table implements provision.Queue.
+func (p *Provisioner) Table() string { return "dns_records" }
+
+// InFlight implements provision.Queue.
+func (p *Provisioner) InFlight() map[string]provision.Verb {
+	return map[string]provision.Verb{StatusPending: provision.VerbCreate, StatusRevoking: provision.VerbDelete}
+}
+
+func load(ctx context.Context, tx bun.IDB, id int64) (*Record, error) {
+	r := new(Record)
+	if err := tx.NewSelect().Model(r).Where("id = ?", id).Scan(ctx); err != nil {
+		return nil, fmt.Errorf("load record %d: %w", id, err)
+	}
+	return r, nil
+}
+
+// findIdentical returns the provider's record named like r with r's content, if any.
+func findIdentical(found []cloudflare.Record, r *Record) *cloudflare.Record {
+	for i, f := range found {
+		if strings.EqualFold(strings.TrimSuffix(f.Name, "."), r.Fqdn) && f.Content == r.Content {
+			return &found[i]
+		}
+	}
+	return nil
+}
+
+// Create implements provision.Provisioner.
+func (p *Provisioner) Create(ctx context.Context, req provision.CreateRequest) (provision.CreateResponse, error) {
+	r, err := load(ctx, req.Tx, req.ResourceID)
+	if err != nil {
+		return provision.CreateResponse{}, err
+	}
+	found, err := p.provider.Lookup(ctx, r.Fqdn)
+	if err != nil {
+		return provision.CreateResponse{}, p.failed(ctx, req.Tx, r, err)
+	}
+	if same := findIdentical(found, r); same != nil {
+		return p.active(ctx, req.Tx, r, same.ID, true)
+	}
+	if len(found) > 0 {
+		return provision.CreateResponse{}, p.final(ctx, req.Tx, r,
+			fmt.Sprintf("the name %s already exists at the provider with other content", r.Fqdn))
+	}
+	ttl := r.RecordTTL
+	if r.Proxied {
+		ttl = 1 // the provider manages proxied TTLs
+	}
+	created, err := p.provider.Create(ctx, cloudflare.Record{Name: r.Name, Content: r.Content, TTL: ttl, Proxied: r.Proxied,
+		Comment: fmt.Sprintf("provisioner user:%d record:%d", r.UserID, r.ID)})
+	var ae *cloudflare.APIError
+	if errors.As(err, &ae) && (ae.Has(cloudflare.CodeIdenticalRecord) || ae.Has(cloudflare.CodeRecordExists) || ae.Has(cloudflare.CodeNameExists)) {
+		// Someone (an earlier attempt of ours?) made it meanwhile: adopt it only if identical.
+		again, lerr := p.provider.Lookup(ctx, r.Fqdn)
+		if lerr == nil {
+			if same := findIdentical(again, r); same != nil {
+				return p.active(ctx, req.Tx, r, same.ID, true)
+			}
+		}
+		return provision.CreateResponse{}, p.final(ctx, req.Tx, r, ae.Error())
+	}
+	if err != nil {
+		return provision.CreateResponse{}, p.failed(ctx, req.Tx, r, err)
+	}
+	return p.active(ctx, req.Tx, r, created.ID, false)
+}
+
+func (p *Provisioner) active(ctx context.Context, tx bun.IDB, r *Record, providerID string, adopted bool) (provision.CreateResponse, error) {
+	if _, err := tx.NewUpdate().Model(r).Set("status = ?", StatusActive).Set("provider_record_id = ?", providerID).
+		Set("error_message = ''").Set("last_error = ''").Set("updated_at = now()").WherePK().Exec(ctx); err != nil {
+		return provision.CreateResponse{}, fmt.Errorf("record %d active: %w", r.ID, err)
+	}
+	if err := p.audit.RecordTx(ctx, tx, audit.Event{Action: "dns.created", UserID: audit.Int64(r.UserID), TargetType: "dnsRecord",
+		TargetID: fmt.Sprint(r.ID), Details: map[string]any{"fqdn": r.Fqdn, "content": r.Content, "providerRecordId": providerID, "adopted": adopted}}); err != nil {
+		return provision.CreateResponse{}, err
+	}
+	return provision.CreateResponse{ExternalID: providerID}, nil
+}
+
+// final records a failure no retry can fix (a 4xx): Failed with the provider's message.
+func (p *Provisioner) final(ctx context.Context, tx bun.IDB, r *Record, msg string) error {
+	if _, err := tx.NewUpdate().Model(r).Set("status = ?", StatusFailed).Set("error_message = ?", msg).
+		Set("updated_at = now()").WherePK().Exec(ctx); err != nil {
+		return fmt.Errorf("record %d failed: %w", r.ID, err)
+	}
+	return p.audit.RecordTx(ctx, tx, audit.Event{Action: "dns.failed", UserID: audit.Int64(r.UserID), TargetType: "dnsRecord",
+		TargetID: fmt.Sprint(r.ID), Details: map[string]any{"fqdn": r.Fqdn, "error": msg}})
+}
+
+// failed turns a provider error into the verb's answer: final for a 4xx, a retry otherwise.
+func (p *Provisioner) failed(ctx context.Context, tx bun.IDB, r *Record, err error) error {
+	if cloudflare.Transient(err) {
+		return err // the finisher records the attempt and retries with backoff
+	}
+	return p.final(ctx, tx, r, err.Error())
+}
+
+// Delete implements provision.Provisioner: the provider record (found by id, or by lookup when
+// the create's outcome was never recorded) is deleted, then the row is Revoked.
+func (p *Provisioner) Delete(ctx context.Context, req provision.DeleteRequest) (provision.DeleteResponse, error) {
+	r, err := load(ctx, req.Tx, req.ResourceID)
+	if err != nil {
+		return provision.DeleteResponse{}, err
+	}
+	ids := []string{}
+	if r.ProviderRecordID != "" {
+		ids = append(ids, r.ProviderRecordID)
+	} else {
+		found, err := p.provider.Lookup(ctx, r.Fqdn)
+		if err != nil {
+			return provision.DeleteResponse{}, err
+		}
+		if same := findIdentical(found, r); same != nil {
+			ids = append(ids, same.ID)
+		}
+	}
+	for _, id := range ids {
+		if err := p.provider.Delete(ctx, id); err != nil {
+			if _, uerr := req.Tx.NewUpdate().Model(r).Set("error_message = ?", err.Error()).WherePK().Exec(ctx); uerr != nil {
+				return provision.DeleteResponse{}, uerr
+			}
+			return provision.DeleteResponse{}, err
+		}
+	}
+	if _, err := req.Tx.NewUpdate().Model(r).Set("status = ?", StatusRevoked).Set("error_message = ''").Set("last_error = ''").
+		Set("updated_at = now()").WherePK().Exec(ctx); err != nil {
+		return provision.DeleteResponse{}, fmt.Errorf("record %d revoked: %w", r.ID, err)
+	}
+	return provision.DeleteResponse{}, nil
+}
+
+// GiveUp marks a record that could not be created Failed with its last error. Revocations are
+// never given up: they keep being retried at the capped backoff.
+func (p *Provisioner) GiveUp(ctx context.Context, tx bun.IDB, id int64, lastErr error) error {
+	_, err := tx.NewUpdate().Model((*Record)(nil)).Set("status = ?", StatusFailed).Set("error_message = ?", lastErr.Error()).
+		Set("updated_at = now()").Where("id = ?", id).Where("status = ?", StatusPending).Exec(ctx)
+	return err
+}
+
+// ReleaseUser marks a deleted user's live records for revocation; failed ones are revoked at once.
+func (p *Provisioner) ReleaseUser(ctx context.Context, tx bun.IDB, userID int64) error {
+	if _, err := tx.NewUpdate().Model((*Record)(nil)).Set("status = ?", StatusRevoking).Set("attempts = 0").
+		Set("next_attempt_at = now()").Set("updated_at = now()").
+		Where("user_id = ?", userID).Where("status IN (?)", bun.In([]string{StatusPending, StatusActive})).Exec(ctx); err != nil {
+		return fmt.Errorf("release records of user %d: %w", userID, err)
+	}
+	_, err := tx.NewUpdate().Model((*Record)(nil)).Set("status = ?", StatusRevoked).Set("updated_at = now()").
+		Where("user_id = ?", userID).Where("status = ?", StatusFailed).Exec(ctx)
+	return err
+}
+
+var (
+	_ provision.Provisioner  = (*Provisioner)(nil)
+	_ provision.Queue        = (*Provisioner)(nil)
+	_ provision.GiveUpper    = (*Provisioner)(nil)
+	_ provision.UserReleaser = (*Provisioner)(nil)
+)

@@ -1,0 +1,254 @@
+package dns
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/uptrace/bun"
+	"github.com/uptrace/bun/driver/pgdriver"
+
+	"provisioner/platform/audit"
+	"provisioner/platform/config"
+	"provisioner/platform/httpx"
+	"provisioner/platform/provision"
+)
+
+// Kind is the provisioner kind of DNS records.
+const Kind provision.Kind = "dns"
+
+// Service manages the DNS cell's records: intent stored, provider called, outcome recorded.
+type Service struct {
+	db       *bun.DB
+	cfg      config.Dns
+	audit    *audit.Recorder
+	finisher *provision.Finisher
+}
+
+// CreateInput is a request for a record; nil fields take the configured defaults.
+type CreateInput struct {
+	UserID    int64
+	Label     string
+	Content   *string
+	RecordTTL *int
+	Proxied   *bool
+}
+
+func (s *Service) configured() bool {
+	return s.cfg.ZoneId != "" && s.cfg.ApiToken != "" && s.cfg.BaseUrl != ""
+}
+
+// names returns the provider name and the fqdn of label.
+func (s *Service) names(label string) (name, fqdn string) {
+	name = label
+	if sub := strings.Trim(s.cfg.CellSubdomain, "."); sub != "" {
+		name = label + "." + sub
+	}
+	fqdn = name
+	if zone := strings.Trim(s.cfg.ZoneName, "."); zone != "" {
+		fqdn = name + "." + zone
+	}
+	return strings.ToLower(name), strings.ToLower(fqdn)
+}
+
+// Create validates, stores the Pending intent and drives it once. It returns the record as it
+// then stands and the attempt's error (nil when it ended Active or Failed).
+func (s *Service) Create(ctx context.Context, in CreateInput) (*Record, error) {
+	content := s.cfg.DefaultContent
+	if in.Content != nil {
+		content = strings.TrimSpace(*in.Content)
+	}
+	ttl := s.cfg.RecordTtl
+	if in.RecordTTL != nil {
+		ttl = *in.RecordTTL
+	}
+	proxied := s.cfg.Proxied
+	if in.Proxied != nil {
+		proxied = *in.Proxied
+	}
+	label, err := validate(in.Label, content, ttl)
+	if err != nil {
+		return nil, err
+	}
+	if !s.configured() {
+		return nil, httpx.Unavailable("The DNS cell is not configured (Dns:ZoneId, Dns:ApiToken)")
+	}
+	name, fqdn := s.names(label)
+	rec := &Record{UserID: in.UserID, Label: label, Name: name, Fqdn: fqdn, Content: content, RecordTTL: ttl,
+		Proxied: proxied, Status: StatusPending}
+	err = s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		var live bool
+		if err := tx.NewSelect().Table("users").ColumnExpr("deleted_at IS NULL").Where("id = ?", in.UserID).
+			For("UPDATE").Scan(ctx, &live); err != nil || !live {
+			return httpx.NotFound("User not found")
+		}
+		n, err := tx.NewSelect().Model((*Record)(nil)).Where("user_id = ?", in.UserID).
+			Where("status IN (?)", bun.In([]string{StatusPending, StatusActive, StatusRevoking})).Count(ctx)
+		if err != nil {
+			return fmt.Errorf("count records: %w", err)
+		}
+		if n >= int64(s.cfg.MaxRecordsPerUser) {
+			return httpx.Conflict(fmt.Sprintf("Quota reached: at most %d DNS records per user", s.cfg.MaxRecordsPerUser))
+		}
+		if _, err := tx.NewInsert().Model(rec).Returning("*").Exec(ctx); err != nil {
+			if isUniqueViolation(err) {
+				return httpx.Conflict(fmt.Sprintf("The label %q is already in use in this cell", label))
+			}
+			return fmt.Errorf("store record intent: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return s.drive(ctx, rec.ID)
+}
+
+func (s *Service) drive(ctx context.Context, id int64) (*Record, error) {
+	driveErr := s.finisher.Drive(ctx, Kind, id)
+	if errors.Is(driveErr, provision.ErrNotInFlight) {
+		driveErr = nil
+	}
+	out, err := s.get(context.WithoutCancel(ctx), id, 0)
+	if err != nil {
+		return nil, err
+	}
+	return out, driveErr
+}
+
+func (s *Service) get(ctx context.Context, id, userID int64) (*Record, error) {
+	r := new(Record)
+	q := s.db.NewSelect().Model(r).Where("id = ?", id)
+	if userID != 0 {
+		q = q.Where("user_id = ?", userID)
+	}
+	if err := q.Scan(ctx); err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil, httpx.NotFound("DNS record not found")
+		}
+		return nil, fmt.Errorf("load record %d: %w", id, err)
+	}
+	return r, nil
+}
+
+// List returns the user's records, newest last.
+func (s *Service) List(ctx context.Context, userID int64) ([]View, error) {
+	var rows []Record
+	if err := s.db.NewSelect().Model(&rows).Where("user_id = ?", userID).OrderExpr("id").Scan(ctx); err != nil {
+		return nil, fmt.Errorf("list records: %w", err)
+	}
+	out := make([]View, len(rows))
+	for i := range rows {
+		out[i] = view(&rows[i])
+	}
+	return out, nil
+}
+
+// Revoke deletes a record at the provider: Active/Pending → Revoking → Revoked. A record that
+// never reached the provider (Failed) is Revoked at once. It returns the record as it then stands
+// and the attempt's error (the record stays Revoking for the finisher).
+func (s *Service) Revoke(ctx context.Context, id, userID int64) (*Record, error) {
+	var immediate bool
+	err := s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		r := new(Record)
+		q := tx.NewSelect().Model(r).Where("id = ?", id).For("UPDATE")
+		if userID != 0 {
+			q = q.Where("user_id = ?", userID)
+		}
+		if err := q.Scan(ctx); err != nil {
+			if errors.Is(err, sql.ErrNoRows) {
+				return httpx.NotFound("DNS record not found")
+			}
+			return fmt.Errorf("lock record %d: %w", id, err)
+		}
+		switch r.Status {
+		case StatusRevoked:
+			return httpx.Conflict("The record is already revoked")
+		case StatusRevoking:
+			return nil
+		case StatusFailed:
+			immediate = true
+			if _, err := tx.NewUpdate().Model(r).Set("status = ?", StatusRevoked).Set("updated_at = now()").WherePK().Exec(ctx); err != nil {
+				return err
+			}
+		default:
+			if _, err := tx.NewUpdate().Model(r).Set("status = ?", StatusRevoking).Set("attempts = 0").
+				Set("next_attempt_at = now()").Set("updated_at = now()").WherePK().Exec(ctx); err != nil {
+				return err
+			}
+		}
+		return s.audit.RecordTx(ctx, tx, audit.Event{Action: "dns.revoked", UserID: audit.Int64(r.UserID),
+			TargetType: "dnsRecord", TargetID: fmt.Sprint(id), Details: map[string]any{"fqdn": r.Fqdn}})
+	})
+	if err != nil {
+		return nil, err
+	}
+	if immediate {
+		return s.get(ctx, id, 0)
+	}
+	return s.drive(ctx, id)
+}
+
+// Retry sends a Failed record through provisioning again, or drives a Revoking one now.
+func (s *Service) Retry(ctx context.Context, id int64) (*Record, error) {
+	r, err := s.get(ctx, id, 0)
+	if err != nil {
+		return nil, err
+	}
+	switch r.Status {
+	case StatusFailed:
+		res, err := s.db.NewUpdate().Model(r).Set("status = ?", StatusPending).Set("attempts = 0").Set("error_message = ''").
+			Set("next_attempt_at = now()").Set("updated_at = now()").WherePK().Where("status = ?", StatusFailed).Exec(ctx)
+		if err != nil {
+			if isUniqueViolation(err) {
+				return nil, httpx.Conflict("The label is in use by another live record")
+			}
+			return nil, err
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return nil, httpx.Conflict("The record changed meanwhile; reload it")
+		}
+	case StatusPending, StatusRevoking:
+		if _, err := s.db.NewUpdate().Model(r).Set("next_attempt_at = now()").WherePK().Exec(ctx); err != nil {
+			return nil, err
+		}
+	default:
+		return nil, httpx.Conflict(fmt.Sprintf("A %s record has nothing to retry", r.Status))
+	}
+	return s.drive(ctx, id)
+}
+
+// AdminFilter narrows the administrators' list.
+type AdminFilter struct {
+	UserID int64
+	Status string
+	httpx.PageQuery
+}
+
+// AdminList pages through every record.
+func (s *Service) AdminList(ctx context.Context, f AdminFilter) (httpx.Page[View], error) {
+	var rows []Record
+	q := s.db.NewSelect().Model(&rows)
+	if f.UserID > 0 {
+		q = q.Where("user_id = ?", f.UserID)
+	}
+	if f.Status != "" {
+		q = q.Where("status = ?", f.Status)
+	}
+	total, err := q.OrderExpr("created_at DESC, id DESC").Limit(f.Limit()).Offset(f.Offset()).ScanAndCount(ctx)
+	if err != nil {
+		return httpx.Page[View]{}, fmt.Errorf("list records: %w", err)
+	}
+	out := make([]View, len(rows))
+	for i := range rows {
+		out[i] = view(&rows[i])
+	}
+	return httpx.NewPage(f.PageQuery, out, total), nil
+}
+
+func isUniqueViolation(err error) bool {
+	var pgErr pgdriver.Error
+	return errors.As(err, &pgErr) && pgErr.Field('C') == "23505"
+}
