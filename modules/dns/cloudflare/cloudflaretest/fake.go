@@ -36,9 +36,17 @@ type Fake struct {
 	creates   atomic.Int64
 	Delay     time.Duration // every answer this late
 	RandFault func() *Fault // called per request when set; nil result = no fault
-	// AfterCreate, when set, runs after a record was stored and before the answer is written
-	// (e.g. to simulate a crash: the client never sees the answer).
-	AfterCreate func(id string)
+	afterCreate atomic.Pointer[func(id string)]
+}
+
+// SetAfterCreate sets a hook run after a record was stored and before the answer is written
+// (e.g. to simulate a crash: the client never sees the answer); nil removes it.
+func (f *Fake) SetAfterCreate(h func(id string)) {
+	if h == nil {
+		f.afterCreate.Store(nil)
+		return
+	}
+	f.afterCreate.Store(&h)
 }
 
 type record struct {
@@ -231,8 +239,8 @@ func (f *Fake) create(w http.ResponseWriter, r *http.Request) {
 	f.records[rec.ID] = rec
 	f.mu.Unlock()
 	f.creates.Add(1)
-	if f.AfterCreate != nil {
-		f.AfterCreate(rec.ID)
+	if h := f.afterCreate.Load(); h != nil {
+		(*h)(rec.ID)
 	}
 	write(w, http.StatusOK, rec.view(f.Zone))
 }

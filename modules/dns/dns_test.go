@@ -1,0 +1,409 @@
+package dns_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"provisioner/modules/dns"
+	"provisioner/modules/dns/cloudflare/cloudflaretest"
+	"provisioner/platform/testutil"
+	"provisioner/platform/testutil/apptest"
+)
+
+func TestMain(m *testing.M) { testutil.Main(m) }
+
+const token = "cf-test-token-never-logged"
+
+type rec struct {
+	ID               int64  `json:"id"`
+	Label            string `json:"label"`
+	Fqdn             string `json:"fqdn"`
+	Content          string `json:"content"`
+	RecordTTL        int    `json:"recordTtl"`
+	Proxied          bool   `json:"proxied"`
+	Status           string `json:"status"`
+	ProviderRecordID string `json:"providerRecordId"`
+	ErrorMessage     string `json:"errorMessage"`
+}
+
+func setup(t *testing.T, extra map[string]any) (*apptest.App, *cloudflaretest.Fake) {
+	t.Helper()
+	fake := cloudflaretest.New("zone123", token, "example.com")
+	t.Cleanup(fake.Close)
+	kv := map[string]any{"Dns:BaseUrl": fake.URL, "Dns:ZoneId": "zone123", "Dns:ApiToken": token, "Dns:ZoneName": "example.com",
+		"Dns:CellSubdomain": "cell", "Dns:DefaultContent": "203.0.113.10", "Dns:TimeoutSeconds": 1, "RateLimit:Register": "1000-M"}
+	for k, v := range extra {
+		kv[k] = v
+	}
+	a := apptest.Start(t, apptest.With(kv))
+	// Tests share the package database: rows a test leaves in flight must not be driven by the
+	// next test's finisher against its own fake provider.
+	t.Cleanup(func() {
+		_, _ = a.DB.Exec("UPDATE dns_records SET status = 'Failed' WHERE status = 'Pending'")
+		_, _ = a.DB.Exec("UPDATE dns_records SET status = 'Revoked' WHERE status = 'Revoking'")
+	})
+	return a, fake
+}
+
+func label() string { return "app-" + testutil.RandomSuffix() }
+
+func TestCreateListRevoke(t *testing.T) {
+	a, fake := setup(t, nil)
+	u := a.Register(t)
+	l := label()
+	r := a.Post("/api/me/dns", u.Token, map[string]any{"label": strings.ToUpper(l), "recordTtl": 300})
+	require.Equal(t, http.StatusCreated, r.Status, string(r.Raw))
+	var got rec
+	r.Decode(t, &got)
+	assert.Equal(t, "Active", got.Status)
+	assert.Equal(t, l, got.Label, "lower-cased")
+	assert.Equal(t, l+".cell.example.com", got.Fqdn)
+	assert.Equal(t, "203.0.113.10", got.Content, "Dns:DefaultContent")
+	assert.NotEmpty(t, got.ProviderRecordID)
+	stored := fake.Records()[got.ProviderRecordID]
+	assert.Equal(t, l+".cell.example.com", stored.Name)
+	assert.Equal(t, 300, stored.TTL)
+	assert.Contains(t, stored.Comment, fmt.Sprintf("user:%d", u.ID), "the owner is named in the provider's dashboard")
+
+	// Proxied records go with ttl 1.
+	r = a.Post("/api/me/dns", u.Token, map[string]any{"label": label(), "content": "198.51.100.7", "recordTtl": 600, "proxied": true})
+	require.Equal(t, http.StatusCreated, r.Status)
+	var prox rec
+	r.Decode(t, &prox)
+	assert.Equal(t, 1, fake.Records()[prox.ProviderRecordID].TTL)
+	assert.True(t, fake.Records()[prox.ProviderRecordID].Proxied)
+
+	list := a.Get("/api/me/dns", u.Token)
+	var items []rec
+	list.Decode(t, &items)
+	assert.Len(t, items, 2)
+	assert.NotContains(t, string(list.Raw), token)
+
+	other := a.Register(t)
+	assert.Equal(t, http.StatusNotFound, a.Do(apptest.Request{Method: "DELETE", Path: fmt.Sprintf("/api/me/dns/%d", got.ID), Token: other.Token}).Status)
+
+	r = a.Do(apptest.Request{Method: "DELETE", Path: fmt.Sprintf("/api/me/dns/%d", got.ID), Token: u.Token})
+	require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
+	r.Decode(t, &got)
+	assert.Equal(t, "Revoked", got.Status)
+	assert.NotContains(t, fake.Records(), got.ProviderRecordID, "deleted at the provider")
+	assert.Equal(t, http.StatusConflict, a.Do(apptest.Request{Method: "DELETE", Path: fmt.Sprintf("/api/me/dns/%d", got.ID), Token: u.Token}).Status)
+
+	// The label is free again once revoked.
+	r = a.Post("/api/me/dns", u.Token, map[string]any{"label": l})
+	assert.Equal(t, http.StatusCreated, r.Status)
+
+	var actions []string
+	rows, err := a.DB.Query("SELECT action FROM audit_events WHERE user_id = ? AND action LIKE 'dns.%' ORDER BY id", u.ID)
+	require.NoError(t, err)
+	for rows.Next() {
+		var s string
+		require.NoError(t, rows.Scan(&s))
+		actions = append(actions, s)
+	}
+	rows.Close()
+	assert.Equal(t, []string{"dns.created", "dns.created", "dns.revoked", "dns.created"}, actions)
+}
+
+func TestValidation(t *testing.T) {
+	a, fake := setup(t, map[string]any{"Dns:DefaultContent": ""})
+	u := a.Register(t)
+	cases := []struct {
+		name   string
+		body   map[string]any
+		fields []string
+	}{
+		{"hyphen at end", map[string]any{"label": "bad-", "content": "203.0.113.1"}, []string{"label"}},
+		{"dot", map[string]any{"label": "a.b", "content": "203.0.113.1"}, []string{"label"}},
+		{"too long", map[string]any{"label": strings.Repeat("a", 64), "content": "203.0.113.1"}, []string{"label"}},
+		{"underscore", map[string]any{"label": "a_b", "content": "203.0.113.1"}, []string{"label"}},
+		{"no content and no default", map[string]any{"label": "ok"}, []string{"content"}},
+		{"ipv6", map[string]any{"label": "ok", "content": "2001:db8::1"}, []string{"content"}},
+		{"loopback", map[string]any{"label": "ok", "content": "127.0.0.1"}, []string{"content"}},
+		{"unspecified", map[string]any{"label": "ok", "content": "0.0.0.0"}, []string{"content"}},
+		{"link-local", map[string]any{"label": "ok", "content": "169.254.1.1"}, []string{"content"}},
+		{"multicast", map[string]any{"label": "ok", "content": "224.0.0.1"}, []string{"content"}},
+		{"broadcast", map[string]any{"label": "ok", "content": "255.255.255.255"}, []string{"content"}},
+		{"not an ip", map[string]any{"label": "ok", "content": "example.com"}, []string{"content"}},
+		{"leading zeros", map[string]any{"label": "ok", "content": "203.000.113.1"}, []string{"content"}},
+		{"ttl 30", map[string]any{"label": "ok", "content": "203.0.113.1", "recordTtl": 30}, []string{"recordTtl"}},
+		{"ttl too big", map[string]any{"label": "ok", "content": "203.0.113.1", "recordTtl": 86401}, []string{"recordTtl"}},
+		{"all at once", map[string]any{"label": "-", "content": "10", "recordTtl": 2}, []string{"label", "content", "recordTtl"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := a.Post("/api/me/dns", u.Token, tc.body)
+			require.Equal(t, http.StatusBadRequest, r.Status, string(r.Raw))
+			assert.ElementsMatch(t, tc.fields, r.Fields(), string(r.Raw))
+		})
+	}
+	assert.Zero(t, fake.Calls(), "bad input never reaches the provider")
+	var n int
+	require.NoError(t, a.DB.QueryRow("SELECT count(*) FROM dns_records WHERE user_id = ?", u.ID).Scan(&n))
+	assert.Zero(t, n, "nothing half-written")
+}
+
+func TestDuplicateLabelAndQuota(t *testing.T) {
+	a, _ := setup(t, map[string]any{"Dns:MaxRecordsPerUser": 2})
+	u, v := a.Register(t), a.Register(t)
+	l := label()
+	require.Equal(t, http.StatusCreated, a.Post("/api/me/dns", u.Token, map[string]any{"label": l}).Status)
+	assert.Equal(t, http.StatusConflict, a.Post("/api/me/dns", v.Token, map[string]any{"label": l}).Status, "a live label in the cell")
+	require.Equal(t, http.StatusCreated, a.Post("/api/me/dns", u.Token, map[string]any{"label": label()}).Status)
+	assert.Equal(t, http.StatusConflict, a.Post("/api/me/dns", u.Token, map[string]any{"label": label()}).Status, "quota")
+}
+
+func TestProviderFailureIsStoredAndListed(t *testing.T) {
+	a, fake := setup(t, nil)
+	u := a.Register(t)
+	// Another party already holds the name with other content: final, stored.
+	l := label()
+	fake.Put(l+".cell", "192.0.2.55")
+	r := a.Post("/api/me/dns", u.Token, map[string]any{"label": l})
+	require.Equal(t, http.StatusBadGateway, r.Status, string(r.Raw))
+	var got rec
+	r.Decode(t, &got)
+	assert.Equal(t, "Failed", got.Status)
+	assert.Contains(t, got.ErrorMessage, "already exists")
+	assert.False(t, r.Env.Success)
+
+	// A 4xx answer from the provider is final, with its code and message stored.
+	fake.Fail(cloudflaretest.Fault{Status: 400, Method: "POST"})
+	r = a.Post("/api/me/dns", u.Token, map[string]any{"label": label()})
+	require.Equal(t, http.StatusBadGateway, r.Status)
+	r.Decode(t, &got)
+	assert.Equal(t, "Failed", got.Status)
+	assert.Contains(t, got.ErrorMessage, "[10000]")
+
+	var list []rec
+	a.Get("/api/me/dns", u.Token).Decode(t, &list)
+	failed := 0
+	for _, x := range list {
+		if x.Status == "Failed" {
+			failed++
+			assert.NotEmpty(t, x.ErrorMessage)
+		}
+	}
+	assert.Equal(t, 2, failed)
+
+	// A Failed record never reached the provider: revoked at once, no provider call.
+	calls := fake.Calls()
+	r = a.Do(apptest.Request{Method: "DELETE", Path: fmt.Sprintf("/api/me/dns/%d", got.ID), Token: u.Token})
+	require.Equal(t, http.StatusOK, r.Status)
+	assert.Contains(t, string(r.Raw), `"status":"Revoked"`)
+	assert.Equal(t, calls, fake.Calls())
+}
+
+func TestTransientFailuresRetriedWithRetryAfter(t *testing.T) {
+	a, fake := setup(t, nil)
+	u := a.Register(t)
+	// Inside one attempt: a 503 then a 429 with Retry-After: 1 are retried, then it succeeds.
+	fake.Fail(cloudflaretest.Fault{Status: 503, Method: "POST"}, cloudflaretest.Fault{Status: 429, RetryAfter: 1, Method: "POST"})
+	start := time.Now()
+	r := a.Post("/api/me/dns", u.Token, map[string]any{"label": label()})
+	require.Equal(t, http.StatusCreated, r.Status, string(r.Raw))
+	assert.GreaterOrEqual(t, time.Since(start), time.Second, "Retry-After was honoured")
+	assert.EqualValues(t, 1, fake.Creates())
+
+	// Still failing after the call's retries: 502, record Pending with the error, finished later.
+	fake.Fail(cloudflaretest.Fault{Status: 500, Method: "POST"}, cloudflaretest.Fault{Status: 500, Method: "POST"}, cloudflaretest.Fault{Status: 500, Method: "POST"})
+	r = a.Post("/api/me/dns", u.Token, map[string]any{"label": label()})
+	require.Equal(t, http.StatusBadGateway, r.Status, string(r.Raw))
+	var got rec
+	r.Decode(t, &got)
+	assert.Equal(t, "Pending", got.Status)
+	assert.Contains(t, got.ErrorMessage, "500")
+	_, err := a.DB.Exec("UPDATE dns_records SET next_attempt_at = now() WHERE id = ?", got.ID)
+	require.NoError(t, err)
+	a.Settle(5 * time.Second)
+	var status string
+	require.NoError(t, a.DB.QueryRow("SELECT status FROM dns_records WHERE id = ?", got.ID).Scan(&status))
+	assert.Equal(t, "Active", status)
+
+	// A timeout (slow provider) is transient too.
+	fake.Fail(cloudflaretest.Fault{Delay: 1500 * time.Millisecond, Status: 200, Method: "GET"},
+		cloudflaretest.Fault{Delay: 1500 * time.Millisecond, Status: 200, Method: "GET"},
+		cloudflaretest.Fault{Delay: 1500 * time.Millisecond, Status: 200, Method: "GET"})
+	r = a.Post("/api/me/dns", u.Token, map[string]any{"label": label()})
+	assert.Equal(t, http.StatusBadGateway, r.Status)
+	r.Decode(t, &got)
+	assert.Equal(t, "Pending", got.Status)
+}
+
+func TestRevokeFailureStaysRevokingForTheFinisher(t *testing.T) {
+	a, fake := setup(t, nil)
+	u := a.Register(t)
+	r := a.Post("/api/me/dns", u.Token, map[string]any{"label": label()})
+	require.Equal(t, http.StatusCreated, r.Status)
+	var got rec
+	r.Decode(t, &got)
+	fake.Fail(cloudflaretest.Fault{Status: 502, Method: "DELETE"}, cloudflaretest.Fault{Status: 502, Method: "DELETE"}, cloudflaretest.Fault{Status: 502, Method: "DELETE"})
+	r = a.Do(apptest.Request{Method: "DELETE", Path: fmt.Sprintf("/api/me/dns/%d", got.ID), Token: u.Token})
+	require.Equal(t, http.StatusBadGateway, r.Status, string(r.Raw))
+	r.Decode(t, &got)
+	assert.Equal(t, "Revoking", got.Status)
+	assert.NotEmpty(t, got.ErrorMessage)
+	assert.Contains(t, fake.Records(), got.ProviderRecordID)
+
+	_, err := a.DB.Exec("UPDATE dns_records SET next_attempt_at = now() WHERE id = ?", got.ID)
+	require.NoError(t, err)
+	a.Settle(5 * time.Second)
+	var status string
+	require.NoError(t, a.DB.QueryRow("SELECT status FROM dns_records WHERE id = ?", got.ID).Scan(&status))
+	assert.Equal(t, "Revoked", status)
+	assert.NotContains(t, fake.Records(), got.ProviderRecordID)
+}
+
+// TestCrashAfterTheCallAdoptsTheRecord: the provider created the record but the process died
+// before recording the outcome; the finisher looks the name up and adopts it, never creating a
+// second one.
+func TestCrashAfterTheCallAdoptsTheRecord(t *testing.T) {
+	a, fake := setup(t, nil)
+	u := a.Register(t)
+	l := label()
+	// The "crash": the provider stores the record, but its answer never arrives (the call times
+	// out). The retry finds the identical record (81058), looks it up and adopts it.
+	fake.SetAfterCreate(func(string) { time.Sleep(1500 * time.Millisecond) })
+	r := a.Post("/api/me/dns", u.Token, map[string]any{"label": l})
+	fake.SetAfterCreate(nil)
+	require.Equal(t, http.StatusCreated, r.Status, string(r.Raw))
+	var got rec
+	r.Decode(t, &got)
+	assert.Equal(t, "Active", got.Status)
+	assert.EqualValues(t, 1, fake.Creates(), "nothing created twice: %v", fake.Records())
+	assert.Contains(t, fake.Records(), got.ProviderRecordID, "the existing record was adopted")
+	var adopted bool
+	require.NoError(t, a.DB.QueryRow("SELECT (details->>'adopted')::bool FROM audit_events WHERE action = 'dns.created' AND target_id = ?", fmt.Sprint(got.ID)).Scan(&adopted))
+	assert.True(t, adopted)
+
+	// The outcome lost after the call (row still Pending): the finisher looks up and adopts.
+	_, err := a.DB.Exec("UPDATE dns_records SET status = 'Pending', provider_record_id = '', next_attempt_at = now() WHERE id = ?", got.ID)
+	require.NoError(t, err)
+	a.Settle(5 * time.Second)
+	var status, providerID string
+	require.NoError(t, a.DB.QueryRow("SELECT status, provider_record_id FROM dns_records WHERE id = ?", got.ID).Scan(&status, &providerID))
+	assert.Equal(t, "Active", status)
+	assert.Equal(t, got.ProviderRecordID, providerID)
+	assert.EqualValues(t, 1, fake.Creates(), "nothing created twice")
+
+	// A row left Pending by a crash before the call: the finisher creates it once.
+	_, err = a.DB.Exec(`INSERT INTO dns_records (user_id, label, name, fqdn, content, record_ttl, status)
+		VALUES (?, ?, ?, ?, '203.0.113.77', 1, 'Pending')`, u.ID, "crash-"+l, "crash-"+l+".cell", "crash-"+l+".cell.example.com")
+	require.NoError(t, err)
+	a.Settle(5 * time.Second)
+	assert.EqualValues(t, 2, fake.Creates())
+	a.Settle(time.Second)
+	assert.EqualValues(t, 2, fake.Creates())
+}
+
+func TestConcurrentCreatesNeverDuplicate(t *testing.T) {
+	a, fake := setup(t, map[string]any{"Dns:MaxRecordsPerUser": 100})
+	users := make([]apptest.User, 10)
+	for i := range users {
+		users[i] = a.Register(t)
+	}
+	var wg sync.WaitGroup
+	statuses := make(chan int, 60)
+	for i := 0; i < 50; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			statuses <- a.Post("/api/me/dns", users[i%10].Token, map[string]any{"label": fmt.Sprintf("c%d-%s", i, testutil.RandomSuffix())}).Status
+		}(i)
+	}
+	same := label()
+	for i := 0; i < 10; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			statuses <- a.Post("/api/me/dns", users[i].Token, map[string]any{"label": same}).Status
+		}(i)
+	}
+	wg.Wait()
+	close(statuses)
+	counts := map[int]int{}
+	for s := range statuses {
+		counts[s]++
+	}
+	assert.Equal(t, 51, counts[http.StatusCreated], "50 distinct labels and one winner of the shared label")
+	assert.Equal(t, 9, counts[http.StatusConflict])
+
+	rows, err := a.DB.Query("SELECT provider_record_id FROM dns_records WHERE status = 'Active'")
+	require.NoError(t, err)
+	active := map[string]bool{}
+	for rows.Next() {
+		var id string
+		require.NoError(t, rows.Scan(&id))
+		active[id] = true
+	}
+	rows.Close()
+	provider := fake.Records()
+	assert.Equal(t, len(active), len(provider), "exactly one provider record per Active row")
+	for id := range provider {
+		assert.True(t, active[id], "provider record %s has its row", id)
+	}
+}
+
+func TestAdminRoutesAndUserDeletion(t *testing.T) {
+	a, fake := setup(t, nil)
+	admin := a.AdminToken(t)
+	u := a.Register(t)
+	r := a.Post("/api/dns/records", admin, map[string]any{"userId": u.ID, "label": label(), "content": "198.51.100.20"})
+	require.Equal(t, http.StatusCreated, r.Status, string(r.Raw))
+	var got rec
+	r.Decode(t, &got)
+
+	fake.Fail(cloudflaretest.Fault{Status: 400, Method: "POST"})
+	r = a.Post("/api/dns/records", admin, map[string]any{"userId": u.ID, "label": label()})
+	require.Equal(t, http.StatusBadGateway, r.Status)
+	var failed rec
+	r.Decode(t, &failed)
+	r = a.Post(fmt.Sprintf("/api/dns/records/%d/retry", failed.ID), admin, nil)
+	require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
+	assert.Contains(t, string(r.Raw), `"status":"Active"`)
+	assert.Equal(t, http.StatusConflict, a.Post(fmt.Sprintf("/api/dns/records/%d/retry", failed.ID), admin, nil).Status)
+
+	r = a.Get(fmt.Sprintf("/api/dns/records?userId=%d&status=Active", u.ID), admin)
+	require.Equal(t, http.StatusOK, r.Status)
+	assert.Contains(t, string(r.Raw), `"totalCount":2`)
+	assert.Equal(t, http.StatusOK, a.Get(fmt.Sprintf("/api/dns/records/%d", got.ID), admin).Status)
+	assert.Equal(t, http.StatusForbidden, a.Get("/api/dns/records", u.Token).Status)
+
+	r = a.Do(apptest.Request{Method: "DELETE", Path: fmt.Sprintf("/api/users/%d", u.ID), Token: admin})
+	require.Equal(t, http.StatusOK, r.Status)
+	a.Settle(5 * time.Second)
+	assert.Empty(t, fake.Records(), "a deleted user's records are revoked at the provider")
+}
+
+func TestOutboundBudgetQueuesInsteadOfBursting(t *testing.T) {
+	a, fake := setup(t, map[string]any{"Dns:OutboundRate": "4-S", "Dns:MaxRecordsPerUser": 50})
+	u := a.Register(t)
+	start := time.Now()
+	for i := 0; i < 4; i++ { // 8 provider calls: lookup + create each
+		require.Equal(t, http.StatusCreated, a.Post("/api/me/dns", u.Token, map[string]any{"label": label()}).Status)
+	}
+	assert.GreaterOrEqual(t, time.Since(start), time.Second, "the calls past the budget waited for the next window")
+	assert.EqualValues(t, 8, fake.Calls())
+}
+
+func TestValidators(t *testing.T) {
+	for _, ok := range []string{"a", "a-b", "0", strings.Repeat("x", 63)} {
+		_, valid := dns.NormalizeLabel(ok)
+		assert.True(t, valid, ok)
+	}
+	for _, bad := range []string{"", "-a", "a-", "a.b", "ä", strings.Repeat("x", 64)} {
+		_, valid := dns.NormalizeLabel(bad)
+		assert.False(t, valid, bad)
+	}
+	assert.True(t, dns.ValidContent("8.8.8.8"))
+	assert.False(t, dns.ValidContent("::ffff:8.8.8.8"))
+	_ = context.Background()
+}
