@@ -32,10 +32,10 @@ type Fake struct {
 	seq     int
 	faults  []Fault
 	// FaultRate, when > 0, fails that fraction of calls with a random fault of FaultMix.
-	calls     atomic.Int64
-	creates   atomic.Int64
-	Delay     time.Duration // every answer this late
-	RandFault func() *Fault // called per request when set; nil result = no fault
+	calls       atomic.Int64
+	creates     atomic.Int64
+	Delay       time.Duration // every answer this late
+	RandFault   func() *Fault // called per request when set; nil result = no fault
 	afterCreate atomic.Pointer[func(id string)]
 }
 
