@@ -7,6 +7,7 @@ import (
 	"provisioner/modules/auth"
 	"provisioner/modules/databases"
 	"provisioner/modules/dns"
+	"provisioner/modules/wfauto"
 )
 
 // Modules is the one list of resource modules. Adding a module is one line here.
@@ -15,4 +16,5 @@ var Modules = []fx.Option{
 	admin.Module,
 	databases.Module,
 	dns.Module,
+	wfauto.Module,
 }

@@ -1,0 +1,138 @@
+package wfauto
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// CellRequest is the body of POST {BaseUrl}/accounts.
+type CellRequest struct {
+	UserID       int64  `json:"userId"`
+	Email        string `json:"email"`
+	FullName     string `json:"fullName"`
+	Organization string `json:"organization"`
+}
+
+// CellAccount is the cell's answer.
+type CellAccount struct {
+	AccountID string `json:"accountId"`
+	URL       string `json:"url"`
+}
+
+// CellError is a failed call; Final means no retry can succeed (a 4xx or a malformed answer).
+type CellError struct {
+	Status int
+	Msg    string
+	Final  bool
+}
+
+func (e *CellError) Error() string {
+	if e.Status > 0 {
+		return fmt.Sprintf("wfauto cell answered %d: %s", e.Status, e.Msg)
+	}
+	return "wfauto cell: " + e.Msg
+}
+
+// Cell is the client of the external provisioning cell.
+type Cell struct {
+	base, key string
+	http      *http.Client
+}
+
+// NewCell builds the client; timeout bounds each call.
+func NewCell(base, key string, timeout time.Duration) *Cell {
+	return &Cell{base: strings.TrimRight(base, "/"), key: key, http: &http.Client{Timeout: timeout}}
+}
+
+// Configured reports whether a cell address is set.
+func (c *Cell) Configured() bool { return c.base != "" }
+
+func (c *Cell) call(ctx context.Context, method, path, idemKey string, body any) (int, []byte, error) {
+	var r io.Reader
+	if body != nil {
+		raw, err := json.Marshal(body)
+		if err != nil {
+			return 0, nil, err
+		}
+		r = bytes.NewReader(raw)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, r)
+	if err != nil {
+		return 0, nil, &CellError{Msg: "bad cell address", Final: true}
+	}
+	req.Header.Set("Authorization", "Bearer "+c.key)
+	req.Header.Set("Accept", "application/json")
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if idemKey != "" {
+		req.Header.Set("Idempotency-Key", idemKey)
+	}
+	res, err := c.http.Do(req)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) && ue.Timeout() {
+			return 0, nil, &CellError{Msg: "timed out"}
+		}
+		return 0, nil, &CellError{Msg: "unreachable"}
+	}
+	defer res.Body.Close()
+	data, _ := io.ReadAll(io.LimitReader(res.Body, 1<<20))
+	return res.StatusCode, data, nil
+}
+
+func statusError(status int, data []byte) *CellError {
+	msg := strings.TrimSpace(string(data))
+	var e struct {
+		Error   string `json:"error"`
+		Message string `json:"message"`
+	}
+	if json.Unmarshal(data, &e) == nil && (e.Message != "" || e.Error != "") {
+		msg = strings.TrimSpace(e.Error + " " + e.Message)
+	}
+	if len(msg) > 300 {
+		msg = msg[:300]
+	}
+	return &CellError{Status: status, Msg: msg, Final: status >= 400 && status < 500 && status != http.StatusTooManyRequests && status != http.StatusRequestTimeout}
+}
+
+// Provision asks the cell for an account; the idempotency key makes a repeated call return the
+// same account rather than a second one.
+func (c *Cell) Provision(ctx context.Context, idemKey string, in CellRequest) (CellAccount, error) {
+	status, data, err := c.call(ctx, http.MethodPost, "/accounts", idemKey, in)
+	if err != nil {
+		return CellAccount{}, err
+	}
+	if status != http.StatusOK && status != http.StatusCreated {
+		return CellAccount{}, statusError(status, data)
+	}
+	var out CellAccount
+	if err := json.Unmarshal(data, &out); err != nil {
+		return CellAccount{}, &CellError{Status: status, Msg: "malformed answer: not JSON", Final: true}
+	}
+	u, err := url.Parse(out.URL)
+	if out.AccountID == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return CellAccount{}, &CellError{Status: status, Msg: "malformed answer: accountId and an http(s) url are required", Final: true}
+	}
+	return out, nil
+}
+
+// Deprovision deletes an account; one that is already gone (404) is not an error.
+func (c *Cell) Deprovision(ctx context.Context, accountID string) error {
+	status, data, err := c.call(ctx, http.MethodDelete, "/accounts/"+url.PathEscape(accountID), "", nil)
+	if err != nil {
+		return err
+	}
+	if status == http.StatusNotFound || (status >= 200 && status < 300) {
+		return nil
+	}
+	return statusError(status, data)
+}

@@ -1,0 +1,119 @@
+package wfauto
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/danielgtaylor/huma/v2"
+
+	"provisioner/platform/authn"
+	"provisioner/platform/httpx"
+)
+
+func init() {
+	httpx.TagDescriptions["Workflow automation"] = "The signed-in user's workflow-automation account, provisioned by the external cell."
+	httpx.TagDescriptions["Admin: workflow automation"] = "Every workflow-automation account (role Admin)."
+}
+
+// Handler serves /api/me/wfauto* and /api/wfauto/accounts*.
+type Handler struct{ svc *Service }
+
+type wfIDInput struct {
+	ID int64 `path:"id" minimum:"1"`
+}
+
+type wfProvisionInput struct {
+	Body *struct {
+		_ struct{} `additionalProperties:"true"`
+	} `required:"false"`
+}
+
+type wfAdminProvisionInput struct {
+	Body struct {
+		_      struct{} `additionalProperties:"true"`
+		UserID int64    `json:"userId" minimum:"1"`
+	}
+}
+
+type wfAdminListInput struct {
+	httpx.PageQuery
+	UserID int64  `query:"userId" minimum:"0"`
+	Status string `query:"status" enum:"Pending,Active,Failed,Deprovisioning,Deprovisioned"`
+}
+
+const provisionDoc = "The account is stored as Pending, then the cell receives `POST {WfautoProvisioning:BaseUrl}/accounts` " +
+	"with `Idempotency-Key: <account id>`. 201 with the Active account; 409 while one is Pending or Active; after Failed " +
+	"this tries again (same account, same Idempotency-Key); 502 when the cell failed, timed out or answered garbage — " +
+	"`data` is the account as stored (Failed with the error, or Pending when it will be retried in the background); " +
+	"503 when no cell is configured."
+
+// Register implements httpx.Routes.
+func (h *Handler) Register(api *httpx.API) {
+	tags := []string{"Workflow automation"}
+	httpx.Register(api, httpx.Authenticated, huma.Operation{OperationID: "listMyWfautoAccounts", Method: http.MethodGet,
+		Path: "/api/me/wfauto", Tags: tags, Summary: "List my workflow-automation accounts"},
+		func(ctx context.Context, _ *struct{}) (*httpx.Response[[]View], error) {
+			list, err := h.svc.List(ctx, authn.FromContext(ctx).UserID)
+			if err != nil {
+				return nil, err
+			}
+			return httpx.OK("OK", list), nil
+		})
+	httpx.Register(api, httpx.Authenticated, huma.Operation{OperationID: "provisionMyWfautoAccount", Method: http.MethodPost,
+		Path: "/api/me/wfauto/provision", Tags: tags, Summary: "Provision my workflow-automation account", Description: provisionDoc,
+		DefaultStatus: http.StatusCreated, Errors: []int{http.StatusConflict, http.StatusBadGateway, http.StatusServiceUnavailable}},
+		func(ctx context.Context, _ *wfProvisionInput) (*httpx.Response[View], error) {
+			return h.provisioned(ctx, authn.FromContext(ctx).UserID)
+		})
+
+	atags := []string{"Admin: workflow automation"}
+	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "listWfautoAccounts", Method: http.MethodGet,
+		Path: "/api/wfauto/accounts", Tags: atags, Summary: "List workflow-automation accounts"},
+		func(ctx context.Context, in *wfAdminListInput) (*httpx.Response[httpx.Page[View]], error) {
+			p, err := h.svc.AdminList(ctx, AdminFilter{UserID: in.UserID, Status: in.Status, PageQuery: in.PageQuery})
+			if err != nil {
+				return nil, err
+			}
+			return httpx.OK("OK", p), nil
+		})
+	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "getWfautoAccount", Method: http.MethodGet,
+		Path: "/api/wfauto/accounts/{id}", Tags: atags, Summary: "One workflow-automation account", Errors: []int{http.StatusNotFound}},
+		func(ctx context.Context, in *wfIDInput) (*httpx.Response[View], error) {
+			a, err := h.svc.get(ctx, in.ID)
+			if err != nil {
+				return nil, err
+			}
+			return httpx.OK("OK", view(a)), nil
+		})
+	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "provisionWfautoAccount", Method: http.MethodPost,
+		Path: "/api/wfauto/accounts", Tags: atags, Summary: "Provision an account for a user", Description: provisionDoc,
+		DefaultStatus: http.StatusCreated, Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusBadGateway, http.StatusServiceUnavailable}},
+		func(ctx context.Context, in *wfAdminProvisionInput) (*httpx.Response[View], error) {
+			return h.provisioned(ctx, in.Body.UserID)
+		})
+	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "retryWfautoAccount", Method: http.MethodPost,
+		Path: "/api/wfauto/accounts/{id}/retry", Tags: atags, Summary: "Retry a failed or stuck account",
+		Description: "Failed → provisioned again (same Idempotency-Key); Pending or Deprovisioning → driven now. Other states: 409.",
+		Errors:      []int{http.StatusNotFound, http.StatusConflict, http.StatusBadGateway}},
+		func(ctx context.Context, in *wfIDInput) (*httpx.Response[View], error) {
+			a, err := h.svc.Retry(ctx, in.ID)
+			if a == nil {
+				return nil, err
+			}
+			if a.Status == StatusActive || a.Status == StatusDeprovisioned {
+				return httpx.OK("Account "+a.Status, view(a)), nil
+			}
+			return nil, httpx.BadGateway("The workflow-automation cell failed; the account is "+a.Status, view(a))
+		})
+}
+
+func (h *Handler) provisioned(ctx context.Context, userID int64) (*httpx.Response[View], error) {
+	a, err := h.svc.Provision(ctx, userID)
+	if a == nil {
+		return nil, err
+	}
+	if a.Status == StatusActive {
+		return httpx.Created("Workflow-automation account provisioned", view(a)), nil
+	}
+	return nil, httpx.BadGateway("The workflow-automation cell failed; the account is "+a.Status, view(a))
+}

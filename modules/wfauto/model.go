@@ -1,0 +1,54 @@
+package wfauto
+
+import (
+	"time"
+
+	"github.com/uptrace/bun"
+)
+
+// Statuses of a workflow-automation account.
+const (
+	StatusPending        = "Pending"
+	StatusActive         = "Active"
+	StatusFailed         = "Failed"
+	StatusDeprovisioning = "Deprovisioning" // in-between: the owner was deleted; the finisher deletes it at the cell
+	StatusDeprovisioned  = "Deprovisioned"
+)
+
+// Account is an account as stored. Its id is the Idempotency-Key sent to the cell.
+type Account struct {
+	bun.BaseModel `bun:"table:wfauto_accounts,alias:w"`
+
+	ID                int64     `bun:"id,pk,autoincrement"`
+	UserID            int64     `bun:"user_id,notnull"`
+	Status            string    `bun:"status,notnull"`
+	ExternalAccountID string    `bun:"external_account_id,notnull"`
+	URL               string    `bun:"url,notnull"`
+	ErrorMessage      string    `bun:"error_message,notnull"`
+	Attempts          int       `bun:"attempts,notnull"`
+	NextAttemptAt     time.Time `bun:"next_attempt_at,notnull"`
+	LastError         string    `bun:"last_error,notnull"`
+	CreatedAt         time.Time `bun:"created_at,nullzero,notnull,default:current_timestamp"`
+	UpdatedAt         time.Time `bun:"updated_at,nullzero,notnull,default:current_timestamp"`
+}
+
+// View is an account as the API shows it.
+type View struct {
+	ID                int64     `json:"id" example:"4"`
+	Status            string    `json:"status" enum:"Pending,Active,Failed,Deprovisioning,Deprovisioned" example:"Active"`
+	ExternalAccountID string    `json:"externalAccountId" doc:"The cell's account id, once provisioned." example:"acc_9f2"`
+	URL               string    `json:"url" doc:"Where the user signs in to their workflow-automation account." example:"https://flows.example.com/acc_9f2"`
+	ErrorMessage      string    `json:"errorMessage" doc:"Why the last attempt failed; empty when none."`
+	CreatedAt         time.Time `json:"createdAt"`
+	UpdatedAt         time.Time `json:"updatedAt"`
+	UserID            int64     `json:"userId"`
+}
+
+func view(a *Account) View {
+	msg := a.ErrorMessage
+	if msg == "" && (a.Status == StatusPending || a.Status == StatusDeprovisioning) {
+		msg = a.LastError
+	}
+	return View{ID: a.ID, Status: a.Status, ExternalAccountID: a.ExternalAccountID, URL: a.URL, ErrorMessage: msg,
+		CreatedAt: a.CreatedAt.UTC(), UpdatedAt: a.UpdatedAt.UTC(), UserID: a.UserID}
+}

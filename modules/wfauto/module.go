@@ -1,0 +1,63 @@
+// Package wfauto is the workflow-automation module: one account per user, provisioned by an
+// external cell. Local state first (Pending), then the cell with the account id as
+// Idempotency-Key, then the outcome; the background finisher completes what a crash left Pending
+// and deprovisions the accounts of deleted users.
+package wfauto
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/uptrace/bun"
+	"go.uber.org/fx"
+
+	"provisioner/modules/wfauto/migrations"
+	"provisioner/platform/audit"
+	"provisioner/platform/config"
+	"provisioner/platform/db"
+	"provisioner/platform/httpx"
+	"provisioner/platform/provision"
+	"provisioner/platform/summary"
+)
+
+// Module is everything the wfauto module contributes.
+var Module = fx.Module("wfauto",
+	fx.Provide(
+		func(cfg *config.Config) *Cell {
+			w := cfg.WfautoProvisioning
+			return NewCell(w.BaseUrl, w.ApiKey, time.Duration(w.TimeoutSeconds)*time.Second)
+		},
+		func(c *Cell, a *audit.Recorder) *Provisioner { return &Provisioner{cell: c, audit: a} },
+		provision.AsProvisioner(func(p *Provisioner) *Provisioner { return p }),
+		provision.AsUserReleaser(func(p *Provisioner) *Provisioner { return p }),
+		func(d *bun.DB, c *Cell, a *audit.Recorder, f *provision.Finisher) *Service {
+			return &Service{db: d, cell: c, audit: a, finisher: f}
+		},
+		httpx.AsRoutes(func(s *Service) *Handler { return &Handler{svc: s} }),
+		summary.AsDashboardContributor(func(s *Service) *Summary { return &Summary{svc: s} }),
+		summary.AsCounter(func(s *Service) *Summary { return &Summary{svc: s} }),
+		db.AsMigrations(func() db.Migrations { return db.Migrations{Module: "wfauto", FS: migrations.FS} }),
+	),
+)
+
+// Summary contributes the dashboard section and the platform counts.
+type Summary struct{ svc *Service }
+
+// DashboardSection implements summary.DashboardContributor.
+func (s *Summary) DashboardSection(ctx context.Context, userID int64) (summary.Section, error) {
+	list, err := s.svc.List(ctx, userID)
+	if err != nil {
+		return summary.Section{}, err
+	}
+	return summary.Section{Key: "wfautoAccounts", Items: list, Total: len(list)}, nil
+}
+
+// PlatformCounts implements summary.Counter: live (Pending or Active) accounts, one query.
+func (s *Summary) PlatformCounts(ctx context.Context) (map[string]int64, error) {
+	n, err := s.svc.db.NewSelect().Model((*Account)(nil)).Where("status IN ('Pending', 'Active')").Count(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("count wfauto accounts: %w", err)
+	}
+	return map[string]int64{"wfautoAccounts": int64(n)}, nil
+}

@@ -1,0 +1,135 @@
+package wfauto
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/uptrace/bun"
+
+	"provisioner/platform/audit"
+	"provisioner/platform/provision"
+)
+
+// Provisioner provisions accounts at the cell, with the row's id as Idempotency-Key: an attempt
+// repeated after a crash gets the same account back, never a second one.
+type Provisioner struct {
+	cell  *Cell
+	audit *audit.Recorder
+}
+
+// Kind implements provision.Provisioner.
+func (p *Provisioner) Kind() provision.Kind { return Kind }
+
+// Table implements provision.Queue.
+func (p *Provisioner) Table() string { return "wfauto_accounts" }
+
+// InFlight implements provision.Queue.
+func (p *Provisioner) InFlight() map[string]provision.Verb {
+	return map[string]provision.Verb{StatusPending: provision.VerbCreate, StatusDeprovisioning: provision.VerbDelete}
+}
+
+func idemKey(id int64) string { return fmt.Sprint(id) }
+
+func (p *Provisioner) load(ctx context.Context, tx bun.IDB, id int64) (*Account, CellRequest, error) {
+	a := new(Account)
+	if err := tx.NewSelect().Model(a).Where("id = ?", id).Scan(ctx); err != nil {
+		return nil, CellRequest{}, fmt.Errorf("load account %d: %w", id, err)
+	}
+	in := CellRequest{UserID: a.UserID}
+	if err := tx.NewSelect().Table("users").Column("email", "full_name", "organization").Where("id = ?", a.UserID).
+		Scan(ctx, &in.Email, &in.FullName, &in.Organization); err != nil {
+		return nil, CellRequest{}, fmt.Errorf("load owner of account %d: %w", id, err)
+	}
+	return a, in, nil
+}
+
+// Create implements provision.Provisioner.
+func (p *Provisioner) Create(ctx context.Context, req provision.CreateRequest) (provision.CreateResponse, error) {
+	a, in, err := p.load(ctx, req.Tx, req.ResourceID)
+	if err != nil {
+		return provision.CreateResponse{}, err
+	}
+	got, err := p.cell.Provision(ctx, idemKey(a.ID), in)
+	var ce *CellError
+	if errors.As(err, &ce) && ce.Final {
+		if _, uerr := req.Tx.NewUpdate().Model(a).Set("status = ?", StatusFailed).Set("error_message = ?", ce.Error()).
+			Set("updated_at = now()").WherePK().Exec(ctx); uerr != nil {
+			return provision.CreateResponse{}, uerr
+		}
+		return provision.CreateResponse{}, p.audit.RecordTx(ctx, req.Tx, audit.Event{Action: "wfauto.failed", UserID: audit.Int64(a.UserID),
+			TargetType: "wfautoAccount", TargetID: fmt.Sprint(a.ID), Details: map[string]any{"error": ce.Error()}})
+	}
+	if err != nil {
+		return provision.CreateResponse{}, err // transient: retried with the same Idempotency-Key
+	}
+	if _, err := req.Tx.NewUpdate().Model(a).Set("status = ?", StatusActive).Set("external_account_id = ?", got.AccountID).
+		Set("url = ?", got.URL).Set("error_message = ''").Set("last_error = ''").Set("updated_at = now()").WherePK().Exec(ctx); err != nil {
+		return provision.CreateResponse{}, fmt.Errorf("record account %d active: %w", a.ID, err)
+	}
+	if err := p.audit.RecordTx(ctx, req.Tx, audit.Event{Action: "wfauto.provisioned", UserID: audit.Int64(a.UserID),
+		TargetType: "wfautoAccount", TargetID: fmt.Sprint(a.ID), Details: map[string]any{"externalAccountId": got.AccountID}}); err != nil {
+		return provision.CreateResponse{}, err
+	}
+	return provision.CreateResponse{ExternalID: got.AccountID}, nil
+}
+
+// Delete implements provision.Provisioner. An account whose outcome was never recorded may still
+// exist at the cell: re-posting its Idempotency-Key returns it (or makes it), and it is deleted.
+func (p *Provisioner) Delete(ctx context.Context, req provision.DeleteRequest) (provision.DeleteResponse, error) {
+	a, in, err := p.load(ctx, req.Tx, req.ResourceID)
+	if err != nil {
+		return provision.DeleteResponse{}, err
+	}
+	accountID := a.ExternalAccountID
+	if accountID == "" && a.ErrorMessage == "" {
+		got, err := p.cell.Provision(ctx, idemKey(a.ID), in)
+		var ce *CellError
+		switch {
+		case errors.As(err, &ce) && ce.Final:
+			// The cell refuses it: nothing exists there.
+		case err != nil:
+			return provision.DeleteResponse{}, err
+		default:
+			accountID = got.AccountID
+		}
+	}
+	if accountID != "" {
+		if err := p.cell.Deprovision(ctx, accountID); err != nil {
+			return provision.DeleteResponse{}, err
+		}
+	}
+	if _, err := req.Tx.NewUpdate().Model(a).Set("status = ?", StatusDeprovisioned).Set("last_error = ''").
+		Set("updated_at = now()").WherePK().Exec(ctx); err != nil {
+		return provision.DeleteResponse{}, fmt.Errorf("record account %d deprovisioned: %w", a.ID, err)
+	}
+	return provision.DeleteResponse{}, p.audit.RecordTx(ctx, req.Tx, audit.Event{Action: "wfauto.deprovisioned",
+		UserID: audit.Int64(a.UserID), TargetType: "wfautoAccount", TargetID: fmt.Sprint(a.ID)})
+}
+
+// GiveUp marks an account whose provisioning kept failing Failed, with its last error.
+func (p *Provisioner) GiveUp(ctx context.Context, tx bun.IDB, id int64, lastErr error) error {
+	_, err := tx.NewUpdate().Model((*Account)(nil)).Set("status = ?", StatusFailed).Set("error_message = ?", lastErr.Error()).
+		Set("updated_at = now()").Where("id = ?", id).Where("status = ?", StatusPending).Exec(ctx)
+	return err
+}
+
+// ReleaseUser marks a deleted user's account for deprovisioning at the cell. A Failed account
+// never reached the cell (its failure was final) and is Deprovisioned at once.
+func (p *Provisioner) ReleaseUser(ctx context.Context, tx bun.IDB, userID int64) error {
+	if _, err := tx.NewUpdate().Model((*Account)(nil)).Set("status = ?", StatusDeprovisioning).Set("attempts = 0").
+		Set("next_attempt_at = now()").Set("updated_at = now()").
+		Where("user_id = ?", userID).Where("status IN (?)", bun.In([]string{StatusPending, StatusActive})).Exec(ctx); err != nil {
+		return fmt.Errorf("release accounts of user %d: %w", userID, err)
+	}
+	_, err := tx.NewUpdate().Model((*Account)(nil)).Set("status = ?", StatusDeprovisioned).Set("updated_at = now()").
+		Where("user_id = ?", userID).Where("status = ?", StatusFailed).Exec(ctx)
+	return err
+}
+
+var (
+	_ provision.Provisioner  = (*Provisioner)(nil)
+	_ provision.Queue        = (*Provisioner)(nil)
+	_ provision.GiveUpper    = (*Provisioner)(nil)
+	_ provision.UserReleaser = (*Provisioner)(nil)
+)
