@@ -1,0 +1,258 @@
+package wfauto_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"provisioner/platform/testutil"
+	"provisioner/platform/testutil/apptest"
+)
+
+func TestMain(m *testing.M) { testutil.Main(m) }
+
+const cellKey = "cell-secret-key"
+
+// cell is a fake provisioning cell: checks the key, is idempotent on Idempotency-Key, and can
+// fail, hang or answer garbage.
+type cell struct {
+	*httptest.Server
+	mu       sync.Mutex
+	accounts map[string]string // idempotency key -> account id
+	deleted  []string
+	keys     []string
+	bodies   []map[string]any
+	creates  int
+	mode     string // "", "500", "400", "garbage", "hang", "missing-url"
+	hang     time.Duration
+}
+
+func newCell(t *testing.T) *cell {
+	c := &cell{accounts: map[string]string{}}
+	c.Server = httptest.NewServer(http.HandlerFunc(c.serve))
+	t.Cleanup(c.Close)
+	return c
+}
+
+func (c *cell) set(mode string) { c.mu.Lock(); c.mode = mode; c.mu.Unlock() }
+
+func (c *cell) serve(w http.ResponseWriter, r *http.Request) {
+	if r.Header.Get("Authorization") != "Bearer "+cellKey {
+		w.WriteHeader(http.StatusUnauthorized)
+		_, _ = w.Write([]byte(`{"error":"unauthorized"}`))
+		return
+	}
+	c.mu.Lock()
+	mode, hang := c.mode, c.hang
+	c.mu.Unlock()
+	switch mode {
+	case "500":
+		w.WriteHeader(500)
+		_, _ = w.Write([]byte(`{"error":"internal","message":"database is down"}`))
+		return
+	case "400":
+		w.WriteHeader(400)
+		_, _ = w.Write([]byte(`{"error":"bad_request","message":"organization not allowed"}`))
+		return
+	case "hang":
+		time.Sleep(hang)
+	}
+	switch {
+	case r.Method == http.MethodPost && r.URL.Path == "/accounts":
+		key := r.Header.Get("Idempotency-Key")
+		var body map[string]any
+		_ = json.NewDecoder(r.Body).Decode(&body)
+		c.mu.Lock()
+		c.keys = append(c.keys, key)
+		c.bodies = append(c.bodies, body)
+		id, ok := c.accounts[key]
+		if !ok {
+			c.creates++
+			id = fmt.Sprintf("acc_%d", c.creates)
+			c.accounts[key] = id
+		}
+		c.mu.Unlock()
+		switch mode {
+		case "garbage":
+			_, _ = w.Write([]byte(`<html>oops</html>`))
+		case "missing-url":
+			_, _ = w.Write([]byte(`{"accountId":"` + id + `"}`))
+		default:
+			w.WriteHeader(http.StatusCreated)
+			_, _ = w.Write([]byte(`{"accountId":"` + id + `","url":"https://flows.example.test/` + id + `"}`))
+		}
+	case r.Method == http.MethodDelete && strings.HasPrefix(r.URL.Path, "/accounts/"):
+		c.mu.Lock()
+		c.deleted = append(c.deleted, strings.TrimPrefix(r.URL.Path, "/accounts/"))
+		c.mu.Unlock()
+		w.WriteHeader(http.StatusNoContent)
+	default:
+		w.WriteHeader(404)
+	}
+}
+
+type account struct {
+	ID                int64  `json:"id"`
+	Status            string `json:"status"`
+	ExternalAccountID string `json:"externalAccountId"`
+	URL               string `json:"url"`
+	ErrorMessage      string `json:"errorMessage"`
+}
+
+func setup(t *testing.T) (*apptest.App, *cell) {
+	c := newCell(t)
+	a := apptest.Start(t, apptest.With(map[string]any{"WfautoProvisioning:BaseUrl": c.URL, "WfautoProvisioning:ApiKey": cellKey,
+		"WfautoProvisioning:TimeoutSeconds": 1, "RateLimit:Register": "1000-M"}))
+	t.Cleanup(func() { _, _ = a.DB.Exec("UPDATE wfauto_accounts SET status = 'Failed' WHERE status = 'Pending'") })
+	return a, c
+}
+
+func TestProvisionOnePerUser(t *testing.T) {
+	a, c := setup(t)
+	u := a.Register(t)
+	r := a.Post("/api/me/wfauto/provision", u.Token, nil)
+	require.Equal(t, http.StatusCreated, r.Status, string(r.Raw))
+	var acc account
+	r.Decode(t, &acc)
+	assert.Equal(t, "Active", acc.Status)
+	assert.Equal(t, "acc_1", acc.ExternalAccountID)
+	assert.Equal(t, "https://flows.example.test/acc_1", acc.URL)
+	require.Len(t, c.keys, 1)
+	assert.Equal(t, fmt.Sprint(acc.ID), c.keys[0], "Idempotency-Key is the local account id")
+	assert.Equal(t, u.Email, c.bodies[0]["email"])
+	assert.EqualValues(t, u.ID, c.bodies[0]["userId"])
+	assert.Equal(t, "Test User", c.bodies[0]["fullName"])
+	assert.Equal(t, "Tests", c.bodies[0]["organization"])
+
+	assert.Equal(t, http.StatusConflict, a.Post("/api/me/wfauto/provision", u.Token, map[string]any{}).Status)
+	var list []account
+	a.Get("/api/me/wfauto", u.Token).Decode(t, &list)
+	assert.Len(t, list, 1)
+	assert.NotContains(t, string(a.Get("/api/me/wfauto", u.Token).Raw), cellKey)
+}
+
+func TestCellFailures(t *testing.T) {
+	a, c := setup(t)
+	cases := []struct {
+		mode, status, contains string
+	}{
+		{"400", "Failed", "organization not allowed"},
+		{"garbage", "Failed", "malformed"},
+		{"missing-url", "Failed", "malformed"},
+		{"500", "Pending", "database is down"},
+		{"hang", "Pending", "timed out"},
+	}
+	c.hang = 1500 * time.Millisecond
+	for _, tc := range cases {
+		t.Run(tc.mode, func(t *testing.T) {
+			u := a.Register(t)
+			c.set(tc.mode)
+			r := a.Post("/api/me/wfauto/provision", u.Token, nil)
+			c.set("")
+			require.Equal(t, http.StatusBadGateway, r.Status, string(r.Raw))
+			var acc account
+			r.Decode(t, &acc)
+			assert.Equal(t, tc.status, acc.Status)
+			assert.Contains(t, acc.ErrorMessage, tc.contains)
+			assert.NotContains(t, string(r.Raw), cellKey)
+
+			// Provisioning again after a failure retries the same account (same key).
+			if tc.status == "Failed" {
+				r = a.Post("/api/me/wfauto/provision", u.Token, nil)
+				require.Equal(t, http.StatusCreated, r.Status, string(r.Raw))
+				var again account
+				r.Decode(t, &again)
+				assert.Equal(t, acc.ID, again.ID)
+				assert.Equal(t, "Active", again.Status)
+			} else {
+				assert.Equal(t, http.StatusConflict, a.Post("/api/me/wfauto/provision", u.Token, nil).Status, "still Pending")
+			}
+		})
+	}
+}
+
+// TestCrashIsFinishedOnceWithTheSameKey: an account left Pending (a crash between the intent and
+// the call, or after a call whose answer was lost) is finished by the finisher with the same
+// Idempotency-Key, so the cell creates one account only.
+func TestCrashIsFinishedOnceWithTheSameKey(t *testing.T) {
+	a, c := setup(t)
+	u := a.Register(t)
+	c.hang = 1500 * time.Millisecond
+	c.set("hang") // the cell makes the account but the answer never arrives in time
+	r := a.Post("/api/me/wfauto/provision", u.Token, nil)
+	c.set("")
+	require.Equal(t, http.StatusBadGateway, r.Status)
+	var acc account
+	r.Decode(t, &acc)
+	require.Equal(t, "Pending", acc.Status)
+	time.Sleep(600 * time.Millisecond) // the hung handler finishes on the cell's side
+
+	// A row left by a crash before the call.
+	v := a.Register(t)
+	_, err := a.DB.Exec("INSERT INTO wfauto_accounts (user_id, status) VALUES (?, 'Pending')", v.ID)
+	require.NoError(t, err)
+
+	_, err = a.DB.Exec("UPDATE wfauto_accounts SET next_attempt_at = now() WHERE status = 'Pending'")
+	require.NoError(t, err)
+	a.Settle(5 * time.Second)
+	a.Settle(time.Second)
+
+	var list []account
+	a.Get("/api/me/wfauto", u.Token).Decode(t, &list)
+	require.Len(t, list, 1)
+	assert.Equal(t, "Active", list[0].Status)
+	a.Get("/api/me/wfauto", v.Token).Decode(t, &list)
+	require.Len(t, list, 1)
+	assert.Equal(t, "Active", list[0].Status)
+
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	assert.Equal(t, 2, c.creates, "one account per user at the cell")
+	keys := map[string]int{}
+	for _, k := range c.keys {
+		keys[k]++
+	}
+	assert.Equal(t, 2, keys[fmt.Sprint(acc.ID)], "the retry reused the Idempotency-Key")
+}
+
+func TestDeprovisionOnUserDeletionAndAdminRoutes(t *testing.T) {
+	a, c := setup(t)
+	admin := a.AdminToken(t)
+	u := a.Register(t)
+	r := a.Post("/api/wfauto/accounts", admin, map[string]any{"userId": u.ID})
+	require.Equal(t, http.StatusCreated, r.Status, string(r.Raw))
+	var acc account
+	r.Decode(t, &acc)
+
+	r = a.Get(fmt.Sprintf("/api/wfauto/accounts?userId=%d", u.ID), admin)
+	require.Equal(t, http.StatusOK, r.Status)
+	assert.Contains(t, string(r.Raw), `"totalCount":1`)
+	assert.Equal(t, http.StatusOK, a.Get(fmt.Sprintf("/api/wfauto/accounts/%d", acc.ID), admin).Status)
+	assert.Equal(t, http.StatusConflict, a.Post(fmt.Sprintf("/api/wfauto/accounts/%d/retry", acc.ID), admin, nil).Status)
+
+	r = a.Do(apptest.Request{Method: "DELETE", Path: fmt.Sprintf("/api/users/%d", u.ID), Token: admin})
+	require.Equal(t, http.StatusOK, r.Status)
+	a.Settle(5 * time.Second)
+	c.mu.Lock()
+	assert.Contains(t, c.deleted, acc.ExternalAccountID)
+	c.mu.Unlock()
+	var status string
+	require.NoError(t, a.DB.QueryRow("SELECT status FROM wfauto_accounts WHERE id = ?", acc.ID).Scan(&status))
+	assert.Equal(t, "Deprovisioned", status)
+}
+
+func TestNotConfigured(t *testing.T) {
+	a := apptest.Start(t)
+	u := a.Register(t)
+	r := a.Post("/api/me/wfauto/provision", u.Token, nil)
+	assert.Equal(t, http.StatusServiceUnavailable, r.Status)
+	assert.Equal(t, http.StatusOK, a.Get("/api/me/wfauto", u.Token).Status)
+}
