@@ -4,6 +4,7 @@ import (
 	"go.uber.org/fx"
 
 	"provisioner/modules/admin"
+	"provisioner/modules/aikeys"
 	"provisioner/modules/auth"
 	"provisioner/modules/databases"
 	"provisioner/modules/dns"
@@ -17,4 +18,5 @@ var Modules = []fx.Option{
 	databases.Module,
 	dns.Module,
 	wfauto.Module,
+	aikeys.Module,
 }

@@ -52,7 +52,12 @@ type Routes interface {
 type API struct {
 	huma.API
 	guard Guard
+	app   *fiber.App
 }
+
+// Fiber returns the underlying app, for the rare route huma cannot serve (a streamed
+// pass-through); such a route must add its operation to the OpenAPI document itself.
+func (a *API) Fiber() *fiber.App { return a.app }
 
 // Register adds one operation. access decides the security requirement, the guard middleware and
 // the documented error responses; handlers return errors and never write error bodies themselves.
@@ -133,7 +138,7 @@ func newAPI(app *fiber.App, title, version string, guard Guard) *API {
 		SchemeAPIKey: {Type: "apiKey", In: "header", Name: "X-API-Key",
 			Description: "AI API key from POST /api/me/ai-keys."},
 	}
-	return &API{API: humafiber.New(app, cfg), guard: guard}
+	return &API{API: humafiber.New(app, cfg), guard: guard, app: app}
 }
 
 func init() {

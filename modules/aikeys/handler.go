@@ -1,0 +1,177 @@
+package aikeys
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+	"github.com/danielgtaylor/huma/v2/adapters/humafiber"
+
+	"provisioner/platform/authn"
+	"provisioner/platform/httpx"
+	"provisioner/platform/ratelimit"
+)
+
+func init() {
+	httpx.TagDescriptions["AI keys"] = "The signed-in user's AI API keys (managed with a JWT)."
+	httpx.TagDescriptions["AI generation"] = "Generation with an AI API key (X-API-Key, or Authorization: Bearer on the OpenAI-compatible route)."
+}
+
+// Handler serves /api/me/ai-keys* and the generation routes.
+type Handler struct {
+	keys     *Keys
+	upstream *Upstream
+	meter    *Meter
+	limiter  *ratelimit.Limiter
+	pass     *Passthrough
+}
+
+type aiKeyIDInput struct {
+	ID int64 `path:"id" minimum:"1"`
+}
+
+type aiKeyCreateInput struct {
+	Body struct {
+		_         struct{}   `additionalProperties:"true"`
+		Name      string     `json:"name" minLength:"1" maxLength:"100" example:"ci pipeline"`
+		ExpiresAt *time.Time `json:"expiresAt,omitempty" doc:"After this instant the key is refused (ISO 8601)."`
+	}
+}
+
+type aiKeyRotateInput struct {
+	ID   int64 `path:"id" minimum:"1"`
+	Body *struct {
+		_                  struct{} `additionalProperties:"true"`
+		GracePeriodSeconds int      `json:"gracePeriodSeconds,omitempty" minimum:"0" maximum:"86400" doc:"How long the old key keeps working; 0 (default): it stops at once."`
+	} `required:"false"`
+}
+
+type generateInput struct {
+	Body GenerateInput
+}
+
+type apiKeyPrincipal struct{}
+
+// requireKey is the huma middleware of X-API-Key operations.
+func (h *Handler) requireKey(api huma.API) func(huma.Context, func(huma.Context)) {
+	return func(ctx huma.Context, next func(huma.Context)) {
+		p, err := h.keys.Authenticate(ctx.Context(), ctx.Header("X-API-Key"))
+		if err == nil {
+			var r ratelimit.Result
+			r, err = h.limiter.Enforce(ctx.Context(), "AiGenerate", fmt.Sprint(p.KeyID))
+			if r.Limit > 0 {
+				ratelimit.SetHeaders(humafiber.Unwrap(ctx), r)
+			}
+			var le *ratelimit.LimitError
+			if errors.As(err, &le) {
+				err = le.HTTPError()
+			}
+		}
+		if err != nil {
+			authn.WriteError(api, ctx, err)
+			return
+		}
+		next(huma.WithValue(ctx, apiKeyPrincipal{}, p))
+	}
+}
+
+// Register implements httpx.Routes.
+func (h *Handler) Register(api *httpx.API) {
+	tags := []string{"AI keys"}
+	httpx.Register(api, httpx.Authenticated, huma.Operation{OperationID: "listMyAiKeys", Method: http.MethodGet,
+		Path: "/api/me/ai-keys", Tags: tags, Summary: "List my AI keys", Description: "Never the key text; usage is flushed about every second."},
+		func(ctx context.Context, _ *struct{}) (*httpx.Response[[]View], error) {
+			list, err := h.keys.List(ctx, authn.FromContext(ctx).UserID)
+			if err != nil {
+				return nil, err
+			}
+			return httpx.OK("OK", list), nil
+		})
+	httpx.Register(api, httpx.Authenticated, huma.Operation{OperationID: "createMyAiKey", Method: http.MethodPost,
+		Path: "/api/me/ai-keys", Tags: tags, Summary: "Create an AI key", DefaultStatus: http.StatusCreated,
+		Description: "The key text (`sk-prov-…`) is in this answer only; only its SHA-256 is stored. 409 at `AiKeys:MaxPerUser` active keys.",
+		Errors:      []int{http.StatusConflict}},
+		func(ctx context.Context, in *aiKeyCreateInput) (*httpx.Response[View], error) {
+			v, err := h.keys.Create(ctx, CreateInput{UserID: authn.FromContext(ctx).UserID, Name: in.Body.Name, ExpiresAt: in.Body.ExpiresAt})
+			if err != nil {
+				return nil, err
+			}
+			return httpx.Created("AI key created; copy it now, it is shown once", *v), nil
+		})
+	httpx.Register(api, httpx.Authenticated, huma.Operation{OperationID: "rotateMyAiKey", Method: http.MethodPost,
+		Path: "/api/me/ai-keys/{id}/rotate", Tags: tags, Summary: "Rotate an AI key",
+		Description: "Answers the new key text once. The old text stops working at once (on every replica), or when `gracePeriodSeconds` ends; the key's id, usage and limits carry over.",
+		Errors:      []int{http.StatusNotFound, http.StatusConflict}},
+		func(ctx context.Context, in *aiKeyRotateInput) (*httpx.Response[View], error) {
+			grace := 0
+			if in.Body != nil {
+				grace = in.Body.GracePeriodSeconds
+			}
+			v, err := h.keys.Rotate(ctx, in.ID, authn.FromContext(ctx).UserID, time.Duration(grace)*time.Second)
+			if err != nil {
+				return nil, err
+			}
+			return httpx.OK("AI key rotated; copy the new key now, it is shown once", *v), nil
+		})
+	httpx.Register(api, httpx.Authenticated, huma.Operation{OperationID: "revokeMyAiKey", Method: http.MethodDelete,
+		Path: "/api/me/ai-keys/{id}", Tags: tags, Summary: "Revoke an AI key", Description: "The key is refused at once, on every replica.",
+		Errors: []int{http.StatusNotFound, http.StatusConflict}},
+		func(ctx context.Context, in *aiKeyIDInput) (*httpx.Response[View], error) {
+			v, err := h.keys.Revoke(ctx, in.ID, authn.FromContext(ctx).UserID)
+			if err != nil {
+				return nil, err
+			}
+			return httpx.OK("AI key revoked", *v), nil
+		})
+
+	gen := []string{"AI generation"}
+	httpx.Register(api, httpx.APIKey, huma.Operation{OperationID: "generate", Method: http.MethodPost, Path: "/api/ai/generate",
+		Tags: gen, Summary: "Generate text", Middlewares: huma.Middlewares{h.requireKey(api.API)},
+		Description: "Runs one chat completion at `{Ai:BaseUrl}/chat/completions`. 401 for a bad, revoked or expired key; 429 past `RateLimit:AiGenerate` per key; 502 when the upstream fails or times out.",
+		Errors:      []int{http.StatusBadGateway, http.StatusServiceUnavailable}},
+		func(ctx context.Context, in *generateInput) (*httpx.Response[Generation], error) {
+			p, _ := ctx.Value(apiKeyPrincipal{}).(Principal)
+			if !h.upstream.Configured() {
+				return nil, httpx.Unavailable("No AI upstream is configured (Ai:BaseUrl)")
+			}
+			g, err := h.upstream.Generate(ctx, in.Body)
+			if err != nil {
+				h.meter.Add(p.KeyID, 0, 0)
+				return nil, err
+			}
+			h.meter.Add(p.KeyID, g.Usage.PromptTokens, g.Usage.CompletionTokens)
+			return httpx.OK("OK", *g), nil
+		})
+
+	// The OpenAI-compatible pass-through streams server-sent events, which huma does not relay
+	// chunk by chunk: it is a Fiber route, documented here by hand.
+	api.Fiber().Post("/api/ai/v1/chat/completions", h.pass.Handle)
+	api.OpenAPI().AddOperation(&huma.Operation{
+		OperationID: "chatCompletions", Method: http.MethodPost, Path: "/api/ai/v1/chat/completions", Tags: gen,
+		Summary: "OpenAI-compatible chat completions",
+		Description: "A pass-through to `{Ai:BaseUrl}/chat/completions` in OpenAI's own format (not the envelope), so the official " +
+			"OpenAI SDKs work with `base_url={base}/api/ai/v1` and the AI key as their API key. The key is accepted as `X-API-Key` " +
+			"or `Authorization: Bearer`. `stream: true` is relayed as server-sent events chunk by chunk; usage is metered from the " +
+			"final usage chunk (requested with `stream_options.include_usage`). A client that disconnects mid-stream is charged " +
+			"for what was generated, estimated as one completion token per content delta. Errors follow OpenAI's " +
+			"`{error: {message, type, code}}`: 401 bad key, 429 rate limit, 502 upstream failure.",
+		Security: []map[string][]string{{httpx.SchemeAPIKey: {}}, {httpx.SchemeBearer: {}}},
+		RequestBody: &huma.RequestBody{Required: true, Content: map[string]*huma.MediaType{"application/json": {
+			Schema: &huma.Schema{Type: "object", Description: "An OpenAI chat completion request.", Required: []string{"messages"},
+				Properties: map[string]*huma.Schema{
+					"model":    {Type: "string"},
+					"messages": {Type: "array", Items: &huma.Schema{Type: "object"}},
+					"stream":   {Type: "boolean"},
+				}}}}},
+		Responses: map[string]*huma.Response{
+			"200": {Description: "The upstream's chat completion, or a text/event-stream when `stream` is true.",
+				Content: map[string]*huma.MediaType{"application/json": {Schema: &huma.Schema{Type: "object"}}, "text/event-stream": {Schema: &huma.Schema{Type: "string"}}}},
+			"401": {Description: "Bad, revoked or expired key (OpenAI error format)."},
+			"429": {Description: "Per-key rate limit (OpenAI error format)."},
+			"502": {Description: "The upstream failed (OpenAI error format)."},
+		},
+	})
+}

@@ -1,0 +1,314 @@
+package aikeys
+
+import (
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/uptrace/bun"
+
+	"provisioner/platform/audit"
+	"provisioner/platform/httpx"
+	"provisioner/platform/secrets"
+)
+
+// Keys manages AI keys and authenticates them on the hot path.
+//
+// A key check looks the SHA-256 of the presented key up in a short-lived in-process cache, then
+// in the database (no password-grade KDF: the keys carry ~190 bits of randomness). Rotation and
+// revocation evict the key on every replica through Redis pub/sub before they answer; while the
+// subscription is not confirmed (no Redis, or Redis down) nothing is cached, so a revoked key is
+// refused on the next request whichever replica serves it.
+type Keys struct {
+	db         *bun.DB
+	audit      *audit.Recorder
+	redis      *redis.Client
+	channel    string
+	maxPerUser int
+	log        *slog.Logger
+
+	mu        sync.RWMutex
+	cache     map[[32]byte]cached
+	listening bool
+	cacheTTL  time.Duration
+}
+
+type cached struct {
+	principal Principal
+	until     time.Time // cache entry expiry
+}
+
+// Principal is the key a generation request authenticated with.
+type Principal struct {
+	KeyID, UserID int64
+	ExpiresAt     *time.Time
+	// ValidUntil, when set, ends a rotated-out key's grace period.
+	ValidUntil *time.Time
+}
+
+func hashKey(k string) [32]byte { return sha256.Sum256([]byte(k)) }
+
+// newKeyText is KeyPrefix plus 32 characters of [A-Za-z0-9] (about 190 bits).
+func newKeyText() string { return KeyPrefix + secrets.RandomString(32) }
+
+func displayPrefix(k string) string { return k[:len(KeyPrefix)+4] }
+
+// Listen subscribes to invalidations until ctx ends; entries are cached only while subscribed.
+func (s *Keys) Listen(ctx context.Context) {
+	if s.redis == nil {
+		return
+	}
+	go func() {
+		for ctx.Err() == nil {
+			sub := s.redis.Subscribe(ctx, s.channel)
+			if _, err := sub.Receive(ctx); err != nil { // the subscription confirmation
+				_ = sub.Close()
+				s.setListening(false)
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(2 * time.Second):
+				}
+				continue
+			}
+			s.setListening(true)
+			ch := sub.Channel(redis.WithChannelHealthCheckInterval(5 * time.Second))
+			for msg := range ch {
+				s.evict(msg.Payload)
+			}
+			// The channel closed: Redis went away. Stop caching and start over.
+			s.setListening(false)
+			_ = sub.Close()
+		}
+	}()
+}
+
+func (s *Keys) setListening(on bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.listening = on
+	if !on {
+		s.cache = map[[32]byte]cached{}
+	}
+}
+
+// evict drops every cached entry of a key id ("*" drops all).
+func (s *Keys) evict(payload string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if payload == "*" {
+		s.cache = map[[32]byte]cached{}
+		return
+	}
+	id, err := strconv.ParseInt(payload, 10, 64)
+	if err != nil {
+		return
+	}
+	for h, c := range s.cache {
+		if c.principal.KeyID == id {
+			delete(s.cache, h)
+		}
+	}
+}
+
+// invalidate evicts a key here and on every other replica.
+func (s *Keys) invalidate(ctx context.Context, id int64) {
+	s.evict(strconv.FormatInt(id, 10))
+	if s.redis != nil {
+		if err := s.redis.Publish(ctx, s.channel, strconv.FormatInt(id, 10)).Err(); err != nil {
+			s.log.WarnContext(ctx, "ai key invalidation not published; other replicas stop caching when Redis is down", "error", err.Error())
+		}
+	}
+}
+
+// Authenticate returns the principal of a presented key, or 401.
+func (s *Keys) Authenticate(ctx context.Context, presented string) (Principal, error) {
+	bad := httpx.Unauthorized("Invalid, revoked or expired API key")
+	if !strings.HasPrefix(presented, KeyPrefix) || len(presented) > 128 {
+		return Principal{}, bad
+	}
+	h := hashKey(presented)
+	now := time.Now()
+	s.mu.RLock()
+	c, ok := s.cache[h]
+	listening := s.listening
+	s.mu.RUnlock()
+	if !ok || now.After(c.until) {
+		k := new(Key)
+		err := s.db.NewSelect().Model(k).Column("id", "user_id", "key_hash", "previous_hash", "previous_valid_until", "expires_at").
+			Where("status = ?", StatusActive).
+			WhereGroup(" AND ", func(q *bun.SelectQuery) *bun.SelectQuery {
+				return q.Where("key_hash = ?", h[:]).WhereOr("previous_hash = ? AND previous_valid_until > now()", h[:])
+			}).Limit(1).Scan(ctx)
+		if errors.Is(err, sql.ErrNoRows) {
+			return Principal{}, bad
+		}
+		if err != nil {
+			return Principal{}, fmt.Errorf("look up ai key: %w", errors.Join(httpx.ErrUnavailable, err))
+		}
+		p := Principal{KeyID: k.ID, UserID: k.UserID, ExpiresAt: k.ExpiresAt}
+		if string(k.KeyHash) != string(h[:]) {
+			p.ValidUntil = k.PreviousValidUntil
+		}
+		c = cached{principal: p, until: now.Add(s.cacheTTL)}
+		if listening {
+			s.mu.Lock()
+			s.cache[h] = c
+			s.mu.Unlock()
+		}
+	}
+	p := c.principal
+	if (p.ExpiresAt != nil && now.After(*p.ExpiresAt)) || (p.ValidUntil != nil && now.After(*p.ValidUntil)) {
+		return Principal{}, bad
+	}
+	return p, nil
+}
+
+// CreateInput asks for a key.
+type CreateInput struct {
+	UserID    int64
+	Name      string
+	ExpiresAt *time.Time
+}
+
+// Create makes a key; the plain text is in the answer only.
+func (s *Keys) Create(ctx context.Context, in CreateInput) (*View, error) {
+	if in.ExpiresAt != nil && !in.ExpiresAt.After(time.Now()) {
+		return nil, httpx.BadRequest("Validation failed", httpx.FieldError{Field: "expiresAt", Message: "must be in the future"})
+	}
+	text := newKeyText()
+	h := hashKey(text)
+	k := &Key{UserID: in.UserID, Name: strings.TrimSpace(in.Name), Prefix: displayPrefix(text), KeyHash: h[:], Status: StatusActive, ExpiresAt: in.ExpiresAt}
+	err := s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		var live bool
+		if err := tx.NewSelect().Table("users").ColumnExpr("deleted_at IS NULL").Where("id = ?", in.UserID).
+			For("UPDATE").Scan(ctx, &live); err != nil || !live {
+			return httpx.NotFound("User not found")
+		}
+		n, err := tx.NewSelect().Model((*Key)(nil)).Where("user_id = ?", in.UserID).Where("status = ?", StatusActive).Count(ctx)
+		if err != nil {
+			return fmt.Errorf("count ai keys: %w", err)
+		}
+		if n >= int64(s.maxPerUser) {
+			return httpx.Conflict(fmt.Sprintf("Quota reached: at most %d active AI keys per user", s.maxPerUser))
+		}
+		if _, err := tx.NewInsert().Model(k).Returning("*").Exec(ctx); err != nil {
+			return fmt.Errorf("store ai key: %w", err)
+		}
+		return s.audit.RecordTx(ctx, tx, audit.Event{Action: "aikey.created", UserID: audit.Int64(in.UserID), TargetType: "aiKey",
+			TargetID: fmt.Sprint(k.ID), Details: map[string]any{"name": k.Name, "prefix": k.Prefix}})
+	})
+	if err != nil {
+		return nil, err
+	}
+	v := view(k)
+	v.Key = text
+	return &v, nil
+}
+
+func (s *Keys) lockOwn(ctx context.Context, tx bun.Tx, id, userID int64) (*Key, error) {
+	k := new(Key)
+	if err := tx.NewSelect().Model(k).Where("id = ?", id).Where("user_id = ?", userID).For("UPDATE").Scan(ctx); err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil, httpx.NotFound("AI key not found")
+		}
+		return nil, fmt.Errorf("lock ai key %d: %w", id, err)
+	}
+	return k, nil
+}
+
+// Rotate gives the key new text; the old text works for gracePeriod more (0: stops at once). The
+// key's id, usage and limits carry over.
+func (s *Keys) Rotate(ctx context.Context, id, userID int64, grace time.Duration) (*View, error) {
+	text := newKeyText()
+	h := hashKey(text)
+	var out *Key
+	err := s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		k, err := s.lockOwn(ctx, tx, id, userID)
+		if err != nil {
+			return err
+		}
+		if k.Status != StatusActive {
+			return httpx.Conflict("A revoked key cannot be rotated")
+		}
+		q := tx.NewUpdate().Model(k).Set("key_hash = ?", h[:]).Set("prefix = ?", displayPrefix(text)).Set("updated_at = now()")
+		if grace > 0 {
+			q = q.Set("previous_hash = key_hash").Set("previous_valid_until = ?", time.Now().Add(grace))
+		} else {
+			q = q.Set("previous_hash = NULL").Set("previous_valid_until = NULL")
+		}
+		if _, err := q.WherePK().Returning("*").Exec(ctx); err != nil {
+			return fmt.Errorf("rotate ai key %d: %w", id, err)
+		}
+		out = k
+		return s.audit.RecordTx(ctx, tx, audit.Event{Action: "aikey.rotated", UserID: audit.Int64(userID), TargetType: "aiKey",
+			TargetID: fmt.Sprint(id), Details: map[string]any{"gracePeriodSeconds": int(grace.Seconds())}})
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.invalidate(ctx, id)
+	v := view(out)
+	v.Key = text
+	return &v, nil
+}
+
+// Revoke stops a key at once, on every replica.
+func (s *Keys) Revoke(ctx context.Context, id, userID int64) (*View, error) {
+	var out *Key
+	err := s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		k, err := s.lockOwn(ctx, tx, id, userID)
+		if err != nil {
+			return err
+		}
+		if k.Status == StatusRevoked {
+			return httpx.Conflict("The key is already revoked")
+		}
+		if _, err := tx.NewUpdate().Model(k).Set("status = ?", StatusRevoked).Set("revoked_at = now()").Set("previous_hash = NULL").
+			Set("updated_at = now()").WherePK().Returning("*").Exec(ctx); err != nil {
+			return fmt.Errorf("revoke ai key %d: %w", id, err)
+		}
+		out = k
+		return s.audit.RecordTx(ctx, tx, audit.Event{Action: "aikey.revoked", UserID: audit.Int64(userID), TargetType: "aiKey", TargetID: fmt.Sprint(id)})
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.invalidate(ctx, id)
+	v := view(out)
+	return &v, nil
+}
+
+// List returns the user's keys (never their text).
+func (s *Keys) List(ctx context.Context, userID int64) ([]View, error) {
+	var rows []Key
+	if err := s.db.NewSelect().Model(&rows).Where("user_id = ?", userID).OrderExpr("id").Scan(ctx); err != nil {
+		return nil, fmt.Errorf("list ai keys: %w", err)
+	}
+	out := make([]View, len(rows))
+	for i := range rows {
+		out[i] = view(&rows[i])
+	}
+	return out, nil
+}
+
+// ReleaseUser revokes every key of a deleted user (in the deleting transaction) and evicts them.
+func (s *Keys) ReleaseUser(ctx context.Context, tx bun.IDB, userID int64) error {
+	if _, err := tx.NewUpdate().Model((*Key)(nil)).Set("status = ?", StatusRevoked).Set("revoked_at = now()").Set("previous_hash = NULL").
+		Where("user_id = ?", userID).Where("status = ?", StatusActive).Exec(ctx); err != nil {
+		return fmt.Errorf("revoke ai keys of user %d: %w", userID, err)
+	}
+	s.evict("*")
+	if s.redis != nil {
+		_ = s.redis.Publish(ctx, s.channel, "*").Err()
+	}
+	return nil
+}

@@ -1,0 +1,73 @@
+package aikeys
+
+import (
+	"time"
+
+	"github.com/uptrace/bun"
+)
+
+// Statuses of an AI key.
+const (
+	StatusActive  = "Active"
+	StatusRevoked = "Revoked"
+)
+
+// KeyPrefix starts every key, so keys are recognisable (and secret scanners can find them).
+const KeyPrefix = "sk-prov-"
+
+// Key is an AI key as stored: only the SHA-256 of the key text, and its first characters for display.
+type Key struct {
+	bun.BaseModel `bun:"table:ai_keys,alias:k"`
+
+	ID                 int64      `bun:"id,pk,autoincrement"`
+	UserID             int64      `bun:"user_id,notnull"`
+	Name               string     `bun:"name,notnull"`
+	Prefix             string     `bun:"prefix,notnull"`
+	KeyHash            []byte     `bun:"key_hash,notnull"`
+	PreviousHash       []byte     `bun:"previous_hash"`
+	PreviousValidUntil *time.Time `bun:"previous_valid_until"`
+	Status             string     `bun:"status,notnull"`
+	ExpiresAt          *time.Time `bun:"expires_at"`
+	LastUsedAt         *time.Time `bun:"last_used_at"`
+	Requests           int64      `bun:"requests,notnull"`
+	PromptTokens       int64      `bun:"prompt_tokens,notnull"`
+	CompletionTokens   int64      `bun:"completion_tokens,notnull"`
+	CreatedAt          time.Time  `bun:"created_at,nullzero,notnull,default:current_timestamp"`
+	UpdatedAt          time.Time  `bun:"updated_at,nullzero,notnull,default:current_timestamp"`
+	RevokedAt          *time.Time `bun:"revoked_at"`
+}
+
+// Usage counts what a key consumed.
+type Usage struct {
+	Requests         int64 `json:"requests"`
+	PromptTokens     int64 `json:"promptTokens"`
+	CompletionTokens int64 `json:"completionTokens"`
+}
+
+// View is a key as the API shows it; Key (the plain text) only in the create and rotate answers.
+type View struct {
+	ID         int64      `json:"id" example:"5"`
+	Name       string     `json:"name" example:"ci pipeline"`
+	Prefix     string     `json:"prefix" doc:"The key's first characters, to recognise it." example:"sk-prov-7Hq2"`
+	Status     string     `json:"status" enum:"Active,Revoked"`
+	CreatedAt  time.Time  `json:"createdAt"`
+	LastUsedAt *time.Time `json:"lastUsedAt"`
+	ExpiresAt  *time.Time `json:"expiresAt"`
+	Usage      Usage      `json:"usage"`
+	Key        string     `json:"key,omitempty" doc:"The key itself: shown once, in the answers of create and rotate."`
+	UserID     int64      `json:"userId"`
+}
+
+func utc(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	u := t.UTC()
+	return &u
+}
+
+func view(k *Key) View {
+	return View{ID: k.ID, Name: k.Name, Prefix: k.Prefix, Status: k.Status, CreatedAt: k.CreatedAt.UTC(),
+		LastUsedAt: utc(k.LastUsedAt), ExpiresAt: utc(k.ExpiresAt), UserID: k.UserID,
+		Usage: Usage{Requests: k.Requests, PromptTokens: k.PromptTokens, CompletionTokens: k.CompletionTokens}}
+}

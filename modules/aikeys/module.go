@@ -1,0 +1,79 @@
+// Package aikeys is the AI keys module: hashed keys with instant rotation and revocation, and the
+// generation gateway (a simple generate route and an OpenAI-compatible streaming pass-through),
+// with per-key limits and batched usage metering.
+package aikeys
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/uptrace/bun"
+	"go.uber.org/fx"
+
+	"provisioner/modules/aikeys/migrations"
+	"provisioner/platform/audit"
+	"provisioner/platform/config"
+	"provisioner/platform/db"
+	"provisioner/platform/httpx"
+	"provisioner/platform/provision"
+	"provisioner/platform/ratelimit"
+	"provisioner/platform/summary"
+)
+
+// CacheTTL bounds how long a key check is cached in-process (evicted at once on revocation).
+const CacheTTL = 30 * time.Second
+
+// Module is everything the aikeys module contributes.
+var Module = fx.Module("aikeys",
+	fx.Provide(
+		func(d *bun.DB, cfg *config.Config, a *audit.Recorder, rc *redis.Client, log *slog.Logger) *Keys {
+			return &Keys{db: d, audit: a, redis: rc, channel: cfg.Redis.KeyPrefix + ":aikeys:invalidate",
+				maxPerUser: cfg.AiKeys.MaxPerUser, log: log, cache: map[[32]byte]cached{}, cacheTTL: CacheTTL}
+		},
+		func(cfg *config.Config) *Upstream {
+			return NewUpstream(cfg.Ai.BaseUrl, cfg.Ai.ApiKey, cfg.Ai.DefaultModel, time.Duration(cfg.Ai.TimeoutSeconds)*time.Second)
+		},
+		func(d *bun.DB, log *slog.Logger) *Meter { return NewMeter(d, log, time.Second) },
+		func(k *Keys, u *Upstream, m *Meter, l *ratelimit.Limiter, log *slog.Logger) *Passthrough {
+			return &Passthrough{keys: k, upstream: u, meter: m, limiter: l, log: log}
+		},
+		httpx.AsRoutes(func(k *Keys, u *Upstream, m *Meter, l *ratelimit.Limiter, p *Passthrough) *Handler {
+			return &Handler{keys: k, upstream: u, meter: m, limiter: l, pass: p}
+		}),
+		provision.AsUserReleaser(func(k *Keys) *Keys { return k }),
+		summary.AsDashboardContributor(func(k *Keys) *Summary { return &Summary{keys: k} }),
+		summary.AsCounter(func(k *Keys) *Summary { return &Summary{keys: k} }),
+		db.AsMigrations(func() db.Migrations { return db.Migrations{Module: "aikeys", FS: migrations.FS} }),
+	),
+	fx.Invoke(func(lc fx.Lifecycle, k *Keys, m *Meter, _ *db.Migrated) {
+		ctx, cancel := context.WithCancel(context.Background())
+		lc.Append(fx.Hook{
+			OnStart: func(context.Context) error { k.Listen(ctx); m.Start(); return nil },
+			OnStop:  func(c context.Context) error { cancel(); return m.Stop(c) },
+		})
+	}),
+)
+
+// Summary contributes the dashboard section and the platform counts.
+type Summary struct{ keys *Keys }
+
+// DashboardSection implements summary.DashboardContributor.
+func (s *Summary) DashboardSection(ctx context.Context, userID int64) (summary.Section, error) {
+	list, err := s.keys.List(ctx, userID)
+	if err != nil {
+		return summary.Section{}, err
+	}
+	return summary.Section{Key: "aiKeys", Items: list, Total: len(list)}, nil
+}
+
+// PlatformCounts implements summary.Counter: active keys, one query.
+func (s *Summary) PlatformCounts(ctx context.Context) (map[string]int64, error) {
+	n, err := s.keys.db.NewSelect().Model((*Key)(nil)).Where("status = ?", StatusActive).Count(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("count ai keys: %w", err)
+	}
+	return map[string]int64{"aiKeys": int64(n)}, nil
+}
