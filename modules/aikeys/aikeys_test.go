@@ -1,0 +1,417 @@
+package aikeys_test
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"provisioner/platform/testutil"
+	"provisioner/platform/testutil/apptest"
+)
+
+func TestMain(m *testing.M) { testutil.Main(m) }
+
+const upstreamKey = "upstream-secret"
+
+// upstream is a fake OpenAI-compatible server: non-streaming and SSE answers, errors, slowness.
+// A streamed answer sends its first chunk, then waits on release before the rest.
+type upstream struct {
+	*httptest.Server
+	mu       sync.Mutex
+	bodies   []map[string]any
+	fail     int // status to answer with
+	delay    time.Duration
+	release  chan struct{}
+	finished chan struct{}
+}
+
+func newUpstream(t *testing.T) *upstream {
+	u := &upstream{}
+	u.Server = httptest.NewServer(http.HandlerFunc(u.serve))
+	t.Cleanup(u.Close)
+	return u
+}
+
+func (u *upstream) serve(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path != "/chat/completions" || r.Header.Get("Authorization") != "Bearer "+upstreamKey {
+		w.WriteHeader(http.StatusUnauthorized)
+		_, _ = w.Write([]byte(`{"error":{"message":"bad upstream key","type":"invalid_request_error"}}`))
+		return
+	}
+	var body map[string]any
+	_ = json.NewDecoder(r.Body).Decode(&body)
+	u.mu.Lock()
+	u.bodies = append(u.bodies, body)
+	fail, delay, release, finished := u.fail, u.delay, u.release, u.finished
+	u.mu.Unlock()
+	if delay > 0 {
+		time.Sleep(delay)
+	}
+	if fail != 0 {
+		w.WriteHeader(fail)
+		_, _ = w.Write([]byte(`{"error":{"message":"upstream exploded","type":"server_error"}}`))
+		return
+	}
+	if body["stream"] != true {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"id":"chatcmpl-1","object":"chat.completion","model":"fake-model","choices":[{"index":0,"message":{"role":"assistant","content":"Hello there"},"finish_reason":"stop"}],"usage":{"prompt_tokens":11,"completion_tokens":2,"total_tokens":13}}`))
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	fl := w.(http.Flusher)
+	chunk := func(s string) {
+		_, _ = fmt.Fprintf(w, "data: %s\n\n", s)
+		fl.Flush()
+	}
+	chunk(`{"id":"c","object":"chat.completion.chunk","model":"fake-model","choices":[{"index":0,"delta":{"content":"Hel"}}]}`)
+	if release != nil {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+			if finished != nil {
+				close(finished)
+			}
+			return
+		}
+	}
+	chunk(`{"id":"c","object":"chat.completion.chunk","model":"fake-model","choices":[{"index":0,"delta":{"content":"lo"}}]}`)
+	chunk(`{"id":"c","object":"chat.completion.chunk","model":"fake-model","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`)
+	opts, _ := body["stream_options"].(map[string]any)
+	if opts["include_usage"] == true {
+		chunk(`{"id":"c","object":"chat.completion.chunk","model":"fake-model","choices":[],"usage":{"prompt_tokens":7,"completion_tokens":2,"total_tokens":9}}`)
+	}
+	_, _ = fmt.Fprint(w, "data: [DONE]\n\n")
+	fl.Flush()
+	if finished != nil {
+		close(finished)
+	}
+}
+
+type keyView struct {
+	ID     int64  `json:"id"`
+	Key    string `json:"key"`
+	Prefix string `json:"prefix"`
+	Status string `json:"status"`
+	Usage  struct {
+		Requests         int64 `json:"requests"`
+		PromptTokens     int64 `json:"promptTokens"`
+		CompletionTokens int64 `json:"completionTokens"`
+	} `json:"usage"`
+	LastUsedAt *time.Time `json:"lastUsedAt"`
+}
+
+func setup(t *testing.T, extra map[string]any) (*apptest.App, *upstream) {
+	up := newUpstream(t)
+	kv := map[string]any{"Ai:BaseUrl": up.URL, "Ai:ApiKey": upstreamKey, "Ai:DefaultModel": "fake-model", "Ai:TimeoutSeconds": 2}
+	for k, v := range extra {
+		kv[k] = v
+	}
+	return apptest.Start(t, apptest.With(kv)), up
+}
+
+func newKey(t *testing.T, a *apptest.App, token string, body map[string]any) keyView {
+	t.Helper()
+	if body == nil {
+		body = map[string]any{"name": "test key"}
+	}
+	r := a.Post("/api/me/ai-keys", token, body)
+	require.Equal(t, http.StatusCreated, r.Status, string(r.Raw))
+	var k keyView
+	r.Decode(t, &k)
+	return k
+}
+
+func generate(a *apptest.App, key string) *apptest.Resp {
+	return a.Do(apptest.Request{Method: "POST", Path: "/api/ai/generate", Body: map[string]any{"prompt": "Say hello", "system": "Be brief", "maxTokens": 10},
+		Header: map[string]string{"X-API-Key": key}})
+}
+
+func TestKeyLifecycleAndGenerate(t *testing.T) {
+	a, up := setup(t, nil)
+	u := a.Register(t)
+	k := newKey(t, a, u.Token, nil)
+	assert.True(t, strings.HasPrefix(k.Key, "sk-prov-"))
+	assert.GreaterOrEqual(t, len(k.Key), len("sk-prov-")+22, "at least 128 bits")
+	assert.True(t, strings.HasPrefix(k.Key, k.Prefix))
+	var stored []byte
+	require.NoError(t, a.DB.QueryRow("SELECT key_hash FROM ai_keys WHERE id = ?", k.ID).Scan(&stored))
+	assert.NotContains(t, string(stored), k.Key, "only a hash is stored")
+
+	list := a.Get("/api/me/ai-keys", u.Token)
+	assert.NotContains(t, string(list.Raw), k.Key, "the key text never appears in lists")
+
+	r := generate(a, k.Key)
+	require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
+	var g struct {
+		Text, Model, FinishReason string
+		Usage                     struct{ PromptTokens, CompletionTokens, TotalTokens int64 }
+	}
+	r.Decode(t, &g)
+	assert.Equal(t, "Hello there", g.Text)
+	assert.Equal(t, "fake-model", g.Model)
+	assert.Equal(t, "stop", g.FinishReason)
+	assert.EqualValues(t, 13, g.Usage.TotalTokens)
+	up.mu.Lock()
+	msgs := up.bodies[0]["messages"].([]any)
+	assert.Len(t, msgs, 2, "system and user messages")
+	assert.EqualValues(t, 10, up.bodies[0]["max_tokens"])
+	up.mu.Unlock()
+
+	// Usage is flushed in batches and shows on the key.
+	require.Eventually(t, func() bool {
+		var ks []keyView
+		a.Get("/api/me/ai-keys", u.Token).Decode(t, &ks)
+		return len(ks) == 1 && ks[0].Usage.Requests == 1 && ks[0].Usage.PromptTokens == 11 && ks[0].LastUsedAt != nil
+	}, 5*time.Second, 100*time.Millisecond)
+
+	// Another user's key: 404 on every management route.
+	other := a.Register(t)
+	for _, req := range []apptest.Request{
+		{Method: "POST", Path: fmt.Sprintf("/api/me/ai-keys/%d/rotate", k.ID)},
+		{Method: "DELETE", Path: fmt.Sprintf("/api/me/ai-keys/%d", k.ID)},
+	} {
+		req.Token = other.Token
+		assert.Equal(t, http.StatusNotFound, a.Do(req).Status)
+	}
+
+	// Revoked: refused at once.
+	r = a.Do(apptest.Request{Method: "DELETE", Path: fmt.Sprintf("/api/me/ai-keys/%d", k.ID), Token: u.Token})
+	require.Equal(t, http.StatusOK, r.Status)
+	assert.Equal(t, http.StatusUnauthorized, generate(a, k.Key).Status)
+	assert.Equal(t, http.StatusConflict, a.Post(fmt.Sprintf("/api/me/ai-keys/%d/rotate", k.ID), u.Token, nil).Status)
+}
+
+func TestRefusedKeys(t *testing.T) {
+	a, _ := setup(t, nil)
+	u := a.Register(t)
+	expiring := newKey(t, a, u.Token, map[string]any{"name": "short", "expiresAt": time.Now().Add(1500 * time.Millisecond).UTC().Format(time.RFC3339Nano)})
+	require.Equal(t, http.StatusOK, generate(a, expiring.Key).Status)
+	time.Sleep(1600 * time.Millisecond)
+
+	cases := map[string]string{
+		"unknown":  "sk-prov-" + strings.Repeat("A", 32),
+		"expired":  expiring.Key,
+		"a JWT":    u.Token,
+		"empty":    "",
+		"mangled":  expiring.Key[:len(expiring.Key)-1] + "x",
+		"too long": "sk-prov-" + strings.Repeat("x", 500),
+	}
+	for name, key := range cases {
+		t.Run(name, func(t *testing.T) {
+			r := generate(a, key)
+			assert.Equal(t, http.StatusUnauthorized, r.Status, string(r.Raw))
+			assert.False(t, r.Env.Success)
+		})
+	}
+	assert.Equal(t, http.StatusBadRequest, a.Post("/api/me/ai-keys", u.Token, map[string]any{"name": "past", "expiresAt": "2001-01-01T00:00:00Z"}).Status)
+	assert.Equal(t, http.StatusBadRequest, a.Post("/api/me/ai-keys", u.Token, map[string]any{"name": ""}).Status)
+}
+
+func TestRotationWithAndWithoutGrace(t *testing.T) {
+	a, _ := setup(t, nil)
+	u := a.Register(t)
+	k := newKey(t, a, u.Token, nil)
+	require.Equal(t, http.StatusOK, generate(a, k.Key).Status) // cached on this replica now
+
+	r := a.Post(fmt.Sprintf("/api/me/ai-keys/%d/rotate", k.ID), u.Token, nil)
+	require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
+	var rotated keyView
+	r.Decode(t, &rotated)
+	assert.Equal(t, k.ID, rotated.ID, "the id carries over")
+	assert.NotEqual(t, k.Key, rotated.Key)
+	assert.Equal(t, http.StatusUnauthorized, generate(a, k.Key).Status, "the old key stops at once")
+	assert.Equal(t, http.StatusOK, generate(a, rotated.Key).Status)
+
+	r = a.Post(fmt.Sprintf("/api/me/ai-keys/%d/rotate", k.ID), u.Token, map[string]any{"gracePeriodSeconds": 2})
+	require.Equal(t, http.StatusOK, r.Status)
+	var graced keyView
+	r.Decode(t, &graced)
+	assert.Equal(t, http.StatusOK, generate(a, rotated.Key).Status, "the old key works during the grace period")
+	assert.Equal(t, http.StatusOK, generate(a, graced.Key).Status)
+	time.Sleep(2100 * time.Millisecond)
+	assert.Equal(t, http.StatusUnauthorized, generate(a, rotated.Key).Status, "and stops after it")
+	assert.Equal(t, http.StatusOK, generate(a, graced.Key).Status)
+
+	assert.Equal(t, http.StatusBadRequest, a.Post(fmt.Sprintf("/api/me/ai-keys/%d/rotate", k.ID), u.Token, map[string]any{"gracePeriodSeconds": 86401}).Status)
+
+	require.Eventually(t, func() bool {
+		var ks []keyView
+		a.Get("/api/me/ai-keys", u.Token).Decode(t, &ks)
+		return len(ks) == 1 && ks[0].Usage.Requests == 5
+	}, 5*time.Second, 100*time.Millisecond, "usage carries over across rotations")
+}
+
+func TestRevocationReachesTheOtherReplica(t *testing.T) {
+	prefix := "shared" + testutil.RandomSuffix()
+	up := newUpstream(t)
+	kv := map[string]any{"Ai:BaseUrl": up.URL, "Ai:ApiKey": upstreamKey, "Redis:KeyPrefix": prefix}
+	one := apptest.Start(t, apptest.With(kv))
+	two := apptest.Start(t, apptest.With(kv))
+	u := one.Register(t)
+	k := newKey(t, one, u.Token, nil)
+	require.Equal(t, http.StatusOK, generate(two, k.Key).Status) // replica two caches the key
+	require.Equal(t, http.StatusOK, generate(two, k.Key).Status)
+	r := one.Do(apptest.Request{Method: "DELETE", Path: fmt.Sprintf("/api/me/ai-keys/%d", k.ID), Token: u.Token})
+	require.Equal(t, http.StatusOK, r.Status)
+	assert.Equal(t, http.StatusUnauthorized, generate(two, k.Key).Status, "refused by the other replica on the next request")
+}
+
+func TestPerKeyRateLimitAndQuota(t *testing.T) {
+	a, _ := setup(t, map[string]any{"RateLimit:AiGenerate": "2-M", "AiKeys:MaxPerUser": 2})
+	u := a.Register(t)
+	k := newKey(t, a, u.Token, nil)
+	other := newKey(t, a, u.Token, nil)
+	assert.Equal(t, http.StatusOK, generate(a, k.Key).Status)
+	assert.Equal(t, http.StatusOK, generate(a, k.Key).Status)
+	r := generate(a, k.Key)
+	assert.Equal(t, http.StatusTooManyRequests, r.Status)
+	assert.NotEmpty(t, r.Header.Get("Retry-After"))
+	assert.Equal(t, http.StatusOK, generate(a, other.Key).Status, "the limit is per key")
+	assert.Equal(t, http.StatusConflict, a.Post("/api/me/ai-keys", u.Token, map[string]any{"name": "third"}).Status)
+}
+
+func TestUpstreamFailuresAre502(t *testing.T) {
+	a, up := setup(t, nil)
+	u := a.Register(t)
+	k := newKey(t, a, u.Token, nil)
+	up.mu.Lock()
+	up.fail = 500
+	up.mu.Unlock()
+	r := generate(a, k.Key)
+	assert.Equal(t, http.StatusBadGateway, r.Status)
+	assert.NotContains(t, string(r.Raw), upstreamKey)
+
+	up.mu.Lock()
+	up.fail, up.delay = 0, 2500*time.Millisecond
+	up.mu.Unlock()
+	assert.Equal(t, http.StatusBadGateway, generate(a, k.Key).Status, "a timeout is a 502")
+	up.mu.Lock()
+	up.delay = 0
+	up.mu.Unlock()
+
+	res := chat(t, a, "Authorization", "Bearer "+k.Key, false)
+	assert.Equal(t, http.StatusOK, res.StatusCode)
+	res.Body.Close()
+	up.mu.Lock()
+	up.fail = 503
+	up.mu.Unlock()
+	res = chat(t, a, "X-API-Key", k.Key, false)
+	assert.Equal(t, http.StatusBadGateway, res.StatusCode)
+	var oe struct {
+		Error struct{ Message, Type, Code string } `json:"error"`
+	}
+	require.NoError(t, json.NewDecoder(res.Body).Decode(&oe))
+	res.Body.Close()
+	assert.Equal(t, "upstream_error", oe.Error.Code, "OpenAI's error format")
+}
+
+func chat(t *testing.T, a *apptest.App, header, value string, stream bool) *http.Response {
+	t.Helper()
+	body, _ := json.Marshal(map[string]any{"model": "fake-model", "stream": stream, "messages": []map[string]string{{"role": "user", "content": "hi"}}})
+	req, err := http.NewRequest("POST", a.URL+"/api/ai/v1/chat/completions", bytes.NewReader(body))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(header, value)
+	res, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	return res
+}
+
+func TestPassthroughAuthAndFormat(t *testing.T) {
+	a, _ := setup(t, nil)
+	u := a.Register(t)
+	k := newKey(t, a, u.Token, nil)
+	res := chat(t, a, "Authorization", "Bearer "+k.Key, false)
+	require.Equal(t, http.StatusOK, res.StatusCode)
+	var cr struct {
+		Object  string
+		Choices []struct{ Message struct{ Content string } }
+	}
+	require.NoError(t, json.NewDecoder(res.Body).Decode(&cr))
+	res.Body.Close()
+	assert.Equal(t, "chat.completion", cr.Object, "OpenAI's own format, not the envelope")
+	assert.Equal(t, "Hello there", cr.Choices[0].Message.Content)
+
+	for name, hv := range map[string][2]string{
+		"jwt as bearer": {"Authorization", "Bearer " + u.Token},
+		"no key":        {"X-Nothing", "x"},
+		"unknown key":   {"X-API-Key", "sk-prov-nope"},
+	} {
+		res := chat(t, a, hv[0], hv[1], false)
+		assert.Equal(t, http.StatusUnauthorized, res.StatusCode, name)
+		res.Body.Close()
+	}
+}
+
+// TestStreamingIsRelayedIncrementally: the first chunk reaches the client while the upstream is
+// still holding the rest; the final usage chunk is metered.
+func TestStreamingIsRelayedIncrementally(t *testing.T) {
+	a, up := setup(t, nil)
+	u := a.Register(t)
+	k := newKey(t, a, u.Token, nil)
+	up.mu.Lock()
+	up.release, up.finished = make(chan struct{}), make(chan struct{})
+	release := up.release
+	up.mu.Unlock()
+
+	res := chat(t, a, "X-API-Key", k.Key, true)
+	require.Equal(t, http.StatusOK, res.StatusCode)
+	assert.Contains(t, res.Header.Get("Content-Type"), "text/event-stream")
+	rd := bufio.NewReader(res.Body)
+	first, err := rd.ReadString('\n')
+	require.NoError(t, err)
+	assert.Contains(t, first, `"Hel"`, "the first chunk arrives before the upstream finished")
+	up.mu.Lock()
+	assert.Equal(t, true, up.bodies[len(up.bodies)-1]["stream_options"].(map[string]any)["include_usage"], "usage is asked for")
+	up.mu.Unlock()
+	close(release)
+	rest, err := io.ReadAll(rd)
+	require.NoError(t, err)
+	res.Body.Close()
+	assert.Contains(t, string(rest), `"lo"`)
+	assert.Contains(t, string(rest), "[DONE]")
+
+	require.Eventually(t, func() bool {
+		var ks []keyView
+		a.Get("/api/me/ai-keys", u.Token).Decode(t, &ks)
+		return len(ks) == 1 && ks[0].Usage.PromptTokens == 7 && ks[0].Usage.CompletionTokens == 2
+	}, 5*time.Second, 100*time.Millisecond, "the usage chunk is metered")
+}
+
+func TestDisconnectMidStreamIsStillCharged(t *testing.T) {
+	a, up := setup(t, nil)
+	u := a.Register(t)
+	k := newKey(t, a, u.Token, nil)
+	up.mu.Lock()
+	up.release, up.finished = make(chan struct{}), make(chan struct{})
+	finished := up.finished
+	up.mu.Unlock()
+	res := chat(t, a, "X-API-Key", k.Key, true)
+	rd := bufio.NewReader(res.Body)
+	_, err := rd.ReadString('\n')
+	require.NoError(t, err)
+	res.Body.Close() // the client goes away mid-stream
+	up.mu.Lock()
+	close(up.release)
+	up.mu.Unlock()
+	select {
+	case <-finished:
+	case <-time.After(5 * time.Second):
+	}
+	require.Eventually(t, func() bool {
+		var ks []keyView
+		a.Get("/api/me/ai-keys", u.Token).Decode(t, &ks)
+		return len(ks) == 1 && ks[0].Usage.Requests == 1 && ks[0].Usage.CompletionTokens >= 1
+	}, 5*time.Second, 100*time.Millisecond, "what was generated is charged")
+}
