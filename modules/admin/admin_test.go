@@ -239,13 +239,12 @@ func (s section) DashboardSection(_ context.Context, userID int64) (summary.Sect
 type counter struct{}
 
 func (counter) PlatformCounts(context.Context) (map[string]int64, error) {
-	return map[string]int64{"dnsRecords": 7, "widgets": 3}, nil
+	return map[string]int64{"widgets": 3}, nil
 }
 
 func TestDashboardAndMetricsFromContributions(t *testing.T) {
 	a := apptest.Start(t, apptest.WithFx(fx.Provide(
-		summary.AsDashboardContributor(func() section { return section{key: "dnsRecords"} }),
-		fx.Annotate(func() section { return section{key: "widgets"} }, fx.As(new(summary.DashboardContributor)), fx.ResultTags(`group:"dashboard"`)),
+		summary.AsDashboardContributor(func() section { return section{key: "widgets"} }),
 		summary.AsCounter(func() counter { return counter{} }),
 	)))
 	admin := a.AdminToken(t)
@@ -254,25 +253,25 @@ func TestDashboardAndMetricsFromContributions(t *testing.T) {
 	require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
 	var d struct {
 		User       struct{ ID int64 }
-		DnsRecords []map[string]any `json:"dnsRecords"`
-		Databases  []any            `json:"databases"`
-		Sections   map[string]any   `json:"sections"`
-		Totals     map[string]int   `json:"totals"`
+		DnsRecords []any                       `json:"dnsRecords"`
+		Databases  []any                       `json:"databases"`
+		Sections   map[string][]map[string]any `json:"sections"`
+		Totals     map[string]int              `json:"totals"`
 	}
 	r.Decode(t, &d)
 	assert.Equal(t, u.ID, d.User.ID)
-	require.Len(t, d.DnsRecords, 1)
-	assert.EqualValues(t, u.ID, d.DnsRecords[0]["owner"])
-	assert.Contains(t, d.Sections, "widgets", "a new module appears without admin changing")
-	assert.Equal(t, 1, d.Totals["dnsRecords"])
+	require.Len(t, d.Sections["widgets"], 1, "a new module appears without admin changing")
+	assert.EqualValues(t, u.ID, d.Sections["widgets"][0]["owner"])
+	assert.Equal(t, 1, d.Totals["widgets"])
 	assert.NotNil(t, d.Databases)
+	assert.NotNil(t, d.DnsRecords)
 	assert.Equal(t, http.StatusNotFound, a.Get("/api/users/99999999/dashboard", admin).Status)
 
 	r = a.Get("/api/metrics/platform", "")
 	require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
 	var m map[string]any
 	r.Decode(t, &m)
-	assert.EqualValues(t, 7, m["dnsRecords"])
+	assert.EqualValues(t, map[string]any{"widgets": 3.0}, m["other"])
 	assert.GreaterOrEqual(t, m["users"].(float64), 2.0)
 	for _, k := range []string{"users", "databases", "activeDatabases", "dnsRecords", "wfautoAccounts", "aiKeys", "engines"} {
 		assert.Contains(t, m, k)
