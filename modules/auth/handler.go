@@ -15,11 +15,12 @@ import (
 type Handler struct {
 	svc     *Service
 	limiter *ratelimit.Limiter
+	oauth   *OAuth
 }
 
 // NewHandler builds the handler.
-func NewHandler(svc *Service, limiter *ratelimit.Limiter) *Handler {
-	return &Handler{svc: svc, limiter: limiter}
+func NewHandler(svc *Service, limiter *ratelimit.Limiter, oauth *OAuth) *Handler {
+	return &Handler{svc: svc, limiter: limiter, oauth: oauth}
 }
 
 type registerInput struct {
@@ -118,6 +119,8 @@ func (h *Handler) Register(api *httpx.API) {
 		}
 		return httpx.OK[*struct{}]("Password changed; sign in with the new password", nil), nil
 	})
+
+	h.registerOAuth(api)
 
 	httpx.Register(api, httpx.Authenticated, huma.Operation{
 		OperationID: "getMe", Method: http.MethodGet, Path: "/api/me", Tags: tags,

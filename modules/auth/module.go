@@ -5,6 +5,7 @@ package auth
 import (
 	"context"
 	"log/slog"
+	"net/http"
 
 	"github.com/uptrace/bun"
 	"go.uber.org/fx"
@@ -24,6 +25,7 @@ import (
 var Module = fx.Module("auth",
 	fx.Provide(
 		NewService,
+		newOAuth,
 		httpx.AsRoutes(NewHandler),
 		db.AsMigrations(func() db.Migrations { return db.Migrations{Module: "auth", FS: migrations.FS} }),
 	),
@@ -47,6 +49,16 @@ type ServiceParams struct {
 func NewService(p ServiceParams) *Service {
 	return &Service{db: p.DB, cfg: p.Cfg, hasher: p.Hasher, tokens: p.Tokens, audit: p.Audit,
 		mailer: p.Mailer, newUser: p.NewUser, log: p.Log}
+}
+
+// OAuthClientParams lets tests route the identity providers' hosts to fakes.
+type OAuthClientParams struct {
+	fx.In
+	Client *http.Client `name:"oauth" optional:"true"`
+}
+
+func newOAuth(s *Service, cfg *config.Config, p OAuthClientParams) *OAuth {
+	return NewOAuth(s, cfg, p.Client)
 }
 
 // bootstrapAdmin makes sure of the bootstrap admin once the schema is migrated.

@@ -231,6 +231,14 @@ func (s *Service) Me(ctx context.Context, id int64) (*UserView, error) {
 		return nil, fmt.Errorf("load user: %w", err)
 	}
 	v := viewOf(u, "", "")
+	if u.PasswordHash == nil {
+		// An account that only signs in through a provider reports that identity.
+		var id identity
+		if err := s.db.NewSelect().Model(&id).Where("user_id = ?", u.ID).OrderExpr("id").Limit(1).Scan(ctx); err == nil {
+			v.Provider = strings.ToUpper(id.Provider[:1]) + id.Provider[1:]
+			v.ProviderUserID = id.ProviderUserID
+		}
+	}
 	return &v, nil
 }
 

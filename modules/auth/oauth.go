@@ -1,0 +1,414 @@
+package auth
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/markbates/goth"
+	"github.com/markbates/goth/providers/github"
+	"github.com/markbates/goth/providers/google"
+	"github.com/uptrace/bun"
+
+	"provisioner/platform/audit"
+	"provisioner/platform/authn"
+	"provisioner/platform/config"
+	"provisioner/platform/secrets"
+)
+
+// StateTTL is how long a sign-in with a provider may take.
+const StateTTL = 10 * time.Minute
+
+// stateCookie carries the flow's state, PKCE verifier and return URL between the login redirect
+// and the callback: signed (HMAC-SHA256), HttpOnly, SameSite=Lax, scoped to /api/auth.
+const stateCookie = "oauth_flow"
+
+// OAuth signs users in with GitHub and Google through goth's providers, without gorilla sessions:
+// the flow's state lives in a signed cookie, goth's Authorize does not check state so this does,
+// and PKCE (S256) is added to the authorization URL and the code exchange.
+type OAuth struct {
+	svc    *Service
+	cfg    *config.Config
+	client *http.Client // nil: http.DefaultClient; tests route provider hosts to fakes
+	key    []byte       // signs the state cookie
+}
+
+// NewOAuth builds the OAuth flows; client may be nil.
+func NewOAuth(svc *Service, cfg *config.Config, client *http.Client) *OAuth {
+	mac := hmac.New(sha256.New, []byte(cfg.Jwt.Key))
+	mac.Write([]byte("oauth-state-cookie"))
+	return &OAuth{svc: svc, cfg: cfg, client: client, key: mac.Sum(nil)}
+}
+
+// providerName canonicalises a path segment; "" when unknown or unconfigured.
+func (o *OAuth) providerName(p string) string {
+	switch strings.ToLower(p) {
+	case "github":
+		if o.cfg.GitHub.Configured() {
+			return "github"
+		}
+	case "google":
+		if o.cfg.Google.Configured() {
+			return "google"
+		}
+	}
+	return ""
+}
+
+func (o *OAuth) callbackURL(name string) string {
+	return strings.TrimRight(o.cfg.Server.PublicUrl, "/") + "/api/auth/callback/" + name
+}
+
+// pkceTransport adds the PKCE code_verifier to the token exchange, which goth's Authorize makes
+// without one.
+type pkceTransport struct {
+	base     http.RoundTripper
+	tokenURL string
+	verifier string
+}
+
+func (t *pkceTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Method == http.MethodPost && r.Body != nil && strings.HasPrefix(r.URL.String(), t.tokenURL) {
+		body, err := io.ReadAll(r.Body)
+		_ = r.Body.Close()
+		if err != nil {
+			return nil, err
+		}
+		form, err := url.ParseQuery(string(body))
+		if err == nil && form.Get("grant_type") == "authorization_code" {
+			form.Set("code_verifier", t.verifier)
+			body = []byte(form.Encode())
+		}
+		r = r.Clone(r.Context())
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		r.ContentLength = int64(len(body))
+		r.Header.Del("Content-Length")
+	}
+	return t.base.RoundTrip(r)
+}
+
+// provider builds a goth provider for one flow (cheap), with the PKCE verifier of that flow.
+func (o *OAuth) provider(name, verifier string) goth.Provider {
+	base := http.DefaultTransport
+	if o.client != nil && o.client.Transport != nil {
+		base = o.client.Transport
+	}
+	switch name {
+	case "github":
+		g := o.cfg.GitHub
+		auth, tok, prof, mail := orDefault(g.AuthUrl, github.AuthURL), orDefault(g.TokenUrl, github.TokenURL),
+			orDefault(g.ProfileUrl, github.ProfileURL), orDefault(g.EmailUrl, github.EmailURL)
+		p := github.NewCustomisedURL(g.ClientId, g.ClientSecret, o.callbackURL(name), auth, tok, prof, mail, "read:user", "user:email")
+		p.HTTPClient = &http.Client{Timeout: 15 * time.Second, Transport: &pkceTransport{base: base, tokenURL: tok, verifier: verifier}}
+		return p
+	default:
+		p := google.New(o.cfg.Google.ClientId, o.cfg.Google.ClientSecret, o.callbackURL(name), "openid", "email", "profile")
+		p.HTTPClient = &http.Client{Timeout: 15 * time.Second, Transport: &pkceTransport{base: base, tokenURL: google.Endpoint.TokenURL, verifier: verifier}}
+		return p
+	}
+}
+
+func orDefault(v, def string) string {
+	if v == "" {
+		return def
+	}
+	return v
+}
+
+type flow struct {
+	Provider  string `json:"p"`
+	State     string `json:"s"`
+	Verifier  string `json:"v"`
+	ReturnURL string `json:"r,omitempty"`
+	Expires   int64  `json:"e"`
+}
+
+func (o *OAuth) sign(f flow) string {
+	raw, _ := json.Marshal(f)
+	payload := base64.RawURLEncoding.EncodeToString(raw)
+	mac := hmac.New(sha256.New, o.key)
+	mac.Write([]byte(payload))
+	return payload + "." + base64.RawURLEncoding.EncodeToString(mac.Sum(nil))
+}
+
+func (o *OAuth) verify(cookie string) (flow, bool) {
+	var f flow
+	payload, sig, ok := strings.Cut(cookie, ".")
+	if !ok {
+		return f, false
+	}
+	mac := hmac.New(sha256.New, o.key)
+	mac.Write([]byte(payload))
+	want := base64.RawURLEncoding.EncodeToString(mac.Sum(nil))
+	if subtle.ConstantTimeCompare([]byte(sig), []byte(want)) != 1 {
+		return f, false
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(payload)
+	if err != nil || json.Unmarshal(raw, &f) != nil || time.Now().Unix() > f.Expires {
+		return f, false
+	}
+	return f, true
+}
+
+// allowedReturn keeps a returnUrl only when its origin is one of Frontend:Origins.
+func (o *OAuth) allowedReturn(raw string) string {
+	if raw == "" || len(raw) > 2000 {
+		return ""
+	}
+	u, err := url.Parse(raw)
+	if err != nil || u.User != nil || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http") {
+		return ""
+	}
+	origin := u.Scheme + "://" + u.Host
+	for _, allowed := range o.cfg.AllowedOrigins() {
+		if strings.EqualFold(origin, allowed) {
+			u.Fragment = ""
+			return u.String()
+		}
+	}
+	return ""
+}
+
+// Begin starts a flow: the provider's authorization URL and the signed cookie value.
+func (o *OAuth) Begin(name, returnURL string) (authURL, cookie string, err error) {
+	state := secrets.RandomToken(32)
+	verifier := secrets.RandomToken(48)
+	sess, err := o.provider(name, verifier).BeginAuth(state)
+	if err != nil {
+		return "", "", fmt.Errorf("begin %s sign-in: %w", name, err)
+	}
+	raw, err := sess.GetAuthURL()
+	if err != nil {
+		return "", "", fmt.Errorf("begin %s sign-in: %w", name, err)
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "", "", fmt.Errorf("begin %s sign-in: %w", name, err)
+	}
+	sum := sha256.Sum256([]byte(verifier))
+	q := u.Query()
+	q.Set("code_challenge", base64.RawURLEncoding.EncodeToString(sum[:]))
+	q.Set("code_challenge_method", "S256")
+	u.RawQuery = q.Encode()
+	f := flow{Provider: name, State: state, Verifier: verifier, ReturnURL: o.allowedReturn(returnURL), Expires: time.Now().Add(StateTTL).Unix()}
+	return u.String(), o.sign(f), nil
+}
+
+// flowError is a failure reported to the frontend as #error=<Code>.
+type flowError struct{ Code string }
+
+func (e *flowError) Error() string { return "oauth: " + e.Code }
+
+// Identity is what the provider vouched for.
+type Identity struct {
+	Provider, ProviderUserID, Email, Name string
+	EmailVerified                         bool
+}
+
+// Finish checks the state against the cookie, spends it, exchanges the code, fetches the user and
+// signs them in. It returns the auth result and where to send the browser.
+func (o *OAuth) Finish(ctx context.Context, name, cookie string, query url.Values) (*AuthResult, string, error) {
+	f, ok := o.verify(cookie)
+	if !ok || f.Provider != name || query.Get("state") == "" ||
+		subtle.ConstantTimeCompare([]byte(f.State), []byte(query.Get("state"))) != 1 {
+		return nil, f.ReturnURL, &flowError{"invalid_state"}
+	}
+	if err := o.spend(ctx, f.State); err != nil {
+		return nil, f.ReturnURL, err
+	}
+	if e := query.Get("error"); e != "" {
+		code := "provider_error"
+		if e == "access_denied" {
+			code = "access_denied"
+		}
+		return nil, f.ReturnURL, &flowError{code}
+	}
+	if query.Get("code") == "" {
+		return nil, f.ReturnURL, &flowError{"missing_code"}
+	}
+	p := o.provider(name, f.Verifier)
+	sess, err := p.BeginAuth(f.State)
+	if err != nil {
+		return nil, f.ReturnURL, &flowError{"provider_error"}
+	}
+	if _, err := sess.Authorize(p, query); err != nil {
+		o.svc.log.WarnContext(ctx, "oauth code exchange failed", "provider", name, "error", err.Error())
+		return nil, f.ReturnURL, &flowError{"provider_error"}
+	}
+	gu, err := p.FetchUser(sess)
+	if err != nil && !errors.Is(err, github.ErrNoVerifiedGitHubPrimaryEmail) {
+		o.svc.log.WarnContext(ctx, "oauth user fetch failed", "provider", name, "error", err.Error())
+		return nil, f.ReturnURL, &flowError{"provider_error"}
+	}
+	id := Identity{Provider: name, ProviderUserID: gu.UserID, Name: firstNonEmpty(gu.Name, gu.NickName)}
+	switch name {
+	case "github":
+		id.Email, id.EmailVerified, err = o.githubPrimaryEmail(ctx, p.(*github.Provider), gu.AccessToken)
+		if err != nil {
+			return nil, f.ReturnURL, &flowError{"provider_error"}
+		}
+	case "google":
+		id.Email = gu.Email
+		id.EmailVerified, _ = gu.RawData["verified_email"].(bool)
+		if v, ok := gu.RawData["email_verified"].(bool); ok {
+			id.EmailVerified = v
+		}
+	}
+	if id.ProviderUserID == "" {
+		return nil, f.ReturnURL, &flowError{"provider_error"}
+	}
+	res, err := o.svc.SignInExternal(ctx, id)
+	return res, f.ReturnURL, err
+}
+
+// githubPrimaryEmail asks /user/emails for the primary, verified address.
+func (o *OAuth) githubPrimaryEmail(ctx context.Context, p *github.Provider, token string) (string, bool, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, orDefault(o.cfg.GitHub.EmailUrl, github.EmailURL), nil)
+	if err != nil {
+		return "", false, err
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Accept", "application/vnd.github+json")
+	res, err := p.Client().Do(req)
+	if err != nil {
+		return "", false, err
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		return "", false, fmt.Errorf("github emails: %d", res.StatusCode)
+	}
+	var list []struct {
+		Email    string `json:"email"`
+		Primary  bool   `json:"primary"`
+		Verified bool   `json:"verified"`
+	}
+	if err := json.NewDecoder(io.LimitReader(res.Body, 1<<20)).Decode(&list); err != nil {
+		return "", false, err
+	}
+	for _, e := range list {
+		if e.Primary {
+			return e.Email, e.Verified, nil
+		}
+	}
+	return "", false, nil
+}
+
+// spend records the state as used; a second callback with it is refused.
+func (o *OAuth) spend(ctx context.Context, state string) error {
+	sum := sha256.Sum256([]byte(state))
+	res, err := o.svc.db.NewInsert().Model(&spentState{StateHash: sum[:]}).On("CONFLICT DO NOTHING").Exec(ctx)
+	if err != nil {
+		return fmt.Errorf("spend oauth state: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return &flowError{"invalid_state"}
+	}
+	_, _ = o.svc.db.NewDelete().Model((*spentState)(nil)).Where("spent_at < now() - interval '1 day'").Exec(ctx)
+	return nil
+}
+
+type spentState struct {
+	bun.BaseModel `bun:"table:oauth_spent_states"`
+	StateHash     []byte    `bun:"state_hash,pk"`
+	SpentAt       time.Time `bun:"spent_at,nullzero,notnull,default:current_timestamp"`
+}
+
+// identity is a user's link to an external provider account.
+type identity struct {
+	bun.BaseModel `bun:"table:user_identities"`
+
+	ID             int64     `bun:"id,pk,autoincrement"`
+	UserID         int64     `bun:"user_id,notnull"`
+	Provider       string    `bun:"provider,notnull"`
+	ProviderUserID string    `bun:"provider_user_id,notnull"`
+	Email          string    `bun:"email,notnull"`
+	EmailVerified  bool      `bun:"email_verified,notnull"`
+	CreatedAt      time.Time `bun:"created_at,nullzero,notnull,default:current_timestamp"`
+}
+
+// SignInExternal signs in the account of a provider identity: the same identity → its user; else
+// a verified email equal to an existing account's → link it; else a new account (with a tenant
+// database, like any registration). An unverified email that matches an account never links.
+func (s *Service) SignInExternal(ctx context.Context, id Identity) (*AuthResult, error) {
+	display := strings.ToUpper(id.Provider[:1]) + id.Provider[1:]
+	var u *User
+	var created, linked bool
+	err := s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		existing := new(identity)
+		err := tx.NewSelect().Model(existing).Where("provider = ?", id.Provider).Where("provider_user_id = ?", id.ProviderUserID).Scan(ctx)
+		if err == nil {
+			u = new(User)
+			if err := tx.NewSelect().Model(u).Where("id = ?", existing.UserID).Where("deleted_at IS NULL").Scan(ctx); err != nil {
+				return &flowError{"account_disabled"}
+			}
+			return nil
+		}
+		email := normalizeEmail(id.Email)
+		if email == "" {
+			return &flowError{"email_missing"}
+		}
+		match, err := s.findByEmail(ctx, tx, email)
+		if err != nil {
+			return err
+		}
+		switch {
+		case match != nil && id.EmailVerified:
+			u, linked = match, true
+		case match != nil:
+			return &flowError{"email_unverified"}
+		default:
+			u = &User{Email: email, FullName: firstNonEmpty(id.Name, email), Role: authn.RoleUser, SecurityStamp: 1}
+			if _, err := tx.NewInsert().Model(u).Returning("*").Exec(ctx); err != nil {
+				if isUniqueViolation(err) {
+					return &flowError{"email_unverified"}
+				}
+				return fmt.Errorf("create user: %w", err)
+			}
+			created = true
+		}
+		if _, err := tx.NewInsert().Model(&identity{UserID: u.ID, Provider: id.Provider, ProviderUserID: id.ProviderUserID,
+			Email: email, EmailVerified: id.EmailVerified}).Exec(ctx); err != nil {
+			return fmt.Errorf("link identity: %w", err)
+		}
+		action := "user.identity.linked"
+		if created {
+			action = "user.registered"
+		}
+		return s.audit.RecordTx(ctx, tx, audit.Event{Action: action, ActorUserID: audit.Int64(u.ID), TargetType: "user",
+			TargetID: fmt.Sprint(u.ID), Details: map[string]any{"provider": display, "email": email}})
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.audit.Try(ctx, audit.Event{Action: "user.login", ActorUserID: audit.Int64(u.ID), TargetType: "user",
+		TargetID: fmt.Sprint(u.ID), Details: map[string]any{"provider": display, "linked": linked, "created": created}})
+	if created {
+		s.ProvisionFirstResource(ctx, u)
+	}
+	res, err := s.signIn(u, display)
+	if err != nil {
+		return nil, err
+	}
+	res.User.Provider, res.User.ProviderUserID = display, id.ProviderUserID
+	return res, nil
+}
+
+func firstNonEmpty(vs ...string) string {
+	for _, v := range vs {
+		if strings.TrimSpace(v) != "" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
+}

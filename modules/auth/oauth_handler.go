@@ -1,0 +1,106 @@
+package auth
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+
+	"provisioner/platform/httpx"
+)
+
+type oauthLoginInput struct {
+	Provider  string `path:"provider" doc:"github or google (any case)." example:"github"`
+	ReturnURL string `query:"returnUrl" maxLength:"2000" doc:"Where the frontend wants to land after sign-in; kept only when its origin is one of Frontend:Origins, else ignored."`
+}
+
+type oauthCallbackInput struct {
+	Provider         string `path:"provider"`
+	Code             string `query:"code" maxLength:"4096"`
+	State            string `query:"state" maxLength:"512"`
+	Error            string `query:"error" maxLength:"200"`
+	ErrorDescription string `query:"error_description" maxLength:"2000"`
+	Flow             string `cookie:"oauth_flow" doc:"The signed flow cookie set by the login route."`
+}
+
+type redirect struct {
+	Status       int
+	Location     string      `header:"Location"`
+	SetCookie    http.Cookie `header:"Set-Cookie"`
+	CacheControl string      `header:"Cache-Control"`
+}
+
+func (h *Handler) flowCookie(value string, maxAge int) http.Cookie {
+	return http.Cookie{Name: stateCookie, Value: value, Path: "/api/auth", MaxAge: maxAge, HttpOnly: true,
+		SameSite: http.SameSiteLaxMode, Secure: strings.HasPrefix(h.oauth.cfg.Server.PublicUrl, "https://")}
+}
+
+// frontendURL is the redirect target: an allowed returnUrl, else {Frontend:BaseUrl}/auth/callback,
+// with the outcome in the fragment (never the query, so it stays out of logs and Referer).
+func (h *Handler) frontendURL(returnURL string, fragment url.Values) string {
+	base := returnURL
+	if base == "" {
+		base = strings.TrimRight(h.oauth.cfg.Frontend.BaseUrl, "/") + "/auth/callback"
+	}
+	return base + "#" + fragment.Encode()
+}
+
+func (h *Handler) registerOAuth(api *httpx.API) {
+	tags := []string{"Auth"}
+	httpx.Register(api, httpx.Public, huma.Operation{OperationID: "oauthLogin", Method: http.MethodGet,
+		Path: "/api/auth/login/{provider}", Tags: tags, Summary: "Start signing in with GitHub or Google",
+		Description: "302 to the provider with a `state` bound to a signed, HttpOnly, SameSite=Lax cookie valid 10 minutes, and PKCE (S256). " +
+			"The provider sends the browser back to `{Server:PublicUrl}/api/auth/callback/{provider}`. Unknown or unconfigured provider: 404.",
+		DefaultStatus: http.StatusFound, Errors: []int{http.StatusNotFound}},
+		func(ctx context.Context, in *oauthLoginInput) (*redirect, error) {
+			name := h.oauth.providerName(in.Provider)
+			if name == "" {
+				return nil, httpx.NotFound("Unknown or unconfigured identity provider")
+			}
+			to, cookie, err := h.oauth.Begin(name, in.ReturnURL)
+			if err != nil {
+				return nil, err
+			}
+			return &redirect{Status: http.StatusFound, Location: to, SetCookie: h.flowCookie(cookie, int(StateTTL.Seconds())), CacheControl: "no-store"}, nil
+		})
+
+	httpx.Register(api, httpx.Public, huma.Operation{OperationID: "oauthCallback", Method: http.MethodGet,
+		Path: "/api/auth/callback/{provider}", Tags: tags, Summary: "Finish signing in with GitHub or Google",
+		Description: "Checks and spends the state, exchanges the code (with the PKCE verifier), fetches the user and signs them in: " +
+			"the same provider identity → its account; else a verified email equal to an existing account's → linked; else a new " +
+			"account with a tenant database. Then 302 to `{Frontend:BaseUrl}/auth/callback#access_token=…&expires_at=…&provider=…` " +
+			"(or to the allowed `returnUrl` given to the login route, with the same fragment). Failures go to the same place with " +
+			"`#error=<code>`: access_denied, invalid_state, missing_code, provider_error, email_missing, email_unverified " +
+			"(the provider's email matches an account but is not verified: never linked), account_disabled.",
+		DefaultStatus: http.StatusFound, Errors: []int{http.StatusNotFound}},
+		func(ctx context.Context, in *oauthCallbackInput) (*redirect, error) {
+			name := h.oauth.providerName(in.Provider)
+			if name == "" {
+				return nil, httpx.NotFound("Unknown or unconfigured identity provider")
+			}
+			q := url.Values{}
+			for k, v := range map[string]string{"code": in.Code, "state": in.State, "error": in.Error} {
+				if v != "" {
+					q.Set(k, v)
+				}
+			}
+			res, returnURL, err := h.oauth.Finish(ctx, name, in.Flow, q)
+			out := &redirect{Status: http.StatusFound, SetCookie: h.flowCookie("", -1), CacheControl: "no-store"}
+			var fe *flowError
+			switch {
+			case errors.As(err, &fe):
+				out.Location = h.frontendURL(returnURL, url.Values{"error": {fe.Code}})
+			case err != nil:
+				h.svc.log.ErrorContext(ctx, "oauth sign-in failed", "provider", name, "error", err.Error())
+				out.Location = h.frontendURL(returnURL, url.Values{"error": {"server_error"}})
+			default:
+				out.Location = h.frontendURL(returnURL, url.Values{"access_token": {res.AccessToken},
+					"expires_at": {res.ExpiresAt.UTC().Format(time.RFC3339)}, "provider": {res.Provider}})
+			}
+			return out, nil
+		})
+}
