@@ -1,0 +1,263 @@
+package auth_test
+
+import (
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/fx"
+
+	"provisioner/modules/auth/oauthtest"
+	"provisioner/platform/testutil"
+	"provisioner/platform/testutil/apptest"
+)
+
+const frontend = "http://frontend.test"
+
+type providers struct {
+	github, google *oauthtest.Provider
+}
+
+func startOAuth(t *testing.T) (*apptest.App, providers) {
+	t.Helper()
+	gh, gg := oauthtest.New("github"), oauthtest.New("google")
+	t.Cleanup(gh.Close)
+	t.Cleanup(gg.Close)
+	client := &http.Client{Transport: gg.GoogleTransport(nil)}
+	a := apptest.Start(t, apptest.With(map[string]any{
+		"GitHub:ClientId": gh.ClientID, "GitHub:ClientSecret": gh.ClientSecret,
+		"GitHub:AuthUrl": gh.URL + "/login/oauth/authorize", "GitHub:TokenUrl": gh.URL + "/login/oauth/access_token",
+		"GitHub:ProfileUrl": gh.URL + "/user", "GitHub:EmailUrl": gh.URL + "/user/emails",
+		"Google:ClientId": gg.ClientID, "Google:ClientSecret": gg.ClientSecret,
+		"Frontend:BaseUrl": frontend, "Frontend:Origins": []string{frontend, "https://app.example.com"},
+		"RateLimit:Register": "1000-M",
+	}), apptest.WithFx(fx.Supply(fx.Annotate(client, fx.ResultTags(`name:"oauth"`)))))
+	// The service's own address is only known once it listens: callbacks are built from it.
+	a.Cfg.Server.PublicUrl = a.URL
+	return a, providers{gh, gg}
+}
+
+// browser follows redirects like a browser, keeps cookies, maps Google's hosts to the fake, and
+// stops at the frontend.
+func browser(t *testing.T, p providers) *http.Client {
+	jar, _ := cookiejar.New(nil)
+	return &http.Client{Jar: jar, Transport: p.google.GoogleTransport(nil),
+		CheckRedirect: func(r *http.Request, via []*http.Request) error {
+			if strings.HasPrefix(r.URL.String(), frontend) || strings.HasPrefix(r.URL.String(), "https://app.example.com") || strings.HasPrefix(r.URL.String(), "https://evil.test") {
+				return http.ErrUseLastResponse
+			}
+			return nil
+		}}
+}
+
+// signIn runs the whole round trip and returns the frontend URL the browser ends on.
+func signIn(t *testing.T, a *apptest.App, b *http.Client, provider, query string) *url.URL {
+	t.Helper()
+	res, err := b.Get(a.URL + "/api/auth/login/" + provider + query)
+	require.NoError(t, err)
+	res.Body.Close()
+	require.Equal(t, http.StatusFound, res.StatusCode, "ends on a redirect to the frontend")
+	u, err := url.Parse(res.Header.Get("Location"))
+	require.NoError(t, err)
+	return u
+}
+
+func fragment(u *url.URL) url.Values {
+	v, _ := url.ParseQuery(u.Fragment)
+	return v
+}
+
+func TestOAuthRoundTripBothProviders(t *testing.T) {
+	a, p := startOAuth(t)
+	for _, tc := range []struct {
+		name string
+		fake *oauthtest.Provider
+	}{{"github", p.github}, {"Google", p.google}} {
+		t.Run(tc.name, func(t *testing.T) {
+			email := "octo-" + testutil.RandomSuffix() + "@example.test"
+			tc.fake.SetUser(oauthtest.User{ID: "4242" + testutil.RandomSuffix()[:4], Login: "octo", Name: "Octo Cat", Email: email, EmailVerified: true})
+			// PKCE and state are on the way to the provider.
+			res, err := (&http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Get(a.URL + "/api/auth/login/" + tc.name)
+			require.NoError(t, err)
+			res.Body.Close()
+			loc, _ := url.Parse(res.Header.Get("Location"))
+			assert.Equal(t, "S256", loc.Query().Get("code_challenge_method"))
+			assert.NotEmpty(t, loc.Query().Get("code_challenge"))
+			assert.NotEmpty(t, loc.Query().Get("state"))
+			assert.Equal(t, a.URL+"/api/auth/callback/"+strings.ToLower(tc.name), loc.Query().Get("redirect_uri"))
+			cookie := res.Cookies()[0]
+			assert.True(t, cookie.HttpOnly)
+			assert.Equal(t, http.SameSiteLaxMode, cookie.SameSite)
+			assert.Equal(t, 600, cookie.MaxAge)
+
+			end := signIn(t, a, browser(t, p), tc.name, "")
+			assert.Equal(t, frontend+"/auth/callback", end.Scheme+"://"+end.Host+end.Path)
+			assert.Empty(t, end.RawQuery, "the token travels in the fragment, not the query")
+			f := fragment(end)
+			require.NotEmpty(t, f.Get("access_token"), end.String())
+			assert.NotEmpty(t, f.Get("expires_at"))
+			assert.Equal(t, strings.ToUpper(tc.name[:1])+strings.ToLower(tc.name[1:]), f.Get("provider"))
+
+			me := a.Get("/api/me", f.Get("access_token"))
+			require.Equal(t, http.StatusOK, me.Status, string(me.Raw))
+			assert.Contains(t, string(me.Raw), email)
+			assert.Contains(t, string(me.Raw), `"providerUserId":"4242`)
+
+			// Signing in again finds the same account by its identity.
+			again := fragment(signIn(t, a, browser(t, p), tc.name, ""))
+			var id1, id2 struct{ ID int64 }
+			a.Get("/api/me", f.Get("access_token")).Decode(t, &id1)
+			a.Get("/api/me", again.Get("access_token")).Decode(t, &id2)
+			assert.Equal(t, id1.ID, id2.ID)
+		})
+	}
+	var n int
+	require.NoError(t, a.DB.QueryRow("SELECT count(*) FROM audit_events WHERE action = 'user.registered' AND details->>'provider' IN ('Github', 'Google')").Scan(&n))
+	assert.Equal(t, 2, n)
+}
+
+func TestOAuthLinksOnlyVerifiedEmails(t *testing.T) {
+	a, p := startOAuth(t)
+	local := a.Register(t)
+
+	p.github.SetUser(oauthtest.User{ID: "7001" + testutil.RandomSuffix()[:3], Login: "x", Email: local.Email, EmailVerified: false})
+	end := signIn(t, a, browser(t, p), "github", "")
+	assert.Equal(t, "email_unverified", fragment(end).Get("error"), "an unverified email never links")
+
+	p.github.SetUser(oauthtest.User{ID: "7002" + testutil.RandomSuffix()[:3], Login: "x", Email: local.Email, EmailVerified: true})
+	f := fragment(signIn(t, a, browser(t, p), "github", ""))
+	require.NotEmpty(t, f.Get("access_token"))
+	var me struct{ ID int64 }
+	a.Get("/api/me", f.Get("access_token")).Decode(t, &me)
+	assert.Equal(t, local.ID, me.ID, "a verified email links to the existing account")
+	var linked int
+	require.NoError(t, a.DB.QueryRow("SELECT count(*) FROM audit_events WHERE action = 'user.identity.linked' AND user_id = ?", local.ID).Scan(&linked))
+	assert.Equal(t, 1, linked)
+	// The local password still works.
+	assert.Equal(t, http.StatusOK, a.Post("/api/auth/login", "", map[string]any{"email": local.Email, "password": local.Password}).Status)
+}
+
+func TestOAuthStateChecks(t *testing.T) {
+	a, p := startOAuth(t)
+	p.github.SetUser(oauthtest.User{ID: "8001", Login: "s", Email: "state-" + testutil.RandomSuffix() + "@example.test", EmailVerified: true})
+	noFollow := func(jar http.CookieJar) *http.Client {
+		return &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	}
+	jar, _ := cookiejar.New(nil)
+	c := noFollow(jar)
+	res, err := c.Get(a.URL + "/api/auth/login/github")
+	require.NoError(t, err)
+	res.Body.Close()
+	toProvider := res.Header.Get("Location")
+	res, err = c.Get(toProvider)
+	require.NoError(t, err)
+	res.Body.Close()
+	callback := res.Header.Get("Location")
+	cb, _ := url.Parse(callback)
+
+	cases := []struct {
+		name string
+		do   func() *http.Response
+	}{
+		{"missing state", func() *http.Response {
+			q := cb.Query()
+			q.Del("state")
+			u := *cb
+			u.RawQuery = q.Encode()
+			r, _ := c.Get(u.String())
+			return r
+		}},
+		{"wrong state", func() *http.Response {
+			q := cb.Query()
+			q.Set("state", "forged-state")
+			u := *cb
+			u.RawQuery = q.Encode()
+			r, _ := c.Get(u.String())
+			return r
+		}},
+		{"no cookie (CSRF: another browser)", func() *http.Response {
+			r, _ := noFollow(nil).Get(callback)
+			return r
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := tc.do()
+			require.NotNil(t, r)
+			r.Body.Close()
+			require.Equal(t, http.StatusFound, r.StatusCode)
+			loc, _ := url.Parse(r.Header.Get("Location"))
+			assert.Equal(t, "invalid_state", fragment(loc).Get("error"))
+		})
+	}
+
+	// The genuine callback works once…
+	jar2, _ := cookiejar.New(nil)
+	c2 := noFollow(jar2)
+	res, _ = c2.Get(a.URL + "/api/auth/login/github")
+	res.Body.Close()
+	res, _ = c2.Get(res.Header.Get("Location"))
+	res.Body.Close()
+	genuine := res.Header.Get("Location")
+	cookies := jar2.Cookies(mustURL(a.URL + "/api/auth/callback/github"))
+	res, _ = c2.Get(genuine)
+	res.Body.Close()
+	loc, _ := url.Parse(res.Header.Get("Location"))
+	require.NotEmpty(t, fragment(loc).Get("access_token"), loc.String())
+	// …and a replay of it (same cookie, same state, same code) is refused.
+	req, _ := http.NewRequest("GET", genuine, nil)
+	for _, ck := range cookies {
+		req.AddCookie(ck)
+	}
+	res, err = noFollow(nil).Do(req)
+	require.NoError(t, err)
+	res.Body.Close()
+	loc, _ = url.Parse(res.Header.Get("Location"))
+	assert.Equal(t, "invalid_state", fragment(loc).Get("error"), "a reused state is refused")
+	assert.Equal(t, 1, p.github.Exchanges(), "the replayed code never reached the provider")
+}
+
+func mustURL(s string) *url.URL { u, _ := url.Parse(s); return u }
+
+func TestOAuthProviderErrorsAndReturnURL(t *testing.T) {
+	a, p := startOAuth(t)
+	p.google.SetUser(oauthtest.User{ID: "9001", Email: "ret-" + testutil.RandomSuffix() + "@example.test", EmailVerified: true})
+
+	end := signIn(t, a, browser(t, p), "google", "?returnUrl="+url.QueryEscape("https://app.example.com/dashboard?tab=1"))
+	assert.Equal(t, "https://app.example.com/dashboard?tab=1", end.Scheme+"://"+end.Host+end.Path+"?"+end.RawQuery, "an allowed returnUrl is kept")
+	assert.NotEmpty(t, fragment(end).Get("access_token"))
+
+	end = signIn(t, a, browser(t, p), "google", "?returnUrl="+url.QueryEscape("https://evil.test/steal"))
+	assert.Equal(t, frontend, end.Scheme+"://"+end.Host, "a foreign returnUrl is ignored")
+
+	p.google.Deny = true
+	end = signIn(t, a, browser(t, p), "google", "")
+	assert.Equal(t, "access_denied", fragment(end).Get("error"))
+	p.google.Deny = false
+
+	p.google.TokenStatus = http.StatusInternalServerError
+	end = signIn(t, a, browser(t, p), "google", "")
+	assert.Equal(t, "provider_error", fragment(end).Get("error"))
+	p.google.TokenStatus = 0
+
+	for _, bad := range []string{"gitlab", "nope"} {
+		r := a.Get("/api/auth/login/"+bad, "")
+		assert.Equal(t, http.StatusNotFound, r.Status)
+		assert.False(t, r.Env.Success)
+	}
+	// Any case works.
+	res, err := (&http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Get(a.URL + "/api/auth/login/GitHub")
+	require.NoError(t, err)
+	res.Body.Close()
+	assert.Equal(t, http.StatusFound, res.StatusCode)
+}
+
+func TestOAuthUnconfiguredProviderIs404(t *testing.T) {
+	a := apptest.Start(t)
+	assert.Equal(t, http.StatusNotFound, a.Get("/api/auth/login/github", "").Status)
+	assert.Equal(t, http.StatusNotFound, a.Get("/api/auth/callback/google?code=x&state=y", "").Status)
+}
