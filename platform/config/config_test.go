@@ -181,3 +181,15 @@ func structKeys(t reflect.Type, prefix string) []string {
 	}
 	return out
 }
+
+// TestReadmeTableListsEveryKey keeps the README's configuration table true to the Config struct.
+func TestReadmeTableListsEveryKey(t *testing.T) {
+	raw, err := os.ReadFile("../../README.md")
+	require.NoError(t, err)
+	readme := strings.ToLower(string(raw))
+	for _, key := range structKeys(reflect.TypeOf(config.Config{}), "") {
+		name := strings.ReplaceAll(key, ".", ":")
+		name = strings.Replace(name, "engines:postgres", "engines:<engine>", 1)
+		assert.Contains(t, readme, "| `"+name+"` |", "README's configuration table lacks %s", name)
+	}
+}
