@@ -61,7 +61,7 @@ func start(t *testing.T, extra map[string]any, opts ...apptest.Option) *apptest.
 }
 
 // connect opens a real client connection with a revealed credential and pings it.
-func connect(t *testing.T, engine string, it item, user, password string) (*sql.DB, error) {
+func connect(t testing.TB, engine string, it item, user, password string) (*sql.DB, error) {
 	t.Helper()
 	var pool *sql.DB
 	switch engine {
@@ -492,4 +492,20 @@ func TestAdminListAndDashboard(t *testing.T) {
 	r.Decode(t, &m)
 	assert.GreaterOrEqual(t, m["databases"].(float64), 2.0)
 	assert.Equal(t, 2.0, m["engines"])
+}
+
+func TestPasswordRevealIsRateLimited(t *testing.T) {
+	a := start(t, map[string]any{"RateLimit:PasswordReveal": "2-M"})
+	u := a.Register(t)
+	it := create(t, a, u.Token, "postgres")
+	path := fmt.Sprintf("/api/me/databases/%d/password", it.ID)
+	assert.Equal(t, http.StatusOK, a.Get(path, u.Token).Status)
+	assert.Equal(t, http.StatusOK, a.Get(path, u.Token).Status)
+	r := a.Get(path, u.Token)
+	assert.Equal(t, http.StatusTooManyRequests, r.Status)
+	assert.NotEmpty(t, r.Header.Get("Retry-After"))
+	assert.NotContains(t, string(r.Raw), "password\":")
+	var n int
+	require.NoError(t, a.DB.QueryRow("SELECT count(*) FROM audit_events WHERE action = 'database.password.revealed' AND target_id = ?", fmt.Sprint(it.ID)).Scan(&n))
+	assert.Equal(t, 2, n, "refused reveals are not revealed")
 }
