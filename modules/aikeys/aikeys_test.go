@@ -36,7 +36,7 @@ type upstream struct {
 	finished chan struct{}
 }
 
-func newUpstream(t *testing.T) *upstream {
+func newUpstream(t testing.TB) *upstream {
 	u := &upstream{}
 	u.Server = httptest.NewServer(http.HandlerFunc(u.serve))
 	t.Cleanup(u.Close)
@@ -120,7 +120,7 @@ func setup(t *testing.T, extra map[string]any) (*apptest.App, *upstream) {
 	return apptest.Start(t, apptest.With(kv)), up
 }
 
-func newKey(t *testing.T, a *apptest.App, token string, body map[string]any) keyView {
+func newKey(t testing.TB, a *apptest.App, token string, body map[string]any) keyView {
 	t.Helper()
 	if body == nil {
 		body = map[string]any{"name": "test key"}
