@@ -9,7 +9,9 @@ import (
 	"github.com/uptrace/bun"
 	"go.uber.org/fx"
 
+	"provisioner/modules/admin/migrations"
 	"provisioner/platform/audit"
+	"provisioner/platform/db"
 	"provisioner/platform/httpx"
 	"provisioner/platform/provision"
 	"provisioner/platform/secrets"
@@ -20,6 +22,7 @@ import (
 var Module = fx.Module("admin",
 	fx.Provide(
 		httpx.AsRoutes(NewHandler),
+		db.AsMigrations(func() db.Migrations { return db.Migrations{Module: "admin", FS: migrations.FS} }),
 	),
 )
 

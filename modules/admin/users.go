@@ -38,9 +38,8 @@ func (s *Users) List(ctx context.Context, f UserFilter) (httpx.Page[User], error
 	q := s.db.NewSelect().Model(&rows).Where("deleted_at IS NULL")
 	if f.Search != "" {
 		pattern := "%" + escapeLike(strings.ToLower(f.Search)) + "%"
-		q = q.WhereGroup(" AND ", func(q *bun.SelectQuery) *bun.SelectQuery {
-			return q.Where("lower(email) LIKE ?", pattern).WhereOr("lower(full_name) LIKE ?", pattern)
-		})
+		// Matches the trigram index users_search_trgm_idx.
+		q = q.Where("(lower(email) || ' ' || lower(full_name)) LIKE ?", pattern)
 	}
 	if f.Role != "" {
 		q = q.Where("role = ?", f.Role)

@@ -202,8 +202,12 @@ func (s *Server) errorHandler(c *fiber.Ctx, err error) error {
 			out = NewError(fe.Code, "Request body is larger than 1 MiB")
 		case fiber.StatusNotFound:
 			out = NewError(fe.Code, "No route matches "+c.Method()+" "+c.Path())
-		default:
+		case fiber.StatusTooManyRequests, fiber.StatusServiceUnavailable:
 			out = NewError(fe.Code, fe.Message)
+		default:
+			// Never echo fasthttp's parse errors: they quote the raw request, headers included
+			// (an Authorization token among them).
+			out = NewError(fe.Code, "Malformed request: "+http.StatusText(fe.Code))
 		}
 	} else {
 		out = FromError(err)

@@ -160,6 +160,24 @@ func TestBodyOverOneMiB(t *testing.T) {
 	assert.NotEmpty(t, res.Header.Get("X-Request-Id"))
 }
 
+// TestMalformedRequestLineDoesNotEchoHeaders: fasthttp's parse error quotes the whole request;
+// the answer must not repeat it (the Authorization header would leak into the body).
+func TestMalformedRequestLineDoesNotEchoHeaders(t *testing.T) {
+	base := newServer(t)
+	conn, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
+	require.NoError(t, err)
+	defer conn.Close()
+	_, err = fmt.Fprintf(conn, "GET /api/widgets?q=a b c HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer secret-token-123\r\n\r\n")
+	require.NoError(t, err)
+	res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	require.NoError(t, err)
+	defer res.Body.Close()
+	raw, _ := io.ReadAll(res.Body)
+	assert.Equal(t, http.StatusBadRequest, res.StatusCode)
+	assert.Contains(t, string(raw), `"success":false`)
+	assert.NotContains(t, string(raw), "secret-token-123")
+}
+
 func TestValidationListsEveryBadField(t *testing.T) {
 	base := newServer(t)
 	res, env, raw := call(t, "POST", base+"/api/widgets", `{"name":"","email":"nope","count":9,"role":"Admin"}`, nil)
