@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"runtime/debug"
 	"time"
 
 	"go.uber.org/fx"
@@ -19,6 +20,11 @@ import (
 )
 
 func main() {
+	if os.Getenv("GOMEMLIMIT") == "" {
+		// A soft limit makes the runtime return the memory of argon2id bursts (19 MiB per hash)
+		// to the system instead of keeping it; GOMEMLIMIT overrides it.
+		debug.SetMemoryLimit(96 << 20)
+	}
 	if err := run(os.Args[1:]); err != nil {
 		fmt.Fprintln(os.Stderr, "error:", err)
 		os.Exit(1)

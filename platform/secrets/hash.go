@@ -36,13 +36,14 @@ type Hasher struct {
 	dummy string
 }
 
-// NewHasher uses the OWASP parameters; maxInFlight <= 0 means runtime.NumCPU().
+// NewHasher uses the OWASP parameters; maxInFlight <= 0 means half the cores (at least one), so a
+// login flood always leaves CPU for the rest of the API.
 func NewHasher(maxInFlight int) *Hasher { return NewHasherWithParams(OWASP, maxInFlight) }
 
 // NewHasherWithParams uses p (tests and benchmarks may choose cheaper ones).
 func NewHasherWithParams(p Params, maxInFlight int) *Hasher {
 	if maxInFlight <= 0 {
-		maxInFlight = runtime.NumCPU()
+		maxInFlight = max(1, runtime.GOMAXPROCS(0)/2)
 	}
 	h := &Hasher{p: p, sem: make(chan struct{}, maxInFlight)}
 	h.dummy = h.encode(RandomToken(24))

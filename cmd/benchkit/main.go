@@ -1,0 +1,91 @@
+// Command benchkit holds the baselines scripts/bench.sh measures the service against, in the same
+// run on the same machine:
+//
+//	benchkit baseline -addr 127.0.0.1:7001   a bare Fiber JSON handler (GET /)
+//	benchkit upstream -addr 127.0.0.1:7002   a fake OpenAI-compatible upstream (POST /chat/completions)
+//	benchkit hash                            median of one in-process argon2id hash (OWASP parameters), ms
+//	benchkit limiter -redis URL              median of one rate-limit check against Redis, µs
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log"
+	"os"
+	"sort"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/redis/go-redis/v9"
+
+	"provisioner/platform/ratelimit"
+	"provisioner/platform/secrets"
+)
+
+func main() {
+	if len(os.Args) < 2 {
+		log.Fatal("usage: benchkit baseline|upstream|hash|limiter")
+	}
+	fs := flag.NewFlagSet(os.Args[1], flag.ExitOnError)
+	addr := fs.String("addr", "127.0.0.1:7001", "listen address")
+	redisURL := fs.String("redis", "redis://127.0.0.1:6379/0", "Redis URL")
+	_ = fs.Parse(os.Args[2:])
+	switch os.Args[1] {
+	case "baseline":
+		app := fiber.New(fiber.Config{DisableStartupMessage: true})
+		app.Get("/", func(c *fiber.Ctx) error {
+			return c.JSON(fiber.Map{"success": true, "message": "OK", "data": []fiber.Map{{"id": 1, "name": "db"}}})
+		})
+		log.Fatal(app.Listen(*addr))
+	case "upstream":
+		app := fiber.New(fiber.Config{DisableStartupMessage: true})
+		app.Post("/chat/completions", func(c *fiber.Ctx) error {
+			c.Set("Content-Type", "application/json")
+			return c.SendString(`{"id":"chatcmpl-1","object":"chat.completion","model":"fake-model","choices":[{"index":0,"message":{"role":"assistant","content":"Hello there"},"finish_reason":"stop"}],"usage":{"prompt_tokens":11,"completion_tokens":2,"total_tokens":13}}`)
+		})
+		log.Fatal(app.Listen(*addr))
+	case "hash":
+		h := secrets.NewHasher(1)
+		var d []time.Duration
+		for i := 0; i < 15; i++ {
+			start := time.Now()
+			if _, err := h.Hash(context.Background(), "benchmark-password"); err != nil {
+				log.Fatal(err)
+			}
+			d = append(d, time.Since(start))
+		}
+		fmt.Printf("%.3f\n", float64(median(d).Microseconds())/1000)
+	case "limiter":
+		opts, err := redis.ParseURL(*redisURL)
+		if err != nil {
+			log.Fatal(err)
+		}
+		rc := redis.NewClient(opts)
+		l, err := ratelimit.New(ratelimit.Options{Redis: rc, Prefix: fmt.Sprintf("benchkit%d", time.Now().UnixNano()),
+			Rates: map[string]string{"B": "1000000000-M"}})
+		if err != nil {
+			log.Fatal(err)
+		}
+		ctx := context.Background()
+		for i := 0; i < 200; i++ {
+			_, _ = l.Take(ctx, "B", "warm")
+		}
+		var d []time.Duration
+		for i := 0; i < 5000; i++ {
+			start := time.Now()
+			if _, err := l.Take(ctx, "B", "k"); err != nil {
+				log.Fatal(err)
+			}
+			d = append(d, time.Since(start))
+		}
+		fmt.Printf("%.1f\n", float64(median(d).Nanoseconds())/1000)
+	default:
+		log.Fatalf("unknown command %q", os.Args[1])
+	}
+}
+
+func median(d []time.Duration) time.Duration {
+	sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
+	return d[len(d)/2]
+}

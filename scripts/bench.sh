@@ -1,0 +1,170 @@
+#!/usr/bin/env bash
+# Performance ratios of the service against baselines measured in the same run on the same
+# machine (absolute figures vary on shared machines; ratios travel). Each figure is the median of
+# REPEAT runs (default 3). Writes test-output/bench.md.
+#   scripts/bench.sh            all figures
+#   DURATION=5 REPEAT=3 scripts/bench.sh
+# P1 GET /api/me/databases throughput ÷ a bare Fiber JSON handler          target ≥ 0.35
+# P2 AI gateway added latency over the fake upstream at 1,000 req/s          target p50 < 0.2 ms, p99 < 1 ms
+# P3 POST → usable database ÷ bare CREATE ROLE + CREATE DATABASE             target ≤ 1.3
+# P4 p99 of an authenticated GET during a login flood ÷ without one          target ≤ 3
+# P5 resident memory idle and under 500 connections                          target ≤ 40 MB, ≤ 150 MB
+# P6 login p50 ÷ one in-process argon2id hash                                target ≤ 1.5
+#    unknown-email login ÷ known-email wrong-password login (p50)           must stay within 0.8–1.2
+# P7 rate-limiter median ÷ one Redis INCR round trip (redis-benchmark)       target ≤ 2
+set -euo pipefail
+cd "$(dirname "$0")/.."
+# shellcheck source=scripts/lib.sh
+source scripts/lib.sh
+# shellcheck source=scripts/tenant-pg.sh
+source scripts/tenant-pg.sh
+export PATH="$PATH:/usr/local/go/bin:$HOME/go/bin"
+DURATION=${DURATION:-5}
+REPEAT=${REPEAT:-3}
+
+ensure_postgres
+ensure_redis
+command -v wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk >/dev/null; }
+command -v vegeta >/dev/null || go install github.com/tsenart/vegeta/v12@v12.12.0
+command -v jq >/dev/null || { apt-get update -qq && apt-get install -y -qq jq >/dev/null; }
+
+work=$(mktemp -d /tmp/bench.XXXXXX)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  psql -q -h 127.0.0.1 -U postgres -d postgres -c "DROP DATABASE IF EXISTS $dbname WITH (FORCE)" >/dev/null 2>&1 || true
+  stop_tenant_pg
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+go build -o "$work/provisioner" .
+go build -o "$work/benchkit" ./cmd/benchkit
+port=$(free_port 15133)
+base_port=$(free_port 17001)
+up_port=$(free_port 17101)
+dbname="bench_$RANDOM$RANDOM"
+"$work/benchkit" baseline -addr "127.0.0.1:$base_port" & pids+=($!)
+"$work/benchkit" upstream -addr "127.0.0.1:$up_port" & pids+=($!)
+
+export Environment=Development Server__Port=$port Log__Level=error \
+  Jwt__Key=$(head -c 48 /dev/urandom | base64 -w0) Secrets__EncryptionKey=$(head -c 32 /dev/urandom | base64 -w0) \
+  ConnectionStrings__Control="postgres://postgres@127.0.0.1:5432/$dbname?sslmode=disable" ConnectionStrings__TenantPostgres="" \
+  Redis__Url=redis://127.0.0.1:6379/0 Redis__KeyPrefix="bench$RANDOM" Ai__BaseUrl="http://127.0.0.1:$up_port" Ai__DefaultModel=fake \
+  RateLimit__PerIp=1000000000-M RateLimit__PerUser=1000000000-M RateLimit__Login=1000000000-M \
+  RateLimit__Register=1000000000-M RateLimit__AiGenerate=1000000000-M
+"$work/provisioner" >"$work/service.log" 2>&1 & svc=$!; pids+=($svc)
+rss_mb() { awk '/VmRSS/ {printf "%.1f", $2/1024}' "/proc/$svc/status"; }
+B=http://127.0.0.1:$port
+wait_for 30 curl -sf "$B/healthz" || { cat "$work/service.log"; exit 1; }
+wait_for 10 curl -sf "http://127.0.0.1:$base_port/"
+
+sleep 1
+P5a=$(rss_mb) # idle: started, migrated, nothing served yet
+pw=bench-password-$RANDOM-long
+curl -sf "$B/api/auth/register" -H 'Content-Type: application/json' \
+  -d "{\"fullName\":\"Bench\",\"email\":\"bench@example.test\",\"password\":\"$pw\"}" >"$work/reg.json"
+token=$(jq -r .data.accessToken "$work/reg.json")
+key=$(curl -sf "$B/api/me/ai-keys" -H "Authorization: Bearer $token" -H 'Content-Type: application/json' -d '{"name":"bench"}' | jq -r .data.key)
+
+median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", a/b}'; }
+rps() { wrk -t2 -c32 -d"${DURATION}s" "$@" 2>/dev/null | awk '/Requests\/sec/ {print $2}'; }
+# vegeta_p <rate> <targets-file> <percentile 50|99> → milliseconds
+vegeta_p() {
+  vegeta attack -rate="$1" -duration="${DURATION}s" -targets="$2" -format=http | vegeta report -type=json >"$work/v.json"
+  jq -r ".latencies[\"$3th\"] / 1000000" "$work/v.json"
+}
+
+echo "== P1 throughput" >&2
+p1=()
+for _ in $(seq "$REPEAT"); do
+  b=$(rps "http://127.0.0.1:$base_port/")
+  s=$(rps -H "Authorization: Bearer $token" "$B/api/me/databases")
+  p1+=("$(ratio "$s" "$b")")
+done
+P1=$(printf '%s\n' "${p1[@]}" | median)
+
+echo "== P2 gateway added latency" >&2
+printf 'POST http://127.0.0.1:%s/chat/completions\nContent-Type: application/json\n@%s\n' "$up_port" "$work/direct.json" >"$work/direct.t"
+echo '{"model":"fake","messages":[{"role":"user","content":"Say hello"}]}' >"$work/direct.json"
+printf 'POST %s/api/ai/generate\nContent-Type: application/json\nX-API-Key: %s\n@%s\n' "$B" "$key" "$work/gen.json" >"$work/gen.t"
+echo '{"prompt":"Say hello"}' >"$work/gen.json"
+p2a=(); p2b=()
+for _ in $(seq "$REPEAT"); do
+  d50=$(vegeta_p 1000 "$work/direct.t" 50); d99=$(jq -r '.latencies["99th"] / 1000000' "$work/v.json")
+  g50=$(vegeta_p 1000 "$work/gen.t" 50); g99=$(jq -r '.latencies["99th"] / 1000000' "$work/v.json")
+  p2a+=("$(awk -v a="$g50" -v b="$d50" 'BEGIN {printf "%.3f", a-b}')")
+  p2b+=("$(awk -v a="$g99" -v b="$d99" 'BEGIN {printf "%.3f", a-b}')")
+done
+P2a=$(printf '%s\n' "${p2a[@]}" | median); P2b=$(printf '%s\n' "${p2b[@]}" | median)
+
+echo "== P3 database create to usable" >&2
+start_tenant_pg
+P3=$(go test -run '^$' -bench CreateToUsable -benchtime 10x -count "$REPEAT" ./modules/databases/ 2>/dev/null |
+  awk '/x-bare/ {for (i=1;i<=NF;i++) if ($(i+1)=="x-bare") print $i}' | median)
+
+echo "== P4 latency during a login flood" >&2
+printf 'GET %s/api/me\nAuthorization: Bearer %s\n' "$B" "$token" >"$work/me.t"
+printf 'wrk.method = "POST"\nwrk.body = [[{"email":"bench@example.test","password":"wrong-password-x"}]]\nwrk.headers["Content-Type"] = "application/json"\n' >"$work/login.lua"
+p4=()
+for _ in $(seq "$REPEAT"); do
+  calm=$(vegeta_p 200 "$work/me.t" 99)
+  wrk -t1 -c64 -d"$((DURATION + 2))s" -s "$work/login.lua" "$B/api/auth/login" >/dev/null 2>&1 & flood=$!
+  sleep 1
+  loaded=$(vegeta_p 200 "$work/me.t" 99)
+  wait "$flood" || true
+  p4+=("$(ratio "$loaded" "$calm")")
+done
+P4=$(printf '%s\n' "${p4[@]}" | median)
+
+echo "== P5 memory" >&2
+wrk -t2 -c500 -d"${DURATION}s" "$B/healthz" >/dev/null 2>&1 & load=$!
+peak=0
+while kill -0 "$load" 2>/dev/null; do
+  m=$(rss_mb); peak=$(awk -v a="$m" -v b="$peak" 'BEGIN {print (a>b)?a:b}'); sleep 0.3
+done
+P5b=$peak
+
+echo "== P6 login cost and timing" >&2
+hash_ms=$(for _ in $(seq "$REPEAT"); do "$work/benchkit" hash; done | median)
+printf 'POST %s/api/auth/login\nContent-Type: application/json\n@%s\n' "$B" "$work/ok.json" >"$work/ok.t"
+echo "{\"email\":\"bench@example.test\",\"password\":\"$pw\"}" >"$work/ok.json"
+printf 'POST %s/api/auth/login\nContent-Type: application/json\n@%s\n' "$B" "$work/wrong.json" >"$work/wrong.t"
+echo '{"email":"bench@example.test","password":"wrong-password-x"}' >"$work/wrong.json"
+printf 'POST %s/api/auth/login\nContent-Type: application/json\n@%s\n' "$B" "$work/unknown.json" >"$work/unknown.t"
+echo '{"email":"nobody@example.test","password":"wrong-password-x"}' >"$work/unknown.json"
+p6a=(); p6b=()
+for _ in $(seq "$REPEAT"); do
+  login=$(vegeta_p 20 "$work/ok.t" 50)
+  p6a+=("$(ratio "$login" "$hash_ms")")
+  wrong=$(vegeta_p 20 "$work/wrong.t" 50)
+  unknown=$(vegeta_p 20 "$work/unknown.t" 50)
+  p6b+=("$(ratio "$unknown" "$wrong")")
+done
+P6a=$(printf '%s\n' "${p6a[@]}" | median); P6b=$(printf '%s\n' "${p6b[@]}" | median)
+
+echo "== P7 rate limiter" >&2
+p7=()
+for _ in $(seq "$REPEAT"); do
+  lim_us=$("$work/benchkit" limiter)
+  incr_ms=$(redis-benchmark -h 127.0.0.1 -t incr -n 20000 -c 1 2>/dev/null | awk '/latency summary/ {getline; getline; print $3}')
+  p7+=("$(awk -v a="$lim_us" -v b="$incr_ms" 'BEGIN {printf "%.2f", a/(b*1000)}')")
+done
+P7=$(printf '%s\n' "${p7[@]}" | median)
+
+mkdir -p test-output
+{
+  echo "| Figure | Measured | Target |"
+  echo "|---|---|---|"
+  echo "| P1 \`GET /api/me/databases\` throughput ÷ bare Fiber JSON | $P1 | ≥ 0.35 |"
+  echo "| P2 AI gateway added latency at 1,000 req/s, p50 / p99 | ${P2a} ms / ${P2b} ms | < 0.2 ms / < 1 ms |"
+  echo "| P3 create-to-usable ÷ bare CREATE ROLE + CREATE DATABASE | $P3 | ≤ 1.3 |"
+  echo "| P4 p99 of \`GET /api/me\` during a login flood ÷ without | $P4 | ≤ 3 |"
+  echo "| P5 resident memory idle / under 500 connections | ${P5a} MB / ${P5b} MB | ≤ 40 MB / ≤ 150 MB |"
+  echo "| P6 login p50 ÷ one argon2id hash (${hash_ms} ms) | $P6a | ≤ 1.5 |"
+  echo "| P6 unknown-email ÷ known-email wrong-password login, p50 | $P6b | 0.8–1.2 |"
+  echo "| P7 rate-limit check ÷ Redis INCR round trip | $P7 | ≤ 2 |"
+  echo
+  echo "Measured $(date -u +%F) on $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(awk -F: '/model name/ {print $2; exit}' /proc/cpuinfo | xargs); median of $REPEAT runs of ${DURATION}s; \`scripts/bench.sh\`."
+} | tee test-output/bench.md
