@@ -341,7 +341,7 @@ type identity struct {
 // a verified email equal to an existing account's → link it; else a new account (with a tenant
 // database, like any registration). An unverified email that matches an account never links.
 func (s *Service) SignInExternal(ctx context.Context, id Identity) (*AuthResult, error) {
-	display := strings.ToUpper(id.Provider[:1]) + id.Provider[1:]
+	display := providerDisplay(id.Provider)
 	var u *User
 	var created, linked bool
 	err := s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
@@ -402,6 +402,17 @@ func (s *Service) SignInExternal(ctx context.Context, id Identity) (*AuthResult,
 	}
 	res.User.Provider, res.User.ProviderUserID = display, id.ProviderUserID
 	return res, nil
+}
+
+// providerDisplay is the provider's name as the API shows it ("GitHub", "Google").
+func providerDisplay(p string) string {
+	switch p {
+	case "github":
+		return "GitHub"
+	case "google":
+		return "Google"
+	}
+	return p
 }
 
 func firstNonEmpty(vs ...string) string {

@@ -100,7 +100,7 @@ func TestOAuthRoundTripBothProviders(t *testing.T) {
 			f := fragment(end)
 			require.NotEmpty(t, f.Get("access_token"), end.String())
 			assert.NotEmpty(t, f.Get("expires_at"))
-			assert.Equal(t, strings.ToUpper(tc.name[:1])+strings.ToLower(tc.name[1:]), f.Get("provider"))
+			assert.Equal(t, map[string]string{"github": "GitHub", "Google": "Google"}[tc.name], f.Get("provider"))
 
 			me := a.Get("/api/me", f.Get("access_token"))
 			require.Equal(t, http.StatusOK, me.Status, string(me.Raw))
@@ -116,7 +116,7 @@ func TestOAuthRoundTripBothProviders(t *testing.T) {
 		})
 	}
 	var n int
-	require.NoError(t, a.DB.QueryRow("SELECT count(*) FROM audit_events WHERE action = 'user.registered' AND details->>'provider' IN ('Github', 'Google')").Scan(&n))
+	require.NoError(t, a.DB.QueryRow("SELECT count(*) FROM audit_events WHERE action = 'user.registered' AND details->>'provider' IN ('GitHub', 'Google')").Scan(&n))
 	assert.Equal(t, 2, n)
 }
 

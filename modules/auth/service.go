@@ -235,7 +235,7 @@ func (s *Service) Me(ctx context.Context, id int64) (*UserView, error) {
 		// An account that only signs in through a provider reports that identity.
 		var id identity
 		if err := s.db.NewSelect().Model(&id).Where("user_id = ?", u.ID).OrderExpr("id").Limit(1).Scan(ctx); err == nil {
-			v.Provider = strings.ToUpper(id.Provider[:1]) + id.Provider[1:]
+			v.Provider = providerDisplay(id.Provider)
 			v.ProviderUserID = id.ProviderUserID
 		}
 	}
