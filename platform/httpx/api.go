@@ -199,7 +199,7 @@ func mapHumaError(hctx huma.Context, status int, msg string, errs ...error) huma
 	case http.StatusRequestEntityTooLarge:
 		msg = "Request body is larger than 1 MiB"
 	}
-	if status >= 500 {
+	if status == http.StatusInternalServerError {
 		return NewError(http.StatusInternalServerError, "An unexpected error occurred")
 	}
 	e := NewError(status, msg)

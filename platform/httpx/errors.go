@@ -1,9 +1,14 @@
 package httpx
 
 import (
+	"database/sql/driver"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
+	"strings"
+	"syscall"
 )
 
 // Sentinel errors that any package may return (wrapped or not); the one error mapper turns them into
@@ -150,6 +155,9 @@ func FromError(err error) *Error {
 		}
 		return out
 	}
+	if isConnectionError(err) {
+		return NewError(http.StatusServiceUnavailable, "A dependency is unavailable; try again later")
+	}
 	switch {
 	case errors.Is(err, ErrNotFound):
 		return NewError(http.StatusNotFound, "Not found")
@@ -167,4 +175,25 @@ func FromError(err error) *Error {
 		return NewError(http.StatusServiceUnavailable, "A dependency is unavailable; try again later")
 	}
 	return NewError(http.StatusInternalServerError, "An unexpected error occurred")
+}
+
+// isConnectionError recognises a dependency that is down or restarting (the control database,
+// Redis): such a request is a 503, never a 500.
+func isConnectionError(err error) bool {
+	var ne net.Error
+	var oe *net.OpError
+	switch {
+	case errors.Is(err, driver.ErrBadConn), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
+		errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET), errors.Is(err, net.ErrClosed),
+		errors.As(err, &oe), errors.As(err, &ne):
+		return true
+	}
+	// PostgreSQL's own "shutting down / starting up / connection exception" SQLSTATEs.
+	msg := err.Error()
+	for _, code := range []string{"SQLSTATE=57P01", "SQLSTATE=57P02", "SQLSTATE=57P03", "SQLSTATE=08"} {
+		if strings.Contains(msg, code) {
+			return true
+		}
+	}
+	return false
 }
