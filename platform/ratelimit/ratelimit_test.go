@@ -3,10 +3,8 @@ package ratelimit_test
 import (
 	"context"
 	"io"
-	"net"
 	"net/http/httptest"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -145,63 +143,10 @@ func TestRedisDownAtStartupStillLimits(t *testing.T) {
 	assert.False(t, l.Healthy(ctx))
 }
 
-// proxy forwards TCP to Redis and can be cut and restored, to simulate Redis going away mid-run.
-type proxy struct {
-	ln     net.Listener
-	target string
-	mu     sync.Mutex
-	conns  []net.Conn
-	up     bool
-}
-
-func startProxy(t *testing.T, target string) *proxy {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	p := &proxy{ln: ln, target: target, up: true}
-	t.Cleanup(func() { ln.Close(); p.cut() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			p.mu.Lock()
-			if !p.up {
-				p.mu.Unlock()
-				c.Close()
-				continue
-			}
-			u, err := net.Dial("tcp", target)
-			if err != nil {
-				p.mu.Unlock()
-				c.Close()
-				continue
-			}
-			p.conns = append(p.conns, c, u)
-			p.mu.Unlock()
-			go func() { _, _ = io.Copy(u, c); u.Close() }()
-			go func() { _, _ = io.Copy(c, u); c.Close() }()
-		}
-	}()
-	return p
-}
-
-func (p *proxy) cut() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.up = false
-	for _, c := range p.conns {
-		c.Close()
-	}
-	p.conns = nil
-}
-
-func (p *proxy) restore() { p.mu.Lock(); p.up = true; p.mu.Unlock() }
-
 func TestRedisOutageMidRunFallsBackAndRecovers(t *testing.T) {
 	opts, _ := redis.ParseURL(testutil.RedisURL())
-	p := startProxy(t, opts.Addr)
-	rc := redisClient(t, p.ln.Addr().String())
+	p := testutil.StartProxy(t, opts.Addr)
+	rc := redisClient(t, p.Addr)
 	direct := redisClient(t, "")
 	prefix := "t" + testutil.RandomSuffix()
 	l := newLimiter(t, rc, prefix)
@@ -212,7 +157,7 @@ func TestRedisOutageMidRunFallsBackAndRecovers(t *testing.T) {
 	keys, _ := direct.Keys(ctx, prefix+"*").Result()
 	require.NotEmpty(t, keys, "counted in Redis while it is up")
 
-	p.cut()
+	p.Cut()
 	for i := 0; i < 3; i++ {
 		r, err := l.Take(ctx, "Test", "b")
 		require.NoError(t, err, "no error while Redis is down")
@@ -222,7 +167,7 @@ func TestRedisOutageMidRunFallsBackAndRecovers(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, r.Reached, "limits still apply during the outage")
 
-	p.restore()
+	p.Restore()
 	require.Eventually(t, func() bool {
 		_, err := l.Take(ctx, "Test", "c")
 		if err != nil {
