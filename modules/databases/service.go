@@ -55,8 +55,8 @@ func (s *Service) item(in *Instance) Item {
 	return it
 }
 
-// randomName is u<userId>_<8 lowercase alphanumerics>: generated, never from user text.
-func randomName(userID int64) string {
+// NewName is u<userId>_<8 lowercase alphanumerics>: generated, never from user text.
+func NewName(userID int64) string {
 	const alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
 	b := make([]byte, 8)
 	_, _ = rand.Read(b)
@@ -87,7 +87,7 @@ func (s *Service) Create(ctx context.Context, in CreateInput) (*Instance, error)
 		return nil, httpx.BadRequest("Validation failed", httpx.FieldError{Field: "engine",
 			Message: fmt.Sprintf("engine %q is not configured here; see GET /api/engines", in.Engine)})
 	}
-	name := randomName(in.UserID)
+	name := NewName(in.UserID)
 	password := secrets.RandomPassword()
 	sealed, err := s.sealer.Seal([]byte(password), "database:"+engine.ID()+":"+name)
 	if err != nil {
