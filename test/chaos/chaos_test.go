@@ -185,6 +185,28 @@ func TestChaos(t *testing.T) {
 	out, err := build.CombinedOutput()
 	require.NoError(t, err, string(out))
 
+	// Names already on the shared tenant engine (other test packages' databases) are not ours.
+	tconn, err := db.Connector(testutil.TenantPostgresURL(t))
+	require.NoError(t, err)
+	tenant := sql.OpenDB(tconn)
+	defer tenant.Close()
+	ours := regexp.MustCompile(`^u\d+_[a-z0-9]{8}$`)
+	engineNames := func() map[string]bool {
+		out := map[string]bool{}
+		rows, err := tenant.Query("SELECT datname FROM pg_database UNION ALL SELECT rolname FROM pg_roles")
+		require.NoError(t, err)
+		defer rows.Close()
+		for rows.Next() {
+			var n string
+			require.NoError(t, rows.Scan(&n))
+			if ours.MatchString(n) {
+				out[n] = true
+			}
+		}
+		return out
+	}
+	before := engineNames()
+
 	fake := cloudflaretest.New("zone-chaos", "cf-token", "example.com")
 	defer fake.Close()
 	if faults > 0 {
@@ -415,10 +437,6 @@ func TestChaos(t *testing.T) {
 
 	// 3. Tenant databases: no database or role on the engine without its live row, and every live
 	// row's database exists.
-	tconn, err := db.Connector(testutil.TenantPostgresURL(t))
-	require.NoError(t, err)
-	tenant := sql.OpenDB(tconn)
-	defer tenant.Close()
 	live := map[string]bool{}
 	rows, err = ctl.Query("SELECT database_name FROM database_instances WHERE status IN ('Active','Paused')")
 	require.NoError(t, err)
@@ -428,18 +446,12 @@ func TestChaos(t *testing.T) {
 		live[n] = true
 	}
 	rows.Close()
-	ours := regexp.MustCompile(`^u\d+_[a-z0-9]{8}$`)
 	onEngine := map[string]bool{}
-	rows, err = tenant.Query("SELECT datname FROM pg_database UNION ALL SELECT rolname FROM pg_roles")
-	require.NoError(t, err)
-	for rows.Next() {
-		var n string
-		require.NoError(t, rows.Scan(&n))
-		if ours.MatchString(n) {
+	for n := range engineNames() {
+		if !before[n] {
 			onEngine[n] = true
 		}
 	}
-	rows.Close()
 	for n := range onEngine {
 		assert.True(t, live[n], "%s on the engine has a live row", n)
 	}
