@@ -8,10 +8,10 @@ import (
 	"strings"
 
 	"github.com/uptrace/bun"
-	"github.com/uptrace/bun/driver/pgdriver"
 
 	"provisioner/platform/audit"
 	"provisioner/platform/authn"
+	"provisioner/platform/db"
 	"provisioner/platform/httpx"
 	"provisioner/platform/provision"
 	"provisioner/platform/secrets"
@@ -102,7 +102,7 @@ func (s *Users) Create(ctx context.Context, in CreateUserInput) (*userRow, error
 		Organization: strings.TrimSpace(in.Organization), Role: role, PasswordHash: &hash, SecurityStamp: 1}
 	err = s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
 		if _, err := tx.NewInsert().Model(u).Returning("*").Exec(ctx); err != nil {
-			if isUniqueViolation(err) {
+			if db.IsUniqueViolation(err) {
 				return httpx.Conflict("An account with this email already exists")
 			}
 			return fmt.Errorf("insert user: %w", err)
@@ -155,7 +155,7 @@ func (s *Users) Update(ctx context.Context, id int64, in UpdateUserInput) (*user
 		}
 		if _, err := tx.NewUpdate().Model(u).Column("full_name", "organization", "email", "role").
 			Set("updated_at = now()").WherePK().Returning("*").Exec(ctx); err != nil {
-			if isUniqueViolation(err) {
+			if db.IsUniqueViolation(err) {
 				return httpx.Conflict("An account with this email already exists")
 			}
 			return fmt.Errorf("update user %d: %w", id, err)
@@ -240,9 +240,4 @@ func ensureAnotherAdmin(ctx context.Context, tx bun.Tx, except int64) error {
 		return httpx.Conflict("The last Admin cannot be demoted or deleted")
 	}
 	return nil
-}
-
-func isUniqueViolation(err error) bool {
-	var pgErr pgdriver.Error
-	return errors.As(err, &pgErr) && pgErr.Field('C') == "23505"
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/uptrace/bun"
 
 	"provisioner/platform/audit"
+	"provisioner/platform/db"
 	"provisioner/platform/httpx"
 	"provisioner/platform/secrets"
 )
@@ -188,10 +189,8 @@ func (s *Keys) Create(ctx context.Context, in CreateInput) (*View, error) {
 	h := hashKey(text)
 	k := &Key{UserID: in.UserID, Name: strings.TrimSpace(in.Name), Prefix: displayPrefix(text), KeyHash: h[:], Status: StatusActive, ExpiresAt: in.ExpiresAt}
 	err := s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
-		var live bool
-		if err := tx.NewSelect().Table("users").ColumnExpr("deleted_at IS NULL").Where("id = ?", in.UserID).
-			For("UPDATE").Scan(ctx, &live); err != nil || !live {
-			return httpx.NotFound("User not found")
+		if err := db.LockLiveUser(ctx, tx, in.UserID); err != nil {
+			return err
 		}
 		n, err := tx.NewSelect().Model((*Key)(nil)).Where("user_id = ?", in.UserID).Where("status = ?", StatusActive).Count(ctx)
 		if err != nil {

@@ -24,6 +24,7 @@ import (
 	"provisioner/platform/audit"
 	"provisioner/platform/authn"
 	"provisioner/platform/config"
+	"provisioner/platform/db"
 	"provisioner/platform/secrets"
 )
 
@@ -370,7 +371,7 @@ func (s *Service) SignInExternal(ctx context.Context, id Identity) (*AuthResult,
 		default:
 			u = &User{Email: email, FullName: firstNonEmpty(id.Name, email), Role: authn.RoleUser, SecurityStamp: 1}
 			if _, err := tx.NewInsert().Model(u).Returning("*").Exec(ctx); err != nil {
-				if isUniqueViolation(err) {
+				if db.IsUniqueViolation(err) {
 					return &flowError{"email_unverified"}
 				}
 				return fmt.Errorf("create user: %w", err)

@@ -12,11 +12,11 @@ import (
 	"time"
 
 	"github.com/uptrace/bun"
-	"github.com/uptrace/bun/driver/pgdriver"
 
 	"provisioner/platform/audit"
 	"provisioner/platform/authn"
 	"provisioner/platform/config"
+	"provisioner/platform/db"
 	"provisioner/platform/httpx"
 	"provisioner/platform/mail"
 	"provisioner/platform/provision"
@@ -69,7 +69,7 @@ func (s *Service) Register(ctx context.Context, in RegisterInput) (*RegisterResu
 	}
 	err = s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
 		if _, err := tx.NewInsert().Model(u).Returning("*").Exec(ctx); err != nil {
-			if isUniqueViolation(err) {
+			if db.IsUniqueViolation(err) {
 				return errEmailTaken
 			}
 			return fmt.Errorf("insert user: %w", err)
@@ -274,7 +274,7 @@ func (s *Service) EnsureBootstrapAdmin(ctx context.Context) error {
 	}
 	u = &User{Email: email, FullName: "Administrator", Role: authn.RoleAdmin, PasswordHash: &hash, SecurityStamp: 1}
 	if _, err := s.db.NewInsert().Model(u).Returning("*").Exec(ctx); err != nil {
-		if isUniqueViolation(err) {
+		if db.IsUniqueViolation(err) {
 			return nil // another replica created it
 		}
 		return fmt.Errorf("create bootstrap admin: %w", err)
@@ -298,8 +298,3 @@ func (s *Service) findByEmail(ctx context.Context, db bun.IDB, email string) (*U
 }
 
 func normalizeEmail(s string) string { return strings.ToLower(strings.TrimSpace(s)) }
-
-func isUniqueViolation(err error) bool {
-	var pgErr pgdriver.Error
-	return errors.As(err, &pgErr) && pgErr.Field('C') == "23505"
-}

@@ -10,6 +10,7 @@ import (
 	"github.com/uptrace/bun"
 
 	"provisioner/platform/audit"
+	"provisioner/platform/db"
 	"provisioner/platform/httpx"
 	"provisioner/platform/secrets"
 )
@@ -85,7 +86,7 @@ func (c *Credentials) Create(ctx context.Context, dbID int64, username string, r
 	}
 	cr := &Credential{DatabaseInstanceID: inst.ID, Username: username, PasswordSealed: sealed, ReadOnly: readOnly, Status: "Creating"}
 	if _, err := c.db.NewInsert().Model(cr).Returning("*").Exec(ctx); err != nil {
-		if isUniqueViolation(err) {
+		if db.IsUniqueViolation(err) {
 			return nil, httpx.Conflict("This username is taken")
 		}
 		return nil, fmt.Errorf("store credential: %w", err)

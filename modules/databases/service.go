@@ -11,10 +11,10 @@ import (
 	"time"
 
 	"github.com/uptrace/bun"
-	"github.com/uptrace/bun/driver/pgdriver"
 
 	"provisioner/platform/audit"
 	"provisioner/platform/config"
+	"provisioner/platform/db"
 	"provisioner/platform/httpx"
 	"provisioner/platform/provision"
 	"provisioner/platform/secrets"
@@ -102,10 +102,8 @@ func (s *Service) Create(ctx context.Context, in CreateInput) (*Instance, error)
 		NextAttemptAt: time.Now()}
 	err = s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
 		// The owner's row lock serialises concurrent creates, so the quota cannot be overrun.
-		var live bool
-		if err := tx.NewSelect().Table("users").ColumnExpr("deleted_at IS NULL").Where("id = ?", in.UserID).
-			For("UPDATE").Scan(ctx, &live); err != nil || !live {
-			return httpx.NotFound("User not found")
+		if err := db.LockLiveUser(ctx, tx, in.UserID); err != nil {
+			return err
 		}
 		if !in.SkipQuota {
 			n, err := tx.NewSelect().Model((*Instance)(nil)).Where("user_id = ?", in.UserID).
@@ -329,9 +327,4 @@ func (s *Service) AdminList(ctx context.Context, f AdminFilter) (httpx.Page[Item
 		items[i] = s.item(&rows[i])
 	}
 	return httpx.NewPage(f.PageQuery, items, total), nil
-}
-
-func isUniqueViolation(err error) bool {
-	var pgErr pgdriver.Error
-	return errors.As(err, &pgErr) && pgErr.Field('C') == "23505"
 }

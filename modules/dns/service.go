@@ -8,10 +8,10 @@ import (
 	"strings"
 
 	"github.com/uptrace/bun"
-	"github.com/uptrace/bun/driver/pgdriver"
 
 	"provisioner/platform/audit"
 	"provisioner/platform/config"
+	"provisioner/platform/db"
 	"provisioner/platform/httpx"
 	"provisioner/platform/provision"
 )
@@ -79,10 +79,8 @@ func (s *Service) Create(ctx context.Context, in CreateInput) (*Record, error) {
 	rec := &Record{UserID: in.UserID, Label: label, Name: name, Fqdn: fqdn, Content: content, RecordTTL: ttl,
 		Proxied: proxied, Status: StatusPending}
 	err = s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
-		var live bool
-		if err := tx.NewSelect().Table("users").ColumnExpr("deleted_at IS NULL").Where("id = ?", in.UserID).
-			For("UPDATE").Scan(ctx, &live); err != nil || !live {
-			return httpx.NotFound("User not found")
+		if err := db.LockLiveUser(ctx, tx, in.UserID); err != nil {
+			return err
 		}
 		n, err := tx.NewSelect().Model((*Record)(nil)).Where("user_id = ?", in.UserID).
 			Where("status IN (?)", bun.In([]string{StatusPending, StatusActive, StatusRevoking})).Count(ctx)
@@ -93,7 +91,7 @@ func (s *Service) Create(ctx context.Context, in CreateInput) (*Record, error) {
 			return httpx.Conflict(fmt.Sprintf("Quota reached: at most %d DNS records per user", s.cfg.MaxRecordsPerUser))
 		}
 		if _, err := tx.NewInsert().Model(rec).Returning("*").Exec(ctx); err != nil {
-			if isUniqueViolation(err) {
+			if db.IsUniqueViolation(err) {
 				return httpx.Conflict(fmt.Sprintf("The label %q is already in use in this cell", label))
 			}
 			return fmt.Errorf("store record intent: %w", err)
@@ -202,7 +200,7 @@ func (s *Service) Retry(ctx context.Context, id int64) (*Record, error) {
 		res, err := s.db.NewUpdate().Model(r).Set("status = ?", StatusPending).Set("attempts = 0").Set("error_message = ''").
 			Set("next_attempt_at = now()").Set("updated_at = now()").WherePK().Where("status = ?", StatusFailed).Exec(ctx)
 		if err != nil {
-			if isUniqueViolation(err) {
+			if db.IsUniqueViolation(err) {
 				return nil, httpx.Conflict("The label is in use by another live record")
 			}
 			return nil, err
@@ -246,9 +244,4 @@ func (s *Service) AdminList(ctx context.Context, f AdminFilter) (httpx.Page[View
 		out[i] = view(&rows[i])
 	}
 	return httpx.NewPage(f.PageQuery, out, total), nil
-}
-
-func isUniqueViolation(err error) bool {
-	var pgErr pgdriver.Error
-	return errors.As(err, &pgErr) && pgErr.Field('C') == "23505"
 }

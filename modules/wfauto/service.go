@@ -7,9 +7,9 @@ import (
 	"fmt"
 
 	"github.com/uptrace/bun"
-	"github.com/uptrace/bun/driver/pgdriver"
 
 	"provisioner/platform/audit"
+	"provisioner/platform/db"
 	"provisioner/platform/httpx"
 	"provisioner/platform/provision"
 )
@@ -33,10 +33,8 @@ func (s *Service) Provision(ctx context.Context, userID int64) (*Account, error)
 	}
 	var id int64
 	err := s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
-		var live bool
-		if err := tx.NewSelect().Table("users").ColumnExpr("deleted_at IS NULL").Where("id = ?", userID).
-			For("UPDATE").Scan(ctx, &live); err != nil || !live {
-			return httpx.NotFound("User not found")
+		if err := db.LockLiveUser(ctx, tx, userID); err != nil {
+			return err
 		}
 		cur := new(Account)
 		err := tx.NewSelect().Model(cur).Where("user_id = ?", userID).Where("status <> ?", StatusDeprovisioned).For("UPDATE").Scan(ctx)
@@ -44,7 +42,7 @@ func (s *Service) Provision(ctx context.Context, userID int64) (*Account, error)
 		case errors.Is(err, sql.ErrNoRows):
 			acc := &Account{UserID: userID, Status: StatusPending}
 			if _, err := tx.NewInsert().Model(acc).Returning("*").Exec(ctx); err != nil {
-				if isUniqueViolation(err) {
+				if db.IsUniqueViolation(err) {
 					return httpx.Conflict("A workflow-automation account is already being provisioned")
 				}
 				return fmt.Errorf("store account intent: %w", err)
@@ -151,9 +149,4 @@ func (s *Service) AdminList(ctx context.Context, f AdminFilter) (httpx.Page[View
 		out[i] = view(&rows[i])
 	}
 	return httpx.NewPage(f.PageQuery, out, total), nil
-}
-
-func isUniqueViolation(err error) bool {
-	var pgErr pgdriver.Error
-	return errors.As(err, &pgErr) && pgErr.Field('C') == "23505"
 }

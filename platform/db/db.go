@@ -18,7 +18,12 @@ import (
 	"github.com/uptrace/bun/driver/pgdriver"
 	"github.com/uptrace/bun/migrate"
 	"go.uber.org/fx"
+
+	"provisioner/platform/httpx"
 )
+
+// ErrUserNotFound is returned by LockLiveUser; it answers 404.
+var ErrUserNotFound = httpx.NotFound("User not found")
 
 // Migrations is one module's embedded SQL migrations: files named
 // <YYYYMMDDHHMMSS>_<name>.up.sql and .down.sql (".tx.up.sql" to run in a transaction). Names are
@@ -245,4 +250,25 @@ func NewMigrated(lc fx.Lifecycle, m *Migrator, log *slog.Logger) *Migrated {
 		return nil
 	}))
 	return &Migrated{}
+}
+
+// IsUniqueViolation reports whether err is PostgreSQL's unique_violation (23505).
+func IsUniqueViolation(err error) bool {
+	var pgErr pgdriver.Error
+	return errors.As(err, &pgErr) && pgErr.Field('C') == "23505"
+}
+
+// LockLiveUser locks the users row of a live (not deleted) account within tx, serialising the
+// owner's concurrent creates so per-user quotas cannot be overrun. It returns ErrUserNotFound for a
+// missing or deleted account.
+func LockLiveUser(ctx context.Context, tx bun.Tx, userID int64) error {
+	var live bool
+	err := tx.NewSelect().Table("users").ColumnExpr("deleted_at IS NULL").Where("id = ?", userID).For("UPDATE").Scan(ctx, &live)
+	if errors.Is(err, sql.ErrNoRows) || (err == nil && !live) {
+		return ErrUserNotFound
+	}
+	if err != nil {
+		return fmt.Errorf("lock user %d: %w", userID, err)
+	}
+	return nil
 }
