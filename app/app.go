@@ -2,6 +2,8 @@
 package app
 
 import (
+	"runtime/debug"
+
 	"go.uber.org/fx"
 	"go.uber.org/fx/fxevent"
 
@@ -16,5 +18,8 @@ func Options(cfg *config.Config, extra ...fx.Option) []fx.Option {
 		Platform,
 	}
 	opts = append(opts, Modules...)
+	// Startup (migrations, schema generation) allocates more than serving does: hand that memory
+	// back once everything has started.
+	opts = append(opts, fx.Invoke(func(lc fx.Lifecycle) { lc.Append(fx.StartHook(debug.FreeOSMemory)) }))
 	return append(opts, extra...)
 }

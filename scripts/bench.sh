@@ -148,7 +148,7 @@ echo "== P7 rate limiter" >&2
 p7=()
 for _ in $(seq "$REPEAT"); do
   lim_us=$("$work/benchkit" limiter)
-  incr_ms=$(redis-benchmark -h 127.0.0.1 -t incr -n 20000 -c 1 2>/dev/null | awk '/latency summary/ {getline; getline; print $3}')
+  incr_ms=$(redis-benchmark -h 127.0.0.1 -t incr -n 20000 -c 1 -q 2>/dev/null | tr '\r' '\n' | grep -o 'p50=[0-9.]*' | tail -1 | cut -d= -f2)
   p7+=("$(awk -v a="$lim_us" -v b="$incr_ms" 'BEGIN {printf "%.2f", a/(b*1000)}')")
 done
 P7=$(printf '%s\n' "${p7[@]}" | median)
