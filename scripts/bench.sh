@@ -101,6 +101,7 @@ P2a=$(printf '%s\n' "${p2a[@]}" | median); P2b=$(printf '%s\n' "${p2b[@]}" | med
 
 echo "== P3 database create to usable" >&2
 start_tenant_pg
+trap cleanup EXIT # start_tenant_pg set its own trap; cleanup stops the cluster too
 P3=$(go test -run '^$' -bench CreateToUsable -benchtime 10x -count "$REPEAT" ./modules/databases/ 2>/dev/null |
   awk '/x-bare/ {for (i=1;i<=NF;i++) if ($(i+1)=="x-bare") print $i}' | median)
 
