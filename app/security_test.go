@@ -132,3 +132,27 @@ func TestBadInputNeverAnswers500(t *testing.T) {
 		assert.NotRegexp(t, leaks, string(r.Raw))
 	}
 }
+
+// TestEveryMeRouteHidesOtherUsersResources is generated from the route table: every /api/me route
+// with an id answers 404 for an id the caller does not own (another user's resource or none), never
+// 403 and never 200. The modules' own tests do the same with real resources of another user.
+func TestEveryMeRouteHidesOtherUsersResources(t *testing.T) {
+	a := apptest.Start(t)
+	u := a.Register(t)
+	checked := 0
+	for _, op := range routeTable(t, a) {
+		if !strings.HasPrefix(op.Path, "/api/me/") || !strings.Contains(op.Path, "{") {
+			continue
+		}
+		t.Run(op.Method+" "+op.Path, func(t *testing.T) {
+			req := apptest.Request{Method: op.Method, Path: op.concrete("987654321"), Token: u.Token}
+			if op.Method == http.MethodPost || op.Method == http.MethodPut {
+				req.Body = map[string]any{}
+			}
+			r := a.Do(req)
+			assert.Equal(t, http.StatusNotFound, r.Status, string(r.Raw))
+		})
+		checked++
+	}
+	assert.GreaterOrEqual(t, checked, 7)
+}

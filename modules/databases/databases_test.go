@@ -509,3 +509,20 @@ func TestPasswordRevealIsRateLimited(t *testing.T) {
 	require.NoError(t, a.DB.QueryRow("SELECT count(*) FROM audit_events WHERE action = 'database.password.revealed' AND target_id = ?", fmt.Sprint(it.ID)).Scan(&n))
 	assert.Equal(t, 2, n, "refused reveals are not revealed")
 }
+
+// TestClientFieldsNeverLand: a client-sent owner, status or quota is ignored (mass assignment).
+func TestClientFieldsNeverLand(t *testing.T) {
+	a := start(t, nil)
+	u, other := a.Register(t), a.Register(t)
+	r := a.Post("/api/me/databases", u.Token, map[string]any{"engine": "postgres", "userId": other.ID, "user_id": other.ID,
+		"maxSpaceBytes": 1, "max_space_bytes": 1, "status": "Paused", "databaseName": "postgres", "databaseInstanceId": 1})
+	require.Equal(t, http.StatusCreated, r.Status, string(r.Raw))
+	var it item
+	r.Decode(t, &it)
+	assert.Equal(t, "Active", it.Status)
+	assert.EqualValues(t, 536870912, it.MaxSpaceBytes, "the quota comes from configuration")
+	assert.NotEqual(t, "postgres", it.DatabaseName)
+	var owner int64
+	require.NoError(t, a.DB.QueryRow("SELECT user_id FROM database_instances WHERE id = ?", it.ID).Scan(&owner))
+	assert.Equal(t, u.ID, owner)
+}
