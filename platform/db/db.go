@@ -191,7 +191,7 @@ func (m *Migrator) Up(ctx context.Context) ([]string, error) {
 			return fmt.Errorf("migrate up: %w", err)
 		}
 		for _, mg := range g.Migrations {
-			names = append(names, mg.Name)
+			names = append(names, mg.String())
 		}
 		return nil
 	})
@@ -207,7 +207,7 @@ func (m *Migrator) Down(ctx context.Context) ([]string, error) {
 			return fmt.Errorf("migrate down: %w", err)
 		}
 		for _, mg := range g.Migrations {
-			names = append(names, mg.Name)
+			names = append(names, mg.String())
 		}
 		return nil
 	})
@@ -223,9 +223,9 @@ func (m *Migrator) Status(ctx context.Context) (applied, pending []string, err e
 		}
 		for _, mg := range ms {
 			if mg.IsApplied() {
-				applied = append(applied, mg.Name)
+				applied = append(applied, mg.String())
 			} else {
-				pending = append(pending, mg.Name)
+				pending = append(pending, mg.String())
 			}
 		}
 		return nil

@@ -44,7 +44,7 @@ func TestOpenCreatesTheDatabaseAndMigrationsRoundTrip(t *testing.T) {
 
 	applied, err := m.Up(ctx)
 	require.NoError(t, err)
-	assert.Equal(t, []string{"20260101000000", "20260101000500"}, applied, "timestamp order across modules")
+	assert.Equal(t, []string{"20260101000000_platform", "20260101000500_widgets"}, applied, "timestamp order across modules")
 	_, pending, err := m.Status(ctx)
 	require.NoError(t, err)
 	assert.Empty(t, pending)
