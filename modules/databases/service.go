@@ -123,10 +123,7 @@ func (s *Service) Create(ctx context.Context, in CreateInput) (*Instance, error)
 	if err != nil {
 		return nil, err
 	}
-	driveErr := s.finisher.Drive(ctx, Kind, inst.ID)
-	if errors.Is(driveErr, provision.ErrNotInFlight) {
-		driveErr = nil
-	}
+	driveErr := s.finisher.DriveNow(ctx, Kind, inst.ID)
 	out, err := s.get(context.WithoutCancel(ctx), s.db, inst.ID, 0)
 	if err != nil {
 		return nil, err
@@ -234,10 +231,7 @@ func (s *Service) Delete(ctx context.Context, id, userID int64) (*Instance, erro
 	if err != nil {
 		return nil, err
 	}
-	driveErr := s.finisher.Drive(ctx, Kind, id)
-	if errors.Is(driveErr, provision.ErrNotInFlight) {
-		driveErr = nil
-	}
+	driveErr := s.finisher.DriveNow(ctx, Kind, id)
 	inst := new(Instance)
 	if err := s.db.NewSelect().Model(inst).Where("id = ?", id).Scan(ctx); err != nil {
 		return nil, fmt.Errorf("reload database %d: %w", id, err)

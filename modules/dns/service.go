@@ -105,10 +105,7 @@ func (s *Service) Create(ctx context.Context, in CreateInput) (*Record, error) {
 }
 
 func (s *Service) drive(ctx context.Context, id int64) (*Record, error) {
-	driveErr := s.finisher.Drive(ctx, Kind, id)
-	if errors.Is(driveErr, provision.ErrNotInFlight) {
-		driveErr = nil
-	}
+	driveErr := s.finisher.DriveNow(ctx, Kind, id)
 	out, err := s.get(context.WithoutCancel(ctx), id, 0)
 	if err != nil {
 		return nil, err

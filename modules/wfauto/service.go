@@ -70,10 +70,7 @@ func (s *Service) Provision(ctx context.Context, userID int64) (*Account, error)
 }
 
 func (s *Service) drive(ctx context.Context, id int64) (*Account, error) {
-	driveErr := s.finisher.Drive(ctx, Kind, id)
-	if errors.Is(driveErr, provision.ErrNotInFlight) {
-		driveErr = nil
-	}
+	driveErr := s.finisher.DriveNow(ctx, Kind, id)
 	acc, err := s.get(context.WithoutCancel(ctx), id)
 	if err != nil {
 		return nil, err

@@ -287,3 +287,12 @@ func truncate(s string, n int) string {
 	}
 	return s[:n]
 }
+
+// DriveNow is Drive for the request path that just stored an intent: a row already finished
+// (by a Finisher elsewhere) is not an error.
+func (f *Finisher) DriveNow(ctx context.Context, kind Kind, id int64) error {
+	if err := f.Drive(ctx, kind, id); err != nil && !errors.Is(err, ErrNotInFlight) {
+		return err
+	}
+	return nil
+}
