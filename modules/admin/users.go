@@ -194,7 +194,7 @@ func changes(a, b *userRow) map[string]any {
 // and every module marks the user's resources for deprovisioning in the same transaction; the
 // background finisher then deletes them at the providers. Deleting the last Admin is a 409.
 func (s *Users) Delete(ctx context.Context, id int64) error {
-	return s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+	err := s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
 		if err := lockAdmins(ctx, tx); err != nil {
 			return err
 		}
@@ -219,6 +219,15 @@ func (s *Users) Delete(ctx context.Context, id int64) error {
 		return s.audit.RecordTx(ctx, tx, audit.Event{Action: "user.deleted", UserID: audit.Int64(u.ID),
 			TargetType: "user", TargetID: fmt.Sprint(u.ID), Details: map[string]any{"email": u.Email}})
 	})
+	if err != nil {
+		return err
+	}
+	for _, r := range s.releasers {
+		if n, ok := r.(provision.ReleaseNotifier); ok {
+			n.UserReleased(ctx, id)
+		}
+	}
+	return nil
 }
 
 // lockAdmins serialises changes that could remove the last Admin.

@@ -415,3 +415,17 @@ func TestDisconnectMidStreamIsStillCharged(t *testing.T) {
 		return len(ks) == 1 && ks[0].Usage.Requests == 1 && ks[0].Usage.CompletionTokens >= 1
 	}, 5*time.Second, 100*time.Millisecond, "what was generated is charged")
 }
+
+func TestDeletedUsersKeysAreRefusedOnEveryReplica(t *testing.T) {
+	up := newUpstream(t)
+	kv := map[string]any{"Ai:BaseUrl": up.URL, "Ai:ApiKey": upstreamKey, "Redis:KeyPrefix": "del" + testutil.RandomSuffix()}
+	one := apptest.Start(t, apptest.With(kv))
+	two := apptest.Start(t, apptest.With(kv))
+	u := one.Register(t)
+	k := newKey(t, one, u.Token, nil)
+	require.Equal(t, http.StatusOK, generate(two, k.Key).Status) // cached on replica two
+	r := one.Do(apptest.Request{Method: "DELETE", Path: fmt.Sprintf("/api/users/%d", u.ID), Token: one.AdminToken(t)})
+	require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
+	assert.Equal(t, http.StatusUnauthorized, generate(two, k.Key).Status)
+	assert.Equal(t, http.StatusUnauthorized, generate(one, k.Key).Status)
+}

@@ -18,6 +18,7 @@ import (
 	"provisioner/platform/audit"
 	"provisioner/platform/db"
 	"provisioner/platform/httpx"
+	"provisioner/platform/provision"
 	"provisioner/platform/secrets"
 )
 
@@ -299,15 +300,30 @@ func (s *Keys) List(ctx context.Context, userID int64) ([]View, error) {
 	return out, nil
 }
 
-// ReleaseUser revokes every key of a deleted user (in the deleting transaction) and evicts them.
+// ReleaseUser revokes every key of a deleted user, in the deleting transaction.
 func (s *Keys) ReleaseUser(ctx context.Context, tx bun.IDB, userID int64) error {
 	if _, err := tx.NewUpdate().Model((*Key)(nil)).Set("status = ?", StatusRevoked).Set("revoked_at = now()").Set("previous_hash = NULL").
 		Where("user_id = ?", userID).Where("status = ?", StatusActive).Exec(ctx); err != nil {
 		return fmt.Errorf("revoke ai keys of user %d: %w", userID, err)
 	}
-	s.evict("*")
-	if s.redis != nil {
-		_ = s.redis.Publish(ctx, s.channel, "*").Err()
-	}
 	return nil
 }
+
+// UserReleased evicts the deleted user's keys on every replica once the revocation is committed
+// (evicting earlier would let a replica cache the still-visible key again).
+func (s *Keys) UserReleased(ctx context.Context, userID int64) {
+	s.mu.Lock()
+	for h, c := range s.cache {
+		if c.principal.UserID == userID {
+			delete(s.cache, h)
+		}
+	}
+	s.mu.Unlock()
+	if s.redis != nil {
+		if err := s.redis.Publish(ctx, s.channel, "*").Err(); err != nil {
+			s.log.WarnContext(ctx, "ai key invalidation not published", "error", err.Error())
+		}
+	}
+}
+
+var _ provision.ReleaseNotifier = (*Keys)(nil)
