@@ -16,6 +16,7 @@ import (
 
 	"provisioner/modules/databases"
 	"provisioner/platform/db"
+	"provisioner/platform/provision/provisiontest"
 	"provisioner/platform/testutil"
 	"provisioner/platform/testutil/apptest"
 )
@@ -525,4 +526,48 @@ func TestClientFieldsNeverLand(t *testing.T) {
 	var owner int64
 	require.NoError(t, a.DB.QueryRow("SELECT user_id FROM database_instances WHERE id = ?", it.ID).Scan(&owner))
 	assert.Equal(t, u.ID, owner)
+}
+
+// TestProvisionerSuite runs the suite every provisioner passes, on the PostgreSQL engine.
+func TestProvisionerSuite(t *testing.T) {
+	var prov *databases.Provisioner
+	var engines *databases.Engines
+	a := start(t, nil, apptest.WithFx(fx.Populate(&prov, &engines)))
+	admin := a.AdminToken(t)
+	u := a.Register(t)
+	name := func(t *testing.T, id int64) string {
+		var n string
+		require.NoError(t, a.DB.QueryRow("SELECT database_name FROM database_instances WHERE id = ?", id).Scan(&n))
+		return n
+	}
+	provisiontest.Run(t, provisiontest.Harness{
+		DB: a.DB, Provisioner: prov, Created: "Active", Deleted: "Deleted",
+		// A stored intent whose engine work never happened: created through the API, then undone on
+		// the engine and set back to Provisioning (the sealed password stays valid).
+		NewRow: func(t *testing.T) int64 {
+			r := a.Post("/api/database-instances", admin, map[string]any{"userId": u.ID, "engine": "postgres"})
+			require.Equal(t, http.StatusCreated, r.Status, string(r.Raw))
+			var it item
+			r.Decode(t, &it)
+			require.NoError(t, engines.Get("postgres").Drop(context.Background(), it.DatabaseName, it.DatabaseUser))
+			_, err := a.DB.Exec("UPDATE database_instances SET status = 'Provisioning' WHERE id = ?", it.ID)
+			require.NoError(t, err)
+			return it.ID
+		},
+		MarkDeleting: func(t *testing.T, id int64) {
+			_, err := a.DB.Exec("UPDATE database_instances SET status = 'Deleting' WHERE id = ?", id)
+			require.NoError(t, err)
+		},
+		External: func(t *testing.T, id int64) int {
+			if existsOnEngine(t, "postgres", name(t, id)) {
+				return 1
+			}
+			return 0
+		},
+		Status: func(t *testing.T, id int64) string {
+			var s string
+			require.NoError(t, a.DB.QueryRow("SELECT status FROM database_instances WHERE id = ?", id).Scan(&s))
+			return s
+		},
+	})
 }

@@ -11,9 +11,11 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/fx"
 
 	"provisioner/modules/dns"
 	"provisioner/modules/dns/cloudflare/cloudflaretest"
+	"provisioner/platform/provision/provisiontest"
 	"provisioner/platform/testutil"
 	"provisioner/platform/testutil/apptest"
 )
@@ -406,4 +408,47 @@ func TestValidators(t *testing.T) {
 	assert.True(t, dns.ValidContent("8.8.8.8"))
 	assert.False(t, dns.ValidContent("::ffff:8.8.8.8"))
 	_ = context.Background()
+}
+
+// TestProvisionerSuite runs the suite every provisioner passes.
+func TestProvisionerSuite(t *testing.T) {
+	var prov *dns.Provisioner
+	fake := cloudflaretest.New("zone123", token, "example.com")
+	t.Cleanup(fake.Close)
+	a := apptest.Start(t, apptest.With(map[string]any{"Dns:BaseUrl": fake.URL, "Dns:ZoneId": "zone123", "Dns:ApiToken": token,
+		"Dns:ZoneName": "example.com"}), apptest.WithFx(fx.Populate(&prov)))
+	u := a.Register(t)
+	fqdn := func(t *testing.T, id int64) string {
+		var f string
+		require.NoError(t, a.DB.QueryRow("SELECT fqdn FROM dns_records WHERE id = ?", id).Scan(&f))
+		return f
+	}
+	provisiontest.Run(t, provisiontest.Harness{
+		DB: a.DB, Provisioner: prov, Created: "Active", Deleted: "Revoked",
+		NewRow: func(t *testing.T) int64 {
+			l := label()
+			var id int64
+			require.NoError(t, a.DB.QueryRow(`INSERT INTO dns_records (user_id, label, name, fqdn, content, record_ttl, status)
+				VALUES (?, ?, ?, ?, '203.0.113.10', 1, 'Pending') RETURNING id`, u.ID, l, l, l+".example.com").Scan(&id))
+			return id
+		},
+		MarkDeleting: func(t *testing.T, id int64) {
+			_, err := a.DB.Exec("UPDATE dns_records SET status = 'Revoking' WHERE id = ?", id)
+			require.NoError(t, err)
+		},
+		External: func(t *testing.T, id int64) int {
+			n, name := 0, fqdn(t, id)
+			for _, r := range fake.Records() {
+				if r.Name == name {
+					n++
+				}
+			}
+			return n
+		},
+		Status: func(t *testing.T, id int64) string {
+			var s string
+			require.NoError(t, a.DB.QueryRow("SELECT status FROM dns_records WHERE id = ?", id).Scan(&s))
+			return s
+		},
+	})
 }

@@ -12,7 +12,10 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/fx"
 
+	"provisioner/modules/wfauto"
+	"provisioner/platform/provision/provisiontest"
 	"provisioner/platform/testutil"
 	"provisioner/platform/testutil/apptest"
 )
@@ -255,4 +258,44 @@ func TestNotConfigured(t *testing.T) {
 	r := a.Post("/api/me/wfauto/provision", u.Token, nil)
 	assert.Equal(t, http.StatusServiceUnavailable, r.Status)
 	assert.Equal(t, http.StatusOK, a.Get("/api/me/wfauto", u.Token).Status)
+}
+
+// TestProvisionerSuite runs the suite every provisioner passes.
+func TestProvisionerSuite(t *testing.T) {
+	c := newCell(t)
+	var prov *wfauto.Provisioner
+	a := apptest.Start(t, apptest.With(map[string]any{"WfautoProvisioning:BaseUrl": c.URL, "WfautoProvisioning:ApiKey": cellKey,
+		"RateLimit:Register": "1000-M"}), apptest.WithFx(fx.Populate(&prov)))
+	status := func(t *testing.T, id int64) string {
+		var s string
+		require.NoError(t, a.DB.QueryRow("SELECT status FROM wfauto_accounts WHERE id = ?", id).Scan(&s))
+		return s
+	}
+	provisiontest.Run(t, provisiontest.Harness{
+		DB: a.DB, Provisioner: prov, Created: "Active", Deleted: "Deprovisioned", Status: status,
+		NewRow: func(t *testing.T) int64 {
+			u := a.Register(t)
+			var id int64
+			require.NoError(t, a.DB.QueryRow("INSERT INTO wfauto_accounts (user_id, status) VALUES (?, 'Pending') RETURNING id", u.ID).Scan(&id))
+			return id
+		},
+		MarkDeleting: func(t *testing.T, id int64) {
+			_, err := a.DB.Exec("UPDATE wfauto_accounts SET status = 'Deprovisioning' WHERE id = ?", id)
+			require.NoError(t, err)
+		},
+		External: func(t *testing.T, id int64) int {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			acc, ok := c.accounts[fmt.Sprint(id)]
+			if !ok {
+				return 0
+			}
+			for _, d := range c.deleted {
+				if d == acc {
+					return 0
+				}
+			}
+			return 1
+		},
+	})
 }
