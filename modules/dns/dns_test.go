@@ -452,3 +452,18 @@ func TestProvisionerSuite(t *testing.T) {
 		},
 	})
 }
+
+func TestSpentBudgetQueuesTheRecordForTheFinisher(t *testing.T) {
+	a, fake := setup(t, map[string]any{"Dns:OutboundRate": "2-M"})
+	u := a.Register(t)
+	require.Equal(t, http.StatusCreated, a.Post("/api/me/dns", u.Token, map[string]any{"label": label()}).Status) // 2 calls
+	start := time.Now()
+	r := a.Post("/api/me/dns", u.Token, map[string]any{"label": label()})
+	assert.Less(t, time.Since(start), 10*time.Second, "the request does not wait for the next window")
+	require.Equal(t, http.StatusBadGateway, r.Status, string(r.Raw))
+	var got rec
+	r.Decode(t, &got)
+	assert.Equal(t, "Pending", got.Status, "queued, not failed")
+	assert.Contains(t, got.ErrorMessage, "budget")
+	assert.EqualValues(t, 2, fake.Calls(), "nothing past the budget reached the provider")
+}

@@ -44,7 +44,9 @@ var Module = fx.Module("dns",
 
 // newClient builds the provider client with our own outbound budget (Dns:OutboundRate, below the
 // provider's 1,200 calls per 5 minutes), shared across replicas through Redis. When the budget is
-// spent, calls wait for the next window (queue) instead of bursting into the provider's block.
+// spent, a call waits for the next window (up to BudgetWait); past that the attempt fails as
+// transient and the record stays Pending: the finisher queues it, nothing bursts into the
+// provider's 5-minute block.
 func newClient(cfg *config.Config, rc *redis.Client, log *slog.Logger) (*cloudflare.Client, error) {
 	opts := ratelimit.Options{Prefix: cfg.Redis.KeyPrefix + ":dns", Rates: map[string]string{"DnsOutbound": cfg.Dns.OutboundRate}, Logger: log}
 	if rc != nil {
@@ -68,6 +70,9 @@ func newClient(cfg *config.Config, rc *redis.Client, log *slog.Logger) (*cloudfl
 				if wait < 50*time.Millisecond {
 					wait = 50 * time.Millisecond
 				}
+				if wait > BudgetWait {
+					return fmt.Errorf("DNS outbound budget spent until %s: queued for the background finisher", r.Reset.UTC().Format(time.RFC3339))
+				}
 				select {
 				case <-ctx.Done():
 					return fmt.Errorf("waiting for the DNS outbound budget: %w", ctx.Err())
@@ -77,6 +82,9 @@ func newClient(cfg *config.Config, rc *redis.Client, log *slog.Logger) (*cloudfl
 		},
 	}), nil
 }
+
+// BudgetWait is the longest a provider call waits for the outbound budget.
+const BudgetWait = 3 * time.Second
 
 // Summary contributes the dashboard section and the platform counts.
 type Summary struct{ svc *Service }
