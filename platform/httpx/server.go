@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/gofiber/fiber/v2"
@@ -72,6 +73,10 @@ func NewServer(o ServerOptions) (*Server, error) {
 		DisableStartupMessage: true,
 		ErrorHandler:          s.errorHandler,
 		ReadBufferSize:        16 << 10,
+		// A client must send its request within ReadTimeout (slow-request floods); responses have
+		// no write timeout, so streamed AI answers are not cut.
+		ReadTimeout: 30 * time.Second,
+		IdleTimeout: 2 * time.Minute,
 	})
 	s.App = app
 	app.Use(requestContext(trusted))
