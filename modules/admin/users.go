@@ -44,15 +44,7 @@ func (s *Users) List(ctx context.Context, f UserFilter) (httpx.Page[User], error
 	if f.Role != "" {
 		q = q.Where("role = ?", f.Role)
 	}
-	total, err := q.OrderExpr("created_at DESC, id DESC").Limit(f.Limit()).Offset(f.Offset()).ScanAndCount(ctx)
-	if err != nil {
-		return httpx.Page[User]{}, fmt.Errorf("list users: %w", err)
-	}
-	items := make([]User, len(rows))
-	for i := range rows {
-		items[i] = viewUser(&rows[i])
-	}
-	return httpx.NewPage(f.PageQuery, items, total), nil
+	return db.ListPage(ctx, q, &rows, f.PageQuery, viewUser)
 }
 
 func escapeLike(s string) string {

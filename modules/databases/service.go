@@ -312,13 +312,5 @@ func (s *Service) AdminList(ctx context.Context, f AdminFilter) (httpx.Page[Item
 	if f.Engine != "" {
 		q = q.Where("engine = ?", strings.ToLower(f.Engine))
 	}
-	total, err := q.OrderExpr("created_at DESC, id DESC").Limit(f.Limit()).Offset(f.Offset()).ScanAndCount(ctx)
-	if err != nil {
-		return httpx.Page[Item]{}, fmt.Errorf("list databases: %w", err)
-	}
-	items := make([]Item, len(rows))
-	for i := range rows {
-		items[i] = s.item(&rows[i])
-	}
-	return httpx.NewPage(f.PageQuery, items, total), nil
+	return db.ListPage(ctx, q, &rows, f.PageQuery, s.item)
 }

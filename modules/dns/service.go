@@ -232,13 +232,5 @@ func (s *Service) AdminList(ctx context.Context, f AdminFilter) (httpx.Page[View
 	if f.Status != "" {
 		q = q.Where("status = ?", f.Status)
 	}
-	total, err := q.OrderExpr("created_at DESC, id DESC").Limit(f.Limit()).Offset(f.Offset()).ScanAndCount(ctx)
-	if err != nil {
-		return httpx.Page[View]{}, fmt.Errorf("list records: %w", err)
-	}
-	out := make([]View, len(rows))
-	for i := range rows {
-		out[i] = view(&rows[i])
-	}
-	return httpx.NewPage(f.PageQuery, out, total), nil
+	return db.ListPage(ctx, q, &rows, f.PageQuery, view)
 }

@@ -272,3 +272,17 @@ func LockLiveUser(ctx context.Context, tx bun.Tx, userID int64) error {
 	}
 	return nil
 }
+
+// ListPage runs q, a select into rows already filtered by the caller, newest first (by
+// created_at, then id), for one page, and maps the rows to their API views with the total count.
+func ListPage[T, V any](ctx context.Context, q *bun.SelectQuery, rows *[]T, p httpx.PageQuery, view func(*T) V) (httpx.Page[V], error) {
+	total, err := q.OrderExpr("created_at DESC, id DESC").Limit(p.Limit()).Offset(p.Offset()).ScanAndCount(ctx)
+	if err != nil {
+		return httpx.Page[V]{}, fmt.Errorf("list page: %w", err)
+	}
+	items := make([]V, len(*rows))
+	for i := range *rows {
+		items[i] = view(&(*rows)[i])
+	}
+	return httpx.NewPage(p, items, total), nil
+}
