@@ -15,16 +15,19 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/valyala/fasthttp"
 
 	"provisioner/platform/httpx"
 	"provisioner/platform/ratelimit"
 )
 
-// Upstream calls the OpenAI-compatible generation service.
+// Upstream calls the OpenAI-compatible generation service: fasthttp's client for plain answers
+// (no per-connection goroutines on the hot path), net/http for streams.
 type Upstream struct {
 	base, key, model string
 	timeout          time.Duration
 	http             *http.Client
+	fast             *fasthttp.Client
 }
 
 // NewUpstream builds the client; keep-alive connections are pooled for the hot path.
@@ -37,7 +40,28 @@ func NewUpstream(base, key, model string, timeout time.Duration) *Upstream {
 		IdleConnTimeout:     90 * time.Second,
 		DisableCompression:  true, // relay bytes as they come
 	}
-	return &Upstream{base: strings.TrimRight(base, "/"), key: key, model: model, timeout: timeout, http: &http.Client{Transport: tr}}
+	fast := &fasthttp.Client{MaxConnsPerHost: 512, MaxIdleConnDuration: 90 * time.Second, ReadTimeout: timeout,
+		WriteTimeout: timeout, NoDefaultUserAgentHeader: true, DisableHeaderNamesNormalizing: false}
+	return &Upstream{base: strings.TrimRight(base, "/"), key: key, model: model, timeout: timeout, http: &http.Client{Transport: tr}, fast: fast}
+}
+
+// postFast sends a non-streaming request and returns the status and body.
+func (u *Upstream) postFast(body []byte) (int, []byte, error) {
+	req, res := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+	defer fasthttp.ReleaseRequest(req)
+	defer fasthttp.ReleaseResponse(res)
+	req.SetRequestURI(u.base + "/chat/completions")
+	req.Header.SetMethod(http.MethodPost)
+	req.Header.SetContentType("application/json")
+	req.Header.Set("Accept", "application/json")
+	if u.key != "" {
+		req.Header.Set("Authorization", "Bearer "+u.key)
+	}
+	req.SetBody(body)
+	if err := u.fast.DoTimeout(req, res, u.timeout); err != nil {
+		return 0, nil, err
+	}
+	return res.StatusCode(), append([]byte(nil), res.Body()...), nil
 }
 
 // Configured reports whether an upstream is set.
@@ -117,19 +141,12 @@ func (u *Upstream) Generate(ctx context.Context, in GenerateInput) (*Generation,
 		req["temperature"] = *in.Temperature
 	}
 	body, _ := json.Marshal(req)
-	ctx, cancel := context.WithTimeout(ctx, u.timeout)
-	defer cancel()
-	res, err := u.post(ctx, body)
+	status, data, err := u.postFast(body)
 	if err != nil {
 		return nil, upstreamError("the AI upstream did not answer", nil)
 	}
-	defer res.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(res.Body, 16<<20))
-	if err != nil {
-		return nil, upstreamError("the AI upstream's answer was cut", nil)
-	}
-	if res.StatusCode != http.StatusOK {
-		return nil, upstreamError(fmt.Sprintf("the AI upstream answered %d", res.StatusCode), nil)
+	if status != http.StatusOK {
+		return nil, upstreamError(fmt.Sprintf("the AI upstream answered %d", status), nil)
 	}
 	var cr chatResponse
 	if err := json.Unmarshal(data, &cr); err != nil || len(cr.Choices) == 0 {
