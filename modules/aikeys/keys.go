@@ -7,9 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -25,27 +25,30 @@ import (
 // Keys manages AI keys and authenticates them on the hot path.
 //
 // A key check looks the SHA-256 of the presented key up in a short-lived in-process cache, then
-// in the database (no password-grade KDF: the keys carry ~190 bits of randomness). Rotation and
-// revocation evict the key on every replica through Redis pub/sub before they answer; while the
-// subscription is not confirmed (no Redis, or Redis down) nothing is cached, so a revoked key is
-// refused on the next request whichever replica serves it.
+// in the database (no password-grade KDF: the keys carry ~190 bits of randomness). Every rotation,
+// revocation and user deletion bumps a revocation version in Redis once committed; a cached entry
+// is used only while the version it was cached under is still current, read on every request (one
+// GET), so the change takes effect on the next request whichever replica serves it. When the
+// version cannot be read (Redis down) nothing is cached. Without Redis (one replica) the version
+// is a local counter.
 type Keys struct {
 	db         *bun.DB
 	audit      *audit.Recorder
 	redis      *redis.Client
-	channel    string
+	verKey     string
 	maxPerUser int
 	log        *slog.Logger
 
-	mu        sync.RWMutex
-	cache     map[[32]byte]cached
-	listening bool
-	cacheTTL  time.Duration
+	mu       sync.RWMutex
+	cache    map[[32]byte]cached
+	cacheTTL time.Duration
+	localVer atomic.Int64
 }
 
 type cached struct {
 	principal Principal
 	until     time.Time // cache entry expiry
+	version   int64     // the revocation version it was cached under
 }
 
 // Principal is the key a generation request authenticated with.
@@ -63,72 +66,30 @@ func newKeyText() string { return KeyPrefix + secrets.RandomString(32) }
 
 func displayPrefix(k string) string { return k[:len(KeyPrefix)+4] }
 
-// Listen subscribes to invalidations until ctx ends; entries are cached only while subscribed.
-func (s *Keys) Listen(ctx context.Context) {
+// version reads the revocation version; ok is false when it cannot be read.
+func (s *Keys) version(ctx context.Context) (v int64, ok bool) {
 	if s.redis == nil {
-		return
+		return s.localVer.Load(), true
 	}
-	go func() {
-		for ctx.Err() == nil {
-			sub := s.redis.Subscribe(ctx, s.channel)
-			if _, err := sub.Receive(ctx); err != nil { // the subscription confirmation
-				_ = sub.Close()
-				s.setListening(false)
-				select {
-				case <-ctx.Done():
-					return
-				case <-time.After(2 * time.Second):
-				}
-				continue
-			}
-			s.setListening(true)
-			ch := sub.Channel(redis.WithChannelHealthCheckInterval(5 * time.Second))
-			for msg := range ch {
-				s.evict(msg.Payload)
-			}
-			// The channel closed: Redis went away. Stop caching and start over.
-			s.setListening(false)
-			_ = sub.Close()
-		}
-	}()
+	v, err := s.redis.Get(ctx, s.verKey).Int64()
+	if errors.Is(err, redis.Nil) {
+		return 0, true
+	}
+	return v, err == nil
 }
 
-func (s *Keys) setListening(on bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.listening = on
-	if !on {
-		s.cache = map[[32]byte]cached{}
-	}
-}
-
-// evict drops every cached entry of a key id ("*" drops all).
-func (s *Keys) evict(payload string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if payload == "*" {
-		s.cache = map[[32]byte]cached{}
-		return
-	}
-	id, err := strconv.ParseInt(payload, 10, 64)
-	if err != nil {
-		return
-	}
-	for h, c := range s.cache {
-		if c.principal.KeyID == id {
-			delete(s.cache, h)
-		}
-	}
-}
-
-// invalidate evicts a key here and on every other replica.
-func (s *Keys) invalidate(ctx context.Context, id int64) {
-	s.evict(strconv.FormatInt(id, 10))
+// bump makes every replica's cached key checks stale; called once a change is committed.
+func (s *Keys) bump(ctx context.Context) {
+	s.localVer.Add(1)
 	if s.redis != nil {
-		if err := s.redis.Publish(ctx, s.channel, strconv.FormatInt(id, 10)).Err(); err != nil {
-			s.log.WarnContext(ctx, "ai key invalidation not published; other replicas stop caching when Redis is down", "error", err.Error())
+		if err := s.redis.Incr(ctx, s.verKey).Err(); err != nil {
+			// Replicas that cannot read the version do not cache, so they stay correct.
+			s.log.WarnContext(ctx, "ai key revocation version not bumped", "error", err.Error())
 		}
 	}
+	s.mu.Lock()
+	s.cache = map[[32]byte]cached{}
+	s.mu.Unlock()
 }
 
 // Authenticate returns the principal of a presented key, or 401.
@@ -139,11 +100,11 @@ func (s *Keys) Authenticate(ctx context.Context, presented string) (Principal, e
 	}
 	h := hashKey(presented)
 	now := time.Now()
+	ver, verOK := s.version(ctx)
 	s.mu.RLock()
 	c, ok := s.cache[h]
-	listening := s.listening
 	s.mu.RUnlock()
-	if !ok || now.After(c.until) {
+	if !ok || now.After(c.until) || !verOK || c.version != ver {
 		k := new(Key)
 		err := s.db.NewSelect().Model(k).Column("id", "user_id", "key_hash", "previous_hash", "previous_valid_until", "expires_at").
 			Where("status = ?", StatusActive).
@@ -160,8 +121,8 @@ func (s *Keys) Authenticate(ctx context.Context, presented string) (Principal, e
 		if string(k.KeyHash) != string(h[:]) {
 			p.ValidUntil = k.PreviousValidUntil
 		}
-		c = cached{principal: p, until: now.Add(s.cacheTTL)}
-		if listening {
+		c = cached{principal: p, until: now.Add(s.cacheTTL), version: ver}
+		if verOK {
 			s.mu.Lock()
 			s.cache[h] = c
 			s.mu.Unlock()
@@ -255,7 +216,7 @@ func (s *Keys) Rotate(ctx context.Context, id, userID int64, grace time.Duration
 	if err != nil {
 		return nil, err
 	}
-	s.invalidate(ctx, id)
+	s.bump(ctx)
 	v := view(out)
 	v.Key = text
 	return &v, nil
@@ -282,7 +243,7 @@ func (s *Keys) Revoke(ctx context.Context, id, userID int64) (*View, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.invalidate(ctx, id)
+	s.bump(ctx)
 	v := view(out)
 	return &v, nil
 }
@@ -309,21 +270,8 @@ func (s *Keys) ReleaseUser(ctx context.Context, tx bun.IDB, userID int64) error 
 	return nil
 }
 
-// UserReleased evicts the deleted user's keys on every replica once the revocation is committed
-// (evicting earlier would let a replica cache the still-visible key again).
-func (s *Keys) UserReleased(ctx context.Context, userID int64) {
-	s.mu.Lock()
-	for h, c := range s.cache {
-		if c.principal.UserID == userID {
-			delete(s.cache, h)
-		}
-	}
-	s.mu.Unlock()
-	if s.redis != nil {
-		if err := s.redis.Publish(ctx, s.channel, "*").Err(); err != nil {
-			s.log.WarnContext(ctx, "ai key invalidation not published", "error", err.Error())
-		}
-	}
-}
+// UserReleased makes the deleted user's keys stale on every replica once the revocation is
+// committed (earlier, a replica could cache the still-visible key again).
+func (s *Keys) UserReleased(ctx context.Context, _ int64) { s.bump(ctx) }
 
 var _ provision.ReleaseNotifier = (*Keys)(nil)

@@ -23,14 +23,14 @@ import (
 	"provisioner/platform/summary"
 )
 
-// CacheTTL bounds how long a key check is cached in-process (evicted at once on revocation).
+// CacheTTL bounds how long a key check is cached in-process (stale at once on revocation).
 const CacheTTL = 30 * time.Second
 
 // Module is everything the aikeys module contributes.
 var Module = fx.Module("aikeys",
 	fx.Provide(
 		func(d *bun.DB, cfg *config.Config, a *audit.Recorder, rc *redis.Client, log *slog.Logger) *Keys {
-			return &Keys{db: d, audit: a, redis: rc, channel: cfg.Redis.KeyPrefix + ":aikeys:invalidate",
+			return &Keys{db: d, audit: a, redis: rc, verKey: cfg.Redis.KeyPrefix + ":aikeys:version",
 				maxPerUser: cfg.AiKeys.MaxPerUser, log: log, cache: map[[32]byte]cached{}, cacheTTL: CacheTTL}
 		},
 		func(cfg *config.Config) *Upstream {
@@ -48,11 +48,10 @@ var Module = fx.Module("aikeys",
 		summary.AsCounter(func(k *Keys) *Summary { return &Summary{keys: k} }),
 		db.AsMigrations(func() db.Migrations { return db.Migrations{Module: "aikeys", FS: migrations.FS} }),
 	),
-	fx.Invoke(func(lc fx.Lifecycle, k *Keys, m *Meter, _ *db.Migrated) {
-		ctx, cancel := context.WithCancel(context.Background())
+	fx.Invoke(func(lc fx.Lifecycle, m *Meter, _ *db.Migrated) {
 		lc.Append(fx.Hook{
-			OnStart: func(context.Context) error { k.Listen(ctx); m.Start(); return nil },
-			OnStop:  func(c context.Context) error { cancel(); return m.Stop(c) },
+			OnStart: func(context.Context) error { m.Start(); return nil },
+			OnStop:  m.Stop,
 		})
 	}),
 )
