@@ -41,7 +41,8 @@ type Server struct {
 	Port           int      `koanf:"port"`
 	PublicUrl      string   `koanf:"publicurl"`
 	TrustedProxies []string `koanf:"trustedproxies"`
-	// ShutdownTimeoutSeconds bounds graceful shutdown; default 15.
+	// ShutdownTimeoutSeconds bounds graceful shutdown, after which open connections are closed;
+	// default 10 (under fx's 15 s stop timeout).
 	ShutdownTimeoutSeconds int `koanf:"shutdowntimeoutseconds"`
 }
 

@@ -21,7 +21,7 @@ func Defaults() map[string]any {
 		"environment":                       "Production",
 		"server.port":                       5133,
 		"server.publicurl":                  "http://localhost:5133",
-		"server.shutdowntimeoutseconds":     15,
+		"server.shutdowntimeoutseconds":     10,
 		"connectionstrings.control":         "postgres://postgres@127.0.0.1:5432/provisioner?sslmode=disable",
 		"connectionstrings.tenantpostgres":  "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable",
 		"databases.maxperuser":              3,

@@ -47,6 +47,54 @@ type Server struct {
 	once     sync.Once
 	patterns []routePattern
 	addr     net.Addr
+	ln       *trackingListener
+}
+
+// trackingListener remembers open connections, so Shutdown can close the ones a client opened
+// but never used (fasthttp's graceful shutdown waits for those until they time out).
+type trackingListener struct {
+	net.Listener
+	mu    sync.Mutex
+	conns map[net.Conn]struct{}
+}
+
+type trackedConn struct {
+	net.Conn
+	l    *trackingListener
+	once sync.Once
+}
+
+func (c *trackedConn) Close() error {
+	c.once.Do(func() {
+		c.l.mu.Lock()
+		delete(c.l.conns, c)
+		c.l.mu.Unlock()
+	})
+	return c.Conn.Close()
+}
+
+func (l *trackingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	tc := &trackedConn{Conn: c, l: l}
+	l.mu.Lock()
+	l.conns[tc] = struct{}{}
+	l.mu.Unlock()
+	return tc, nil
+}
+
+func (l *trackingListener) closeAll() {
+	l.mu.Lock()
+	conns := make([]net.Conn, 0, len(l.conns))
+	for c := range l.conns {
+		conns = append(conns, c)
+	}
+	l.mu.Unlock()
+	for _, c := range conns {
+		_ = c.Close()
+	}
 }
 
 // Addr is the bound listener address once Listen returned.
@@ -237,15 +285,25 @@ func (s *Server) Listen(addr string) error {
 		return fmt.Errorf("listen %s: %w", addr, err)
 	}
 	s.addr = ln.Addr()
+	s.ln = &trackingListener{Listener: ln, conns: map[net.Conn]struct{}{}}
 	go func() {
-		if err := s.App.Listener(ln); err != nil {
+		if err := s.App.Listener(s.ln); err != nil {
 			s.log.Error("http server stopped", "error", err.Error())
 		}
 	}()
 	return nil
 }
 
-// Shutdown stops accepting connections and waits for in-flight requests until ctx ends.
+// Shutdown stops accepting connections and waits for in-flight requests until ctx ends; then it
+// closes whatever connections are left (idle keep-alives, connections that never sent a request).
 func (s *Server) Shutdown(ctx context.Context) error {
-	return s.App.ShutdownWithContext(ctx)
+	err := s.App.ShutdownWithContext(ctx)
+	if err != nil && s.ln != nil {
+		s.ln.closeAll()
+		cctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_ = s.App.ShutdownWithContext(cctx)
+		return nil
+	}
+	return err
 }

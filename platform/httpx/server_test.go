@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/stretchr/testify/assert"
@@ -251,4 +252,26 @@ func TestOpenAPIDocumentDescribesRoutes(t *testing.T) {
 	assert.Contains(t, doc.Paths["/api/widgets"], "post")
 	assert.NotContains(t, string(doc.Paths["/api/widgets"]["post"]), `"422"`, "validation is documented as 400")
 	assert.Contains(t, string(doc.Paths["/api/widgets"]["post"]), `"400"`)
+}
+
+// TestShutdownClosesConnectionsLeftOpen: a client connection that never sends a request must not
+// hold graceful shutdown past its deadline.
+func TestShutdownClosesConnectionsLeftOpen(t *testing.T) {
+	s, err := httpx.NewServer(httpx.ServerOptions{Title: "t", Version: "1"})
+	require.NoError(t, err)
+	routes{}.Register(s.API)
+	s.Finish()
+	require.NoError(t, s.Listen("127.0.0.1:0"))
+	idle, err := net.Dial("tcp", s.Addr())
+	require.NoError(t, err)
+	defer idle.Close()
+	time.Sleep(50 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	require.NoError(t, s.Shutdown(ctx))
+	assert.Less(t, time.Since(start), 3*time.Second)
+	_ = idle.SetReadDeadline(time.Now().Add(time.Second))
+	_, err = idle.Read(make([]byte, 1))
+	assert.Error(t, err, "the server closed the connection")
 }
