@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -21,7 +22,46 @@ import (
 	"provisioner/platform/testutil/apptest"
 )
 
-func TestMain(m *testing.M) { testutil.Main(m) }
+// TestMain gives the package a fresh control database and removes, afterwards, the MariaDB
+// databases and users its tests created (the machine's MariaDB outlives the run; the PostgreSQL
+// tenant cluster is scripts/test.sh's own and goes away with it).
+func TestMain(m *testing.M) {
+	before := mysqlTenants()
+	code := testutil.Run(m)
+	if pool, err := sql.Open("mysql", testutil.TenantMysqlDSN()); err == nil {
+		for n := range mysqlTenants() {
+			if !before[n] {
+				_, _ = pool.Exec("DROP DATABASE IF EXISTS `" + n + "`")
+				_, _ = pool.Exec("DROP USER IF EXISTS '" + n + "'@'%'")
+			}
+		}
+		pool.Close()
+	}
+	os.Exit(code)
+}
+
+// mysqlTenants lists the tenant database and user names on the MariaDB server.
+func mysqlTenants() map[string]bool {
+	out := map[string]bool{}
+	pool, err := sql.Open("mysql", testutil.TenantMysqlDSN())
+	if err != nil {
+		return out
+	}
+	defer pool.Close()
+	rows, err := pool.Query("SELECT schema_name FROM information_schema.schemata WHERE schema_name REGEXP '^u[0-9]+_' " +
+		"UNION SELECT user FROM mysql.user WHERE user REGEXP '^u[0-9]+_'")
+	if err != nil {
+		return out
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var n string
+		if rows.Scan(&n) == nil {
+			out[n] = true
+		}
+	}
+	return out
+}
 
 type item struct {
 	ID             int64      `json:"databaseInstanceId"`

@@ -90,17 +90,20 @@ var packageDB string
 
 // Main runs a test package with one fresh control database, dropped afterwards. Use it from
 // TestMain: func TestMain(m *testing.M) { testutil.Main(m) }.
-func Main(m *testing.M) {
+func Main(m *testing.M) { os.Exit(Run(m)) }
+
+// Run is Main returning the exit code instead of exiting, for a TestMain with its own cleanup.
+func Run(m *testing.M) int {
 	wd, _ := os.Getwd()
 	url, drop, err := CreateDatabase(filepath.Base(wd))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
+		return 1
 	}
 	packageDB = url
 	code := m.Run()
 	drop()
-	os.Exit(code)
+	return code
 }
 
 // PackageDatabase is the package's control database URL (see Main).
