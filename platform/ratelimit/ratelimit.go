@@ -1,12 +1,27 @@
 // Package ratelimit applies named rate limits (ulule/limiter) per IP, per user and per operation.
 //
+// Each limit has a name and a rate in the ulule format N-S, N-M, N-H or N-D (DefaultRates,
+// overridden and extended by Options.Rates). A hit of limit name for key is counted under
+// "<prefix>:<name>:<key>".
+//
 // Store policy: with Redis configured, counters live in Redis and are shared by every replica. If
 // Redis cannot be reached (down at startup, or gone mid-run), every limit falls back to a
-// per-process in-memory store: limits keep applying, per replica, and no request fails because of
-// Redis. Redis is retried at most every few seconds (no extra round trip per request while it is
-// down); the switch is logged once each way. This holds for the general limits and for the
-// sensitive ones (login, register, forgot-password, password reveal) alike, so a Redis outage
-// neither opens the login brute-force door nor locks users out.
+// per-process in-memory store: limits keep applying, per replica, and no call fails because of
+// Redis (Take, Peek, Reset and Enforce never return a Redis error, so no request becomes a 500).
+// New never contacts Redis, so the service starts while Redis is down. After a failure Redis is
+// left alone for Options.RetryEvery (default 5 s, a "down until" timestamp, so no request pays a
+// network round trip while it is down); then a single request probes it while the others stay on
+// memory, and a success switches every limit back to Redis. The switch is logged once each way: a
+// WARN when falling back, an INFO when Redis is used again. Counts made in memory during an outage
+// are not copied to Redis. This holds for the general limits and for the sensitive ones (login,
+// register, forgot-password, password reveal) alike, so a Redis outage neither opens the login
+// brute-force door nor locks users out.
+//
+// Response headers (Middleware, SetHeaders, WriteHeaders) describe the tightest limit applied to
+// the request, the one with the fewest remaining hits: X-RateLimit-Limit, X-RateLimit-Remaining,
+// X-RateLimit-Reset (seconds until the window resets, not a timestamp), and the IETF draft pair
+// RateLimit-Policy ("<limit>;w=<window seconds>") and RateLimit ("limit=<n>, remaining=<n>,
+// reset=<seconds>").
 package ratelimit
 
 import (
@@ -14,6 +29,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -39,72 +55,107 @@ var DefaultRates = map[string]string{
 	"AiGenerate":     "60-M",
 }
 
+// DefaultRetryEvery is how long an unreachable Redis is left alone before it is tried again.
+const DefaultRetryEvery = 5 * time.Second
+
+// TightestLocal is the c.Locals key holding the tightest Result applied to a request.
+const TightestLocal = "ratelimit.tightest"
+
 // Options configures New.
 type Options struct {
 	// Redis is the shared store; nil means the in-process store only.
 	Redis redis.UniversalClient
 	// Prefix namespaces keys; default "rl".
 	Prefix string
-	// Rates are merged over DefaultRates (names are matched as given).
-	Rates  map[string]string
+	// Rates are merged over DefaultRates (names are matched as given); a bad value is an error
+	// naming its key (RateLimit:<name>).
+	Rates map[string]string
+	// Logger receives the fallback WARN and the recovery INFO; default slog.Default().
 	Logger *slog.Logger
-	// RetryEvery is how often an unreachable Redis is tried again; default 5 s.
+	// RetryEvery is how long an unreachable Redis is left alone before one request tries it
+	// again; default DefaultRetryEvery.
 	RetryEvery time.Duration
 }
 
-// Result is the state of one limit after a hit.
+// Result is the state of one limit for one key.
 type Result struct {
-	Name      string
-	Limit     int64
+	// Name is the limit's name.
+	Name string
+	// Limit is the number of hits allowed per Period.
+	Limit int64
+	// Remaining is the number of hits left in the current window (0 once reached).
 	Remaining int64
-	Reset     time.Time
-	Reached   bool
-	Period    time.Duration
+	// Reset is when the current window ends, rounded up to the second.
+	Reset time.Time
+	// Reached reports that this hit was past the limit.
+	Reached bool
+	// Period is the window length.
+	Period time.Duration
 }
 
-// LimitError is returned when a limit is reached: a 429 with Retry-After and the limit headers.
+// LimitError is returned by Enforce when a limit is reached: the HTTP layer turns it into a 429
+// with Retry-After and the rate-limit headers (see GetHeaders and HTTPError).
 type LimitError struct {
 	Name       string
 	RetryAfter time.Duration
 	Result     Result
 }
 
+// Error returns the client-facing message.
 func (e *LimitError) Error() string {
 	return fmt.Sprintf("Too many requests: rate limit %s exceeded; retry in %d s", e.Name, retrySeconds(e.RetryAfter))
 }
 
-// Status is 429.
+// Status returns 429.
 func (e *LimitError) Status() int { return fiber.StatusTooManyRequests }
 
-// HTTPError is the envelope error with Retry-After and the rate-limit headers.
+// GetHeaders returns Retry-After and the rate-limit headers of the reached limit.
+func (e *LimitError) GetHeaders() http.Header {
+	h := http.Header{}
+	h.Set(fiber.HeaderRetryAfter, strconv.Itoa(retrySeconds(e.RetryAfter)))
+	WriteHeaders(h.Set, e.Result)
+	return h
+}
+
+// HTTPError returns the envelope error with Retry-After and the rate-limit headers.
 func (e *LimitError) HTTPError() *httpx.Error {
 	he := httpx.NewError(fiber.StatusTooManyRequests, e.Error())
-	he.WithHeader(fiber.HeaderRetryAfter, strconv.Itoa(retrySeconds(e.RetryAfter)))
-	WriteHeaders(func(k, v string) { he.WithHeader(k, v) }, e.Result)
+	for k := range e.GetHeaders() {
+		he.WithHeader(k, e.GetHeaders().Get(k))
+	}
 	return he
 }
 
+// retrySeconds is d in whole seconds, rounded up, at least 1.
 func retrySeconds(d time.Duration) int {
-	s := int((d + time.Second - 1) / time.Second)
-	if s < 1 {
-		s = 1
-	}
-	return s
+	return max(1, ceilSeconds(d))
 }
 
-// Limiter holds every named limit.
+// ceilSeconds is d in whole seconds, rounded up, at least 0.
+func ceilSeconds(d time.Duration) int {
+	if d <= 0 {
+		return 0
+	}
+	return int((d + time.Second - 1) / time.Second)
+}
+
+// storeRef boxes the Redis store for atomic.Pointer.
+type storeRef struct{ limiter.Store }
+
+// Limiter holds every named limit and the store policy.
 type Limiter struct {
 	o      Options
 	rates  map[string]limiter.Rate
 	memory limiter.Store
 
-	mu        sync.Mutex
-	redis     limiter.Store // nil until the Lua scripts could be loaded
-	downUntil atomic.Int64  // unix nanos before which Redis is not tried
-	down      atomic.Bool
+	loadMu    sync.Mutex               // serializes loading the Lua scripts
+	redis     atomic.Pointer[storeRef] // nil until the Lua scripts could be loaded
+	downUntil atomic.Int64             // unix nanos before which Redis is not tried; 0 when up
+	downAt    atomic.Int64             // unix nanos of the last Redis failure
+	down      atomic.Bool              // Redis is considered down (for the logged transitions)
 }
 
-// New parses the rates; it never fails because Redis is down.
+// New parses the rates; it never contacts Redis, so it never fails because Redis is down.
 func New(o Options) (*Limiter, error) {
 	if o.Prefix == "" {
 		o.Prefix = "rl"
@@ -113,7 +164,7 @@ func New(o Options) (*Limiter, error) {
 		o.Logger = slog.Default()
 	}
 	if o.RetryEvery <= 0 {
-		o.RetryEvery = 5 * time.Second
+		o.RetryEvery = DefaultRetryEvery
 	}
 	l := &Limiter{o: o, rates: map[string]limiter.Rate{},
 		memory: memory.NewStoreWithOptions(limiter.StoreOptions{Prefix: o.Prefix, CleanUpInterval: time.Minute})}
@@ -134,86 +185,124 @@ func New(o Options) (*Limiter, error) {
 	return l, nil
 }
 
-// store returns the Redis store when it is usable, else the memory store.
-func (l *Limiter) store(ctx context.Context) (limiter.Store, bool) {
+// store returns the Redis store when it may be used, else the memory store. While Redis is down
+// it costs no network round trip; once the retry time has passed, exactly one caller gets the
+// Redis store (the probe) and pushes the next retry further, the others keep the memory store.
+func (l *Limiter) store() (limiter.Store, bool) {
 	if l.o.Redis == nil {
 		return l.memory, false
 	}
-	if time.Now().UnixNano() < l.downUntil.Load() {
-		return l.memory, false
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.redis == nil {
-		s, err := sredis.NewStoreWithOptions(l.o.Redis, limiter.StoreOptions{Prefix: l.o.Prefix, MaxRetry: 1})
-		if err != nil {
-			l.markDown(err)
+	probe := false
+	if until := l.downUntil.Load(); until != 0 {
+		now := time.Now().UnixNano()
+		if now < until || !l.downUntil.CompareAndSwap(until, now+int64(l.o.RetryEvery)) {
 			return l.memory, false
 		}
-		l.redis = s
+		probe = true
 	}
-	return l.redis, true
+	if ref := l.redis.Load(); ref != nil {
+		return ref.Store, true
+	}
+	l.loadMu.Lock()
+	defer l.loadMu.Unlock()
+	if ref := l.redis.Load(); ref != nil {
+		return ref.Store, true
+	}
+	if !probe && l.downUntil.Load() != 0 {
+		// This caller waited while another one failed to load the scripts: Redis is down.
+		return l.memory, false
+	}
+	s, err := sredis.NewStoreWithOptions(l.o.Redis, limiter.StoreOptions{Prefix: l.o.Prefix})
+	if err != nil {
+		l.markDown(err)
+		return l.memory, false
+	}
+	l.redis.Store(&storeRef{s})
+	return s, true
 }
 
+// markDown records a Redis failure: Redis is left alone for RetryEvery, and the first failure
+// of an outage is logged.
 func (l *Limiter) markDown(err error) {
-	l.downUntil.Store(time.Now().Add(l.o.RetryEvery).UnixNano())
+	now := time.Now()
+	l.downAt.Store(now.UnixNano())
+	l.downUntil.Store(now.Add(l.o.RetryEvery).UnixNano())
 	if !l.down.Swap(true) {
-		l.o.Logger.Warn("rate limits fall back to the in-process store: Redis is unreachable", "error", err.Error())
+		l.o.Logger.Warn("rate limits fall back to the in-process store (per replica): Redis is unreachable",
+			"error", err.Error(), "retryEvery", l.o.RetryEvery.String())
 	}
 }
 
-func (l *Limiter) markUp() {
-	if l.down.Swap(false) {
+// markUp records a Redis success of an operation that started at start (unix nanos): one that
+// started before the last failure says nothing about Redis now.
+func (l *Limiter) markUp(start int64) {
+	if !l.down.Load() || start <= l.downAt.Load() {
+		return
+	}
+	if l.down.CompareAndSwap(true, false) {
+		l.downUntil.Store(0)
 		l.o.Logger.Info("rate limits use Redis again")
 	}
 }
 
-func (l *Limiter) do(ctx context.Context, name, key string, op func(limiter.Store, limiter.Rate) (limiter.Context, error)) (Result, error) {
+// do runs op on the store in use; a Redis error switches to the memory store, never to an error.
+func (l *Limiter) do(ctx context.Context, verb, name string, op func(limiter.Store, limiter.Rate) (limiter.Context, error)) (Result, error) {
 	rate, ok := l.rates[name]
 	if !ok {
-		return Result{}, fmt.Errorf("take %q: unknown rate limit", name)
+		return Result{}, fmt.Errorf("%s %q: unknown rate limit", verb, name)
 	}
-	s, isRedis := l.store(ctx)
+	start := time.Now().UnixNano()
+	s, isRedis := l.store()
 	c, err := op(s, rate)
-	if err != nil && isRedis {
-		if ctx.Err() != nil {
-			return Result{}, ctx.Err()
+	switch {
+	case err != nil && isRedis:
+		if ctx.Err() == nil { // not the caller giving up: Redis failed
+			l.markDown(err)
 		}
-		l.markDown(err)
 		c, err = op(l.memory, rate)
-	} else if err == nil && isRedis {
-		l.markUp()
+	case isRedis:
+		l.markUp(start)
 	}
 	if err != nil {
-		return Result{}, fmt.Errorf("take %q: %w", name, err)
+		return Result{}, fmt.Errorf("%s %q: %w", verb, name, err)
 	}
-	return Result{Name: name, Limit: c.Limit, Remaining: c.Remaining, Reset: time.Unix(c.Reset, 0),
-		Reached: c.Reached, Period: rate.Period}, nil
+	return Result{Name: name, Limit: c.Limit, Remaining: c.Remaining, Reached: c.Reached, Period: rate.Period,
+		// ulule truncates the window's end to the second: round it up instead, so that a client
+		// waiting until Reset (or for Retry-After) finds the window over.
+		Reset: time.Unix(c.Reset+1, 0)}, nil
 }
 
-// Take counts one hit of the named limit for key.
+// Take counts one hit of the named limit for key and reports the state. An unknown name is an
+// error; an unreachable Redis is not (see the package documentation).
 func (l *Limiter) Take(ctx context.Context, name, key string) (Result, error) {
-	return l.do(ctx, name, key, func(s limiter.Store, r limiter.Rate) (limiter.Context, error) {
+	return l.do(ctx, "take", name, func(s limiter.Store, r limiter.Rate) (limiter.Context, error) {
 		return s.Get(ctx, name+":"+key, r)
 	})
 }
 
-// Peek reports the state without counting.
+// Peek reports the state of the named limit for key without counting a hit.
 func (l *Limiter) Peek(ctx context.Context, name, key string) (Result, error) {
-	return l.do(ctx, name, key, func(s limiter.Store, r limiter.Rate) (limiter.Context, error) {
+	return l.do(ctx, "peek", name, func(s limiter.Store, r limiter.Rate) (limiter.Context, error) {
 		return s.Peek(ctx, name+":"+key, r)
 	})
 }
 
-// Reset clears the named limit for key.
+// Reset clears the named limit for key (e.g. after a successful login), in Redis and in the
+// in-process fallback.
 func (l *Limiter) Reset(ctx context.Context, name, key string) error {
-	_, err := l.do(ctx, name, key, func(s limiter.Store, r limiter.Rate) (limiter.Context, error) {
+	_, err := l.do(ctx, "reset", name, func(s limiter.Store, r limiter.Rate) (limiter.Context, error) {
+		if s != l.memory {
+			if _, err := l.memory.Reset(ctx, name+":"+key, r); err != nil {
+				return limiter.Context{}, err
+			}
+		}
 		return s.Reset(ctx, name+":"+key, r)
 	})
 	return err
 }
 
-// Enforce takes one hit and returns a *LimitError when the limit is reached.
+// Enforce takes one hit and returns a *LimitError (Status 429, RetryAfter) when the limit is
+// reached. It is the helper for handlers that are not Fiber middleware.
 func (l *Limiter) Enforce(ctx context.Context, name, key string) (Result, error) {
 	r, err := l.Take(ctx, name, key)
 	if err != nil {
@@ -229,7 +318,7 @@ func (l *Limiter) Enforce(ctx context.Context, name, key string) (Result, error)
 // (when the limit is the tightest so far) and returns the 429 as an envelope error.
 func (l *Limiter) Check(ctx context.Context, name, key string) error {
 	r, err := l.Enforce(ctx, name, key)
-	if c := httpx.FiberCtx(ctx); c != nil && r.Limit > 0 {
+	if c := httpx.FiberCtx(ctx); c != nil {
 		SetHeaders(c, r)
 	}
 	var le *LimitError
@@ -239,20 +328,22 @@ func (l *Limiter) Check(ctx context.Context, name, key string) error {
 	return err
 }
 
-// Middleware counts the named limit with the key from keyFn (an empty key skips it).
+// Middleware counts the named limit with the key from keyFn (an empty key skips it). It records
+// the headers and, when the limit is reached, sets Retry-After (seconds until the window resets,
+// at least 1) and returns a 429 fiber.Error "Too many requests: rate limit <name> exceeded".
 func (l *Limiter) Middleware(name string, keyFn func(*fiber.Ctx) string) fiber.Handler {
+	msg := "Too many requests: rate limit " + name + " exceeded"
 	return func(c *fiber.Ctx) error {
 		key := keyFn(c)
 		if key == "" {
 			return c.Next()
 		}
 		r, err := l.Enforce(c.UserContext(), name, key)
-		if r.Limit > 0 {
-			SetHeaders(c, r)
-		}
+		SetHeaders(c, r)
 		var le *LimitError
 		if errors.As(err, &le) {
-			return le.HTTPError()
+			c.Set(fiber.HeaderRetryAfter, strconv.Itoa(retrySeconds(le.RetryAfter)))
+			return fiber.NewError(fiber.StatusTooManyRequests, msg)
 		}
 		if err != nil {
 			return err
@@ -261,38 +352,38 @@ func (l *Limiter) Middleware(name string, keyFn func(*fiber.Ctx) string) fiber.H
 	}
 }
 
-// Healthy reports whether the shared store answers (true without Redis).
+// Healthy reports whether Redis answers a PING within a second (true without Redis).
 func (l *Limiter) Healthy(ctx context.Context) bool {
 	if l.o.Redis == nil {
 		return true
 	}
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
 	return l.o.Redis.Ping(ctx).Err() == nil
 }
 
-const tightestLocal = "ratelimit.tightest"
-
-// SetHeaders writes r's headers on c unless a tighter limit already did.
+// SetHeaders writes r's headers on c unless a tighter limit (fewer remaining hits) already did; the
+// tightest Result is kept in c.Locals(TightestLocal). A zero Result is ignored.
 func SetHeaders(c *fiber.Ctx, r Result) {
 	if r.Limit == 0 {
 		return
 	}
-	if prev, ok := c.Locals(tightestLocal).(Result); ok && prev.Remaining < r.Remaining {
+	if prev, ok := c.Locals(TightestLocal).(Result); ok && prev.Remaining < r.Remaining {
 		return
 	}
-	c.Locals(tightestLocal, r)
+	c.Locals(TightestLocal, r)
 	WriteHeaders(func(k, v string) { c.Set(k, v) }, r)
 }
 
-// WriteHeaders writes X-RateLimit-Limit/Remaining/Reset (seconds until the window resets) and the
-// IETF draft pair RateLimit-Policy / RateLimit.
+// WriteHeaders writes X-RateLimit-Limit, X-RateLimit-Remaining, X-RateLimit-Reset (seconds until
+// the window resets, not a timestamp) and the IETF draft pair RateLimit-Policy ("<limit>;w=<window
+// seconds>") and RateLimit ("limit=<n>, remaining=<n>, reset=<seconds>") through set.
 func WriteHeaders(set func(k, v string), r Result) {
-	reset := int(time.Until(r.Reset).Seconds() + 0.999)
-	if reset < 0 {
-		reset = 0
-	}
-	set("X-RateLimit-Limit", strconv.FormatInt(r.Limit, 10))
-	set("X-RateLimit-Remaining", strconv.FormatInt(r.Remaining, 10))
-	set("X-RateLimit-Reset", strconv.Itoa(reset))
-	set("RateLimit-Policy", fmt.Sprintf("%d;w=%d", r.Limit, int(r.Period.Seconds())))
-	set("RateLimit", fmt.Sprintf("limit=%d, remaining=%d, reset=%d", r.Limit, r.Remaining, reset))
+	reset := strconv.Itoa(ceilSeconds(time.Until(r.Reset)))
+	limit, remaining := strconv.FormatInt(r.Limit, 10), strconv.FormatInt(r.Remaining, 10)
+	set("X-RateLimit-Limit", limit)
+	set("X-RateLimit-Remaining", remaining)
+	set("X-RateLimit-Reset", reset)
+	set("RateLimit-Policy", limit+";w="+strconv.Itoa(int(r.Period/time.Second)))
+	set("RateLimit", "limit="+limit+", remaining="+remaining+", reset="+reset)
 }

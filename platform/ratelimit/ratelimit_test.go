@@ -2,9 +2,13 @@ package ratelimit_test
 
 import (
 	"context"
+	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http/httptest"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,63 +22,195 @@ import (
 	"provisioner/platform/testutil"
 )
 
-func redisClient(t *testing.T, addr string) *redis.Client {
+// commandCounter is a go-redis hook counting the commands sent (or attempted) to Redis, the
+// connection handshake aside.
+type commandCounter struct{ n atomic.Int64 }
+
+func (h *commandCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *commandCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		switch cmd.Name() {
+		case "hello", "client", "auth", "select": // the connection handshake
+		default:
+			h.n.Add(1)
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (h *commandCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// logCounter is a slog handler counting records per level.
+type logCounter struct {
+	mu     sync.Mutex
+	levels map[slog.Level]int
+}
+
+func (h *logCounter) Enabled(context.Context, slog.Level) bool { return true }
+
+func (h *logCounter) Handle(_ context.Context, r slog.Record) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.levels == nil {
+		h.levels = map[slog.Level]int{}
+	}
+	h.levels[r.Level]++
+	return nil
+}
+
+func (h *logCounter) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *logCounter) WithGroup(string) slog.Handler      { return h }
+
+func (h *logCounter) count(l slog.Level) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.levels[l]
+}
+
+// redisClient is a client of the test Redis, or of addr instead when given, with short timeouts
+// and no retries; it counts the commands it sends.
+func redisClient(t testing.TB, addr string) (*redis.Client, *commandCounter) {
 	t.Helper()
 	opts, err := redis.ParseURL(testutil.RedisURL())
 	require.NoError(t, err)
 	if addr != "" {
 		opts.Addr = addr
 	}
-	opts.DialTimeout, opts.ReadTimeout, opts.MaxRetries = 300*time.Millisecond, 300*time.Millisecond, 0
+	opts.DialTimeout, opts.ReadTimeout, opts.WriteTimeout, opts.MaxRetries = 300*time.Millisecond, 300*time.Millisecond, 300*time.Millisecond, -1
 	c := redis.NewClient(opts)
+	h := &commandCounter{}
+	c.AddHook(h)
 	t.Cleanup(func() { c.Close() })
-	return c
+	return c, h
 }
 
-func newLimiter(t *testing.T, rc *redis.Client, prefix string) *ratelimit.Limiter {
+// uniquePrefix is a key prefix no other test (or package) uses; its keys are deleted at the end.
+func uniquePrefix(t testing.TB) string {
 	t.Helper()
-	opts := ratelimit.Options{Prefix: prefix, Rates: map[string]string{"Test": "3-M"}, RetryEvery: 100 * time.Millisecond}
-	if rc != nil {
-		opts.Redis = rc
+	prefix := "rltest:" + testutil.RandomSuffix()
+	t.Cleanup(func() {
+		opts, err := redis.ParseURL(testutil.RedisURL())
+		if err != nil {
+			return
+		}
+		c := redis.NewClient(opts)
+		defer c.Close()
+		ctx := context.Background()
+		keys, _ := c.Keys(ctx, prefix+":*").Result()
+		if len(keys) > 0 {
+			c.Del(ctx, keys...)
+		}
+	})
+	return prefix
+}
+
+type limiterOpts struct {
+	redis      *redis.Client
+	prefix     string
+	retryEvery time.Duration
+	logs       *logCounter
+}
+
+func newLimiter(t testing.TB, o limiterOpts) *ratelimit.Limiter {
+	t.Helper()
+	if o.prefix == "" {
+		o.prefix = uniquePrefix(t)
+	}
+	if o.retryEvery == 0 {
+		o.retryEvery = 100 * time.Millisecond
+	}
+	if o.logs == nil {
+		o.logs = &logCounter{}
+	}
+	opts := ratelimit.Options{Prefix: o.prefix, Rates: map[string]string{"Test": "3-M"}, RetryEvery: o.retryEvery,
+		Logger: slog.New(o.logs)}
+	if o.redis != nil {
+		opts.Redis = o.redis
 	}
 	l, err := ratelimit.New(opts)
 	require.NoError(t, err)
 	return l
 }
 
+func takeN(t *testing.T, l *ratelimit.Limiter, key string, n int) {
+	t.Helper()
+	for i := range n {
+		r, err := l.Take(context.Background(), "Test", key)
+		require.NoError(t, err)
+		require.False(t, r.Reached, "hit %d of %s", i+1, key)
+	}
+}
+
 func TestLimitRefusesThePastTheLimitHit(t *testing.T) {
-	for name, rc := range map[string]*redis.Client{"redis": redisClient(t, ""), "memory": nil} {
-		t.Run(name, func(t *testing.T) {
-			l := newLimiter(t, rc, "t"+testutil.RandomSuffix())
+	for _, backend := range []string{"redis", "memory"} {
+		t.Run(backend, func(t *testing.T) {
+			o := limiterOpts{prefix: uniquePrefix(t)}
+			if backend == "redis" {
+				o.redis, _ = redisClient(t, "")
+			}
+			l := newLimiter(t, o)
 			ctx := context.Background()
-			for i := 0; i < 3; i++ {
+			for i := range 3 {
 				r, err := l.Take(ctx, "Test", "k")
 				require.NoError(t, err)
 				assert.False(t, r.Reached)
 				assert.EqualValues(t, 2-i, r.Remaining)
+				assert.EqualValues(t, 3, r.Limit)
+				assert.Equal(t, "Test", r.Name)
+				assert.Equal(t, time.Minute, r.Period)
+				assert.WithinDuration(t, time.Now().Add(time.Minute), r.Reset, 2*time.Second)
 			}
 			r, err := l.Take(ctx, "Test", "k")
 			require.NoError(t, err)
 			assert.True(t, r.Reached)
 			assert.Zero(t, r.Remaining)
-			other, _ := l.Take(ctx, "Test", "other")
+
+			other, err := l.Take(ctx, "Test", "other")
+			require.NoError(t, err)
 			assert.False(t, other.Reached, "keys are independent")
+			assert.EqualValues(t, 2, other.Remaining)
+
+			p, err := l.Peek(ctx, "Test", "other")
+			require.NoError(t, err)
+			assert.EqualValues(t, 2, p.Remaining, "Peek does not count")
 
 			_, err = l.Enforce(ctx, "Test", "k")
 			var le *ratelimit.LimitError
 			require.ErrorAs(t, err, &le)
+			assert.Equal(t, "Test", le.Name)
+			assert.Equal(t, 429, le.Status())
 			assert.Positive(t, le.RetryAfter)
+			assert.LessOrEqual(t, le.RetryAfter, time.Minute+time.Second)
+			assert.True(t, le.Result.Reached)
 
 			require.NoError(t, l.Reset(ctx, "Test", "k"))
-			r, _ = l.Take(ctx, "Test", "k")
+			r, err = l.Take(ctx, "Test", "k")
+			require.NoError(t, err)
 			assert.False(t, r.Reached)
+			assert.EqualValues(t, 2, r.Remaining, "Reset starts a fresh window")
 		})
 	}
 }
 
+func TestKeysAreNamespacedPrefixNameKey(t *testing.T) {
+	rc, _ := redisClient(t, "")
+	prefix := uniquePrefix(t)
+	l := newLimiter(t, limiterOpts{redis: rc, prefix: prefix})
+	_, err := l.Take(context.Background(), "Test", "203.0.113.7")
+	require.NoError(t, err)
+	v, err := rc.Get(context.Background(), prefix+":Test:203.0.113.7").Int()
+	require.NoError(t, err)
+	assert.Equal(t, 1, v)
+}
+
 func TestReplicasShareTheCount(t *testing.T) {
-	prefix := "t" + testutil.RandomSuffix()
-	a, b := newLimiter(t, redisClient(t, ""), prefix), newLimiter(t, redisClient(t, ""), prefix)
+	prefix := uniquePrefix(t)
+	rcA, _ := redisClient(t, "")
+	rcB, _ := redisClient(t, "")
+	a, b := newLimiter(t, limiterOpts{redis: rcA, prefix: prefix}), newLimiter(t, limiterOpts{redis: rcB, prefix: prefix})
 	ctx := context.Background()
 	for i, l := range []*ratelimit.Limiter{a, b, a} {
 		r, err := l.Take(ctx, "Test", "k")
@@ -84,116 +220,369 @@ func TestReplicasShareTheCount(t *testing.T) {
 	r, err := b.Take(ctx, "Test", "k")
 	require.NoError(t, err)
 	assert.True(t, r.Reached, "the hit past the limit is refused whichever replica takes it")
+	r, err = a.Take(ctx, "Test", "k")
+	require.NoError(t, err)
+	assert.True(t, r.Reached)
+
+	require.NoError(t, a.Reset(ctx, "Test", "k"))
+	r, err = b.Take(ctx, "Test", "k")
+	require.NoError(t, err)
+	assert.False(t, r.Reached, "a reset on one replica frees the key on every replica")
 }
 
-func TestBadRateNamesTheLimit(t *testing.T) {
-	_, err := ratelimit.New(ratelimit.Options{Rates: map[string]string{"Login": "ten-per-minute"}})
-	require.Error(t, err)
-	assert.Contains(t, err.Error(), "RateLimit:Login")
-	_, err = ratelimit.New(ratelimit.Options{})
+func TestRates(t *testing.T) {
+	for _, bad := range []string{"ten-per-minute", "10-W", "0-M", "10", "-1-M", ""} {
+		_, err := ratelimit.New(ratelimit.Options{Rates: map[string]string{"Login": bad}})
+		require.Error(t, err, bad)
+		assert.Contains(t, err.Error(), "RateLimit:Login", "the error names the limit")
+	}
+
+	l, err := ratelimit.New(ratelimit.Options{Rates: map[string]string{"Login": "2-s", "Custom": "7-D"}})
 	require.NoError(t, err)
+	ctx := context.Background()
+	r, err := l.Take(ctx, "Login", "k")
+	require.NoError(t, err)
+	assert.EqualValues(t, 2, r.Limit, "configuration overrides a default")
+	assert.Equal(t, time.Second, r.Period)
+	r, err = l.Take(ctx, "Custom", "k")
+	require.NoError(t, err)
+	assert.EqualValues(t, 7, r.Limit, "configuration adds names")
+	assert.Equal(t, 24*time.Hour, r.Period)
+	for name, rate := range ratelimit.DefaultRates {
+		r, err := l.Peek(ctx, name, "k")
+		require.NoError(t, err, name)
+		if name != "Login" {
+			assert.Equal(t, rate, strconv.FormatInt(r.Limit, 10)+"-"+map[time.Duration]string{
+				time.Minute: "M", time.Hour: "H"}[r.Period], name)
+		}
+	}
 }
 
 func TestUnknownLimitIsAnError(t *testing.T) {
-	l := newLimiter(t, nil, "x")
-	_, err := l.Take(context.Background(), "Nope", "k")
+	l := newLimiter(t, limiterOpts{})
+	ctx := context.Background()
+	_, err := l.Take(ctx, "Nope", "k")
+	assert.ErrorContains(t, err, `"Nope"`)
+	_, err = l.Peek(ctx, "Nope", "k")
+	assert.Error(t, err)
+	assert.Error(t, l.Reset(ctx, "Nope", "k"))
+	_, err = l.Enforce(ctx, "Nope", "k")
 	assert.Error(t, err)
 }
 
-func TestMiddlewareHeadersAnd429(t *testing.T) {
-	l := newLimiter(t, redisClient(t, ""), "t"+testutil.RandomSuffix())
-	loose, err := ratelimit.New(ratelimit.Options{Prefix: "t" + testutil.RandomSuffix(), Rates: map[string]string{"Loose": "100-M"}})
+func TestWriteHeaders(t *testing.T) {
+	h := map[string]string{}
+	ratelimit.WriteHeaders(func(k, v string) { h[k] = v }, ratelimit.Result{
+		Name: "Login", Limit: 10, Remaining: 4, Reset: time.Now().Add(30 * time.Second), Period: time.Minute})
+	assert.Equal(t, map[string]string{
+		"X-RateLimit-Limit":     "10",
+		"X-RateLimit-Remaining": "4",
+		"X-RateLimit-Reset":     "30",
+		"RateLimit-Policy":      "10;w=60",
+		"RateLimit":             "limit=10, remaining=4, reset=30",
+	}, h)
+}
+
+func TestLimitErrorCarriesTheHeaders(t *testing.T) {
+	l := newLimiter(t, limiterOpts{})
+	ctx := context.Background()
+	takeN(t, l, "k", 3)
+	_, err := l.Enforce(ctx, "Test", "k")
+	var le *ratelimit.LimitError
+	require.ErrorAs(t, err, &le)
+	h := le.GetHeaders()
+	ra, _ := strconv.Atoi(h.Get("Retry-After"))
+	assert.GreaterOrEqual(t, ra, 1)
+	assert.LessOrEqual(t, ra, 61)
+	assert.Equal(t, "0", h.Get("X-RateLimit-Remaining"))
+	assert.Equal(t, "3;w=60", h.Get("RateLimit-Policy"))
+
+	he := httpx.FromError(err)
+	assert.Equal(t, 429, he.Status, "the HTTP layer maps it to a 429")
+	assert.Equal(t, h.Get("Retry-After"), he.GetHeaders().Get("Retry-After"))
+	assert.Contains(t, he.Message, "rate limit Test exceeded")
+}
+
+func get(t *testing.T, app *fiber.App, path string) (int, map[string]string, string) {
+	t.Helper()
+	res, err := app.Test(httptest.NewRequest("GET", path, nil), 5000)
 	require.NoError(t, err)
+	defer res.Body.Close()
+	body, _ := io.ReadAll(res.Body)
+	h := map[string]string{}
+	for _, k := range []string{"X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset", "RateLimit-Policy", "RateLimit", "Retry-After"} {
+		h[k] = res.Header.Get(k)
+	}
+	return res.StatusCode, h, string(body)
+}
+
+func TestMiddlewareHeadersAnd429(t *testing.T) {
+	rc, _ := redisClient(t, "")
+	tight := newLimiter(t, limiterOpts{redis: rc})
+	loose, err := ratelimit.New(ratelimit.Options{Prefix: uniquePrefix(t), Rates: map[string]string{"Loose": "100-H"}})
+	require.NoError(t, err)
+	byIP := func(c *fiber.Ctx) string { return c.IP() }
+	app := fiber.New()
+	ok := func(c *fiber.Ctx) error { return c.SendString("ok") }
+	// The loose limit first: the tight one's headers replace its own.
+	app.Get("/loose-first", loose.Middleware("Loose", func(*fiber.Ctx) string { return "a" }), tight.Middleware("Test", byIP), ok)
+	// The tight limit first: the loose one must not replace its headers.
+	app.Get("/tight-first", tight.Middleware("Test", func(*fiber.Ctx) string { return "b" }),
+		loose.Middleware("Loose", func(*fiber.Ctx) string { return "b" }), ok)
+	app.Get("/only-loose", loose.Middleware("Loose", func(*fiber.Ctx) string { return "c" }), ok)
+	app.Get("/skipped", tight.Middleware("Test", func(*fiber.Ctx) string { return "" }), ok)
+
+	for _, path := range []string{"/loose-first", "/tight-first"} {
+		for i := range 3 {
+			status, h, _ := get(t, app, path)
+			require.Equal(t, 200, status, "%s hit %d", path, i+1)
+			assert.Equal(t, "3", h["X-RateLimit-Limit"], "%s: the tightest limit's headers", path)
+			assert.Equal(t, strconv.Itoa(2-i), h["X-RateLimit-Remaining"], path)
+			reset, err := strconv.Atoi(h["X-RateLimit-Reset"])
+			require.NoError(t, err)
+			assert.True(t, reset >= 1 && reset <= 61, "X-RateLimit-Reset is seconds until reset: %d", reset)
+			assert.Equal(t, "3;w=60", h["RateLimit-Policy"])
+			assert.Equal(t, "limit=3, remaining="+strconv.Itoa(2-i)+", reset="+h["X-RateLimit-Reset"], h["RateLimit"])
+			assert.Empty(t, h["Retry-After"])
+		}
+		status, h, body := get(t, app, path)
+		assert.Equal(t, 429, status, path)
+		ra, _ := strconv.Atoi(h["Retry-After"])
+		assert.True(t, ra >= 1 && ra <= 61, "Retry-After %q", h["Retry-After"])
+		assert.Equal(t, "0", h["X-RateLimit-Remaining"])
+		assert.Equal(t, "3", h["X-RateLimit-Limit"])
+		assert.Equal(t, "Too many requests: rate limit Test exceeded", body)
+	}
+
+	status, h, _ := get(t, app, "/only-loose")
+	assert.Equal(t, 200, status)
+	assert.Equal(t, "100", h["X-RateLimit-Limit"])
+	assert.Equal(t, "100;w=3600", h["RateLimit-Policy"])
+
+	for range 5 {
+		status, h, _ = get(t, app, "/skipped")
+		assert.Equal(t, 200, status, "an empty key skips the limit")
+		assert.Empty(t, h["X-RateLimit-Limit"])
+	}
+}
+
+func TestMiddlewareThroughTheEnvelope(t *testing.T) {
+	l := newLimiter(t, limiterOpts{})
 	s, err := httpx.NewServer(httpx.ServerOptions{Title: "t", Version: "1", Before: []fiber.Handler{
-		loose.Middleware("Loose", func(*fiber.Ctx) string { return "ip" }),
-		l.Middleware("Test", func(*fiber.Ctx) string { return "ip" }),
+		l.Middleware("Test", func(c *fiber.Ctx) string { return c.IP() }),
 	}})
 	require.NoError(t, err)
 	s.App.Get("/x", func(c *fiber.Ctx) error { return c.SendString("ok") })
 	s.Finish()
-	for i := 0; i < 3; i++ {
-		res, err := s.App.Test(httptest.NewRequest("GET", "/x", nil))
-		require.NoError(t, err)
-		assert.Equal(t, 200, res.StatusCode)
-		assert.Equal(t, "3", res.Header.Get("X-RateLimit-Limit"), "the tightest limit's headers")
-		assert.Equal(t, strconv.Itoa(2-i), res.Header.Get("X-RateLimit-Remaining"))
-		assert.Equal(t, "3;w=60", res.Header.Get("RateLimit-Policy"))
-		assert.Contains(t, res.Header.Get("RateLimit"), "limit=3")
+	for range 3 {
+		status, _, _ := get(t, s.App, "/x")
+		require.Equal(t, 200, status)
 	}
-	res, err := s.App.Test(httptest.NewRequest("GET", "/x", nil))
-	require.NoError(t, err)
-	assert.Equal(t, 429, res.StatusCode)
-	ra, _ := strconv.Atoi(res.Header.Get("Retry-After"))
-	assert.GreaterOrEqual(t, ra, 1)
-	body, _ := io.ReadAll(res.Body)
-	assert.Contains(t, string(body), `"success":false`)
+	status, h, body := get(t, s.App, "/x")
+	assert.Equal(t, 429, status)
+	assert.NotEmpty(t, h["Retry-After"])
+	assert.Equal(t, "0", h["X-RateLimit-Remaining"])
+	var env struct {
+		Success bool   `json:"success"`
+		Message string `json:"message"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(body), &env), body)
+	assert.False(t, env.Success)
+	assert.Equal(t, "Too many requests: rate limit Test exceeded", env.Message)
 }
 
 func TestRedisDownAtStartupStillLimits(t *testing.T) {
-	l := newLimiter(t, redisClient(t, "127.0.0.1:1"), "t"+testutil.RandomSuffix())
+	rc, cmds := redisClient(t, "127.0.0.1:1")
+	logs := &logCounter{}
+	l := newLimiter(t, limiterOpts{redis: rc, retryEvery: time.Hour, logs: logs})
 	ctx := context.Background()
-	for i := 0; i < 3; i++ {
-		r, err := l.Take(ctx, "Test", "k")
-		require.NoError(t, err)
-		require.False(t, r.Reached)
-	}
+	takeN(t, l, "k", 3)
 	r, err := l.Take(ctx, "Test", "k")
 	require.NoError(t, err)
 	assert.True(t, r.Reached, "the in-process fallback enforces the limit")
+	_, err = l.Enforce(ctx, "Test", "k")
+	var le *ratelimit.LimitError
+	assert.ErrorAs(t, err, &le)
+	require.NoError(t, l.Reset(ctx, "Test", "k"))
+	_, err = l.Peek(ctx, "Test", "k")
+	require.NoError(t, err)
+
+	assert.EqualValues(t, 1, cmds.n.Load(), "Redis is tried once, not on every request, while it is down")
+	assert.Equal(t, 1, logs.count(slog.LevelWarn), "one WARN for the fallback")
 	assert.False(t, l.Healthy(ctx))
 }
 
+func TestOneProbePerRetryWhileDown(t *testing.T) {
+	rc, cmds := redisClient(t, "127.0.0.1:1")
+	l := newLimiter(t, limiterOpts{redis: rc, retryEvery: 200 * time.Millisecond})
+	ctx := context.Background()
+	_, err := l.Take(ctx, "Test", "first")
+	require.NoError(t, err)
+	require.EqualValues(t, 1, cmds.n.Load())
+
+	time.Sleep(250 * time.Millisecond)
+	var wg sync.WaitGroup
+	for i := range 50 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := l.Take(ctx, "Test", strconv.Itoa(i))
+			assert.NoError(t, err)
+		}()
+	}
+	wg.Wait()
+	assert.EqualValues(t, 2, cmds.n.Load(), "once the retry time has passed, a single request probes Redis")
+}
+
+func TestCanceledContextIsNotAnOutage(t *testing.T) {
+	rc, _ := redisClient(t, "")
+	logs := &logCounter{}
+	l := newLimiter(t, limiterOpts{redis: rc, logs: logs})
+	_, err := l.Take(context.Background(), "Test", "warm") // loads the scripts
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err = l.Take(ctx, "Test", "k")
+	assert.NoError(t, err)
+	assert.Zero(t, logs.count(slog.LevelWarn), "the caller giving up says nothing about Redis")
+}
+
 func TestRedisOutageMidRunFallsBackAndRecovers(t *testing.T) {
-	opts, _ := redis.ParseURL(testutil.RedisURL())
-	p := testutil.StartProxy(t, opts.Addr)
-	rc := redisClient(t, p.Addr)
-	direct := redisClient(t, "")
-	prefix := "t" + testutil.RandomSuffix()
-	l := newLimiter(t, rc, prefix)
+	opts, err := redis.ParseURL(testutil.RedisURL())
+	require.NoError(t, err)
+	proxy := testutil.StartProxy(t, opts.Addr)
+	rc, cmds := redisClient(t, proxy.Addr)
+	direct, _ := redisClient(t, "")
+	prefix := uniquePrefix(t)
+	logs := &logCounter{}
+	l := newLimiter(t, limiterOpts{redis: rc, prefix: prefix, retryEvery: 300 * time.Millisecond, logs: logs})
+	replica := newLimiter(t, limiterOpts{redis: direct, prefix: prefix})
 	ctx := context.Background()
 
-	_, err := l.Take(ctx, "Test", "a")
+	takeN(t, l, "a", 1)
+	n, err := direct.Exists(ctx, prefix+":Test:a").Result()
 	require.NoError(t, err)
-	keys, _ := direct.Keys(ctx, prefix+"*").Result()
-	require.NotEmpty(t, keys, "counted in Redis while it is up")
+	require.EqualValues(t, 1, n, "counted in Redis while it is up")
+	assert.True(t, l.Healthy(ctx))
 
-	p.Cut()
-	for i := 0; i < 3; i++ {
-		r, err := l.Take(ctx, "Test", "b")
-		require.NoError(t, err, "no error while Redis is down")
-		require.False(t, r.Reached)
-	}
+	proxy.Cut()
+	before := cmds.n.Load()
+	start := time.Now()
+	takeN(t, l, "b", 3) // no error while Redis is down
 	r, err := l.Take(ctx, "Test", "b")
 	require.NoError(t, err)
 	assert.True(t, r.Reached, "limits still apply during the outage")
+	for i := range 100 {
+		_, err := l.Take(ctx, "Test", "burst"+strconv.Itoa(i))
+		require.NoError(t, err)
+	}
+	elapsed := time.Since(start)
+	tries := cmds.n.Load() - before
+	assert.LessOrEqual(t, tries, int64(elapsed/(300*time.Millisecond))+1,
+		"Redis is tried at most once per RetryEvery while it is down (%d tries in %s)", tries, elapsed)
+	assert.Equal(t, 1, logs.count(slog.LevelWarn), "a single WARN on the transition")
+	assert.Zero(t, logs.count(slog.LevelInfo))
+	n, _ = direct.Exists(ctx, prefix+":Test:b").Result()
+	assert.Zero(t, n, "nothing reached Redis during the outage")
+	assert.False(t, l.Healthy(ctx))
 
-	p.Restore()
+	proxy.Restore()
 	require.Eventually(t, func() bool {
-		_, err := l.Take(ctx, "Test", "c")
-		if err != nil {
+		if _, err := l.Take(ctx, "Test", "c"); err != nil {
+			t.Errorf("take during recovery: %v", err)
 			return false
 		}
 		n, _ := direct.Exists(ctx, prefix+":Test:c").Result()
 		return n == 1
-	}, 5*time.Second, 150*time.Millisecond, "Redis is used again once it is back")
+	}, 5*time.Second, 50*time.Millisecond, "Redis is used again once it is back")
+	assert.Equal(t, 1, logs.count(slog.LevelInfo), "a single INFO when Redis is back")
+	assert.Equal(t, 1, logs.count(slog.LevelWarn))
+	assert.True(t, l.Healthy(ctx))
+
+	// Shared with the other replica again.
+	require.NoError(t, l.Reset(ctx, "Test", "d"))
+	takeN(t, l, "d", 2)
+	takeN(t, replica, "d", 1)
+	r, err = l.Take(ctx, "Test", "d")
+	require.NoError(t, err)
+	assert.True(t, r.Reached, "after recovery the count is shared through Redis")
+}
+
+func TestConcurrentTakesAcrossAnOutage(t *testing.T) {
+	opts, err := redis.ParseURL(testutil.RedisURL())
+	require.NoError(t, err)
+	proxy := testutil.StartProxy(t, opts.Addr)
+	rc, _ := redisClient(t, proxy.Addr)
+	prefix := uniquePrefix(t)
+	l, err := ratelimit.New(ratelimit.Options{Redis: rc, Prefix: prefix, Rates: map[string]string{"Big": "1000000-M"},
+		RetryEvery: 50 * time.Millisecond, Logger: slog.New(&logCounter{})})
+	require.NoError(t, err)
+	ctx := context.Background()
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var errs atomic.Int64
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if _, err := l.Take(ctx, "Big", strconv.Itoa(g)); err != nil {
+					errs.Add(1)
+				}
+			}
+		}()
+	}
+	for range 3 {
+		time.Sleep(100 * time.Millisecond)
+		proxy.Cut()
+		time.Sleep(100 * time.Millisecond)
+		proxy.Restore()
+	}
+	close(stop)
+	wg.Wait()
+	assert.Zero(t, errs.Load(), "no Take fails because of Redis")
 }
 
 func BenchmarkTakeRedis(b *testing.B) {
-	opts, _ := redis.ParseURL(testutil.RedisURL())
-	rc := redis.NewClient(opts)
-	defer rc.Close()
-	l, _ := ratelimit.New(ratelimit.Options{Redis: rc, Prefix: "bench" + testutil.RandomSuffix(), Rates: map[string]string{"B": "1000000000-M"}})
-	ctx := context.Background()
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		_, _ = l.Take(ctx, "B", "k")
-	}
+	rc, _ := redisClient(b, "")
+	l, err := ratelimit.New(ratelimit.Options{Redis: rc, Prefix: uniquePrefix(b), Rates: map[string]string{"B": "1000000000-M"}})
+	require.NoError(b, err)
+	benchTake(b, l)
 }
 
 func BenchmarkTakeMemory(b *testing.B) {
-	l, _ := ratelimit.New(ratelimit.Options{Rates: map[string]string{"B": "1000000000-M"}})
+	l, err := ratelimit.New(ratelimit.Options{Rates: map[string]string{"B": "1000000000-M"}})
+	require.NoError(b, err)
+	benchTake(b, l)
+}
+
+func benchTake(b *testing.B, l *ratelimit.Limiter) {
 	ctx := context.Background()
-	for i := 0; i < b.N; i++ {
-		_, _ = l.Take(ctx, "B", "k")
+	if _, err := l.Take(ctx, "B", "warm"); err != nil {
+		b.Fatal(err)
 	}
+	b.Run("serial", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := l.Take(ctx, "B", "k"); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("parallel", func(b *testing.B) {
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if _, err := l.Take(ctx, "B", "k"); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	})
 }
