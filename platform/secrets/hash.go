@@ -25,6 +25,13 @@ type Params struct {
 // OWASP is the OWASP Password Storage Cheat Sheet's argon2id setting: m=19 MiB, t=2, p=1.
 var OWASP = Params{MemoryKiB: 19456, Iterations: 2, Threads: 1, SaltLen: 16, KeyLen: 32}
 
+// Limits of the parameters a stored hash may carry (see decode).
+const (
+	maxMemoryKiB = 1 << 16 // 64 MiB
+	maxThreads   = 16
+	maxWork      = 1 << 18 // memory × iterations, in KiB passes: 256 MiB worth
+)
+
 // ErrBadHash means a stored hash is not an argon2id PHC string.
 var ErrBadHash = errors.New("password hash is not a valid argon2id PHC string")
 
@@ -100,7 +107,10 @@ func decode(encoded string) (decoded, error) {
 	if _, err := fmt.Sscanf(parts[3], "m=%d,t=%d,p=%d", &d.p.MemoryKiB, &d.p.Iterations, &d.p.Threads); err != nil {
 		return d, ErrBadHash
 	}
-	if d.p.MemoryKiB == 0 || d.p.MemoryKiB > 1<<18 || d.p.Iterations == 0 || d.p.Iterations > 64 || d.p.Threads == 0 {
+	// Bounds on the work one stored hash may ask for: up to RFC 9106's second recommendation
+	// (64 MiB, t=3, p=4) and a little more, never the minutes a corrupted row could demand.
+	if d.p.MemoryKiB < 8 || d.p.MemoryKiB > maxMemoryKiB || d.p.Iterations == 0 || d.p.Threads == 0 ||
+		d.p.Threads > maxThreads || uint64(d.p.MemoryKiB)*uint64(d.p.Iterations) > maxWork {
 		return d, ErrBadHash
 	}
 	var err error

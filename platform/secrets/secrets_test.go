@@ -86,6 +86,16 @@ func TestHashAndVerify(t *testing.T) {
 		_, err := h.Verify(ctx, "x", bad)
 		assert.ErrorIs(t, err, secrets.ErrBadHash, bad)
 	}
+	// A corrupted or hostile row cannot make one login cost seconds and gigabytes: parameters
+	// past RFC 9106's recommendations are refused before any hashing.
+	const salt, key = "c2FsdHNhbHRzYWx0c2FsdA", "aGFzaGhhc2hoYXNoaGFzaGhhc2hoYXNoaGFzaGhhc2g"
+	for _, params := range []string{"m=262144,t=1,p=1", "m=65536,t=64,p=1", "m=19456,t=2,p=255", "m=4,t=1,p=1"} {
+		_, err := h.Verify(ctx, "x", "$argon2id$v=19$"+params+"$"+salt+"$"+key)
+		assert.ErrorIs(t, err, secrets.ErrBadHash, params) // refused by decode, before any hashing
+	}
+	ok, err = h.Verify(ctx, "x", "$argon2id$v=19$m=65536,t=3,p=4$"+salt+"$"+key)
+	require.NoError(t, err, "RFC 9106's second recommendation is accepted")
+	assert.False(t, ok)
 }
 
 func TestHashesInFlightAreBounded(t *testing.T) {
