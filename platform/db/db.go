@@ -50,7 +50,7 @@ func Open(ctx context.Context, dsn string) (*bun.DB, error) {
 	}
 	sqldb := sql.OpenDB(conn)
 	sqldb.SetMaxOpenConns(32)
-	sqldb.SetMaxIdleConns(16)
+	sqldb.SetMaxIdleConns(32)
 	sqldb.SetConnMaxIdleTime(5 * time.Minute)
 	bdb := bun.NewDB(sqldb, pgdialect.New())
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
