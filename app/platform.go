@@ -19,6 +19,7 @@ import (
 	"provisioner/migrations"
 	"provisioner/platform/audit"
 	"provisioner/platform/authn"
+	"provisioner/platform/coherent"
 	"provisioner/platform/config"
 	"provisioner/platform/db"
 	"provisioner/platform/httpx"
@@ -43,6 +44,7 @@ var Platform = fx.Module("platform",
 		newMigrator,
 		db.NewMigrated,
 		openRedis,
+		newBus,
 		newLimiter,
 		newSealer,
 		newHasher,
@@ -55,7 +57,8 @@ var Platform = fx.Module("platform",
 		db.AsMigrations(func() db.Migrations { return db.Migrations{Module: "platform", FS: migrations.FS} }),
 	),
 	fx.Provide(httpx.AsRoutes(ops.New)),
-	fx.Invoke(startServer, startFinisher),
+	// The bus starts before the server and stops after it (fx stops in reverse order).
+	fx.Invoke(startBus, startServer, startFinisher),
 )
 
 // NewLogger is the JSON logger of Log:Level; it also becomes slog's default.
@@ -82,8 +85,20 @@ func openDB(lc fx.Lifecycle, cfg *config.Config) (*bun.DB, error) {
 	if err != nil {
 		return nil, err
 	}
+	bdb.AddQueryHook(coherent.WriteHook{}) // marks requests that write, for coherent.Middleware
 	lc.Append(fx.StopHook(bdb.Close))
 	return bdb, nil
+}
+
+func newBus(d *bun.DB, log *slog.Logger) *coherent.Bus {
+	return coherent.New(d, coherent.Options{Logger: log})
+}
+
+func startBus(lc fx.Lifecycle, b *coherent.Bus) {
+	lc.Append(fx.Hook{
+		OnStart: func(context.Context) error { b.Start(); return nil },
+		OnStop:  b.Stop,
+	})
 }
 
 func bunIDB(d *bun.DB) *bun.DB { return d }
@@ -144,8 +159,8 @@ func newTokens(cfg *config.Config) (*authn.Tokens, error) {
 	})
 }
 
-func newGuard(t *authn.Tokens, d *bun.DB, l *ratelimit.Limiter) *authn.Guard {
-	g := authn.NewGuard(t, d)
+func newGuard(t *authn.Tokens, d *bun.DB, l *ratelimit.Limiter, b *coherent.Bus) *authn.Guard {
+	g := authn.NewGuard(t, d, b)
 	g.PerUser = func(c *fiber.Ctx, userID int64) error {
 		r, err := l.Enforce(c.UserContext(), "PerUser", strconv.FormatInt(userID, 10))
 		ratelimit.SetHeaders(c, r)
@@ -154,7 +169,7 @@ func newGuard(t *authn.Tokens, d *bun.DB, l *ratelimit.Limiter) *authn.Guard {
 	return g
 }
 
-func newServer(cfg *config.Config, log *slog.Logger, m *httpx.Metrics, g *authn.Guard, l *ratelimit.Limiter) (*httpx.Server, error) {
+func newServer(cfg *config.Config, log *slog.Logger, m *httpx.Metrics, g *authn.Guard, l *ratelimit.Limiter, b *coherent.Bus) (*httpx.Server, error) {
 	return httpx.NewServer(httpx.ServerOptions{
 		Title:          "Resource Provisioning Service",
 		Version:        Version,
@@ -164,7 +179,7 @@ func newServer(cfg *config.Config, log *slog.Logger, m *httpx.Metrics, g *authn.
 		Logger:         log,
 		Metrics:        m,
 		Guard:          g,
-		Before: []fiber.Handler{l.Middleware("PerIp", func(c *fiber.Ctx) string {
+		Before: []fiber.Handler{coherent.Middleware(b), l.Middleware("PerIp", func(c *fiber.Ctx) string {
 			switch c.Path() {
 			case "/healthz", "/readyz", "/metrics":
 				return ""

@@ -211,15 +211,7 @@ func (s *Users) Delete(ctx context.Context, id int64) error {
 		return s.audit.RecordTx(ctx, tx, audit.Event{Action: "user.deleted", UserID: audit.Int64(u.ID),
 			TargetType: "user", TargetID: fmt.Sprint(u.ID), Details: map[string]any{"email": u.Email}})
 	})
-	if err != nil {
-		return err
-	}
-	for _, r := range s.releasers {
-		if n, ok := r.(provision.ReleaseNotifier); ok {
-			n.UserReleased(ctx, id)
-		}
-	}
-	return nil
+	return err
 }
 
 // lockAdmins serialises changes that could remove the last Admin.

@@ -3,6 +3,7 @@ package aikeys_test
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -134,7 +135,7 @@ func newKey(t testing.TB, a *apptest.App, token string, body map[string]any) key
 
 func generate(a *apptest.App, key string) *apptest.Resp {
 	return a.Do(apptest.Request{Method: "POST", Path: "/api/ai/generate", Body: map[string]any{"prompt": "Say hello", "system": "Be brief", "maxTokens": 10},
-		Header: map[string]string{"X-API-Key": key}})
+		Header: map[string]string{"X-API-Key": key}, SkipSync: true})
 }
 
 func TestKeyLifecycleAndGenerate(t *testing.T) {
@@ -252,19 +253,31 @@ func TestRotationWithAndWithoutGrace(t *testing.T) {
 	}, 5*time.Second, 100*time.Millisecond, "usage carries over across rotations")
 }
 
+// TestRevocationReachesTheOtherReplica: replica two applies the change feed 150 ms late, yet once
+// replica one answered a rotation or a revocation, replica two refuses the old key.
 func TestRevocationReachesTheOtherReplica(t *testing.T) {
 	prefix := "shared" + testutil.RandomSuffix()
 	up := newUpstream(t)
 	kv := map[string]any{"Ai:BaseUrl": up.URL, "Ai:ApiKey": upstreamKey, "Redis:KeyPrefix": prefix}
 	one := apptest.Start(t, apptest.With(kv))
-	two := apptest.Start(t, apptest.With(kv))
+	two := apptest.Start(t, apptest.With(kv), apptest.WithFeedLag(150*time.Millisecond))
 	u := one.Register(t)
 	k := newKey(t, one, u.Token, nil)
-	require.Equal(t, http.StatusOK, generate(two, k.Key).Status) // replica two caches the key
-	require.Equal(t, http.StatusOK, generate(two, k.Key).Status)
-	r := one.Do(apptest.Request{Method: "DELETE", Path: fmt.Sprintf("/api/me/ai-keys/%d", k.ID), Token: u.Token})
+	settle := func(key string) { // everything applied, and the key cached on replica two
+		require.NoError(t, two.Bus.Sync(context.Background()))
+		require.Equal(t, http.StatusOK, generate(two, key).Status)
+		require.Equal(t, http.StatusOK, generate(two, key).Status)
+	}
+	settle(k.Key)
+	r := one.Do(apptest.Request{Method: "POST", Path: fmt.Sprintf("/api/me/ai-keys/%d/rotate", k.ID), Token: u.Token, SkipSync: true})
 	require.Equal(t, http.StatusOK, r.Status)
-	assert.Equal(t, http.StatusUnauthorized, generate(two, k.Key).Status, "refused by the other replica on the next request")
+	var rotated keyView
+	r.Decode(t, &rotated)
+	assert.Equal(t, http.StatusUnauthorized, generate(two, k.Key).Status, "the rotated-out key is refused by the other replica")
+	settle(rotated.Key)
+	r = one.Do(apptest.Request{Method: "DELETE", Path: fmt.Sprintf("/api/me/ai-keys/%d", k.ID), Token: u.Token, SkipSync: true})
+	require.Equal(t, http.StatusOK, r.Status)
+	assert.Equal(t, http.StatusUnauthorized, generate(two, rotated.Key).Status, "refused by the other replica on the next request")
 }
 
 func TestPerKeyRateLimitAndQuota(t *testing.T) {
@@ -420,11 +433,13 @@ func TestDeletedUsersKeysAreRefusedOnEveryReplica(t *testing.T) {
 	up := newUpstream(t)
 	kv := map[string]any{"Ai:BaseUrl": up.URL, "Ai:ApiKey": upstreamKey, "Redis:KeyPrefix": "del" + testutil.RandomSuffix()}
 	one := apptest.Start(t, apptest.With(kv))
-	two := apptest.Start(t, apptest.With(kv))
+	two := apptest.Start(t, apptest.With(kv), apptest.WithFeedLag(150*time.Millisecond))
 	u := one.Register(t)
 	k := newKey(t, one, u.Token, nil)
+	admin := one.AdminToken(t)
+	require.NoError(t, two.Bus.Sync(context.Background()))
 	require.Equal(t, http.StatusOK, generate(two, k.Key).Status) // cached on replica two
-	r := one.Do(apptest.Request{Method: "DELETE", Path: fmt.Sprintf("/api/users/%d", u.ID), Token: one.AdminToken(t)})
+	r := one.Do(apptest.Request{Method: "DELETE", Path: fmt.Sprintf("/api/users/%d", u.ID), Token: admin, SkipSync: true})
 	require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
 	assert.Equal(t, http.StatusUnauthorized, generate(two, k.Key).Status)
 	assert.Equal(t, http.StatusUnauthorized, generate(one, k.Key).Status)

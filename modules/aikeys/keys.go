@@ -6,49 +6,38 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"log/slog"
+	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/uptrace/bun"
 
 	"provisioner/platform/audit"
+	"provisioner/platform/coherent"
 	"provisioner/platform/db"
 	"provisioner/platform/httpx"
-	"provisioner/platform/provision"
 	"provisioner/platform/secrets"
 )
 
 // Keys manages AI keys and authenticates them on the hot path.
 //
-// A key check looks the SHA-256 of the presented key up in a short-lived in-process cache, then
-// in the database (no password-grade KDF: the keys carry ~190 bits of randomness). Every rotation,
-// revocation and user deletion bumps a revocation version in Redis once committed; a cached entry
-// is used only while the version it was cached under is still current, read on every request (one
-// GET), so the change takes effect on the next request whichever replica serves it. When the
-// version cannot be read (Redis down) nothing is cached. Without Redis (one replica) the version
-// is a local counter.
+// A key check looks the SHA-256 of the presented key up (no password-grade KDF: the keys carry
+// ~190 bits of randomness) in a cache kept coherent with the ai_keys table on every replica
+// (platform/coherent): a rotation, revocation or user deletion drops the entry everywhere once
+// committed, and the answer to that request waits until every replica has, so the old key is
+// refused on the next request whichever replica serves it. A check costs no network round trip.
 type Keys struct {
 	db         *bun.DB
 	audit      *audit.Recorder
-	redis      *redis.Client
-	verKey     string
 	maxPerUser int
-	log        *slog.Logger
-
-	mu       sync.RWMutex
-	cache    map[[32]byte]cached
-	cacheTTL time.Duration
-	localVer atomic.Int64
+	byHash     *coherent.Cache[[32]byte, Principal]
 }
 
-type cached struct {
-	principal Principal
-	until     time.Time // cache entry expiry
-	version   int64     // the revocation version it was cached under
+// NewKeys builds the key service; bus keeps its cache coherent (nil: every check reads the row).
+func NewKeys(d *bun.DB, a *audit.Recorder, bus *coherent.Bus, maxPerUser int) *Keys {
+	return &Keys{db: d, audit: a, maxPerUser: maxPerUser, byHash: coherent.NewCache(bus, coherent.CacheOptions[[32]byte, Principal]{
+		Table: "ai_keys", Tag: func(_ [32]byte, p Principal) string { return strconv.FormatInt(p.KeyID, 10) }, TTL: CacheTTL,
+	})}
 }
 
 // Principal is the key a generation request authenticated with.
@@ -66,31 +55,8 @@ func newKeyText() string { return KeyPrefix + secrets.RandomString(32) }
 
 func displayPrefix(k string) string { return k[:len(KeyPrefix)+4] }
 
-// version reads the revocation version; ok is false when it cannot be read.
-func (s *Keys) version(ctx context.Context) (v int64, ok bool) {
-	if s.redis == nil {
-		return s.localVer.Load(), true
-	}
-	v, err := s.redis.Get(ctx, s.verKey).Int64()
-	if errors.Is(err, redis.Nil) {
-		return 0, true
-	}
-	return v, err == nil
-}
-
-// bump makes every replica's cached key checks stale; called once a change is committed.
-func (s *Keys) bump(ctx context.Context) {
-	s.localVer.Add(1)
-	if s.redis != nil {
-		if err := s.redis.Incr(ctx, s.verKey).Err(); err != nil {
-			// Replicas that cannot read the version do not cache, so they stay correct.
-			s.log.WarnContext(ctx, "ai key revocation version not bumped", "error", err.Error())
-		}
-	}
-	s.mu.Lock()
-	s.cache = map[[32]byte]cached{}
-	s.mu.Unlock()
-}
+// errUnknownKey means no live key has the presented hash (never cached).
+var errUnknownKey = errors.New("unknown ai key")
 
 // Authenticate returns the principal of a presented key, or 401.
 func (s *Keys) Authenticate(ctx context.Context, presented string) (Principal, error) {
@@ -99,38 +65,37 @@ func (s *Keys) Authenticate(ctx context.Context, presented string) (Principal, e
 		return Principal{}, bad
 	}
 	h := hashKey(presented)
-	now := time.Now()
-	ver, verOK := s.version(ctx)
-	s.mu.RLock()
-	c, ok := s.cache[h]
-	s.mu.RUnlock()
-	if !ok || now.After(c.until) || !verOK || c.version != ver {
-		k := new(Key)
-		err := s.db.NewSelect().Model(k).Column("id", "user_id", "key_hash", "previous_hash", "previous_valid_until", "expires_at").
-			Where("status = ?", StatusActive).
-			WhereGroup(" AND ", func(q *bun.SelectQuery) *bun.SelectQuery {
-				return q.Where("key_hash = ?", h[:]).WhereOr("previous_hash = ? AND previous_valid_until > now()", h[:])
-			}).Limit(1).Scan(ctx)
-		if errors.Is(err, sql.ErrNoRows) {
-			return Principal{}, bad
-		}
-		if err != nil {
-			return Principal{}, fmt.Errorf("look up ai key: %w", errors.Join(httpx.ErrUnavailable, err))
-		}
-		p := Principal{KeyID: k.ID, UserID: k.UserID, ExpiresAt: k.ExpiresAt}
-		if string(k.KeyHash) != string(h[:]) {
-			p.ValidUntil = k.PreviousValidUntil
-		}
-		c = cached{principal: p, until: now.Add(s.cacheTTL), version: ver}
-		if verOK {
-			s.mu.Lock()
-			s.cache[h] = c
-			s.mu.Unlock()
-		}
+	p, err := s.byHash.Get(ctx, h, func(ctx context.Context) (Principal, error) { return s.lookup(ctx, h) })
+	if errors.Is(err, errUnknownKey) {
+		return Principal{}, bad
 	}
-	p := c.principal
+	if err != nil {
+		return Principal{}, err
+	}
+	now := time.Now()
 	if (p.ExpiresAt != nil && now.After(*p.ExpiresAt)) || (p.ValidUntil != nil && now.After(*p.ValidUntil)) {
 		return Principal{}, bad
+	}
+	return p, nil
+}
+
+// lookup reads the active key whose current hash, or previous hash within its grace period, is h.
+func (s *Keys) lookup(ctx context.Context, h [32]byte) (Principal, error) {
+	k := new(Key)
+	err := s.db.NewSelect().Model(k).Column("id", "user_id", "key_hash", "previous_hash", "previous_valid_until", "expires_at").
+		Where("status = ?", StatusActive).
+		WhereGroup(" AND ", func(q *bun.SelectQuery) *bun.SelectQuery {
+			return q.Where("key_hash = ?", h[:]).WhereOr("previous_hash = ? AND previous_valid_until > now()", h[:])
+		}).Limit(1).Scan(ctx)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Principal{}, errUnknownKey
+	}
+	if err != nil {
+		return Principal{}, fmt.Errorf("look up ai key: %w", errors.Join(httpx.ErrUnavailable, err))
+	}
+	p := Principal{KeyID: k.ID, UserID: k.UserID, ExpiresAt: k.ExpiresAt}
+	if string(k.KeyHash) != string(h[:]) {
+		p.ValidUntil = k.PreviousValidUntil
 	}
 	return p, nil
 }
@@ -216,7 +181,6 @@ func (s *Keys) Rotate(ctx context.Context, id, userID int64, grace time.Duration
 	if err != nil {
 		return nil, err
 	}
-	s.bump(ctx)
 	v := view(out)
 	v.Key = text
 	return &v, nil
@@ -243,7 +207,6 @@ func (s *Keys) Revoke(ctx context.Context, id, userID int64) (*View, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.bump(ctx)
 	v := view(out)
 	return &v, nil
 }
@@ -269,9 +232,3 @@ func (s *Keys) ReleaseUser(ctx context.Context, tx bun.IDB, userID int64) error 
 	}
 	return nil
 }
-
-// UserReleased makes the deleted user's keys stale on every replica once the revocation is
-// committed (earlier, a replica could cache the still-visible key again).
-func (s *Keys) UserReleased(ctx context.Context, _ int64) { s.bump(ctx) }
-
-var _ provision.ReleaseNotifier = (*Keys)(nil)

@@ -9,12 +9,12 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/uptrace/bun"
 	"go.uber.org/fx"
 
 	"provisioner/modules/aikeys/migrations"
 	"provisioner/platform/audit"
+	"provisioner/platform/coherent"
 	"provisioner/platform/config"
 	"provisioner/platform/db"
 	"provisioner/platform/httpx"
@@ -23,15 +23,14 @@ import (
 	"provisioner/platform/summary"
 )
 
-// CacheTTL bounds how long a key check is cached in-process (stale at once on revocation).
+// CacheTTL bounds how long a key check is cached in-process (dropped at once on a change).
 const CacheTTL = 30 * time.Second
 
 // Module is everything the aikeys module contributes.
 var Module = fx.Module("aikeys",
 	fx.Provide(
-		func(d *bun.DB, cfg *config.Config, a *audit.Recorder, rc *redis.Client, log *slog.Logger) *Keys {
-			return &Keys{db: d, audit: a, redis: rc, verKey: cfg.Redis.KeyPrefix + ":aikeys:version",
-				maxPerUser: cfg.AiKeys.MaxPerUser, log: log, cache: map[[32]byte]cached{}, cacheTTL: CacheTTL}
+		func(d *bun.DB, cfg *config.Config, a *audit.Recorder, bus *coherent.Bus) *Keys {
+			return NewKeys(d, a, bus, cfg.AiKeys.MaxPerUser)
 		},
 		func(cfg *config.Config) *Upstream {
 			return NewUpstream(cfg.Ai.BaseUrl, cfg.Ai.ApiKey, cfg.Ai.DefaultModel, time.Duration(cfg.Ai.TimeoutSeconds)*time.Second)

@@ -611,3 +611,62 @@ func TestProvisionerSuite(t *testing.T) {
 		},
 	})
 }
+
+// TestMyListIsCoherentAcrossReplicas: the list of one's databases is cached on every replica; each
+// change answered by replica one (create, pause, resume, delete) is in the list replica two
+// serves next, though replica two applies the change feed 150 ms late. A change made without the
+// API (the usage refresher, an operator's SQL) reaches it too.
+func TestMyListIsCoherentAcrossReplicas(t *testing.T) {
+	kv := map[string]any{"Redis:KeyPrefix": "mine" + testutil.RandomSuffix()}
+	one := start(t, kv)
+	two := start(t, kv, apptest.WithFeedLag(150*time.Millisecond))
+	u := one.Register(t)
+	listOnTwo := func() []item {
+		r := two.Do(apptest.Request{Method: http.MethodGet, Path: "/api/me/databases", Token: u.Token, SkipSync: true})
+		require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
+		var items []item
+		r.Decode(t, &items)
+		return items
+	}
+	statusOf := func(items []item, id int64) string {
+		for _, x := range items {
+			if x.ID == id {
+				return x.Status
+			}
+		}
+		return "absent"
+	}
+	settle := func() { // everything applied, and the list cached on replica two
+		require.NoError(t, two.Bus.Sync(context.Background()))
+		listOnTwo()
+	}
+	settle()
+	r := one.Do(apptest.Request{Method: http.MethodPost, Path: "/api/me/databases", Token: u.Token,
+		Body: map[string]any{"engine": "postgres", "name": "coherent"}, SkipSync: true})
+	require.Equal(t, http.StatusCreated, r.Status, string(r.Raw))
+	var it item
+	r.Decode(t, &it)
+	assert.Equal(t, "Active", statusOf(listOnTwo(), it.ID), "created")
+	for _, step := range []struct{ path, status string }{{"pause", "Paused"}, {"resume", "Active"}} {
+		settle()
+		r := one.Do(apptest.Request{Method: http.MethodPost, Path: fmt.Sprintf("/api/me/databases/%d/%s", it.ID, step.path),
+			Token: u.Token, SkipSync: true})
+		require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
+		assert.Equal(t, step.status, statusOf(listOnTwo(), it.ID), step.path)
+	}
+	settle()
+	_, err := one.DB.ExecContext(context.Background(), "UPDATE database_instances SET name = 'renamed by hand' WHERE id = ?", it.ID)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		for _, x := range listOnTwo() {
+			if x.ID == it.ID && x.Name == "renamed by hand" {
+				return true
+			}
+		}
+		return false
+	}, 5*time.Second, 20*time.Millisecond, "a change made in SQL reaches the cache")
+	settle()
+	r = one.Do(apptest.Request{Method: http.MethodDelete, Path: fmt.Sprintf("/api/me/databases/%d", it.ID), Token: u.Token, SkipSync: true})
+	require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
+	assert.Equal(t, "absent", statusOf(listOnTwo(), it.ID), "deleted")
+}

@@ -80,7 +80,7 @@ func (h *Handler) Register(api *httpx.API) {
 	httpx.Register(api, httpx.Authenticated, huma.Operation{OperationID: "listMyDatabases", Method: http.MethodGet,
 		Path: "/api/me/databases", Tags: tags, Summary: "List my databases", Description: "Deleted databases are not listed."},
 		func(ctx context.Context, _ *struct{}) (*httpx.Response[[]Item], error) {
-			items, err := h.svc.List(ctx, authn.FromContext(ctx).UserID)
+			items, err := h.svc.ListMine(ctx, authn.FromContext(ctx).UserID)
 			if err != nil {
 				return nil, err
 			}

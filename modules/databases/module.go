@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"time"
 
 	"github.com/uptrace/bun"
@@ -14,6 +15,7 @@ import (
 
 	"provisioner/modules/databases/migrations"
 	"provisioner/platform/audit"
+	"provisioner/platform/coherent"
 	"provisioner/platform/config"
 	"provisioner/platform/db"
 	"provisioner/platform/httpx"
@@ -55,8 +57,11 @@ func newProvisioner(e *Engines, s *secrets.Sealer, a *audit.Recorder) *Provision
 }
 
 func newService(d *bun.DB, cfg *config.Config, e *Engines, s *secrets.Sealer, a *audit.Recorder,
-	f *provision.Finisher, p *Provisioner, log *slog.Logger) *Service {
-	return &Service{db: d, cfg: cfg, engines: e, sealer: s, audit: a, finisher: f, suspender: p, log: log}
+	f *provision.Finisher, p *Provisioner, log *slog.Logger, bus *coherent.Bus) *Service {
+	return &Service{db: d, cfg: cfg, engines: e, sealer: s, audit: a, finisher: f, suspender: p, log: log,
+		mine: coherent.NewCache(bus, coherent.CacheOptions[int64, []Item]{
+			Table: "database_instances", Tag: func(userID int64, _ []Item) string { return strconv.FormatInt(userID, 10) },
+		})}
 }
 
 func newUsageRefresher(d *bun.DB, cfg *config.Config, e *Engines, a *audit.Recorder, log *slog.Logger) *UsageRefresher {

@@ -13,6 +13,7 @@ import (
 	"github.com/uptrace/bun"
 
 	"provisioner/platform/audit"
+	"provisioner/platform/coherent"
 	"provisioner/platform/config"
 	"provisioner/platform/db"
 	"provisioner/platform/httpx"
@@ -34,6 +35,8 @@ type Service struct {
 	// suspender pauses and resumes: the databases' optional provisioner capability.
 	suspender provision.Suspender
 	log       *slog.Logger
+	// mine caches each user's own list, kept coherent with database_instances on every replica.
+	mine *coherent.Cache[int64, []Item]
 }
 
 // item turns a stored instance into its API view.
@@ -145,6 +148,12 @@ func (s *Service) get(ctx context.Context, db bun.IDB, id, userID int64) (*Insta
 		return nil, fmt.Errorf("load database %d: %w", id, err)
 	}
 	return inst, nil
+}
+
+// ListMine is List for the user's own requests, served from a cache that every change to one of
+// their rows drops on every replica (the list is the hot path of the SPA).
+func (s *Service) ListMine(ctx context.Context, userID int64) ([]Item, error) {
+	return s.mine.Get(ctx, userID, func(ctx context.Context) ([]Item, error) { return s.List(ctx, userID) })
 }
 
 // List returns the user's databases (deleted ones are not listed).

@@ -44,7 +44,8 @@ func TestOpenCreatesTheDatabaseAndMigrationsRoundTrip(t *testing.T) {
 
 	applied, err := m.Up(ctx)
 	require.NoError(t, err)
-	assert.Equal(t, []string{"20260101000000_platform", "20260101000500_widgets"}, applied, "timestamp order across modules")
+	assert.Equal(t, []string{"20260101000000_platform", "20260101000500_widgets", "20261123000000_coherent"}, applied,
+		"timestamp order across modules")
 	_, pending, err := m.Status(ctx)
 	require.NoError(t, err)
 	assert.Empty(t, pending)
@@ -53,14 +54,14 @@ func TestOpenCreatesTheDatabaseAndMigrationsRoundTrip(t *testing.T) {
 
 	rolled, err := m.Down(ctx)
 	require.NoError(t, err)
-	assert.Len(t, rolled, 2)
+	assert.Len(t, rolled, 3)
 	var n int
 	require.NoError(t, bdb.QueryRowContext(ctx, "SELECT count(*) FROM information_schema.tables WHERE table_name IN ('users','widgets','audit_events')").Scan(&n))
 	assert.Zero(t, n, "down removes the tables")
 
 	again, err := m.Up(ctx)
 	require.NoError(t, err)
-	assert.Len(t, again, 2)
+	assert.Len(t, again, 3)
 	require.NoError(t, bdb.QueryRowContext(ctx, "SELECT count(*) FROM information_schema.tables WHERE table_name IN ('users','widgets','audit_events')").Scan(&n))
 	assert.Equal(t, 3, n)
 }

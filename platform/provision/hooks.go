@@ -29,13 +29,6 @@ type UserReleaser interface {
 	ReleaseUser(ctx context.Context, tx bun.IDB, userID int64) error
 }
 
-// ReleaseNotifier is an optional capability of a UserReleaser: UserReleased runs after the
-// deleting transaction committed (e.g. to evict caches on every replica, which must not happen
-// before the change is visible).
-type ReleaseNotifier interface {
-	UserReleased(ctx context.Context, userID int64)
-}
-
 // AsUserReleaser provides a module's UserReleaser to the platform.
 func AsUserReleaser(f any) any {
 	return fx.Annotate(f, fx.As(new(UserReleaser)), fx.ResultTags(`group:"user_releasers"`))

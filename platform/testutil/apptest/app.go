@@ -20,6 +20,7 @@ import (
 	"go.uber.org/fx/fxtest"
 
 	"provisioner/app"
+	"provisioner/platform/coherent"
 	"provisioner/platform/config"
 	"provisioner/platform/httpx"
 	"provisioner/platform/provision"
@@ -42,8 +43,10 @@ type App struct {
 	DB       *bun.DB
 	Finisher *provision.Finisher
 	Redis    *redis.Client
-	Client   *http.Client
-	app      *fxtest.App
+	// Bus is the app's change feed; Do syncs it first, so rows a test wrote directly are seen.
+	Bus    *coherent.Bus
+	Client *http.Client
+	app    *fxtest.App
 }
 
 // Option changes how Start builds the app.
@@ -66,6 +69,12 @@ func With(kv map[string]any) Option {
 
 // WithFx adds fx options (fx.Decorate, fx.Populate, fx.Invoke…).
 func WithFx(opts ...fx.Option) Option { return func(o *options) { o.extra = append(o.extra, opts...) } }
+
+// WithFeedLag makes this app apply the control database's change feed d late: a replica whose
+// listener falls behind (the answer to a write must still imply its effect here).
+func WithFeedLag(d time.Duration) Option {
+	return WithFx(fx.Decorate(func(db *bun.DB) *coherent.Bus { return coherent.New(db, coherent.Options{Lag: d}) }))
+}
 
 // WithFinisher runs the background finisher loop (off by default: tests call RunOnce).
 func WithFinisher() Option { return func(o *options) { o.finisher = true } }
@@ -117,7 +126,7 @@ func Start(t testing.TB, opts ...Option) *App {
 	cfg := buildConfig(t, &o)
 	a := &App{T: t, Cfg: cfg, Client: &http.Client{Timeout: 60 * time.Second,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
-	extra := append([]fx.Option{fx.Populate(&a.DB, &a.Finisher, &a.Redis)}, o.extra...)
+	extra := append([]fx.Option{fx.Populate(&a.DB, &a.Finisher, &a.Redis, &a.Bus)}, o.extra...)
 	a.app = fxtest.New(t, app.Options(cfg, withServerAddr(&a.URL), fx.Options(extra...))...)
 	a.app.RequireStart()
 	t.Cleanup(a.app.RequireStop)
@@ -172,11 +181,22 @@ type Request struct {
 	Body         any
 	Token        string
 	Header       map[string]string
+	// SkipSync sends at once, without first waiting for every replica to apply what was
+	// committed: what the answer shows is then only what the service itself made visible (the
+	// checks that a write's answer implies its effect on every replica use it).
+	SkipSync bool
 }
 
-// Do sends r and decodes the envelope (non-JSON bodies leave Env empty).
+// Do sends r and decodes the envelope (non-JSON bodies leave Env empty). It first waits until
+// every replica has applied what was committed so far (rows the test wrote without the API, the
+// finisher's work), as a client of the API always may.
 func (a *App) Do(r Request) *Resp {
 	a.T.Helper()
+	if !r.SkipSync && a.Bus.Fresh() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		_ = a.Bus.Sync(ctx)
+		cancel()
+	}
 	var body io.Reader
 	switch b := r.Body.(type) {
 	case nil:

@@ -1,0 +1,463 @@
+// Package coherent keeps in-process caches of control-database rows coherent across replicas, so
+// the hot path (the principal of a token, an AI key, a user's own list) costs no network round trip
+// while a change still takes effect on the next request whichever replica serves it.
+//
+// How it holds:
+//
+//   - Change feed. A table that backs a cache carries the trigger coherent_notify (created by the
+//     platform migration), which NOTIFYs "i <table> <key>" for every changed row. PostgreSQL
+//     delivers notifications at commit, in commit order, to every replica's listening connection,
+//     and the Bus hands them to the caches of that table. Nothing in Go has to remember to
+//     invalidate: a write by any code path, or by hand in psql, reaches the caches.
+//   - Freshness. Every replica NOTIFYs a heartbeat every Options.Heartbeat and notes when it sent
+//     it. Receiving its own heartbeat back proves it has applied every change committed before
+//     that send. A replica serves from its caches only while such a proof is younger than
+//     Options.Window / 2 (Fresh); otherwise (listener down, database unreachable, a long pause) it
+//     reads the database, so a lost notification can never make it serve stale data for long.
+//     A lost listening connection empties every cache once the new one is listening.
+//   - Read-your-writes across replicas. Sync NOTIFYs a token and returns once every replica heard
+//     within Window has acknowledged it (each acknowledges after applying everything committed
+//     before the token), or after Window at most: by then a replica that did not acknowledge has
+//     stopped trusting its caches. The HTTP middleware (Middleware) calls Sync before answering
+//     any request that wrote to the control database, so a client that got the answer to a write
+//     reads its effect on every replica.
+//
+// Cost: a cache hit is a map lookup; a write request waits for one NOTIFY round trip (and the
+// acknowledgements of the other replicas, ~1 ms). Without a database listener (tests that build no
+// Bus) caches are bypassed.
+package coherent
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/uptrace/bun"
+	"github.com/uptrace/bun/driver/pgdriver"
+)
+
+// Channel is the NOTIFY channel of the change feed; the trigger function coherent_notify uses it.
+const Channel = "coherent"
+
+// Defaults of Options.
+const (
+	DefaultHeartbeat = 100 * time.Millisecond
+	DefaultWindow    = time.Second
+)
+
+// ErrNotStarted is returned by Sync before Start or after Stop.
+var ErrNotStarted = errors.New("coherent: bus is not running")
+
+// Options configures New.
+type Options struct {
+	// Heartbeat is how often this replica proves its listener is current; default 100 ms.
+	Heartbeat time.Duration
+	// Window bounds how long a Sync waits for a replica that does not acknowledge; caches are
+	// trusted for Window/2 after the last proof. Default 1 s.
+	Window time.Duration
+	// Logger receives listener losses and recoveries; default slog.Default().
+	Logger *slog.Logger
+	// Lag delays the application of every notification (fault injection: a replica whose
+	// listener falls behind); zero in production.
+	Lag time.Duration
+}
+
+// Bus is this replica's end of the change feed. Safe for concurrent use.
+type Bus struct {
+	db   *bun.DB
+	o    Options
+	node string
+	base time.Time
+
+	running   atomic.Bool
+	confirmed atomic.Int64 // mono: send time of the newest own heartbeat received back; 0: none
+	listening atomic.Int64 // mono: when the current listener started listening; 0: not listening
+
+	mu      sync.Mutex
+	members map[string]int64 // node → mono time last heard from
+	sent    map[uint64]int64 // own heartbeat seq → mono send time
+	waits   map[string]*wait
+	tables  map[string][]func(tags []string) // nil tags: everything of the table
+	resets  []func()
+	seq     uint64
+
+	out  chan string
+	ln   atomic.Pointer[pgdriver.Listener]
+	stop chan struct{}
+	wg   sync.WaitGroup
+}
+
+// delayed is a notification held back by Options.Lag.
+type delayed struct {
+	payload string
+	at      time.Time
+}
+
+type wait struct {
+	echoed bool
+	need   map[string]bool
+	acked  map[string]bool
+	done   chan struct{}
+}
+
+// New builds the bus; Start connects it.
+func New(db *bun.DB, o Options) *Bus {
+	if o.Heartbeat <= 0 {
+		o.Heartbeat = DefaultHeartbeat
+	}
+	if o.Window <= 0 {
+		o.Window = DefaultWindow
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	var id [6]byte
+	_, _ = rand.Read(id[:])
+	return &Bus{db: db, o: o, node: hex.EncodeToString(id[:]), base: time.Now(),
+		members: map[string]int64{}, sent: map[uint64]int64{}, waits: map[string]*wait{},
+		tables: map[string][]func([]string){}, out: make(chan string, 1024)}
+}
+
+// Node is this replica's id on the feed.
+func (b *Bus) Node() string { return b.node }
+
+func (b *Bus) mono() int64 { return int64(time.Since(b.base)) }
+
+// Start begins listening and heartbeating; it returns at once (the caches are bypassed until the
+// first heartbeat comes back, a few milliseconds later).
+func (b *Bus) Start() {
+	if b == nil || b.running.Swap(true) {
+		return
+	}
+	b.stop = make(chan struct{})
+	b.wg.Add(2)
+	go b.listen()
+	go b.beat()
+}
+
+// Stop tells the other replicas this one is leaving (so their Syncs stop waiting for it), stops
+// trusting the caches and ends the goroutines.
+func (b *Bus) Stop(ctx context.Context) error {
+	if b == nil || !b.running.Swap(false) {
+		return nil
+	}
+	b.confirmed.Store(0)
+	qctx, cancel := context.WithTimeout(ctx, time.Second)
+	_, _ = b.db.ExecContext(qctx, "SELECT pg_notify(?, ?)", Channel, "q "+b.node)
+	cancel()
+	close(b.stop)
+	if ln := b.ln.Load(); ln != nil {
+		_ = ln.Close()
+	}
+	done := make(chan struct{})
+	go func() { b.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Fresh reports whether this replica may serve from its caches now: it is listening and has
+// received its own heartbeat back within Window/2.
+func (b *Bus) Fresh() bool {
+	if b == nil || !b.running.Load() || b.listening.Load() == 0 {
+		return false
+	}
+	c := b.confirmed.Load()
+	return c != 0 && b.mono()-c < int64(b.o.Window/2)
+}
+
+// subscribe registers the invalidation of a table's entries (nil tags: all of them) and the reset
+// that empties a cache when the listener was lost.
+func (b *Bus) subscribe(table string, inval func(tags []string), reset func()) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.tables[table] = append(b.tables[table], inval)
+	b.resets = append(b.resets, reset)
+}
+
+// Sync returns once every change committed before the call has been applied by every replica that
+// may be serving from its caches: those that acknowledged, and the others because they stopped
+// trusting their caches (at most Window). It fails only when the token cannot be sent.
+func (b *Bus) Sync(ctx context.Context) error {
+	if b == nil || !b.running.Load() {
+		return ErrNotStarted
+	}
+	var t [8]byte
+	_, _ = rand.Read(t[:])
+	tok := hex.EncodeToString(t[:])
+	w := &wait{need: map[string]bool{}, acked: map[string]bool{}, done: make(chan struct{})}
+	b.mu.Lock()
+	b.waits[tok] = w
+	b.mu.Unlock()
+	defer func() {
+		b.mu.Lock()
+		delete(b.waits, tok)
+		b.mu.Unlock()
+	}()
+	if _, err := b.db.ExecContext(ctx, "SELECT pg_notify(?, ?)", Channel, "s "+b.node+" "+tok); err != nil {
+		return err
+	}
+	// Every replica whose last proof was sent before the token committed stops trusting its
+	// caches Window/2 after that proof: waiting Window is enough with room for a pause.
+	timer := time.NewTimer(b.o.Window)
+	defer timer.Stop()
+	select {
+	case <-w.done:
+	case <-timer.C:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return nil
+}
+
+// listen keeps one listening connection and applies what arrives on it, reconnecting with a
+// backoff; each new connection empties the caches once it is listening (changes committed while
+// no connection listened are not delivered).
+func (b *Bus) listen() {
+	defer b.wg.Done()
+	backoff := 50 * time.Millisecond
+	lostLogged := false
+	for {
+		select {
+		case <-b.stop:
+			return
+		default:
+		}
+		ln := pgdriver.NewListener(b.db)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		err := ln.Listen(ctx, Channel)
+		cancel()
+		if err != nil {
+			_ = ln.Close()
+			if !lostLogged {
+				b.o.Logger.Warn("caches bypassed: cannot listen for changes on the control database", "error", err.Error())
+				lostLogged = true
+			}
+			select {
+			case <-b.stop:
+				return
+			case <-time.After(backoff):
+			}
+			backoff = min(backoff*2, 2*time.Second)
+			continue
+		}
+		b.ln.Store(ln)
+		select { // Stop may have run between the check above and the Store
+		case <-b.stop:
+			_ = ln.Close()
+			return
+		default:
+		}
+		b.resetAll()
+		b.listening.Store(b.mono())
+		if lostLogged {
+			b.o.Logger.Info("caches in use again: listening for changes on the control database")
+			lostLogged = false
+		}
+		backoff = 50 * time.Millisecond
+		var lagged chan delayed
+		if b.o.Lag > 0 {
+			lagged = make(chan delayed, 4096)
+			go func() {
+				for d := range lagged {
+					time.Sleep(time.Until(d.at))
+					b.handle(d.payload)
+				}
+			}()
+		}
+		for {
+			_, payload, err := ln.Receive(context.Background())
+			if err != nil {
+				break
+			}
+			if lagged != nil {
+				lagged <- delayed{payload: payload, at: time.Now().Add(b.o.Lag)}
+				continue
+			}
+			b.handle(payload)
+		}
+		if lagged != nil {
+			close(lagged)
+		}
+		b.listening.Store(0)
+		b.confirmed.Store(0)
+		b.ln.Store(nil)
+		_ = ln.Close()
+		select {
+		case <-b.stop:
+			return
+		default:
+		}
+		b.o.Logger.Warn("caches bypassed: the change listener lost its connection; reconnecting")
+		lostLogged = true
+	}
+}
+
+func (b *Bus) resetAll() {
+	b.mu.Lock()
+	resets := append([]func(){}, b.resets...)
+	b.mu.Unlock()
+	for _, r := range resets {
+		r()
+	}
+}
+
+// beat sends the heartbeats and the acknowledgements, on a connection of its own so a busy pool
+// cannot delay them, and restarts a listener that stopped delivering.
+func (b *Bus) beat() {
+	defer b.wg.Done()
+	t := time.NewTicker(b.o.Heartbeat)
+	defer t.Stop()
+	var conn *bun.Conn
+	send := func(payload string) {
+		ctx, cancel := context.WithTimeout(context.Background(), b.o.Window)
+		defer cancel()
+		if conn == nil {
+			c, err := b.db.Conn(ctx)
+			if err != nil {
+				return
+			}
+			conn = &c
+		}
+		if _, err := conn.ExecContext(ctx, "SELECT pg_notify(?, ?)", Channel, payload); err != nil {
+			_ = conn.Close()
+			conn = nil
+		}
+	}
+	defer func() {
+		if conn != nil {
+			_ = conn.Close()
+		}
+	}()
+	for {
+		select {
+		case <-b.stop:
+			return
+		case p := <-b.out:
+			send(p)
+		case <-t.C:
+			b.mu.Lock()
+			b.seq++
+			seq := b.seq
+			b.sent[seq] = b.mono()
+			delete(b.sent, seq-64)
+			b.mu.Unlock()
+			send("h " + b.node + " " + strconv.FormatUint(seq, 10))
+			// A listener whose connection hangs silently delivers nothing; start a new one.
+			if since := b.listening.Load(); since != 0 {
+				last := max(b.confirmed.Load(), since)
+				if b.mono()-last > int64(3*b.o.Window) {
+					if ln := b.ln.Load(); ln != nil {
+						_ = ln.Close()
+					}
+				}
+			}
+		}
+	}
+}
+
+// handle applies one notification: "h node seq" (heartbeat), "i table key" (a changed row),
+// "s node token" (a Sync), "a node token from" (its acknowledgement), "q node" (a replica leaving).
+func (b *Bus) handle(payload string) {
+	f := strings.Fields(payload)
+	if len(f) < 2 {
+		return
+	}
+	now := b.mono()
+	switch f[0] {
+	case "i":
+		b.invalidate(f[1], f[2:])
+	case "h":
+		if len(f) != 3 {
+			return
+		}
+		b.mu.Lock()
+		b.members[f[1]] = now
+		if f[1] == b.node {
+			if seq, err := strconv.ParseUint(f[2], 10, 64); err == nil {
+				if sentAt, ok := b.sent[seq]; ok && sentAt > b.confirmed.Load() {
+					b.confirmed.Store(sentAt)
+				}
+			}
+		}
+		b.mu.Unlock()
+	case "s":
+		if len(f) != 3 {
+			return
+		}
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		b.members[f[1]] = now
+		if f[1] != b.node {
+			select {
+			case b.out <- "a " + f[1] + " " + f[2] + " " + b.node:
+			default: // the sender is stuck; the Sync ends by its timeout
+			}
+			return
+		}
+		w := b.waits[f[2]]
+		if w == nil {
+			return
+		}
+		w.echoed = true
+		for m, heard := range b.members {
+			if m != b.node && now-heard < int64(b.o.Window) && !w.acked[m] {
+				w.need[m] = true
+			}
+		}
+		if len(w.need) == 0 {
+			close(w.done)
+		}
+	case "a":
+		if len(f) != 4 {
+			return
+		}
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		b.members[f[3]] = now
+		if w := b.waits[f[2]]; w != nil && f[1] == b.node {
+			w.ack(f[3])
+		}
+	case "q":
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		delete(b.members, f[1])
+		for _, w := range b.waits {
+			w.ack(f[1])
+		}
+	}
+}
+
+// ack records node's acknowledgement; the wait ends when nothing else is needed.
+func (w *wait) ack(node string) {
+	w.acked[node] = true
+	if !w.echoed || !w.need[node] {
+		return
+	}
+	delete(w.need, node)
+	if len(w.need) == 0 {
+		close(w.done)
+	}
+}
+
+func (b *Bus) invalidate(table string, tags []string) {
+	b.mu.Lock()
+	subs := b.tables[table]
+	b.mu.Unlock()
+	if len(tags) == 1 && tags[0] == "*" {
+		tags = nil
+	}
+	for _, s := range subs {
+		s(tags)
+	}
+}

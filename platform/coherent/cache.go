@@ -1,0 +1,173 @@
+package coherent
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// CacheOptions configures NewCache.
+type CacheOptions[K comparable, V any] struct {
+	// Table is the table whose changes invalidate entries (it must carry the coherent_notify
+	// trigger).
+	Table string
+	// Tag names the row an entry was loaded from, as the trigger of Table names it (the value of
+	// the column given to coherent_notify). A change notified for a tag drops its entries.
+	Tag func(K, V) string
+	// TTL bounds an entry's age whatever happens (default 1 minute).
+	TTL time.Duration
+	// MaxEntries bounds the size; past it, arbitrary entries are dropped (default 100,000).
+	MaxEntries int
+}
+
+// Cache is a read-through cache of values loaded from the control database, kept coherent by the
+// Bus: an entry is served only while the bus is Fresh, and dropped when a change to its row is
+// notified. Safe for concurrent use.
+type Cache[K comparable, V any] struct {
+	bus *Bus
+	o   CacheOptions[K, V]
+
+	mu      sync.RWMutex
+	entries map[K]entry[V]
+	byTag   map[string][]K
+	gen     uint64            // counts invalidations
+	dropped map[string]uint64 // tag → gen at which it was last invalidated (recent ones)
+	all     uint64            // gen of the last drop of everything
+	pruned  time.Time
+}
+
+type entry[V any] struct {
+	v   V
+	tag string
+	at  time.Time
+}
+
+// NewCache registers a cache of o.Table on bus. A nil bus gives a cache that always loads.
+func NewCache[K comparable, V any](bus *Bus, o CacheOptions[K, V]) *Cache[K, V] {
+	if o.TTL <= 0 {
+		o.TTL = time.Minute
+	}
+	if o.MaxEntries <= 0 {
+		o.MaxEntries = 100_000
+	}
+	c := &Cache[K, V]{bus: bus, o: o, entries: map[K]entry[V]{}, byTag: map[string][]K{}, dropped: map[string]uint64{}}
+	if bus != nil {
+		bus.subscribe(o.Table, c.invalidate, c.reset)
+	}
+	return c
+}
+
+// Get returns the value of k: from the cache when the bus is fresh and the entry is younger than
+// the TTL, else from load, whose value is kept if no change to its row was notified while it ran.
+// Errors are returned as is and never cached (so "not found" is always read again).
+func (c *Cache[K, V]) Get(ctx context.Context, k K, load func(context.Context) (V, error)) (V, error) {
+	fresh := c.bus.Fresh()
+	if fresh {
+		c.mu.RLock()
+		e, ok := c.entries[k]
+		c.mu.RUnlock()
+		if ok && time.Since(e.at) < c.o.TTL {
+			return e.v, nil
+		}
+	}
+	c.mu.RLock()
+	g := c.gen
+	c.mu.RUnlock()
+	start := time.Now()
+	v, err := load(ctx)
+	if err != nil || !fresh || time.Since(start) > 5*time.Second {
+		return v, err
+	}
+	tag := c.o.Tag(k, v)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.all > g || c.dropped[tag] > g || !c.bus.Fresh() {
+		return v, nil // its row changed (or the feed lapsed) while it was read: do not keep it
+	}
+	if len(c.entries) >= c.o.MaxEntries {
+		c.evictLocked(c.o.MaxEntries / 10)
+	}
+	old, had := c.entries[k]
+	if had && old.tag != tag {
+		c.untagLocked(old.tag, k)
+	}
+	if !had || old.tag != tag {
+		c.byTag[tag] = append(c.byTag[tag], k)
+	}
+	c.entries[k] = entry[V]{v: v, tag: tag, at: time.Now()}
+	return v, nil
+}
+
+// Len is the number of entries held.
+func (c *Cache[K, V]) Len() int {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return len(c.entries)
+}
+
+func (c *Cache[K, V]) invalidate(tags []string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.gen++
+	if tags == nil {
+		c.dropAllLocked()
+		return
+	}
+	for _, t := range tags {
+		c.dropped[t] = c.gen
+		for _, k := range c.byTag[t] {
+			if e, ok := c.entries[k]; ok && e.tag == t {
+				delete(c.entries, k)
+			}
+		}
+		delete(c.byTag, t)
+	}
+	// Loads finish within seconds (longer ones are not kept): older marks are no longer needed.
+	if time.Since(c.pruned) > 10*time.Second {
+		c.dropped = map[string]uint64{}
+		c.all = c.gen
+		c.pruned = time.Now()
+	}
+}
+
+func (c *Cache[K, V]) reset() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.gen++
+	c.dropAllLocked()
+}
+
+func (c *Cache[K, V]) dropAllLocked() {
+	c.all = c.gen
+	c.entries = map[K]entry[V]{}
+	c.byTag = map[string][]K{}
+	c.dropped = map[string]uint64{}
+	c.pruned = time.Now()
+}
+
+func (c *Cache[K, V]) untagLocked(tag string, k K) {
+	ks := c.byTag[tag]
+	for i, x := range ks {
+		if x == k {
+			ks[i] = ks[len(ks)-1]
+			ks = ks[:len(ks)-1]
+			break
+		}
+	}
+	if len(ks) == 0 {
+		delete(c.byTag, tag)
+	} else {
+		c.byTag[tag] = ks
+	}
+}
+
+func (c *Cache[K, V]) evictLocked(n int) {
+	for k, e := range c.entries {
+		if n <= 0 {
+			return
+		}
+		delete(c.entries, k)
+		c.untagLocked(e.tag, k)
+		n--
+	}
+}
