@@ -17,6 +17,17 @@
 // register, forgot-password, password reveal) alike, so a Redis outage neither opens the login
 // brute-force door nor locks users out.
 //
+// Shares: a limit of at least 32 hits per window (PerIp, PerUser, AiGenerate at their defaults)
+// is not counted in Redis hit by hit. A replica takes a share of the window's hits in one round
+// trip (a Lua script: never more than what is left of the limit, a sixteenth of it at most, 256 at
+// most) and spends it in process; once less than 32 hits are known to be left, hits are counted in
+// Redis one by one again. So replicas together never admit more than the limit in a window, the
+// hot path costs a Redis round trip once per share, and a replica may refuse up to one share's
+// worth early when a client's traffic moves to another replica in the middle of a window (the
+// other replica's unspent share is counted). Smaller limits (Login, Register, ForgotPassword,
+// PasswordReveal) are always counted hit by hit. X-RateLimit-Remaining counts shares taken by
+// other replicas as spent.
+//
 // Response headers (Middleware, SetHeaders, WriteHeaders) describe the tightest limit applied to
 // the request, the one with the fewest remaining hits: X-RateLimit-Limit, X-RateLimit-Remaining,
 // X-RateLimit-Reset (seconds until the window resets, not a timestamp), and the IETF draft pair
@@ -139,6 +150,39 @@ func ceilSeconds(d time.Duration) int {
 	return int((d + time.Second - 1) / time.Second)
 }
 
+// Shares of a window (see the package documentation).
+const (
+	shareDivisor = 16  // a share is at most this fraction of what is left of the limit
+	maxShare     = 256 // and at most this many hits
+	minShare     = 2   // smaller shares are not taken: hits are counted one by one
+)
+
+// shareScript takes up to ARGV[1] hits of a limit of ARGV[2] for a window of ARGV[3] ms, never
+// more than what is left; it counts one hit when nothing is left (a refused hit counts, as in
+// ulule's store, whose key layout and window it shares). It returns the hits granted, the count
+// after the call and the window's remaining milliseconds.
+var shareScript = redis.NewScript(`
+local c = tonumber(redis.call("get", KEYS[1]) or "0")
+local grant = tonumber(ARGV[2]) - c
+if grant > tonumber(ARGV[1]) then grant = tonumber(ARGV[1]) end
+if grant < 0 then grant = 0 end
+local inc = grant
+if inc == 0 then inc = 1 end
+local n = redis.call("incrby", KEYS[1], inc)
+if n == inc then redis.call("pexpire", KEYS[1], ARGV[3]) end
+return {grant, n, redis.call("pttl", KEYS[1])}
+`)
+
+// share is this replica's unspent share of one window of one limit for one key.
+type share struct {
+	mu        sync.Mutex
+	left      int64     // hits of the share not spent yet
+	count     int64     // the shared count after the share was taken (every replica's hits and shares)
+	end       time.Time // end of the window
+	last      int64     // size of the last share granted
+	refilling bool      // a background fetch of the next share is under way
+}
+
 // storeRef boxes the Redis store for atomic.Pointer.
 type storeRef struct{ limiter.Store }
 
@@ -153,6 +197,9 @@ type Limiter struct {
 	downUntil atomic.Int64             // unix nanos before which Redis is not tried; 0 when up
 	downAt    atomic.Int64             // unix nanos of the last Redis failure
 	down      atomic.Bool              // Redis is considered down (for the logged transitions)
+
+	shares    sync.Map     // "<name>:<key>" → *share
+	nextSweep atomic.Int64 // unix nanos after which ended shares are dropped
 }
 
 // New parses the rates; it never contacts Redis, so it never fails because Redis is down.
@@ -275,8 +322,127 @@ func (l *Limiter) do(ctx context.Context, verb, name string, op func(limiter.Sto
 // Take counts one hit of the named limit for key and reports the state. An unknown name is an
 // error; an unreachable Redis is not (see the package documentation).
 func (l *Limiter) Take(ctx context.Context, name, key string) (Result, error) {
+	if rate, ok := l.rates[name]; ok && rate.Limit/shareDivisor >= minShare {
+		if r, ok := l.takeShared(ctx, name, key, rate); ok {
+			return r, nil
+		}
+	}
 	return l.do(ctx, "take", name, func(s limiter.Store, r limiter.Rate) (limiter.Context, error) {
 		return s.Get(ctx, name+":"+key, r)
+	})
+}
+
+// takeShared spends one hit of this replica's share of the window, taking a new share from Redis
+// when it is spent; ok is false when the hit must be counted one by one instead (few hits left,
+// Redis not in use or failing). When a quarter of the share is left, the next one is fetched in
+// the background, so a steady stream of hits does not wait for Redis.
+func (l *Limiter) takeShared(ctx context.Context, name, key string, rate limiter.Rate) (Result, bool) {
+	id := name + ":" + key
+	v, found := l.shares.Load(id)
+	if !found {
+		v, _ = l.shares.LoadOrStore(id, &share{})
+	}
+	sh := v.(*share)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	now := time.Now()
+	if !now.Before(sh.end) {
+		sh.left, sh.count, sh.last = 0, 0, 0
+		l.sweep(now)
+	}
+	if sh.left > 0 {
+		sh.left--
+		if n := l.shareSize(rate, sh.count); !sh.refilling && sh.left <= sh.last/4 && n >= minShare && time.Until(sh.end) > rate.Period/8 {
+			sh.refilling = true
+			go l.refill(id, sh, n, rate)
+		}
+		return sh.result(name, rate, false), true
+	}
+	n := l.shareSize(rate, sh.count)
+	if n < minShare || l.o.Redis == nil {
+		return Result{}, false
+	}
+	if _, isRedis := l.store(); !isRedis {
+		return Result{}, false
+	}
+	if !l.fetchShare(ctx, id, sh, n, rate) {
+		return Result{}, false
+	}
+	if sh.left == 0 {
+		return sh.result(name, rate, true), true
+	}
+	sh.left--
+	return sh.result(name, rate, false), true
+}
+
+// shareSize is the size of the next share given the last known count (below minShare: none).
+func (l *Limiter) shareSize(rate limiter.Rate, count int64) int64 {
+	return min(maxShare, (rate.Limit-count)/shareDivisor)
+}
+
+// refill fetches the next share in the background.
+func (l *Limiter) refill(id string, sh *share, n int64, rate limiter.Rate) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	defer func() { sh.refilling = false }()
+	if _, isRedis := l.store(); isRedis {
+		l.fetchShare(ctx, id, sh, n, rate)
+	}
+}
+
+// fetchShare takes up to n hits from Redis into sh (sh.mu held); false when Redis failed.
+func (l *Limiter) fetchShare(ctx context.Context, id string, sh *share, n int64, rate limiter.Rate) bool {
+	start := time.Now()
+	out, err := shareScript.Run(ctx, l.o.Redis, []string{l.o.Prefix + ":" + id}, n, rate.Limit, rate.Period.Milliseconds()).Int64Slice()
+	if err != nil || len(out) != 3 {
+		if err != nil && ctx.Err() == nil {
+			l.markDown(err)
+		}
+		return false
+	}
+	l.markUp(start.UnixNano())
+	granted, count, ttl := out[0], out[1], time.Duration(out[2])*time.Millisecond
+	if ttl <= 0 {
+		ttl = rate.Period
+	}
+	end := start.Add(ttl)
+	if !start.Before(sh.end) || end.After(sh.end.Add(rate.Period/2)) {
+		sh.left, sh.count = 0, 0 // a new window: what was left of the old one is void
+	}
+	sh.left += granted
+	sh.count, sh.end = max(sh.count, count), end
+	if granted > 0 {
+		sh.last = granted
+	}
+	return true
+}
+
+func (sh *share) result(name string, rate limiter.Rate, reached bool) Result {
+	remaining := max(0, rate.Limit-sh.count+sh.left)
+	if reached {
+		remaining = 0
+	}
+	return Result{Name: name, Limit: rate.Limit, Remaining: remaining, Reached: reached, Period: rate.Period,
+		Reset: time.Unix(sh.end.Unix()+1, 0)} // rounded up to the second, like the hit-by-hit path
+}
+
+// sweep drops the shares of ended windows, at most once a minute.
+func (l *Limiter) sweep(now time.Time) {
+	next := l.nextSweep.Load()
+	if now.UnixNano() < next || !l.nextSweep.CompareAndSwap(next, now.Add(time.Minute).UnixNano()) {
+		return
+	}
+	go l.shares.Range(func(k, v any) bool {
+		sh := v.(*share)
+		if sh.mu.TryLock() {
+			if time.Now().After(sh.end) {
+				l.shares.Delete(k)
+			}
+			sh.mu.Unlock()
+		}
+		return true
 	})
 }
 
@@ -287,9 +453,10 @@ func (l *Limiter) Peek(ctx context.Context, name, key string) (Result, error) {
 	})
 }
 
-// Reset clears the named limit for key (e.g. after a successful login), in Redis and in the
-// in-process fallback.
+// Reset clears the named limit for key (e.g. after a successful login), in Redis, in the
+// in-process fallback and this replica's share.
 func (l *Limiter) Reset(ctx context.Context, name, key string) error {
+	l.shares.Delete(name + ":" + key)
 	_, err := l.do(ctx, "reset", name, func(s limiter.Store, r limiter.Rate) (limiter.Context, error) {
 		if s != l.memory {
 			if _, err := l.memory.Reset(ctx, name+":"+key, r); err != nil {
