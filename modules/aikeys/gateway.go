@@ -128,18 +128,20 @@ func (u *Upstream) Generate(ctx context.Context, in GenerateInput) (*Generation,
 	if model == "" {
 		model = u.model
 	}
-	msgs := []map[string]string{}
+	type message struct {
+		Role    string `json:"role"`
+		Content string `json:"content"`
+	}
+	req := struct {
+		Model       string    `json:"model"`
+		Messages    []message `json:"messages"`
+		MaxTokens   *int      `json:"max_tokens,omitempty"`
+		Temperature *float64  `json:"temperature,omitempty"`
+	}{Model: model, Messages: make([]message, 0, 2), MaxTokens: in.MaxTokens, Temperature: in.Temperature}
 	if in.System != "" {
-		msgs = append(msgs, map[string]string{"role": "system", "content": in.System})
+		req.Messages = append(req.Messages, message{Role: "system", Content: in.System})
 	}
-	msgs = append(msgs, map[string]string{"role": "user", "content": in.Prompt})
-	req := map[string]any{"model": model, "messages": msgs}
-	if in.MaxTokens != nil {
-		req["max_tokens"] = *in.MaxTokens
-	}
-	if in.Temperature != nil {
-		req["temperature"] = *in.Temperature
-	}
+	req.Messages = append(req.Messages, message{Role: "user", Content: in.Prompt})
 	body, _ := json.Marshal(req)
 	status, data, err := u.postFast(body)
 	if err != nil {
