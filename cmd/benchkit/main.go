@@ -3,8 +3,11 @@
 //
 //	benchkit baseline -addr 127.0.0.1:7001   a bare Fiber JSON handler (GET /)
 //	benchkit upstream -addr 127.0.0.1:7002   a fake OpenAI-compatible upstream (POST /chat/completions)
+//	benchkit proxy -addr … -upstream URL     a bare Fiber handler relaying POST /gen to the upstream with
+//	                                         fasthttp's client: the floor of any gateway's added latency
 //	benchkit hash                            median of one in-process argon2id hash (OWASP parameters), ms
-//	benchkit limiter -redis URL              median of one rate-limit check against Redis, µs
+//	benchkit limiter -redis URL -rate R      median of one rate-limit check against Redis, µs (a large
+//	                                         rate is taken in shares; a small one is counted hit by hit)
 package main
 
 import (
@@ -18,6 +21,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/redis/go-redis/v9"
+	"github.com/valyala/fasthttp"
 
 	"provisioner/platform/ratelimit"
 	"provisioner/platform/secrets"
@@ -30,6 +34,8 @@ func main() {
 	fs := flag.NewFlagSet(os.Args[1], flag.ExitOnError)
 	addr := fs.String("addr", "127.0.0.1:7001", "listen address")
 	redisURL := fs.String("redis", "redis://127.0.0.1:6379/0", "Redis URL")
+	upstream := fs.String("upstream", "http://127.0.0.1:7002/chat/completions", "proxy: the URL relayed to")
+	rate := fs.String("rate", "1000000000-M", "limiter: the rate measured")
 	_ = fs.Parse(os.Args[2:])
 	switch os.Args[1] {
 	case "baseline":
@@ -43,6 +49,24 @@ func main() {
 		app.Post("/chat/completions", func(c *fiber.Ctx) error {
 			c.Set("Content-Type", "application/json")
 			return c.SendString(`{"id":"chatcmpl-1","object":"chat.completion","model":"fake-model","choices":[{"index":0,"message":{"role":"assistant","content":"Hello there"},"finish_reason":"stop"}],"usage":{"prompt_tokens":11,"completion_tokens":2,"total_tokens":13}}`)
+		})
+		log.Fatal(app.Listen(*addr))
+	case "proxy":
+		client := &fasthttp.Client{MaxConnsPerHost: 512}
+		app := fiber.New(fiber.Config{DisableStartupMessage: true})
+		app.Post("/gen", func(c *fiber.Ctx) error {
+			req, res := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+			defer fasthttp.ReleaseRequest(req)
+			defer fasthttp.ReleaseResponse(res)
+			req.SetRequestURI(*upstream)
+			req.Header.SetMethod(fiber.MethodPost)
+			req.Header.SetContentType(fiber.MIMEApplicationJSON)
+			req.SetBody(c.Body())
+			if err := client.Do(req, res); err != nil {
+				return err
+			}
+			c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
+			return c.Send(res.Body())
 		})
 		log.Fatal(app.Listen(*addr))
 	case "hash":
@@ -63,7 +87,7 @@ func main() {
 		}
 		rc := redis.NewClient(opts)
 		l, err := ratelimit.New(ratelimit.Options{Redis: rc, Prefix: fmt.Sprintf("benchkit%d", time.Now().UnixNano()),
-			Rates: map[string]string{"B": "1000000000-M"}})
+			Rates: map[string]string{"B": *rate}})
 		if err != nil {
 			log.Fatal(err)
 		}
