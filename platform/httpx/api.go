@@ -131,7 +131,14 @@ func newAPI(app *fiber.App, title, version string, guard Guard) *API {
 	cfg.CreateHooks = nil // no $schema fields or Link headers in responses
 	cfg.Info.Description = "Resource provisioning service: sign up, then provision PostgreSQL/MySQL " +
 		"databases, DNS records, workflow-automation accounts and AI API keys. Every response is the " +
-		"envelope `{success, message, data}`; errors add `errors` for validation failures."
+		"envelope `{success, message, data}`; errors add `errors` for validation failures.\n\n" +
+		"Rate limits: every response carries `X-RateLimit-Limit`, `X-RateLimit-Remaining`, " +
+		"`X-RateLimit-Reset` (seconds) and the IETF draft's `RateLimit-Policy`/`RateLimit` for the " +
+		"tightest limit that applied; a 429 adds `Retry-After`. Limits are shared by every instance of " +
+		"the service; for the per-IP and per-user limits, `Remaining` counts hits another instance " +
+		"has reserved as spent.\n\n" +
+		"Consistency: once a request that changed something has been answered, every later request " +
+		"sees the change, whichever instance serves it (a revoked key or a demoted role is refused at once)."
 	cfg.Components.SecuritySchemes = map[string]*huma.SecurityScheme{
 		SchemeBearer: {Type: "http", Scheme: "bearer", BearerFormat: "JWT",
 			Description: "Access token from /api/auth/login, /api/auth/register or the OAuth callback."},
