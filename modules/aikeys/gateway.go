@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -201,7 +202,7 @@ func (p *Passthrough) Handle(c *fiber.Ctx) error {
 		}
 		return openAIError(c, http.StatusUnauthorized, "invalid_request_error", "invalid_api_key", "Invalid, revoked or expired API key")
 	}
-	r, err := p.limiter.Enforce(ctx, "AiGenerate", fmt.Sprint(key.KeyID))
+	r, err := p.limiter.Enforce(ctx, "AiGenerate", strconv.FormatInt(key.KeyID, 10))
 	if r.Limit > 0 {
 		ratelimit.SetHeaders(c, r)
 	}

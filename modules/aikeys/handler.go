@@ -3,8 +3,8 @@ package aikeys
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -61,7 +61,7 @@ func (h *Handler) requireKey(api huma.API) func(huma.Context, func(huma.Context)
 		p, err := h.keys.Authenticate(ctx.Context(), ctx.Header("X-API-Key"))
 		if err == nil {
 			var r ratelimit.Result
-			r, err = h.limiter.Enforce(ctx.Context(), "AiGenerate", fmt.Sprint(p.KeyID))
+			r, err = h.limiter.Enforce(ctx.Context(), "AiGenerate", strconv.FormatInt(p.KeyID, 10))
 			if r.Limit > 0 {
 				ratelimit.SetHeaders(humafiber.Unwrap(ctx), r)
 			}

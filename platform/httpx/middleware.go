@@ -215,6 +215,9 @@ func accessLog(log *slog.Logger, m *Metrics, errorHandler fiber.ErrorHandler) fi
 		if status >= 500 {
 			level = slog.LevelError
 		}
+		if !log.Enabled(c.UserContext(), level) {
+			return nil
+		}
 		log.LogAttrs(c.UserContext(), level, "request",
 			slog.String("requestId", fmt.Sprint(c.Locals(requestIDKey))),
 			slog.String("method", c.Method()),
