@@ -90,8 +90,10 @@ func openDB(lc fx.Lifecycle, cfg *config.Config) (*bun.DB, error) {
 	return bdb, nil
 }
 
-func newBus(d *bun.DB, log *slog.Logger) *coherent.Bus {
-	return coherent.New(d, coherent.Options{Logger: log})
+func newBus(d *bun.DB, log *slog.Logger, reg *prometheus.Registry) *coherent.Bus {
+	b := coherent.New(d, coherent.Options{Logger: log})
+	reg.MustRegister(b.Collector())
+	return b
 }
 
 func startBus(lc fx.Lifecycle, b *coherent.Bus) {

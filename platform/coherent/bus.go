@@ -86,6 +86,7 @@ type Bus struct {
 	waits   map[string]*wait
 	tables  map[string][]func(tags []string) // nil tags: everything of the table
 	resets  []func()
+	caches  []stats
 	seq     uint64
 
 	out  chan string
@@ -176,13 +177,14 @@ func (b *Bus) Fresh() bool {
 	return c != 0 && b.mono()-c < int64(b.o.Window/2)
 }
 
-// subscribe registers the invalidation of a table's entries (nil tags: all of them) and the reset
-// that empties a cache when the listener was lost.
-func (b *Bus) subscribe(table string, inval func(tags []string), reset func()) {
+// subscribe registers a cache: the invalidation of its table's entries (nil tags: all of them),
+// the reset that empties it when the listener was lost, and its statistics.
+func (b *Bus) subscribe(table string, inval func(tags []string), reset func(), s stats) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.tables[table] = append(b.tables[table], inval)
 	b.resets = append(b.resets, reset)
+	b.caches = append(b.caches, s)
 }
 
 // Sync returns once every change committed before the call has been applied by every replica that

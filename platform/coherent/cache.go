@@ -34,6 +34,7 @@ type Cache[K comparable, V any] struct {
 	dropped map[string]uint64 // tag → gen at which it was last invalidated (recent ones)
 	all     uint64            // gen of the last drop of everything
 	pruned  time.Time
+	n       counts
 }
 
 type entry[V any] struct {
@@ -52,7 +53,7 @@ func NewCache[K comparable, V any](bus *Bus, o CacheOptions[K, V]) *Cache[K, V] 
 	}
 	c := &Cache[K, V]{bus: bus, o: o, entries: map[K]entry[V]{}, byTag: map[string][]K{}, dropped: map[string]uint64{}}
 	if bus != nil {
-		bus.subscribe(o.Table, c.invalidate, c.reset)
+		bus.subscribe(o.Table, c.invalidate, c.reset, c)
 	}
 	return c
 }
@@ -67,8 +68,12 @@ func (c *Cache[K, V]) Get(ctx context.Context, k K, load func(context.Context) (
 		e, ok := c.entries[k]
 		c.mu.RUnlock()
 		if ok && time.Since(e.at) < c.o.TTL {
+			c.n.hit.Add(1)
 			return e.v, nil
 		}
+		c.n.miss.Add(1)
+	} else {
+		c.n.bypass.Add(1)
 	}
 	c.mu.RLock()
 	g := c.gen
@@ -104,6 +109,10 @@ func (c *Cache[K, V]) Len() int {
 	defer c.mu.RUnlock()
 	return len(c.entries)
 }
+
+func (c *Cache[K, V]) table() string     { return c.o.Table }
+func (c *Cache[K, V]) len() int          { return c.Len() }
+func (c *Cache[K, V]) counters() *counts { return &c.n }
 
 func (c *Cache[K, V]) invalidate(tags []string) {
 	c.mu.Lock()

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/uptrace/bun"
@@ -298,4 +299,31 @@ func TestWriteHookMarksWritesOnly(t *testing.T) {
 			assert.Equal(t, c.wrote, m.Load())
 		})
 	}
+}
+
+func TestMetricsCountHitsMissesAndFreshness(t *testing.T) {
+	schema(t)
+	r := startReplica(t)
+	owner := newOwner()
+	for range 4 {
+		r.names(t, owner)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(r.bus.Collector())
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	got := map[string]float64{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			name := mf.GetName()
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "result" {
+					name += ":" + l.GetValue()
+				}
+			}
+			got[name] = m.GetGauge().GetValue() + m.GetCounter().GetValue()
+		}
+	}
+	assert.Equal(t, map[string]float64{"coherent_fresh": 1, "coherent_cache_entries": 1,
+		"coherent_cache_lookups_total:hit": 3, "coherent_cache_lookups_total:miss": 1, "coherent_cache_lookups_total:bypass": 0}, got)
 }

@@ -59,7 +59,9 @@ func Middleware(bus *Bus) fiber.Handler {
 		c.SetUserContext(ctx)
 		err := c.Next()
 		if wrote.Load() && bus != nil {
-			_ = bus.Sync(context.WithoutCancel(ctx))
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*bus.o.Window)
+			_ = bus.Sync(sctx)
+			cancel()
 		}
 		return err
 	}
