@@ -327,3 +327,29 @@ func TestMetricsCountHitsMissesAndFreshness(t *testing.T) {
 	assert.Equal(t, map[string]float64{"coherent_fresh": 1, "coherent_cache_entries": 1,
 		"coherent_cache_lookups_total:hit": 3, "coherent_cache_lookups_total:miss": 1, "coherent_cache_lookups_total:bypass": 0}, got)
 }
+
+// BenchmarkSync is what a request that wrote pays before its answer leaves: alone, and with a
+// second replica to acknowledge.
+func BenchmarkSync(b *testing.B) {
+	for _, n := range []int{1, 2} {
+		b.Run(fmt.Sprintf("replicas=%d", n), func(b *testing.B) {
+			var buses []*coherent.Bus
+			for range n {
+				d, err := db.Open(context.Background(), testutil.PackageDatabase(b))
+				require.NoError(b, err)
+				bus := coherent.New(d, coherent.Options{})
+				bus.Start()
+				buses = append(buses, bus)
+				defer func() { _ = bus.Stop(context.Background()); _ = d.Close() }()
+			}
+			require.Eventually(b, func() bool { return buses[0].Fresh() && buses[n-1].Fresh() }, 5*time.Second, time.Millisecond)
+			ctx := context.Background()
+			b.ResetTimer()
+			for range b.N {
+				if err := buses[0].Sync(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
