@@ -353,6 +353,13 @@ func (b *Bus) beat() {
 			seq := b.seq
 			b.sent[seq] = b.mono()
 			delete(b.sent, seq-64)
+			if seq%64 == 0 { // forget replicas not heard from for long (restarted, scaled down)
+				for m, heard := range b.members {
+					if b.mono()-heard > int64(10*b.o.Window) {
+						delete(b.members, m)
+					}
+				}
+			}
 			b.mu.Unlock()
 			send("h " + b.node + " " + strconv.FormatUint(seq, 10))
 			// A listener whose connection hangs silently delivers nothing; start a new one.
