@@ -26,7 +26,9 @@
 // worth early when a client's traffic moves to another replica in the middle of a window (the
 // other replica's unspent share is counted). Smaller limits (Login, Register, ForgotPassword,
 // PasswordReveal) are always counted hit by hit. X-RateLimit-Remaining counts shares taken by
-// other replicas as spent.
+// other replicas as spent. The next share is fetched in the background when a quarter of the
+// current one is left. While Redis is down, a share already held is spent, and further hits go to
+// the in-process store as above.
 //
 // Response headers (Middleware, SetHeaders, WriteHeaders) describe the tightest limit applied to
 // the request, the one with the fewest remaining hits: X-RateLimit-Limit, X-RateLimit-Remaining,
