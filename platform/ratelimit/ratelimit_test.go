@@ -687,3 +687,42 @@ func TestSharesEndWithTheWindow(t *testing.T) {
 	require.NoError(t, err)
 	assert.False(t, r.Reached, "a new window")
 }
+
+// TestSharesAcrossARedisOutage: a large limit keeps admitting without errors while Redis is cut
+// (the share held, then the in-process store), still refuses past the limit, and takes its shares
+// from Redis again once it is back.
+func TestSharesAcrossARedisOutage(t *testing.T) {
+	opts, err := redis.ParseURL(testutil.RedisURL())
+	require.NoError(t, err)
+	proxy := testutil.StartProxy(t, opts.Addr)
+	rc, _ := redisClient(t, proxy.Addr)
+	direct, _ := redisClient(t, "")
+	prefix := uniquePrefix(t)
+	l, err := ratelimit.New(ratelimit.Options{Redis: rc, Prefix: prefix, Rates: map[string]string{"Big": "100-M"},
+		RetryEvery: 200 * time.Millisecond, Logger: slog.New(&logCounter{})})
+	require.NoError(t, err)
+	ctx := context.Background()
+	take := func(key string) ratelimit.Result {
+		r, err := l.Take(ctx, "Big", key)
+		require.NoError(t, err)
+		return r
+	}
+	require.False(t, take("a").Reached)
+
+	proxy.Cut()
+	admitted := 1
+	for range 150 {
+		if !take("a").Reached {
+			admitted++
+		}
+	}
+	assert.LessOrEqual(t, admitted, 100+6, "the limit applies during the outage (in process, plus the share held)")
+	assert.GreaterOrEqual(t, admitted, 100)
+
+	proxy.Restore()
+	require.Eventually(t, func() bool {
+		take("b")
+		n, _ := direct.Exists(ctx, prefix+":Big:b").Result()
+		return n == 1
+	}, 5*time.Second, 50*time.Millisecond, "shares come from Redis again")
+}
