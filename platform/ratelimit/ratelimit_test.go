@@ -509,14 +509,8 @@ func TestRedisOutageMidRunFallsBackAndRecovers(t *testing.T) {
 }
 
 func TestConcurrentTakesAcrossAnOutage(t *testing.T) {
-	opts, err := redis.ParseURL(testutil.RedisURL())
-	require.NoError(t, err)
-	proxy := testutil.StartProxy(t, opts.Addr)
-	rc, _ := redisClient(t, proxy.Addr)
-	prefix := uniquePrefix(t)
-	l, err := ratelimit.New(ratelimit.Options{Redis: rc, Prefix: prefix, Rates: map[string]string{"Big": "1000000-M"},
-		RetryEvery: 50 * time.Millisecond, Logger: slog.New(&logCounter{})})
-	require.NoError(t, err)
+	rc, proxy := proxiedRedis(t)
+	l := sharedLimiter(t, rc, uniquePrefix(t), "1000000-M")
 	ctx := context.Background()
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -587,12 +581,23 @@ func benchTake(b *testing.B, l *ratelimit.Limiter) {
 	})
 }
 
+// sharedLimiter is a limiter of one limit "Big" at rate on rc, retrying a failed Redis after 50 ms.
 func sharedLimiter(t *testing.T, rc *redis.Client, prefix, rate string) *ratelimit.Limiter {
 	t.Helper()
 	l, err := ratelimit.New(ratelimit.Options{Redis: rc, Prefix: prefix, Rates: map[string]string{"Big": rate},
-		Logger: slog.New(&logCounter{})})
+		RetryEvery: 50 * time.Millisecond, Logger: slog.New(&logCounter{})})
 	require.NoError(t, err)
 	return l
+}
+
+// proxiedRedis is a client of the test Redis through a TCP proxy the test can cut.
+func proxiedRedis(t *testing.T) (*redis.Client, *testutil.TCPProxy) {
+	t.Helper()
+	opts, err := redis.ParseURL(testutil.RedisURL())
+	require.NoError(t, err)
+	proxy := testutil.StartProxy(t, opts.Addr)
+	rc, _ := redisClient(t, proxy.Addr)
+	return rc, proxy
 }
 
 // TestLargeLimitsCostAFewRoundTrips: a limit of 1000 hits a minute is taken from Redis in shares:
@@ -692,15 +697,10 @@ func TestSharesEndWithTheWindow(t *testing.T) {
 // (the share held, then the in-process store), still refuses past the limit, and takes its shares
 // from Redis again once it is back.
 func TestSharesAcrossARedisOutage(t *testing.T) {
-	opts, err := redis.ParseURL(testutil.RedisURL())
-	require.NoError(t, err)
-	proxy := testutil.StartProxy(t, opts.Addr)
-	rc, _ := redisClient(t, proxy.Addr)
+	rc, proxy := proxiedRedis(t)
 	direct, _ := redisClient(t, "")
 	prefix := uniquePrefix(t)
-	l, err := ratelimit.New(ratelimit.Options{Redis: rc, Prefix: prefix, Rates: map[string]string{"Big": "100-M"},
-		RetryEvery: 200 * time.Millisecond, Logger: slog.New(&logCounter{})})
-	require.NoError(t, err)
+	l := sharedLimiter(t, rc, prefix, "100-M")
 	ctx := context.Background()
 	take := func(key string) ratelimit.Result {
 		r, err := l.Take(ctx, "Big", key)
