@@ -1,5 +1,5 @@
-DROP TRIGGER IF EXISTS users_coherent_truncate ON users;
-DROP TRIGGER IF EXISTS users_coherent_update ON users;
-DROP TRIGGER IF EXISTS users_coherent ON users;
+SELECT coherent_unwatch('users');
+DROP FUNCTION IF EXISTS coherent_unwatch(regclass);
+DROP FUNCTION IF EXISTS coherent_watch(regclass, text, text[]);
 DROP FUNCTION IF EXISTS coherent_notify_all();
 DROP FUNCTION IF EXISTS coherent_notify();

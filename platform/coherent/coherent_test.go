@@ -45,9 +45,7 @@ func schema(t *testing.T) *bun.DB {
 	require.NoError(t, err)
 	_, err = d.ExecContext(ctx, `
 		CREATE TABLE IF NOT EXISTS widgets (id bigserial PRIMARY KEY, owner bigint NOT NULL, name text NOT NULL);
-		DROP TRIGGER IF EXISTS widgets_coherent ON widgets;
-		CREATE TRIGGER widgets_coherent AFTER INSERT OR UPDATE OR DELETE ON widgets
-			FOR EACH ROW EXECUTE FUNCTION coherent_notify('owner');`)
+		SELECT coherent_watch('widgets', 'owner');`)
 	require.NoError(t, err)
 	return d
 }
@@ -352,4 +350,42 @@ func BenchmarkSync(b *testing.B) {
 			}
 		})
 	}
+}
+
+// TestOnlyWatchedColumnsInvalidate: a table watched on some columns (as ai_keys is, not on its usage
+// counters) keeps its entries when another column changes, and drops them when a watched one does.
+func TestOnlyWatchedColumnsInvalidate(t *testing.T) {
+	d := schema(t)
+	ctx := context.Background()
+	_, err := d.ExecContext(ctx, `
+		CREATE TABLE IF NOT EXISTS gadgets (id bigserial PRIMARY KEY, name text NOT NULL, uses bigint NOT NULL DEFAULT 0);
+		SELECT coherent_watch('gadgets', 'id', ARRAY['name']);`)
+	require.NoError(t, err)
+	var id int64
+	require.NoError(t, d.QueryRowContext(ctx, "INSERT INTO gadgets (name) VALUES ('old') RETURNING id").Scan(&id))
+	r := startReplicaOn(t, open(t))
+	gadgets := coherent.NewCache(r.bus, coherent.CacheOptions[int64, string]{
+		Table: "gadgets", Tag: func(id int64, _ string) string { return fmt.Sprint(id) },
+	})
+	loads := 0
+	name := func() string {
+		v, err := gadgets.Get(ctx, id, func(ctx context.Context) (string, error) {
+			loads++
+			var n string
+			return n, r.db.QueryRowContext(ctx, "SELECT name FROM gadgets WHERE id = ?", id).Scan(&n)
+		})
+		require.NoError(t, err)
+		return v
+	}
+	require.Equal(t, "old", name())
+	_, err = d.ExecContext(ctx, "UPDATE gadgets SET uses = uses + 1 WHERE id = ?", id)
+	require.NoError(t, err)
+	require.NoError(t, r.bus.Sync(ctx))
+	assert.Equal(t, "old", name())
+	assert.Equal(t, 1, loads, "an unwatched column changed: still cached")
+	_, err = d.ExecContext(ctx, "UPDATE gadgets SET name = 'new' WHERE id = ?", id)
+	require.NoError(t, err)
+	require.NoError(t, r.bus.Sync(ctx))
+	assert.Equal(t, "new", name())
+	assert.Equal(t, 2, loads)
 }
