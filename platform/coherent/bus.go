@@ -150,9 +150,6 @@ func (b *Bus) Stop(ctx context.Context) error {
 		return nil
 	}
 	b.confirmed.Store(0)
-	qctx, cancel := context.WithTimeout(ctx, time.Second)
-	_, _ = b.db.ExecContext(qctx, "SELECT pg_notify(?, ?)", Channel, "q "+b.node)
-	cancel()
 	close(b.stop)
 	if ln := b.ln.Load(); ln != nil {
 		_ = ln.Close()
@@ -161,10 +158,15 @@ func (b *Bus) Stop(ctx context.Context) error {
 	go func() { b.wg.Wait(); close(done) }()
 	select {
 	case <-done:
-		return nil
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+	// Only now, once no heartbeat of ours can still commit after it (one would make the others
+	// count this replica again and wait for it), say that this replica is leaving.
+	qctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	_, _ = b.db.ExecContext(qctx, "SELECT pg_notify(?, ?)", Channel, "q "+b.node)
+	return nil
 }
 
 // Fresh reports whether this replica may serve from its caches now: it is listening and has
@@ -375,22 +377,22 @@ func (b *Bus) beat() {
 	}
 }
 
-// handle applies one notification: "h node seq" (heartbeat), "i table key" (a changed row),
+// handle applies one notification: "i table key" (a changed row), "h node seq" (heartbeat),
 // "s node token" (a Sync), "a node token from" (its acknowledgement), "q node" (a replica leaving).
 func (b *Bus) handle(payload string) {
 	f := strings.Fields(payload)
 	if len(f) < 2 {
 		return
 	}
-	now := b.mono()
-	switch f[0] {
-	case "i":
+	if f[0] == "i" {
 		b.invalidate(f[1], f[2:])
-	case "h":
-		if len(f) != 3 {
-			return
-		}
-		b.mu.Lock()
+		return
+	}
+	now := b.mono()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	switch {
+	case f[0] == "h" && len(f) == 3:
 		b.members[f[1]] = now
 		if f[1] == b.node {
 			if seq, err := strconv.ParseUint(f[2], 10, 64); err == nil {
@@ -399,13 +401,7 @@ func (b *Bus) handle(payload string) {
 				}
 			}
 		}
-		b.mu.Unlock()
-	case "s":
-		if len(f) != 3 {
-			return
-		}
-		b.mu.Lock()
-		defer b.mu.Unlock()
+	case f[0] == "s" && len(f) == 3:
 		b.members[f[1]] = now
 		if f[1] != b.node {
 			select {
@@ -414,36 +410,33 @@ func (b *Bus) handle(payload string) {
 			}
 			return
 		}
-		w := b.waits[f[2]]
-		if w == nil {
-			return
+		if w := b.waits[f[2]]; w != nil {
+			w.echo(b.node, now, int64(b.o.Window), b.members)
 		}
-		w.echoed = true
-		for m, heard := range b.members {
-			if m != b.node && now-heard < int64(b.o.Window) && !w.acked[m] {
-				w.need[m] = true
-			}
-		}
-		if len(w.need) == 0 {
-			close(w.done)
-		}
-	case "a":
-		if len(f) != 4 {
-			return
-		}
-		b.mu.Lock()
-		defer b.mu.Unlock()
+	case f[0] == "a" && len(f) == 4:
 		b.members[f[3]] = now
 		if w := b.waits[f[2]]; w != nil && f[1] == b.node {
 			w.ack(f[3])
 		}
-	case "q":
-		b.mu.Lock()
-		defer b.mu.Unlock()
+	case f[0] == "q":
 		delete(b.members, f[1])
 		for _, w := range b.waits {
 			w.ack(f[1])
 		}
+	}
+}
+
+// echo records that this replica's own Sync token came back: every other replica heard within
+// window must now acknowledge (unless it already did).
+func (w *wait) echo(self string, now, window int64, members map[string]int64) {
+	w.echoed = true
+	for m, heard := range members {
+		if m != self && now-heard < window && !w.acked[m] {
+			w.need[m] = true
+		}
+	}
+	if len(w.need) == 0 {
+		close(w.done)
 	}
 }
 

@@ -78,8 +78,13 @@ func startReplica(t *testing.T) *replica {
 
 func startReplicaOn(t *testing.T, d *bun.DB) *replica {
 	t.Helper()
+	return startReplicaWith(t, d, opts)
+}
+
+func startReplicaWith(t *testing.T, d *bun.DB, o coherent.Options) *replica {
+	t.Helper()
 	r := &replica{db: d}
-	r.bus = coherent.New(r.db, opts)
+	r.bus = coherent.New(r.db, o)
 	r.cache = coherent.NewCache(r.bus, coherent.CacheOptions[int64, []string]{
 		Table: "widgets", Tag: func(owner int64, _ []string) string { return fmt.Sprint(owner) },
 	})
@@ -123,10 +128,13 @@ func TestCacheServesRepeatedReadsWithoutLoading(t *testing.T) {
 }
 
 // TestAChangeIsSeenOnEveryReplicaAfterSync: a write committed by anyone (here plain SQL) and a
-// Sync on one replica: the next read on the other replica returns the new value.
+// Sync on one replica: the next read on the other replica, which applies the feed 100 ms late,
+// returns the new value.
 func TestAChangeIsSeenOnEveryReplicaAfterSync(t *testing.T) {
 	d := schema(t)
-	a, b := startReplica(t), startReplica(t)
+	lagging := opts
+	lagging.Lag = 100 * time.Millisecond
+	a, b := startReplica(t), startReplicaWith(t, open(t), lagging)
 	owner := newOwner()
 	assert.Empty(t, a.names(t, owner))
 	assert.Empty(t, b.names(t, owner))
@@ -208,10 +216,12 @@ func TestWithoutARunningBusEveryReadLoads(t *testing.T) {
 }
 
 // TestAReplicaThatLeftIsNotWaitedFor: Stop announces the departure, so a Sync on the remaining
-// replica completes on its own acknowledgements.
+// replica completes on its own acknowledgements instead of waiting out its 30 s window.
 func TestAReplicaThatLeftIsNotWaitedFor(t *testing.T) {
 	schema(t)
-	a, b := startReplica(t), startReplica(t)
+	long := opts
+	long.Window = 30 * time.Second
+	a, b := startReplicaWith(t, open(t), long), startReplica(t)
 	require.NoError(t, a.bus.Sync(context.Background()))
 	require.NoError(t, b.bus.Stop(context.Background()))
 	done := make(chan error, 1)
