@@ -34,7 +34,7 @@ else
 fi
 
 if [[ ${FAST:-0} != 1 ]]; then
-  for stage in fuzz openapi-lint chaos browser-test; do
+  for stage in fuzz openapi-lint vulncheck chaos browser-test; do
     if [[ -x scripts/$stage.sh ]]; then
       if [[ $stage == openapi-lint ]] && ! command -v npm >/dev/null 2>&1; then
         say "npm not found: skipping the OpenAPI lint"; continue
