@@ -3,7 +3,7 @@
 # package), Redis, MariaDB, and a scram-sha-256 PostgreSQL cluster for tenant databases.
 #   scripts/test.sh                      everything
 #   scripts/test.sh -run TestX ./modules/dns/...   arguments go to `go test` instead of ./...
-# FAST=1 skips the fuzz, OpenAPI lint and browser stages.
+# FAST=1 skips the fuzz, OpenAPI lint, vulncheck, chaos and browser stages.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/lib.sh
