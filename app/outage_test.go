@@ -13,9 +13,9 @@ import (
 	"provisioner/platform/testutil/apptest"
 )
 
-// TestDependencyOutagesMidLoad cuts Redis, then the control database, while requests keep coming
-// (through TCP proxies, so the shared services stay up): no answer is a 500, /readyz tells the
-// truth, and the service recovers without a restart when they return.
+// TestDependencyOutagesMidLoad cuts Redis, then the control database, then makes the database hang,
+// while requests keep coming (through TCP proxies, so the shared services stay up): no answer is a
+// 500, none waits for ever, /readyz tells the truth, and the service recovers without a restart.
 func TestDependencyOutagesMidLoad(t *testing.T) {
 	ctl, err := url.Parse(testutil.PackageDatabase(t))
 	require.NoError(t, err)
@@ -65,4 +65,20 @@ func TestDependencyOutagesMidLoad(t *testing.T) {
 	require.Eventually(t, func() bool { return a.Get("/api/me", u.Token).Status == http.StatusOK }, 15*time.Second, 200*time.Millisecond,
 		"recovers without a restart")
 	assert.Equal(t, http.StatusOK, a.Get("/readyz", "").Status)
+
+	// The control database hangs (connections open, nothing answers): each request still ends,
+	// with a 503 once the database I/O bound (5 s) passes, not a 500 and not never.
+	pg.Stall()
+	for i := 0; i < 2; i++ {
+		start := time.Now()
+		r := a.Get("/api/me", u.Token)
+		assert.Equal(t, http.StatusServiceUnavailable, r.Status, "%s", r.Raw)
+		assert.Less(t, time.Since(start), 12*time.Second)
+	}
+	r = a.Get("/readyz", "")
+	assert.Equal(t, http.StatusServiceUnavailable, r.Status)
+	assert.Contains(t, string(r.Raw), `"database":"down"`)
+	pg.Flow()
+	require.Eventually(t, func() bool { return a.Get("/api/me", u.Token).Status == http.StatusOK }, 20*time.Second, 200*time.Millisecond,
+		"recovers once the database answers")
 }

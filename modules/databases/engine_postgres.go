@@ -11,8 +11,6 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/uptrace/bun/driver/pgdriver"
-
 	"provisioner/platform/config"
 	"provisioner/platform/db"
 )
@@ -119,7 +117,7 @@ func (e *postgresEngine) ensureRole(ctx context.Context, role, password string) 
 		return e.exec(ctx, fmt.Sprintf("ALTER ROLE %s WITH LOGIN PASSWORD %s", qi(role), ql(password)))
 	}
 	err = e.exec(ctx, fmt.Sprintf("CREATE ROLE %s WITH LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE PASSWORD %s", qi(role), ql(password)))
-	if isPGCode(err, "42710") { // created concurrently
+	if db.IsCode(err, "42710") { // created concurrently
 		return e.exec(ctx, fmt.Sprintf("ALTER ROLE %s WITH LOGIN PASSWORD %s", qi(role), ql(password)))
 	}
 	return err
@@ -138,7 +136,7 @@ func (e *postgresEngine) Create(ctx context.Context, dbName, role, password stri
 	}
 	if !ok {
 		err := e.exec(ctx, fmt.Sprintf("CREATE DATABASE %s OWNER %s", qi(dbName), qi(role)))
-		if err != nil && !isPGCode(err, "42P04") {
+		if err != nil && !db.IsCode(err, "42P04") {
 			return err
 		}
 	}
@@ -302,10 +300,10 @@ func (e *postgresEngine) DropUser(ctx context.Context, dbName, user string) erro
 		if err != nil {
 			return err
 		}
-		if _, err := t.ExecContext(ctx, fmt.Sprintf("DROP OWNED BY %s", qi(user))); err != nil && !isPGCode(err, "42704") {
+		if _, err := t.ExecContext(ctx, fmt.Sprintf("DROP OWNED BY %s", qi(user))); err != nil && !db.IsCode(err, "42704") {
 			return fmt.Errorf("postgres: drop owned by %s: %w", user, err)
 		}
-		if err := e.exec(ctx, fmt.Sprintf("REVOKE ALL ON DATABASE %s FROM %s", qi(dbName), qi(user))); err != nil && !isPGCode(err, "42704") {
+		if err := e.exec(ctx, fmt.Sprintf("REVOKE ALL ON DATABASE %s FROM %s", qi(dbName), qi(user))); err != nil && !db.IsCode(err, "42704") {
 			return err
 		}
 	}
@@ -316,9 +314,4 @@ func (e *postgresEngine) ConnectionString(dbName, user, password string) string 
 	u := url.URL{Scheme: "postgresql", User: url.UserPassword(user, password),
 		Host: net.JoinHostPort(e.host, strconv.Itoa(e.port)), Path: "/" + dbName}
 	return u.String()
-}
-
-func isPGCode(err error, code string) bool {
-	var pgErr pgdriver.Error
-	return err != nil && errors.As(err, &pgErr) && pgErr.Field('C') == code
 }

@@ -30,8 +30,10 @@ package coherent
 import (
 	"context"
 	"crypto/rand"
+	"database/sql/driver"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -39,8 +41,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/uptrace/bun"
-	"github.com/uptrace/bun/driver/pgdriver"
 )
 
 // Channel is the NOTIFY channel of the change feed; the trigger function coherent_notify uses it.
@@ -90,7 +92,7 @@ type Bus struct {
 	seq     uint64
 
 	out  chan string
-	ln   atomic.Pointer[pgdriver.Listener]
+	ln   atomic.Pointer[context.CancelFunc] // ends the current listening connection's wait
 	stop chan struct{}
 	wg   sync.WaitGroup
 }
@@ -152,7 +154,7 @@ func (b *Bus) Stop(ctx context.Context) error {
 	b.confirmed.Store(0)
 	close(b.stop)
 	if ln := b.ln.Load(); ln != nil {
-		_ = ln.Close()
+		(*ln)()
 	}
 	done := make(chan struct{})
 	go func() { b.wg.Wait(); close(done) }()
@@ -237,41 +239,90 @@ func (b *Bus) listen() {
 			return
 		default:
 		}
-		ln := pgdriver.NewListener(b.db)
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		err := ln.Listen(ctx, Channel)
-		cancel()
-		if err != nil {
-			_ = ln.Close()
-			if !lostLogged {
-				b.o.Logger.Warn("caches bypassed: cannot listen for changes on the control database", "error", err.Error())
-				lostLogged = true
-			}
-			select {
+		listened := false
+		err := b.listenOnce(func() bool {
+			select { // Stop may have run since the check above
 			case <-b.stop:
-				return
-			case <-time.After(backoff):
+				return false
+			default:
 			}
-			backoff = min(backoff*2, 2*time.Second)
-			continue
-		}
-		b.ln.Store(ln)
-		select { // Stop may have run between the check above and the Store
+			listened = true
+			b.resetAll()
+			b.listening.Store(b.mono())
+			if lostLogged {
+				b.o.Logger.Info("caches in use again: listening for changes on the control database")
+				lostLogged = false
+			}
+			backoff = 50 * time.Millisecond
+			return true
+		})
+		b.listening.Store(0)
+		b.confirmed.Store(0)
+		select {
 		case <-b.stop:
-			_ = ln.Close()
 			return
 		default:
 		}
-		b.resetAll()
-		b.listening.Store(b.mono())
-		if lostLogged {
-			b.o.Logger.Info("caches in use again: listening for changes on the control database")
-			lostLogged = false
+		if listened {
+			b.o.Logger.Warn("caches bypassed: the change listener lost its connection; reconnecting")
+			lostLogged = true
+			continue
 		}
-		backoff = 50 * time.Millisecond
+		if !lostLogged {
+			b.o.Logger.Warn("caches bypassed: cannot listen for changes on the control database", "error", err.Error())
+			lostLogged = true
+		}
+		select {
+		case <-b.stop:
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, 2*time.Second)
+	}
+}
+
+// errListenEnded discards the listening connection: it is never handed back to the pool, where it
+// would go on receiving the feed.
+var errListenEnded = fmt.Errorf("coherent: listening ended: %w", driver.ErrBadConn)
+
+// listenOnce takes a connection from the pool, LISTENs on it, calls listening (false: stop at
+// once) and applies notifications until the connection fails or b.ln is called. It returns why it
+// could not listen, or errListenEnded.
+func (b *Bus) listenOnce(listening func() bool) error {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	b.ln.Store(&cancel)
+	defer b.ln.Store(nil)
+	actx, acancel := context.WithTimeout(ctx, 5*time.Second)
+	conn, err := b.db.Conn(actx)
+	acancel()
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	var why error
+	_ = conn.Raw(func(dc any) error {
+		sc, ok := dc.(*stdlib.Conn)
+		if !ok {
+			why = fmt.Errorf("coherent: the control database's driver is %T, not pgx", dc)
+			return errListenEnded
+		}
+		pc := sc.Conn()
+		lctx, lcancel := context.WithTimeout(ctx, 5*time.Second)
+		_, err := pc.Exec(lctx, "LISTEN "+Channel)
+		lcancel()
+		if err != nil {
+			why = err
+			return errListenEnded
+		}
+		why = errListenEnded
+		if !listening() {
+			return errListenEnded
+		}
 		var lagged chan delayed
 		if b.o.Lag > 0 {
 			lagged = make(chan delayed, 4096)
+			defer close(lagged)
 			go func() {
 				for d := range lagged {
 					time.Sleep(time.Until(d.at))
@@ -280,31 +331,18 @@ func (b *Bus) listen() {
 			}()
 		}
 		for {
-			_, payload, err := ln.Receive(context.Background())
+			n, err := pc.WaitForNotification(ctx)
 			if err != nil {
-				break
+				return errListenEnded
 			}
 			if lagged != nil {
-				lagged <- delayed{payload: payload, at: time.Now().Add(b.o.Lag)}
+				lagged <- delayed{payload: n.Payload, at: time.Now().Add(b.o.Lag)}
 				continue
 			}
-			b.handle(payload)
+			b.handle(n.Payload)
 		}
-		if lagged != nil {
-			close(lagged)
-		}
-		b.listening.Store(0)
-		b.confirmed.Store(0)
-		b.ln.Store(nil)
-		_ = ln.Close()
-		select {
-		case <-b.stop:
-			return
-		default:
-		}
-		b.o.Logger.Warn("caches bypassed: the change listener lost its connection; reconnecting")
-		lostLogged = true
-	}
+	})
+	return why
 }
 
 func (b *Bus) resetAll() {
@@ -369,7 +407,7 @@ func (b *Bus) beat() {
 				last := max(b.confirmed.Load(), since)
 				if b.mono()-last > int64(3*b.o.Window) {
 					if ln := b.ln.Load(); ln != nil {
-						_ = ln.Close()
+						(*ln)()
 					}
 				}
 			}

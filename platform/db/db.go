@@ -5,17 +5,22 @@ package db
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"net"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/uptrace/bun"
 	"github.com/uptrace/bun/dialect/pgdialect"
-	"github.com/uptrace/bun/driver/pgdriver"
 	"github.com/uptrace/bun/migrate"
 	"go.uber.org/fx"
 
@@ -92,8 +97,7 @@ func ensureDatabase(ctx context.Context, dsn string) error {
 		return nil
 	}
 	_, err = sqldb.ExecContext(cctx, "CREATE DATABASE "+QuoteIdent(name))
-	var pgErr pgdriver.Error
-	if err != nil && errors.As(err, &pgErr) && pgErr.Field('C') == "42P04" {
+	if IsCode(err, "42P04") {
 		return nil // created concurrently
 	}
 	if err != nil {
@@ -102,15 +106,94 @@ func ensureDatabase(ctx context.Context, dsn string) error {
 	return nil
 }
 
-// Connector builds a pgdriver connector, turning its panics on a malformed DSN into an error
+// Connector builds a database/sql connector for PostgreSQL (pgx). A malformed DSN is an error
 // that does not repeat the DSN (it may hold a password).
-func Connector(dsn string) (c *pgdriver.Connector, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			c, err = nil, fmt.Errorf("connection string %s: %v", Redact(dsn), r)
+//
+// Bun formats its statements itself and passes no arguments; arguments given directly ($1, …) are
+// sent apart from the SQL text (QueryExecModeExec: never interpolated on the client, one round
+// trip, no prepared statement left on the connection).
+func Connector(dsn string) (driver.Connector, error) {
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		reason := "not a valid PostgreSQL connection string"
+		var pe *pgconn.ParseConfigError
+		if errors.As(err, &pe) && pe.Unwrap() != nil {
+			reason = pe.Unwrap().Error()
 		}
-	}()
-	return pgdriver.NewConnector(pgdriver.WithDSN(dsn), pgdriver.WithTimeout(5*time.Second)), nil
+		return nil, fmt.Errorf("connection string %s: %s", Redact(dsn), reason)
+	}
+	if cfg.ConnectTimeout == 0 {
+		cfg.ConnectTimeout = 5 * time.Second
+	}
+	cfg.DefaultQueryExecMode = pgx.QueryExecModeExec
+	cfg.AfterNetConnect = func(_ context.Context, _ *pgconn.Config, c net.Conn) (net.Conn, error) {
+		return &boundedConn{Conn: c, timeout: ioTimeout}, nil
+	}
+	return stdlib.GetConnector(*cfg), nil
+}
+
+// ioTimeout bounds every read from and write to the server: a database that stops answering (a
+// hung host, a silent network) fails the query instead of holding a request for ever, whatever
+// its context says.
+const ioTimeout = 5 * time.Second
+
+// boundedConn applies ioTimeout to each Read and Write, unless pgx has set an earlier deadline (it
+// sets one at once when a query's context ends, to interrupt it).
+type boundedConn struct {
+	net.Conn
+	timeout time.Duration
+	mu      sync.Mutex
+	rd, wd  time.Time // the deadlines pgx set; zero: none
+}
+
+func (c *boundedConn) SetDeadline(t time.Time) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.rd, c.wd = t, t
+	return c.Conn.SetDeadline(t)
+}
+
+func (c *boundedConn) SetReadDeadline(t time.Time) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.rd = t
+	return c.Conn.SetReadDeadline(t)
+}
+
+func (c *boundedConn) SetWriteDeadline(t time.Time) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.wd = t
+	return c.Conn.SetWriteDeadline(t)
+}
+
+// earliest is now+timeout, or set when that comes first.
+func (c *boundedConn) earliest(set time.Time) time.Time {
+	d := time.Now().Add(c.timeout)
+	if !set.IsZero() && set.Before(d) {
+		return set
+	}
+	return d
+}
+
+func (c *boundedConn) Read(p []byte) (int, error) {
+	c.mu.Lock() // held while setting, so a deadline pgx sets meanwhile is not overwritten
+	_ = c.Conn.SetReadDeadline(c.earliest(c.rd))
+	c.mu.Unlock()
+	return c.Conn.Read(p)
+}
+
+func (c *boundedConn) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	_ = c.Conn.SetWriteDeadline(c.earliest(c.wd))
+	c.mu.Unlock()
+	return c.Conn.Write(p)
+}
+
+// IsCode reports whether err is a PostgreSQL error with the given SQLSTATE code.
+func IsCode(err error, code string) bool {
+	var pgErr *pgconn.PgError
+	return err != nil && errors.As(err, &pgErr) && pgErr.Code == code
 }
 
 // QuoteIdent quotes a PostgreSQL identifier.
@@ -253,10 +336,7 @@ func NewMigrated(lc fx.Lifecycle, m *Migrator, log *slog.Logger) *Migrated {
 }
 
 // IsUniqueViolation reports whether err is PostgreSQL's unique_violation (23505).
-func IsUniqueViolation(err error) bool {
-	var pgErr pgdriver.Error
-	return errors.As(err, &pgErr) && pgErr.Field('C') == "23505"
-}
+func IsUniqueViolation(err error) bool { return IsCode(err, "23505") }
 
 // LockLiveUser locks the users row of a live (not deleted) account within tx, serialising the
 // owner's concurrent creates so per-user quotas cannot be overrun. It returns ErrUserNotFound for a

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 	"testing/fstest"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -80,4 +81,48 @@ func TestMalformedDSNIsAnErrorNotAPanic(t *testing.T) {
 	_, err := db.Open(context.Background(), "postgres://u:s3cret@127.0.0.1:5432/x?sslmode=bogus")
 	require.Error(t, err)
 	assert.NotContains(t, err.Error(), "s3cret")
+}
+
+// TestAHungDatabaseFailsTheQuery: a server that stops answering (connections open, nothing comes
+// back) fails a query without a deadline after the I/O bound instead of holding it for ever, a
+// query whose context ends is interrupted at once even while the server is silent, and the pool
+// recovers once the server answers again.
+func TestAHungDatabaseFailsTheQuery(t *testing.T) {
+	url, drop, err := testutil.CreateDatabase("dbhung")
+	require.NoError(t, err)
+	t.Cleanup(drop)
+	u, err := neturl.Parse(url)
+	require.NoError(t, err)
+	proxy := testutil.StartProxy(t, u.Host)
+	u.Host = proxy.Addr
+	d, err := db.Open(context.Background(), u.String())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = d.Close() })
+	bg := context.Background()
+	// Two established connections, so both queries below wait on a read, not on a connect.
+	c1, err := d.Conn(bg)
+	require.NoError(t, err)
+	defer c1.Close()
+	c2, err := d.Conn(bg)
+	require.NoError(t, err)
+	defer c2.Close()
+	var n int
+	require.NoError(t, c1.QueryRowContext(bg, "SELECT 1").Scan(&n))
+	require.NoError(t, c2.QueryRowContext(bg, "SELECT 1").Scan(&n))
+
+	proxy.Stall()
+	ctx, cancel := context.WithTimeout(bg, 300*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	require.Error(t, c1.QueryRowContext(ctx, "SELECT 2").Scan(&n))
+	assert.Less(t, time.Since(start), 2*time.Second, "a query whose context ended is interrupted at once")
+
+	start = time.Now()
+	require.Error(t, c2.QueryRowContext(bg, "SELECT 3").Scan(&n), "a silent server fails the query")
+	assert.Less(t, time.Since(start), 15*time.Second)
+
+	proxy.Flow()
+	require.Eventually(t, func() bool {
+		return d.QueryRowContext(bg, "SELECT 4").Scan(&n) == nil && n == 4
+	}, 20*time.Second, 50*time.Millisecond, "the pool recovers once the server answers")
 }

@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"strings"
 	"syscall"
+
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Sentinel errors that any package may return (wrapped or not); the one error mapper turns them into
@@ -188,12 +190,11 @@ func isConnectionError(err error) bool {
 		errors.As(err, &oe), errors.As(err, &ne):
 		return true
 	}
-	// PostgreSQL's own "shutting down / starting up / connection exception" SQLSTATEs.
-	msg := err.Error()
-	for _, code := range []string{"SQLSTATE=57P01", "SQLSTATE=57P02", "SQLSTATE=57P03", "SQLSTATE=08"} {
-		if strings.Contains(msg, code) {
-			return true
-		}
+	// PostgreSQL's own "shutting down / starting up" and connection-exception SQLSTATEs.
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		c := pgErr.Code
+		return c == "57P01" || c == "57P02" || c == "57P03" || strings.HasPrefix(c, "08")
 	}
 	return false
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -54,6 +55,13 @@ func (routes) Register(api *httpx.API) {
 				panic("boom in handler")
 			case 4:
 				return nil, httpx.BadGateway("provider failed", widget{Name: "stored"})
+			case 5: // what pgx returns while PostgreSQL restarts
+				return nil, fmt.Errorf("load widget: %w", &pgconn.PgError{Severity: "FATAL", Code: "57P01",
+					Message: "terminating connection due to administrator command"})
+			case 6: // a connection exception (class 08)
+				return nil, fmt.Errorf("load widget: %w", &pgconn.PgError{Severity: "FATAL", Code: "08006", Message: "connection failure"})
+			case 7: // any other database error is ours: a 500
+				return nil, fmt.Errorf("load widget: %w", &pgconn.PgError{Severity: "ERROR", Code: "42P01", Message: "relation \"secret_table\" does not exist"})
 			}
 			return nil, httpx.ErrNotFound
 		})
@@ -122,6 +130,9 @@ func TestEnvelopeOnEveryOutcome(t *testing.T) {
 		{"panic hides details", "GET", "/api/widgets/3", "", 500, false, "unexpected", "boom"},
 		{"bad gateway carries data", "GET", "/api/widgets/4", "", 502, false, `"name":"stored"`, ""},
 		{"bad path param", "GET", "/api/widgets/0", "", 400, false, "", ""},
+		{"database restarting", "GET", "/api/widgets/5", "", 503, false, "unavailable", "administrator"},
+		{"database connection lost", "GET", "/api/widgets/6", "", 503, false, "unavailable", "08006"},
+		{"other database error", "GET", "/api/widgets/7", "", 500, false, "unexpected", "secret_table"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -13,8 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/uptrace/bun"
 	"github.com/uptrace/bun/dialect/pgdialect"
-	"github.com/uptrace/bun/driver/pgdriver"
 
+	pdb "provisioner/platform/db"
 	"provisioner/platform/provision"
 	"provisioner/platform/testutil"
 )
@@ -77,10 +77,12 @@ func (p *things) GiveUp(ctx context.Context, tx bun.IDB, id int64, _ error) erro
 
 func setup(t *testing.T) (*bun.DB, *things) {
 	t.Helper()
-	db := bun.NewDB(sql.OpenDB(pgdriver.NewConnector(pgdriver.WithDSN(testutil.PackageDatabase(t)))), pgdialect.New())
+	conn, err := pdb.Connector(testutil.PackageDatabase(t))
+	require.NoError(t, err)
+	db := bun.NewDB(sql.OpenDB(conn), pgdialect.New())
 	t.Cleanup(func() { db.Close() })
 	p := &things{table: "things_" + testutil.RandomSuffix(), created: map[int64]int{}, inFlight: map[int64]int{}}
-	_, err := db.Exec(`CREATE TABLE ` + p.table + ` (id bigserial PRIMARY KEY, status text NOT NULL,
+	_, err = db.Exec(`CREATE TABLE ` + p.table + ` (id bigserial PRIMARY KEY, status text NOT NULL,
 		attempts int NOT NULL DEFAULT 0, next_attempt_at timestamptz NOT NULL DEFAULT now(), last_error text NOT NULL DEFAULT '')`)
 	require.NoError(t, err)
 	return db, p

@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/uptrace/bun/driver/pgdriver"
+	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx"
 )
 
 // Env returns the environment variable name or def.
@@ -68,7 +68,10 @@ func CreateDatabase(label string) (string, func(), error) {
 		label = label[len(label)-30:]
 	}
 	name := fmt.Sprintf("t_%s_%s", strings.Trim(label, "_"), RandomSuffix())
-	admin := sql.OpenDB(pgdriver.NewConnector(pgdriver.WithDSN(AdminURL())))
+	admin, err := sql.Open("pgx", AdminURL())
+	if err != nil {
+		return "", nil, fmt.Errorf("admin database URL: %w", err)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if _, err := admin.ExecContext(ctx, `CREATE DATABASE "`+name+`"`); err != nil {
