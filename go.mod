@@ -1,6 +1,6 @@
 module provisioner
 
-go 1.26.8
+go 1.26.9
 
 require (
 	github.com/danielgtaylor/huma/v2 v2.37.2

@@ -3,6 +3,8 @@
 # the API reference page and the OAuth round trip. Screenshots land in test-output/browser/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/lib.sh
+source scripts/lib.sh
 export PATH="$PATH:/usr/local/go/bin"
 if [[ ! -x /usr/bin/chromium ]]; then
   echo "Chromium is missing: apt-get install -y chromium" >&2

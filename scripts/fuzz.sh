@@ -8,6 +8,8 @@
 # finding: it is reported and the target is run once more.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/lib.sh
+source scripts/lib.sh
 fuzztime=${FUZZTIME:-5s}
 log=$(mktemp /tmp/fuzz.XXXXXX)
 trap 'rm -f "$log"' EXIT

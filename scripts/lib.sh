@@ -4,6 +4,11 @@
 
 say() { printf '%s\n' "$*" >&2; }
 
+# go.mod's `go` line is a security floor (the standard library's fixes, e.g. go1.26.9's net/http
+# and crypto/tls ones). A machine whose Go is older (Debian images set GOTOOLCHAIN=local) fetches
+# that release once through the module proxy instead of refusing to build.
+export GOTOOLCHAIN=${GOTOOLCHAIN:-auto}
+
 wait_for() { # wait_for <seconds> <command...>
   local n=$1; shift
   for ((i = 0; i < n * 5; i++)); do

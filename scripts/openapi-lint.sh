@@ -3,6 +3,8 @@
 # ruleset spectral:oas). Errors fail; warnings are printed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/lib.sh
+source scripts/lib.sh
 tools=.cache/npm-tools
 if [[ ! -x $tools/node_modules/.bin/spectral ]]; then
   mkdir -p "$tools"
