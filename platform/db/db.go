@@ -18,6 +18,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/uptrace/bun"
 	"github.com/uptrace/bun/dialect/pgdialect"
@@ -129,7 +130,16 @@ func Connector(dsn string) (driver.Connector, error) {
 	cfg.AfterNetConnect = func(_ context.Context, _ *pgconn.Config, c net.Conn) (net.Conn, error) {
 		return &boundedConn{Conn: c, timeout: ioTimeout}, nil
 	}
-	return stdlib.GetConnector(*cfg), nil
+	return stdlib.GetConnector(*cfg, stdlib.OptionAfterConnect(utcTimestamps)), nil
+}
+
+// utcTimestamps makes timestamptz values read back in UTC (pgx would give them in the process's
+// local zone): the API's timestamps are UTC whatever TZ the service runs with, including rows a
+// handler returns as they were read.
+func utcTimestamps(_ context.Context, c *pgx.Conn) error {
+	c.TypeMap().RegisterType(&pgtype.Type{Name: "timestamptz", OID: pgtype.TimestamptzOID,
+		Codec: &pgtype.TimestamptzCodec{ScanLocation: time.UTC}})
+	return nil
 }
 
 // ioTimeout bounds every read from and write to the server: a database that stops answering (a

@@ -126,3 +126,23 @@ func TestAHungDatabaseFailsTheQuery(t *testing.T) {
 		return d.QueryRowContext(bg, "SELECT 4").Scan(&n) == nil && n == 4
 	}, 20*time.Second, 50*time.Millisecond, "the pool recovers once the server answers")
 }
+
+// TestTimestampsReadBackInUTC: the contract's timestamps are UTC, also for rows returned as they
+// were read (audit events), whatever time zone the service runs in.
+func TestTimestampsReadBackInUTC(t *testing.T) {
+	url, drop, err := testutil.CreateDatabase("dbutc")
+	require.NoError(t, err)
+	t.Cleanup(drop)
+	d, err := db.Open(context.Background(), url)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = d.Close() })
+	var got time.Time
+	require.NoError(t, d.QueryRowContext(context.Background(), "SELECT '2026-11-23 10:00:00+05:30'::timestamptz").Scan(&got))
+	assert.Same(t, time.UTC, got.Location())
+	assert.Equal(t, "2026-11-23T04:30:00Z", got.Format(time.RFC3339))
+	var row struct {
+		At time.Time `bun:"at"`
+	}
+	require.NoError(t, d.NewSelect().ColumnExpr("'2026-11-23 10:00:00+05:30'::timestamptz AS at").Scan(context.Background(), &row))
+	assert.Same(t, time.UTC, row.At.Location(), "through Bun too")
+}
