@@ -116,12 +116,7 @@ func ensureDatabase(ctx context.Context, dsn string) error {
 func Connector(dsn string) (driver.Connector, error) {
 	cfg, err := pgx.ParseConfig(dsn)
 	if err != nil {
-		reason := "not a valid PostgreSQL connection string"
-		var pe *pgconn.ParseConfigError
-		if errors.As(err, &pe) && pe.Unwrap() != nil {
-			reason = pe.Unwrap().Error()
-		}
-		return nil, fmt.Errorf("connection string %s: %s", Redact(dsn), reason)
+		return nil, fmt.Errorf("connection string %s: %s", Redact(dsn), parseReason(dsn, err))
 	}
 	if cfg.ConnectTimeout == 0 {
 		cfg.ConnectTimeout = 5 * time.Second
@@ -200,6 +195,23 @@ func (c *boundedConn) Write(p []byte) (int, error) {
 	return c.Conn.Write(p)
 }
 
+// parseReason is what pgx found wrong with dsn, when saying it cannot repeat the password: pgx
+// quotes the part it could not parse, which for a malformed URL may be the password itself.
+func parseReason(dsn string, err error) string {
+	const generic = "not a valid PostgreSQL connection URL (postgres://user:password@host:port/database?sslmode=disable)"
+	u, ok := parseDSN(dsn)
+	var pe *pgconn.ParseConfigError
+	if !ok || !errors.As(err, &pe) || pe.Unwrap() == nil {
+		return generic
+	}
+	reason := pe.Unwrap().Error()
+	pw, _ := u.User.Password()
+	if qpw := u.Query().Get("password"); (pw != "" && strings.Contains(reason, pw)) || (qpw != "" && strings.Contains(reason, qpw)) {
+		return generic
+	}
+	return reason
+}
+
 // IsCode reports whether err is a PostgreSQL error with the given SQLSTATE code.
 func IsCode(err error, code string) bool {
 	var pgErr *pgconn.PgError
@@ -211,18 +223,40 @@ func QuoteIdent(s string) string {
 	return `"` + strings.ReplaceAll(s, `"`, `""`) + `"`
 }
 
-// Redact removes the password from a connection URL for messages.
+// Redact removes the password from a connection URL for messages. A string that is not a
+// well-formed URL is not shown at all: an unencoded '/', '?' or '#' in a password moves it out of
+// the user info, where nothing could mask it.
 func Redact(dsn string) string {
-	u, err := url.Parse(dsn)
-	if err != nil {
-		return "(unparseable URL)"
+	u, ok := parseDSN(dsn)
+	if !ok {
+		return "(not a well-formed postgres:// URL; percent-encode special characters in the password)"
 	}
 	if u.User != nil {
 		if _, ok := u.User.Password(); ok {
 			u.User = url.UserPassword(u.User.Username(), "xxxxx")
 		}
 	}
+	if q := u.Query(); q.Has("password") {
+		q.Set("password", "xxxxx")
+		u.RawQuery = q.Encode()
+	}
 	return u.String()
+}
+
+// parseDSN parses a connection URL whose password, if any, sits where Redact masks it: in the
+// user info or the password query parameter. It refuses fragments, opaque URLs and an '@' outside
+// the user info (all signs of a password with an unencoded special character).
+func parseDSN(dsn string) (*url.URL, bool) {
+	u, err := url.Parse(dsn)
+	if err != nil || u.Scheme == "" || u.Opaque != "" || u.Fragment != "" || strings.Contains(dsn, "#") {
+		return nil, false
+	}
+	rest := *u
+	rest.User = nil
+	if strings.Contains(rest.String(), "@") {
+		return nil, false
+	}
+	return u, true
 }
 
 // Migrator runs every contributed migration in timestamp order.

@@ -75,6 +75,11 @@ func TestClashingMigrationNamesAreRefused(t *testing.T) {
 
 func TestRedactHidesPasswords(t *testing.T) {
 	assert.NotContains(t, db.Redact("postgres://u:s3cret@h:5432/d"), "s3cret")
+	assert.Equal(t, "postgres://u:xxxxx@h:5432/d?password=xxxxx&sslmode=disable",
+		db.Redact("postgres://u:s3cret@h:5432/d?sslmode=disable&password=s3cret2"))
+	// An unencoded '/' or '#' moves the password out of the user info: nothing is shown.
+	assert.NotContains(t, db.Redact("postgres://u:s3/cret@h:5432/d"), "cret")
+	assert.NotContains(t, db.Redact("postgres://u:s3#cret@h:5432/d"), "cret")
 }
 
 func TestMalformedDSNIsAnErrorNotAPanic(t *testing.T) {
