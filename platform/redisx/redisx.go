@@ -1,24 +1,33 @@
 // Package redisx opens the optional shared Redis client. With no Redis:Url the service runs with
 // in-process stores (one replica); with one, Redis being down never stops startup: the users of
-// the client (rate limits, key revocation) degrade and recover on their own.
+// the client (the rate limits) degrade and recover on their own.
 package redisx
 
 import (
 	"context"
-	"fmt"
+	"errors"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 )
+
+// errBadURL does not say more: go-redis and net/url quote what they could not parse, and with an
+// unencoded '/', '?' or '#' in the password that is the password.
+var errBadURL = errors.New("Redis:Url is not a valid redis:// or rediss:// URL " +
+	"(redis://[user:password@]host:port/db; percent-encode special characters in the password)")
 
 // Open returns nil for an empty url.
 func Open(url string) (*redis.Client, error) {
 	if url == "" {
 		return nil, nil
 	}
+	if strings.Contains(url, "#") { // a fragment: part of the URL (maybe the host) was cut off
+		return nil, errBadURL
+	}
 	opts, err := redis.ParseURL(url)
 	if err != nil {
-		return nil, fmt.Errorf("parse Redis:Url: %w", err)
+		return nil, errBadURL
 	}
 	opts.DialTimeout = 2 * time.Second
 	opts.ReadTimeout = time.Second
