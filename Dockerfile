@@ -1,6 +1,8 @@
 # syntax=docker/dockerfile:1
 # Builds the same binary that scripts/dev.sh runs (go run .), as a static, non-root image.
 FROM golang:1.26-bookworm AS build
+# The image pins GOTOOLCHAIN=local; honour go.mod's toolchain line (the standard library's fixes).
+ENV GOTOOLCHAIN=auto
 WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download

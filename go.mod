@@ -1,6 +1,8 @@
 module provisioner
 
-go 1.26.9
+go 1.26.8
+
+toolchain go1.26.9
 
 require (
 	github.com/danielgtaylor/huma/v2 v2.37.2

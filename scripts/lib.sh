@@ -4,9 +4,9 @@
 
 say() { printf '%s\n' "$*" >&2; }
 
-# go.mod's `go` line is a security floor (the standard library's fixes, e.g. go1.26.9's net/http
-# and crypto/tls ones). A machine whose Go is older (Debian images set GOTOOLCHAIN=local) fetches
-# that release once through the module proxy instead of refusing to build.
+# go.mod's `toolchain go1.26.9` carries the standard library's security fixes (net/http, crypto/tls).
+# This machine's go.env says GOTOOLCHAIN=local, which would ignore it: an older Go fetches go1.26.9
+# once through the module proxy instead.
 export GOTOOLCHAIN=${GOTOOLCHAIN:-auto}
 
 wait_for() { # wait_for <seconds> <command...>
