@@ -47,9 +47,7 @@ func TestDependencyOutagesMidLoad(t *testing.T) {
 	assert.Zero(t, got[http.StatusInternalServerError], "%v", got)
 	assert.Equal(t, 4, got[http.StatusOK], "%v", got)
 	assert.Positive(t, got[http.StatusTooManyRequests], "the login limit still holds: %v", got)
-	r := a.Get("/readyz", "")
-	assert.Equal(t, http.StatusServiceUnavailable, r.Status)
-	assert.Contains(t, string(r.Raw), `"redis":"down"`)
+	assertNotReady(t, a, "redis")
 	rd.Restore()
 	require.Eventually(t, func() bool { return a.Get("/readyz", "").Status == http.StatusOK }, 10*time.Second, 200*time.Millisecond)
 
@@ -62,9 +60,7 @@ func TestDependencyOutagesMidLoad(t *testing.T) {
 	}
 	assert.Zero(t, got[http.StatusInternalServerError], "%v", got)
 	assert.Positive(t, got[http.StatusServiceUnavailable], "%v", got)
-	r = a.Get("/readyz", "")
-	assert.Equal(t, http.StatusServiceUnavailable, r.Status)
-	assert.Contains(t, string(r.Raw), `"database":"down"`)
+	assertNotReady(t, a, "database")
 	pg.Restore()
 	require.Eventually(t, func() bool { return a.Get("/api/me", u.Token).Status == http.StatusOK }, 15*time.Second, 200*time.Millisecond,
 		"recovers without a restart")
@@ -79,9 +75,7 @@ func TestDependencyOutagesMidLoad(t *testing.T) {
 		assert.Equal(t, http.StatusServiceUnavailable, r.Status, "%s", r.Raw)
 		assert.Less(t, time.Since(start), 12*time.Second)
 	}
-	r = a.Get("/readyz", "")
-	assert.Equal(t, http.StatusServiceUnavailable, r.Status)
-	assert.Contains(t, string(r.Raw), `"database":"down"`)
+	assertNotReady(t, a, "database")
 	pg.Flow()
 	require.Eventually(t, func() bool { return a.Get("/api/me", u.Token).Status == http.StatusOK }, 20*time.Second, 200*time.Millisecond,
 		"recovers once the database answers")
@@ -147,9 +141,7 @@ func TestControlDatabaseRestartMidLoad(t *testing.T) {
 	time.Sleep(300 * time.Millisecond)
 
 	pg.Stop()
-	r := a.Get("/readyz", "")
-	assert.Equal(t, http.StatusServiceUnavailable, r.Status)
-	assert.Contains(t, string(r.Raw), `"database":"down"`)
+	assertNotReady(t, a, "database")
 	time.Sleep(500 * time.Millisecond)
 	pg.Start()
 	require.Eventually(t, func() bool { return a.Get("/readyz", "").Status == http.StatusOK }, 15*time.Second, 100*time.Millisecond,
@@ -163,4 +155,12 @@ func TestControlDatabaseRestartMidLoad(t *testing.T) {
 	assert.Zero(t, statuses[-1], "every request got an answer: %v", statuses)
 	assert.Positive(t, statuses[http.StatusServiceUnavailable], "requests during the outage answer 503: %v", statuses)
 	assert.Equal(t, http.StatusOK, a.Get("/api/me", u.Token).Status, "served again without a restart")
+}
+
+// assertNotReady: /readyz answers 503 and names dep as down.
+func assertNotReady(t *testing.T, a *apptest.App, dep string) {
+	t.Helper()
+	r := a.Get("/readyz", "")
+	assert.Equal(t, http.StatusServiceUnavailable, r.Status)
+	assert.Contains(t, string(r.Raw), `"`+dep+`":"down"`)
 }

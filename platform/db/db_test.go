@@ -16,10 +16,17 @@ import (
 	"provisioner/platform/testutil"
 )
 
-func TestOpenCreatesTheDatabaseAndMigrationsRoundTrip(t *testing.T) {
-	url, drop, err := testutil.CreateDatabase("dbpkg")
+// freshDatabase creates an empty database on the machine's PostgreSQL, dropped when the test ends.
+func freshDatabase(t *testing.T, label string) string {
+	t.Helper()
+	url, drop, err := testutil.CreateDatabase(label)
 	require.NoError(t, err)
 	t.Cleanup(drop)
+	return url
+}
+
+func TestOpenCreatesTheDatabaseAndMigrationsRoundTrip(t *testing.T) {
+	url := freshDatabase(t, "dbpkg")
 	// A name that does not exist yet: Open creates it.
 	u, err := neturl.Parse(url)
 	require.NoError(t, err)
@@ -93,9 +100,7 @@ func TestMalformedDSNIsAnErrorNotAPanic(t *testing.T) {
 // query whose context ends is interrupted at once even while the server is silent, and the pool
 // recovers once the server answers again.
 func TestAHungDatabaseFailsTheQuery(t *testing.T) {
-	url, drop, err := testutil.CreateDatabase("dbhung")
-	require.NoError(t, err)
-	t.Cleanup(drop)
+	url := freshDatabase(t, "dbhung")
 	u, err := neturl.Parse(url)
 	require.NoError(t, err)
 	proxy := testutil.StartProxy(t, u.Host)
@@ -135,9 +140,7 @@ func TestAHungDatabaseFailsTheQuery(t *testing.T) {
 // TestTimestampsReadBackInUTC: the contract's timestamps are UTC, also for rows returned as they
 // were read (audit events), whatever time zone the service runs in.
 func TestTimestampsReadBackInUTC(t *testing.T) {
-	url, drop, err := testutil.CreateDatabase("dbutc")
-	require.NoError(t, err)
-	t.Cleanup(drop)
+	url := freshDatabase(t, "dbutc")
 	d, err := db.Open(context.Background(), url)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = d.Close() })
