@@ -157,7 +157,7 @@ func (h *Handler) Register(api *httpx.API) {
 			"or `Authorization: Bearer`. `stream: true` is relayed as server-sent events chunk by chunk; usage is metered from the " +
 			"final usage chunk (requested with `stream_options.include_usage`). A client that disconnects mid-stream is charged " +
 			"for what was generated, estimated as one completion token per content delta. Errors follow OpenAI's " +
-			"`{error: {message, type, code}}`: 401 bad key, 429 rate limit, 502 upstream failure.",
+			"`{error: {message, type, code}}`: 400 bad body, 401 bad key, 429 rate limit, 502 upstream failure, 503 key check or upstream unavailable.",
 		Security: []map[string][]string{{httpx.SchemeAPIKey: {}}, {httpx.SchemeBearer: {}}},
 		RequestBody: &huma.RequestBody{Required: true, Content: map[string]*huma.MediaType{"application/json": {
 			Schema: &huma.Schema{Type: "object", Description: "An OpenAI chat completion request.", Required: []string{"messages"},
@@ -169,9 +169,11 @@ func (h *Handler) Register(api *httpx.API) {
 		Responses: map[string]*huma.Response{
 			"200": {Description: "The upstream's chat completion, or a text/event-stream when `stream` is true.",
 				Content: map[string]*huma.MediaType{"application/json": {Schema: &huma.Schema{Type: "object"}}, "text/event-stream": {Schema: &huma.Schema{Type: "string"}}}},
+			"400": {Description: "The body is not a JSON object, or has no `messages` (OpenAI error format)."},
 			"401": {Description: "Bad, revoked or expired key (OpenAI error format)."},
 			"429": {Description: "Per-key rate limit (OpenAI error format)."},
 			"502": {Description: "The upstream failed (OpenAI error format)."},
+			"503": {Description: "The key cannot be checked (control database down) or no upstream is configured (OpenAI error format)."},
 		},
 	})
 }

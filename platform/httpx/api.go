@@ -87,7 +87,8 @@ func Register[I, O any](a *API, access Access, op huma.Operation, h func(context
 		}
 		errs = append(errs, http.StatusUnauthorized)
 	}
-	errs = append(errs, http.StatusTooManyRequests, http.StatusInternalServerError)
+	// Every operation may meet a dependency that is down (the control database, an engine): 503.
+	errs = append(errs, http.StatusTooManyRequests, http.StatusInternalServerError, http.StatusServiceUnavailable)
 	if op.Method == http.MethodPost || op.Method == http.MethodPut || op.Method == http.MethodPatch {
 		errs = append(errs, http.StatusBadRequest, http.StatusRequestEntityTooLarge)
 	}

@@ -263,6 +263,7 @@ func TestOpenAPIDocumentDescribesRoutes(t *testing.T) {
 	assert.Contains(t, doc.Paths["/api/widgets"], "post")
 	assert.NotContains(t, string(doc.Paths["/api/widgets"]["post"]), `"422"`, "validation is documented as 400")
 	assert.Contains(t, string(doc.Paths["/api/widgets"]["post"]), `"400"`)
+	assert.Contains(t, string(doc.Paths["/api/widgets"]["post"]), `"503"`, "a dependency that is down is documented")
 }
 
 // TestShutdownClosesConnectionsLeftOpen: a client connection that never sends a request must not
