@@ -114,6 +114,11 @@ func ensureDatabase(ctx context.Context, dsn string) error {
 // sent apart from the SQL text (QueryExecModeExec: never interpolated on the client, one round
 // trip, no prepared statement left on the connection).
 func Connector(dsn string) (driver.Connector, error) {
+	if _, ok := parseDSN(dsn); !ok && strings.Contains(dsn, "://") {
+		// pgx would take part of it (the password, after an unencoded '/') for the database name
+		// and quote that in every connection error.
+		return nil, fmt.Errorf("connection string %s", Redact(dsn))
+	}
 	cfg, err := pgx.ParseConfig(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("connection string %s: %s", Redact(dsn), parseReason(dsn, err))
