@@ -31,7 +31,8 @@ type upstream struct {
 	*httptest.Server
 	mu       sync.Mutex
 	bodies   []map[string]any
-	fail     int // status to answer with
+	fail     int  // status to answer with (429 adds Retry-After: 7)
+	huge     bool // answer with more than the gateway reads (16 MiB)
 	delay    time.Duration
 	release  chan struct{}
 	finished chan struct{}
@@ -54,12 +55,23 @@ func (u *upstream) serve(w http.ResponseWriter, r *http.Request) {
 	_ = json.NewDecoder(r.Body).Decode(&body)
 	u.mu.Lock()
 	u.bodies = append(u.bodies, body)
-	fail, delay, release, finished := u.fail, u.delay, u.release, u.finished
+	fail, huge, delay, release, finished := u.fail, u.huge, u.delay, u.release, u.finished
 	u.mu.Unlock()
 	if delay > 0 {
 		time.Sleep(delay)
 	}
+	if huge {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"id":"chatcmpl-1","object":"chat.completion","model":"fake-model","choices":[{"index":0,"message":{"role":"assistant","content":"`))
+		_, _ = w.Write(bytes.Repeat([]byte("a"), 17<<20))
+		_, _ = w.Write([]byte(`"},"finish_reason":"stop"}]}`))
+		return
+	}
 	if fail != 0 {
+		w.Header().Set("Content-Type", "application/json")
+		if fail == http.StatusTooManyRequests {
+			w.Header().Set("Retry-After", "7")
+		}
 		w.WriteHeader(fail)
 		_, _ = w.Write([]byte(`{"error":{"message":"upstream exploded","type":"server_error"}}`))
 		return
@@ -327,6 +339,73 @@ func TestUpstreamFailuresAre502(t *testing.T) {
 	require.NoError(t, json.NewDecoder(res.Body).Decode(&oe))
 	res.Body.Close()
 	assert.Equal(t, "upstream_error", oe.Error.Code, "OpenAI's error format")
+}
+
+// TestPassthroughRelaysTheUpstreamsAnswers: what an OpenAI SDK sees when the upstream refuses,
+// stalls or answers too much, streamed or not.
+func TestPassthroughRelaysTheUpstreamsAnswers(t *testing.T) {
+	a, up := setup(t, nil)
+	u := a.Register(t)
+	k := newKey(t, a, u.Token, nil)
+	set := func(fail int, huge bool, delay time.Duration) {
+		up.mu.Lock()
+		up.fail, up.huge, up.delay = fail, huge, delay
+		up.mu.Unlock()
+	}
+	type openAIErr struct {
+		Error struct{ Message, Type, Code string } `json:"error"`
+	}
+	read := func(res *http.Response) (openAIErr, string) {
+		defer res.Body.Close()
+		raw, err := io.ReadAll(res.Body)
+		require.NoError(t, err)
+		var oe openAIErr
+		_ = json.Unmarshal(raw, &oe)
+		return oe, string(raw)
+	}
+	for _, stream := range []bool{false, true} {
+		name := fmt.Sprintf("stream=%v", stream)
+		set(http.StatusBadRequest, false, 0)
+		res := chat(t, a, "X-API-Key", k.Key, stream)
+		oe, _ := read(res)
+		assert.Equal(t, http.StatusBadRequest, res.StatusCode, "%s: the upstream's own 4xx goes through", name)
+		assert.Equal(t, "application/json", res.Header.Get("Content-Type"), name)
+		assert.Equal(t, "upstream exploded", oe.Error.Message, name)
+
+		set(http.StatusTooManyRequests, false, 0)
+		res = chat(t, a, "X-API-Key", k.Key, stream)
+		_, _ = read(res)
+		assert.Equal(t, http.StatusTooManyRequests, res.StatusCode, name)
+		assert.Equal(t, "7", res.Header.Get("Retry-After"), "%s: the SDK's retry waits as the upstream asked", name)
+
+		// A 401 refuses the gateway's credentials, not the client's: a 502 that never quotes them.
+		set(http.StatusUnauthorized, false, 0)
+		res = chat(t, a, "X-API-Key", k.Key, stream)
+		oe, raw := read(res)
+		assert.Equal(t, http.StatusBadGateway, res.StatusCode, name)
+		assert.Equal(t, "upstream_error", oe.Error.Code, name)
+		assert.NotContains(t, raw, upstreamKey, name)
+	}
+
+	set(0, false, 2500*time.Millisecond) // Ai:TimeoutSeconds is 2
+	res := chat(t, a, "X-API-Key", k.Key, false)
+	oe, _ := read(res)
+	assert.Equal(t, http.StatusBadGateway, res.StatusCode, "a timeout is a 502")
+	assert.Equal(t, "upstream_unavailable", oe.Error.Code)
+
+	set(0, true, 0)
+	res = chat(t, a, "X-API-Key", k.Key, false)
+	oe, _ = read(res)
+	assert.Equal(t, http.StatusBadGateway, res.StatusCode, "an answer over 16 MiB is not read into memory")
+	assert.Equal(t, "upstream_too_large", oe.Error.Code)
+	r := generate(a, k.Key)
+	assert.Equal(t, http.StatusBadGateway, r.Status)
+	assert.Contains(t, string(r.Raw), "too large")
+
+	set(0, false, 0)
+	res = chat(t, a, "X-API-Key", k.Key, false)
+	_, _ = read(res)
+	assert.Equal(t, http.StatusOK, res.StatusCode, "healthy again")
 }
 
 func chat(t *testing.T, a *apptest.App, header, value string, stream bool) *http.Response {

@@ -42,12 +42,26 @@ func NewUpstream(base, key, model string, timeout time.Duration) *Upstream {
 		DisableCompression:  true, // relay bytes as they come
 	}
 	fast := &fasthttp.Client{MaxConnsPerHost: 512, MaxIdleConnDuration: 90 * time.Second, ReadTimeout: timeout,
-		WriteTimeout: timeout, NoDefaultUserAgentHeader: true, DisableHeaderNamesNormalizing: false}
+		WriteTimeout: timeout, NoDefaultUserAgentHeader: true, MaxResponseBodySize: maxAnswer}
 	return &Upstream{base: strings.TrimRight(base, "/"), key: key, model: model, timeout: timeout, http: &http.Client{Transport: tr}, fast: fast}
 }
 
-// postFast sends a non-streaming request and returns the status and body.
-func (u *Upstream) postFast(body []byte) (int, []byte, error) {
+// maxAnswer bounds a non-streamed answer read into memory.
+const maxAnswer = 16 << 20
+
+// errAnswerTooLarge means the upstream's answer exceeded maxAnswer.
+var errAnswerTooLarge = errors.New("answer too large")
+
+// answer is a non-streamed upstream answer.
+type answer struct {
+	status      int
+	contentType string
+	retryAfter  string
+	body        []byte
+}
+
+// postFast sends a non-streaming request and reads the whole answer (at most maxAnswer bytes).
+func (u *Upstream) postFast(body []byte) (answer, error) {
 	req, res := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseRequest(req)
 	defer fasthttp.ReleaseResponse(res)
@@ -60,9 +74,13 @@ func (u *Upstream) postFast(body []byte) (int, []byte, error) {
 	}
 	req.SetBody(body)
 	if err := u.fast.DoTimeout(req, res, u.timeout); err != nil {
-		return 0, nil, err
+		if errors.Is(err, fasthttp.ErrBodyTooLarge) {
+			return answer{}, errAnswerTooLarge
+		}
+		return answer{}, err
 	}
-	return res.StatusCode(), append([]byte(nil), res.Body()...), nil
+	return answer{status: res.StatusCode(), contentType: string(res.Header.ContentType()),
+		retryAfter: string(res.Header.Peek(fiber.HeaderRetryAfter)), body: append([]byte(nil), res.Body()...)}, nil
 }
 
 // Configured reports whether an upstream is set.
@@ -144,15 +162,18 @@ func (u *Upstream) Generate(ctx context.Context, in GenerateInput) (*Generation,
 	}
 	req.Messages = append(req.Messages, message{Role: "user", Content: in.Prompt})
 	body, _ := json.Marshal(req)
-	status, data, err := u.postFast(body)
+	a, err := u.postFast(body)
+	if errors.Is(err, errAnswerTooLarge) {
+		return nil, upstreamError("the AI upstream's answer was too large", nil)
+	}
 	if err != nil {
 		return nil, upstreamError("the AI upstream did not answer", nil)
 	}
-	if status != http.StatusOK {
-		return nil, upstreamError(fmt.Sprintf("the AI upstream answered %d", status), nil)
+	if a.status != http.StatusOK {
+		return nil, upstreamError(fmt.Sprintf("the AI upstream answered %d", a.status), nil)
 	}
 	var cr chatResponse
-	if err := json.Unmarshal(data, &cr); err != nil || len(cr.Choices) == 0 {
+	if err := json.Unmarshal(a.body, &cr); err != nil || len(cr.Choices) == 0 {
 		return nil, upstreamError("the AI upstream's answer was malformed", nil)
 	}
 	g := &Generation{Text: cr.Choices[0].Message.Content, Model: cr.Model, FinishReason: cr.Choices[0].FinishReason}
@@ -235,30 +256,25 @@ func (p *Passthrough) Handle(c *fiber.Ctx) error {
 	raw, _ := json.Marshal(body)
 	promptEstimate := int64(len(body["messages"]) / 4)
 
+	if !stream {
+		return p.relayAnswer(c, key.KeyID, raw)
+	}
 	uctx, cancel := context.WithTimeout(context.Background(), p.upstream.timeout)
 	res, err := p.upstream.post(uctx, raw)
 	if err != nil {
 		cancel()
 		return openAIError(c, http.StatusBadGateway, "server_error", "upstream_unavailable", "The AI upstream did not answer")
 	}
-	if res.StatusCode != http.StatusOK || !stream {
+	if res.StatusCode != http.StatusOK {
+		// Refused before streaming began: relay the upstream's error as it is.
 		defer cancel()
 		defer res.Body.Close()
-		data, err := io.ReadAll(io.LimitReader(res.Body, 16<<20))
+		data, err := io.ReadAll(io.LimitReader(res.Body, maxAnswer))
 		if err != nil {
 			return openAIError(c, http.StatusBadGateway, "server_error", "upstream_cut", "The AI upstream's answer was cut")
 		}
-		if res.StatusCode >= 500 {
-			return openAIError(c, http.StatusBadGateway, "server_error", "upstream_error", fmt.Sprintf("The AI upstream answered %d", res.StatusCode))
-		}
-		var cr chatResponse
-		if res.StatusCode == http.StatusOK && json.Unmarshal(data, &cr) == nil && cr.Usage != nil {
-			p.meter.Add(key.KeyID, cr.Usage.PromptTokens, cr.Usage.CompletionTokens)
-		} else {
-			p.meter.Add(key.KeyID, 0, 0)
-		}
-		c.Set(fiber.HeaderContentType, res.Header.Get("Content-Type"))
-		return c.Status(res.StatusCode).Send(data)
+		return p.sendAnswer(c, key.KeyID, answer{status: res.StatusCode, contentType: res.Header.Get("Content-Type"),
+			retryAfter: res.Header.Get(fiber.HeaderRetryAfter), body: data})
 	}
 
 	c.Set(fiber.HeaderContentType, "text/event-stream")
@@ -305,4 +321,40 @@ func (p *Passthrough) Handle(c *fiber.Ctx) error {
 		p.meter.Add(keyID, prompt, completion)
 	})
 	return nil
+}
+
+// relayAnswer sends a non-streamed request with the pooled fasthttp client (no per-connection
+// goroutines, as for /api/ai/generate) and relays the answer.
+func (p *Passthrough) relayAnswer(c *fiber.Ctx, keyID int64, raw []byte) error {
+	a, err := p.upstream.postFast(raw)
+	if errors.Is(err, errAnswerTooLarge) {
+		return openAIError(c, http.StatusBadGateway, "server_error", "upstream_too_large", "The AI upstream's answer was too large")
+	}
+	if err != nil {
+		return openAIError(c, http.StatusBadGateway, "server_error", "upstream_unavailable", "The AI upstream did not answer")
+	}
+	return p.sendAnswer(c, keyID, a)
+}
+
+// sendAnswer relays a whole upstream answer. A 5xx becomes 502; so does a 401 or 403, which
+// refuses the gateway's own credentials (Ai:ApiKey), not the client's, and may quote them. Anything
+// else (the answer, or the upstream's 4xx in OpenAI's format, with its Retry-After) goes through
+// as it is. Every answer is metered.
+func (p *Passthrough) sendAnswer(c *fiber.Ctx, keyID int64, a answer) error {
+	if a.status >= 500 || a.status == http.StatusUnauthorized || a.status == http.StatusForbidden {
+		return openAIError(c, http.StatusBadGateway, "server_error", "upstream_error", fmt.Sprintf("The AI upstream answered %d", a.status))
+	}
+	if a.retryAfter != "" {
+		c.Set(fiber.HeaderRetryAfter, a.retryAfter)
+	}
+	var cr chatResponse
+	if a.status == http.StatusOK && json.Unmarshal(a.body, &cr) == nil && cr.Usage != nil {
+		p.meter.Add(keyID, cr.Usage.PromptTokens, cr.Usage.CompletionTokens)
+	} else {
+		p.meter.Add(keyID, 0, 0)
+	}
+	if a.contentType != "" {
+		c.Set(fiber.HeaderContentType, a.contentType)
+	}
+	return c.Status(a.status).Send(a.body)
 }

@@ -130,7 +130,7 @@ func (h *Handler) Register(api *httpx.API) {
 	gen := []string{"AI generation"}
 	httpx.Register(api, httpx.APIKey, huma.Operation{OperationID: "generate", Method: http.MethodPost, Path: "/api/ai/generate",
 		Tags: gen, Summary: "Generate text", Middlewares: huma.Middlewares{h.requireKey(api.API)},
-		Description: "Runs one chat completion at `{Ai:BaseUrl}/chat/completions`. 401 for a bad, revoked or expired key; 429 past `RateLimit:AiGenerate` per key; 502 when the upstream fails or times out.",
+		Description: "Runs one chat completion at `{Ai:BaseUrl}/chat/completions`. 401 for a bad, revoked or expired key; 429 past `RateLimit:AiGenerate` per key; 502 when the upstream fails, times out or answers more than 16 MiB.",
 		Errors:      []int{http.StatusBadGateway, http.StatusServiceUnavailable}},
 		func(ctx context.Context, in *generateInput) (*httpx.Response[Generation], error) {
 			p, _ := ctx.Value(apiKeyPrincipal{}).(Principal)
@@ -157,7 +157,9 @@ func (h *Handler) Register(api *httpx.API) {
 			"or `Authorization: Bearer`. `stream: true` is relayed as server-sent events chunk by chunk; usage is metered from the " +
 			"final usage chunk (requested with `stream_options.include_usage`). A client that disconnects mid-stream is charged " +
 			"for what was generated, estimated as one completion token per content delta. Errors follow OpenAI's " +
-			"`{error: {message, type, code}}`: 400 bad body, 401 bad key, 429 rate limit, 502 upstream failure, 503 key check or upstream unavailable.",
+			"`{error: {message, type, code}}`: 400 bad body, 401 bad key, 429 rate limit, 502 upstream failure, 503 key check or upstream unavailable. " +
+			"The upstream's own 4xx answers (say 400 or 404 for an unknown model, 429 with its `Retry-After`) are relayed as they are, " +
+			"except 401 and 403, which refuse the gateway's credentials and answer 502. A non-streamed answer larger than 16 MiB is a 502.",
 		Security: []map[string][]string{{httpx.SchemeAPIKey: {}}, {httpx.SchemeBearer: {}}},
 		RequestBody: &huma.RequestBody{Required: true, Content: map[string]*huma.MediaType{"application/json": {
 			Schema: &huma.Schema{Type: "object", Description: "An OpenAI chat completion request.", Required: []string{"messages"},
@@ -169,10 +171,13 @@ func (h *Handler) Register(api *httpx.API) {
 		Responses: map[string]*huma.Response{
 			"200": {Description: "The upstream's chat completion, or a text/event-stream when `stream` is true.",
 				Content: map[string]*huma.MediaType{"application/json": {Schema: &huma.Schema{Type: "object"}}, "text/event-stream": {Schema: &huma.Schema{Type: "string"}}}},
-			"400": {Description: "The body is not a JSON object, or has no `messages` (OpenAI error format)."},
+			"400": {Description: "The body is not a JSON object, or has no `messages` (OpenAI error format); or the upstream's own 400, relayed."},
 			"401": {Description: "Bad, revoked or expired key (OpenAI error format)."},
-			"429": {Description: "Per-key rate limit (OpenAI error format)."},
-			"502": {Description: "The upstream failed (OpenAI error format)."},
+			"404": {Description: "The upstream's own 404 (an unknown model, say), relayed."},
+			"429": {Description: "Per-key rate limit (OpenAI error format), or the upstream's own 429, relayed with its `Retry-After`.",
+				Headers: map[string]*huma.Param{"Retry-After": {Description: "Seconds to wait.", Schema: &huma.Schema{Type: "integer"}}}},
+			"502": {Description: "The upstream failed, timed out, refused the gateway's credentials or answered more than 16 MiB (OpenAI error format, " +
+				"`code` one of `upstream_error`, `upstream_unavailable`, `upstream_cut`, `upstream_too_large`)."},
 			"503": {Description: "The key cannot be checked (control database down) or no upstream is configured (OpenAI error format)."},
 		},
 	})
