@@ -62,6 +62,9 @@ func (u *upstream) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	if huge {
 		w.Header().Set("Content-Type", "application/json")
+		if fail != 0 {
+			w.WriteHeader(fail)
+		}
 		_, _ = w.Write([]byte(`{"id":"chatcmpl-1","object":"chat.completion","model":"fake-model","choices":[{"index":0,"message":{"role":"assistant","content":"`))
 		_, _ = w.Write(bytes.Repeat([]byte("a"), 17<<20))
 		_, _ = w.Write([]byte(`"},"finish_reason":"stop"}]}`))
@@ -401,6 +404,11 @@ func TestPassthroughRelaysTheUpstreamsAnswers(t *testing.T) {
 	r := generate(a, k.Key)
 	assert.Equal(t, http.StatusBadGateway, r.Status)
 	assert.Contains(t, string(r.Raw), "too large")
+	set(http.StatusBadRequest, true, 0) // a refused stream's error body is read whole: bounded too
+	res = chat(t, a, "X-API-Key", k.Key, true)
+	oe, _ = read(res)
+	assert.Equal(t, http.StatusBadGateway, res.StatusCode, "a refused stream's error over 16 MiB is not relayed cut short")
+	assert.Equal(t, "upstream_too_large", oe.Error.Code)
 
 	set(0, false, 0)
 	res = chat(t, a, "X-API-Key", k.Key, false)

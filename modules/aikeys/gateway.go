@@ -269,9 +269,12 @@ func (p *Passthrough) Handle(c *fiber.Ctx) error {
 		// Refused before streaming began: relay the upstream's error as it is.
 		defer cancel()
 		defer res.Body.Close()
-		data, err := io.ReadAll(io.LimitReader(res.Body, maxAnswer))
+		data, err := io.ReadAll(io.LimitReader(res.Body, maxAnswer+1))
 		if err != nil {
 			return openAIError(c, http.StatusBadGateway, "server_error", "upstream_cut", "The AI upstream's answer was cut")
+		}
+		if len(data) > maxAnswer {
+			return openAIError(c, http.StatusBadGateway, "server_error", "upstream_too_large", "The AI upstream's answer was too large")
 		}
 		return p.sendAnswer(c, key.KeyID, answer{status: res.StatusCode, contentType: res.Header.Get("Content-Type"),
 			retryAfter: res.Header.Get(fiber.HeaderRetryAfter), body: data})

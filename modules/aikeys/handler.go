@@ -176,7 +176,7 @@ func (h *Handler) Register(api *httpx.API) {
 			"404": {Description: "The upstream's own 404 (an unknown model, say), relayed."},
 			"429": {Description: "Per-key rate limit (OpenAI error format), or the upstream's own 429, relayed with its `Retry-After`.",
 				Headers: map[string]*huma.Param{"Retry-After": {Description: "Seconds to wait.", Schema: &huma.Schema{Type: "integer"}}}},
-			"502": {Description: "The upstream failed, timed out, refused the gateway's credentials or answered more than 16 MiB (OpenAI error format, " +
+			"502": {Description: "The upstream failed, timed out, refused the gateway's credentials or answered more than 16 MiB, streamed or not (OpenAI error format, " +
 				"`code` one of `upstream_error`, `upstream_unavailable`, `upstream_cut`, `upstream_too_large`)."},
 			"503": {Description: "The key cannot be checked (control database down) or no upstream is configured (OpenAI error format)."},
 		},
