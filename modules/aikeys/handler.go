@@ -159,7 +159,7 @@ func (h *Handler) Register(api *httpx.API) {
 			"for what was generated, estimated as one completion token per content delta. Errors follow OpenAI's " +
 			"`{error: {message, type, code}}`: 400 bad body, 401 bad key, 429 rate limit, 502 upstream failure, 503 key check or upstream unavailable. " +
 			"The upstream's own 4xx answers (say 400 or 404 for an unknown model, 429 with its `Retry-After`) are relayed as they are, " +
-			"except 401 and 403, which refuse the gateway's credentials and answer 502. A non-streamed answer larger than 16 MiB is a 502.",
+			"except 401 and 403, which refuse the gateway's credentials and answer 502. A non-streamed answer, or the error refusing a stream, larger than 16 MiB is a 502; a stream is relayed whatever its length.",
 		Security: []map[string][]string{{httpx.SchemeAPIKey: {}}, {httpx.SchemeBearer: {}}},
 		RequestBody: &huma.RequestBody{Required: true, Content: map[string]*huma.MediaType{"application/json": {
 			Schema: &huma.Schema{Type: "object", Description: "An OpenAI chat completion request.", Required: []string{"messages"},
@@ -176,7 +176,7 @@ func (h *Handler) Register(api *httpx.API) {
 			"404": {Description: "The upstream's own 404 (an unknown model, say), relayed."},
 			"429": {Description: "Per-key rate limit (OpenAI error format), or the upstream's own 429, relayed with its `Retry-After`.",
 				Headers: map[string]*huma.Param{"Retry-After": {Description: "Seconds to wait.", Schema: &huma.Schema{Type: "integer"}}}},
-			"502": {Description: "The upstream failed, timed out, refused the gateway's credentials or answered more than 16 MiB, streamed or not (OpenAI error format, " +
+			"502": {Description: "The upstream failed, timed out, refused the gateway's credentials or answered more than 16 MiB without streaming (OpenAI error format, " +
 				"`code` one of `upstream_error`, `upstream_unavailable`, `upstream_cut`, `upstream_too_large`)."},
 			"503": {Description: "The key cannot be checked (control database down) or no upstream is configured (OpenAI error format)."},
 		},
