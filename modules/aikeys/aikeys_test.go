@@ -76,6 +76,10 @@ func (u *upstream) serve(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Retry-After", "7")
 		}
 		w.WriteHeader(fail)
+		if fail == http.StatusUnauthorized || fail == http.StatusForbidden { // as OpenAI does: quote the key
+			_, _ = fmt.Fprintf(w, `{"error":{"message":"Incorrect API key provided: %s","type":"invalid_request_error","code":"invalid_api_key"}}`, upstreamKey)
+			return
+		}
 		_, _ = w.Write([]byte(`{"error":{"message":"upstream exploded","type":"server_error"}}`))
 		return
 	}
@@ -366,6 +370,14 @@ func TestPassthroughRelaysTheUpstreamsAnswers(t *testing.T) {
 		_ = json.Unmarshal(raw, &oe)
 		return oe, string(raw)
 	}
+	badGateway := func(stream bool, code, why string) {
+		t.Helper()
+		res := chat(t, a, "X-API-Key", k.Key, stream)
+		oe, raw := read(res)
+		assert.Equal(t, http.StatusBadGateway, res.StatusCode, why)
+		assert.Equal(t, code, oe.Error.Code, why)
+		assert.NotContains(t, raw, upstreamKey, why)
+	}
 	for _, stream := range []bool{false, true} {
 		name := fmt.Sprintf("stream=%v", stream)
 		set(http.StatusBadRequest, false, 0)
@@ -381,37 +393,26 @@ func TestPassthroughRelaysTheUpstreamsAnswers(t *testing.T) {
 		assert.Equal(t, http.StatusTooManyRequests, res.StatusCode, name)
 		assert.Equal(t, "7", res.Header.Get("Retry-After"), "%s: the SDK's retry waits as the upstream asked", name)
 
-		// A 401 refuses the gateway's credentials, not the client's: a 502 that never quotes them.
-		set(http.StatusUnauthorized, false, 0)
-		res = chat(t, a, "X-API-Key", k.Key, stream)
-		oe, raw := read(res)
-		assert.Equal(t, http.StatusBadGateway, res.StatusCode, name)
-		assert.Equal(t, "upstream_error", oe.Error.Code, name)
-		assert.NotContains(t, raw, upstreamKey, name)
+		// A 401 or 403 refuses the gateway's credentials, not the client's: a 502 that never quotes them.
+		for _, refused := range []int{http.StatusUnauthorized, http.StatusForbidden} {
+			set(refused, false, 0)
+			badGateway(stream, "upstream_error", fmt.Sprintf("%s, upstream %d", name, refused))
+		}
 	}
 
 	set(0, false, 2500*time.Millisecond) // Ai:TimeoutSeconds is 2
-	res := chat(t, a, "X-API-Key", k.Key, false)
-	oe, _ := read(res)
-	assert.Equal(t, http.StatusBadGateway, res.StatusCode, "a timeout is a 502")
-	assert.Equal(t, "upstream_unavailable", oe.Error.Code)
+	badGateway(false, "upstream_unavailable", "a timeout is a 502")
 
 	set(0, true, 0)
-	res = chat(t, a, "X-API-Key", k.Key, false)
-	oe, _ = read(res)
-	assert.Equal(t, http.StatusBadGateway, res.StatusCode, "an answer over 16 MiB is not read into memory")
-	assert.Equal(t, "upstream_too_large", oe.Error.Code)
+	badGateway(false, "upstream_too_large", "an answer over 16 MiB is not read into memory")
 	r := generate(a, k.Key)
 	assert.Equal(t, http.StatusBadGateway, r.Status)
 	assert.Contains(t, string(r.Raw), "too large")
 	set(http.StatusBadRequest, true, 0) // a refused stream's error body is read whole: bounded too
-	res = chat(t, a, "X-API-Key", k.Key, true)
-	oe, _ = read(res)
-	assert.Equal(t, http.StatusBadGateway, res.StatusCode, "a refused stream's error over 16 MiB is not relayed cut short")
-	assert.Equal(t, "upstream_too_large", oe.Error.Code)
+	badGateway(true, "upstream_too_large", "a refused stream's error over 16 MiB is not relayed cut short")
 
 	set(0, false, 0)
-	res = chat(t, a, "X-API-Key", k.Key, false)
+	res := chat(t, a, "X-API-Key", k.Key, false)
 	_, _ = read(res)
 	assert.Equal(t, http.StatusOK, res.StatusCode, "healthy again")
 }
