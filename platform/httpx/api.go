@@ -53,6 +53,34 @@ type API struct {
 	huma.API
 	guard Guard
 	app   *fiber.App
+	// errorWriters answer the errors under a path prefix in a format of their own.
+	errorWriters []errorWriter
+}
+
+// ErrorWriter writes an error response in a format other than the envelope.
+type ErrorWriter func(c *fiber.Ctx, e *Error) error
+
+type errorWriter struct {
+	prefix string
+	write  ErrorWriter
+}
+
+// WriteErrorsUnder makes every error the server answers under the path prefix (no route, method
+// not allowed, body too large, the per-IP limit, a panic) go through w instead of the envelope:
+// for routes that speak another API's format (the OpenAI-compatible pass-through). Call it from
+// Register, before the server starts; the prefix is matched case-insensitively, as routes are.
+func (a *API) WriteErrorsUnder(prefix string, w ErrorWriter) {
+	a.errorWriters = append(a.errorWriters, errorWriter{prefix: prefix, write: w})
+}
+
+// errorWriterFor returns the writer registered for path, or nil.
+func (a *API) errorWriterFor(path string) ErrorWriter {
+	for _, w := range a.errorWriters {
+		if len(path) >= len(w.prefix) && strings.EqualFold(path[:len(w.prefix)], w.prefix) {
+			return w.write
+		}
+	}
+	return nil
 }
 
 // Fiber returns the underlying app, for the rare route huma cannot serve (a streamed

@@ -274,6 +274,9 @@ func (s *Server) errorHandler(c *fiber.Ctx, err error) error {
 	if c.Locals(requestIDKey) == nil { // rejected before the middleware ran (body too large)
 		c.Set(fiber.HeaderXRequestID, newRequestID())
 	}
+	if w := s.API.errorWriterFor(c.Path()); w != nil {
+		return w(c, out)
+	}
 	return c.Status(out.Status).JSON(out)
 }
 
