@@ -82,7 +82,8 @@ func (h *Handler) requireKey(api huma.API) func(huma.Context, func(huma.Context)
 func (h *Handler) Register(api *httpx.API) {
 	tags := []string{"AI keys"}
 	httpx.Register(api, httpx.Authenticated, huma.Operation{OperationID: "listMyAiKeys", Method: http.MethodGet,
-		Path: "/api/me/ai-keys", Tags: tags, Summary: "List my AI keys", Description: "Never the key text; usage is flushed about every second."},
+		Path: "/api/me/ai-keys", Tags: tags, Summary: "List my AI keys",
+		Description: "Never the key text; usage is flushed about every second. `status` is `Active`, `Revoked`, or `Expired` (an active key past its `expiresAt`: refused, and not counted toward the quota)."},
 		func(ctx context.Context, _ *struct{}) (*httpx.Response[[]View], error) {
 			list, err := h.keys.List(ctx, authn.FromContext(ctx).UserID)
 			if err != nil {
@@ -92,8 +93,9 @@ func (h *Handler) Register(api *httpx.API) {
 		})
 	httpx.Register(api, httpx.Authenticated, huma.Operation{OperationID: "createMyAiKey", Method: http.MethodPost,
 		Path: "/api/me/ai-keys", Tags: tags, Summary: "Create an AI key", DefaultStatus: http.StatusCreated,
-		Description: "The key text (`sk-prov-…`) is in this answer only; only its SHA-256 is stored. 409 at `AiKeys:MaxPerUser` active keys.",
-		Errors:      []int{http.StatusConflict}},
+		Description: "The key text (`sk-prov-…`) is in this answer only; only its SHA-256 is stored. The name is trimmed; a blank one is a 400. " +
+			"409 at `AiKeys:MaxPerUser` usable keys (Active and not expired: expired and revoked keys do not count).",
+		Errors: []int{http.StatusConflict}},
 		func(ctx context.Context, in *aiKeyCreateInput) (*httpx.Response[View], error) {
 			v, err := h.keys.Create(ctx, CreateInput{UserID: authn.FromContext(ctx).UserID, Name: in.Body.Name, ExpiresAt: in.Body.ExpiresAt})
 			if err != nil {
@@ -103,7 +105,7 @@ func (h *Handler) Register(api *httpx.API) {
 		})
 	httpx.Register(api, httpx.Authenticated, huma.Operation{OperationID: "rotateMyAiKey", Method: http.MethodPost,
 		Path: "/api/me/ai-keys/{id}/rotate", Tags: tags, Summary: "Rotate an AI key",
-		Description: "Answers the new key text once. The old text stops working at once (on every replica), or when `gracePeriodSeconds` ends; the key's id, usage and limits carry over.",
+		Description: "Answers the new key text once. The old text stops working at once (on every replica), or when `gracePeriodSeconds` ends; the key's id, usage and limits carry over. 409 for a revoked or expired key.",
 		Errors:      []int{http.StatusNotFound, http.StatusConflict}},
 		func(ctx context.Context, in *aiKeyRotateInput) (*httpx.Response[View], error) {
 			grace := 0

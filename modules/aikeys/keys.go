@@ -100,6 +100,11 @@ func (s *Keys) lookup(ctx context.Context, h [32]byte) (Principal, error) {
 	return p, nil
 }
 
+// usable restricts q to the keys that authenticate: Active and not past expiresAt.
+func usable(q *bun.SelectQuery) *bun.SelectQuery {
+	return q.Where("status = ?", StatusActive).Where("(expires_at IS NULL OR expires_at > now())")
+}
+
 // CreateInput asks for a key.
 type CreateInput struct {
 	UserID    int64
@@ -109,22 +114,31 @@ type CreateInput struct {
 
 // Create makes a key; the plain text is in the answer only.
 func (s *Keys) Create(ctx context.Context, in CreateInput) (*View, error) {
+	name := strings.TrimSpace(in.Name)
+	var invalid []httpx.FieldError
+	if name == "" {
+		invalid = append(invalid, httpx.FieldError{Field: "name", Message: "must not be blank"})
+	}
 	if in.ExpiresAt != nil && !in.ExpiresAt.After(time.Now()) {
-		return nil, httpx.BadRequest("Validation failed", httpx.FieldError{Field: "expiresAt", Message: "must be in the future"})
+		invalid = append(invalid, httpx.FieldError{Field: "expiresAt", Message: "must be in the future"})
+	}
+	if len(invalid) > 0 {
+		return nil, httpx.BadRequest("Validation failed", invalid...)
 	}
 	text := newKeyText()
 	h := hashKey(text)
-	k := &Key{UserID: in.UserID, Name: strings.TrimSpace(in.Name), Prefix: displayPrefix(text), KeyHash: h[:], Status: StatusActive, ExpiresAt: in.ExpiresAt}
+	k := &Key{UserID: in.UserID, Name: name, Prefix: displayPrefix(text), KeyHash: h[:], Status: StatusActive, ExpiresAt: in.ExpiresAt}
 	err := s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
 		if err := db.LockLiveUser(ctx, tx, in.UserID); err != nil {
 			return err
 		}
-		n, err := tx.NewSelect().Model((*Key)(nil)).Where("user_id = ?", in.UserID).Where("status = ?", StatusActive).Count(ctx)
+		// Only usable keys count: an expired key is refused and cannot be revived.
+		n, err := usable(tx.NewSelect().Model((*Key)(nil)).Where("user_id = ?", in.UserID)).Count(ctx)
 		if err != nil {
 			return fmt.Errorf("count ai keys: %w", err)
 		}
 		if n >= int64(s.maxPerUser) {
-			return httpx.Conflict(fmt.Sprintf("Quota reached: at most %d active AI keys per user", s.maxPerUser))
+			return httpx.Conflict(fmt.Sprintf("Quota reached: at most %d active AI keys per user (expired and revoked keys do not count)", s.maxPerUser))
 		}
 		if _, err := tx.NewInsert().Model(k).Returning("*").Exec(ctx); err != nil {
 			return fmt.Errorf("store ai key: %w", err)
@@ -164,6 +178,9 @@ func (s *Keys) Rotate(ctx context.Context, id, userID int64, grace time.Duration
 		}
 		if k.Status != StatusActive {
 			return httpx.Conflict("A revoked key cannot be rotated")
+		}
+		if k.ExpiresAt != nil && !time.Now().Before(*k.ExpiresAt) {
+			return httpx.Conflict("An expired key cannot be rotated (its new text would be refused too)")
 		}
 		q := tx.NewUpdate().Model(k).Set("key_hash = ?", h[:]).Set("prefix = ?", displayPrefix(text)).Set("updated_at = now()")
 		if grace > 0 {

@@ -10,6 +10,8 @@ import (
 const (
 	StatusActive  = "Active"
 	StatusRevoked = "Revoked"
+	// StatusExpired is never stored: an Active key past its expiresAt is shown as Expired.
+	StatusExpired = "Expired"
 )
 
 // KeyPrefix starts every key, so keys are recognisable (and secret scanners can find them).
@@ -49,7 +51,7 @@ type View struct {
 	ID         int64      `json:"id" example:"5"`
 	Name       string     `json:"name" example:"ci pipeline"`
 	Prefix     string     `json:"prefix" doc:"The key's first characters, to recognise it." example:"sk-prov-7Hq2"`
-	Status     string     `json:"status" enum:"Active,Revoked"`
+	Status     string     `json:"status" enum:"Active,Revoked,Expired" doc:"Expired: past expiresAt (refused, and not counted toward AiKeys:MaxPerUser); Revoked: revoked, or its user deleted."`
 	CreatedAt  time.Time  `json:"createdAt"`
 	LastUsedAt *time.Time `json:"lastUsedAt"`
 	ExpiresAt  *time.Time `json:"expiresAt"`
@@ -67,7 +69,11 @@ func utc(t *time.Time) *time.Time {
 }
 
 func view(k *Key) View {
-	return View{ID: k.ID, Name: k.Name, Prefix: k.Prefix, Status: k.Status, CreatedAt: k.CreatedAt.UTC(),
+	status := k.Status
+	if status == StatusActive && k.ExpiresAt != nil && !time.Now().Before(*k.ExpiresAt) {
+		status = StatusExpired
+	}
+	return View{ID: k.ID, Name: k.Name, Prefix: k.Prefix, Status: status, CreatedAt: k.CreatedAt.UTC(),
 		LastUsedAt: utc(k.LastUsedAt), ExpiresAt: utc(k.ExpiresAt), UserID: k.UserID,
 		Usage: Usage{Requests: k.Requests, PromptTokens: k.PromptTokens, CompletionTokens: k.CompletionTokens}}
 }

@@ -67,9 +67,9 @@ func (s *Summary) DashboardSection(ctx context.Context, userID int64) (summary.S
 	return summary.Section{Key: "aiKeys", Items: list, Total: len(list)}, nil
 }
 
-// PlatformCounts implements summary.Counter: active keys, one query.
+// PlatformCounts implements summary.Counter: usable keys (Active, not expired), one query.
 func (s *Summary) PlatformCounts(ctx context.Context) (map[string]int64, error) {
-	n, err := s.keys.db.NewSelect().Model((*Key)(nil)).Where("status = ?", StatusActive).Count(ctx)
+	n, err := usable(s.keys.db.NewSelect().Model((*Key)(nil))).Count(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("count ai keys: %w", err)
 	}
