@@ -7,10 +7,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -36,11 +38,29 @@ type upstream struct {
 	delay    time.Duration
 	release  chan struct{}
 	finished chan struct{}
+	// dropReused closes a connection, unanswered, when a second request arrives on it (the
+	// upstream closing an idle keep-alive connection as the request comes); dropAll does so for
+	// every request. served counts the requests that reached the handler.
+	dropReused, dropAll bool
+	served, dropped     int
+	// A streamed answer of ticks extra chunks, tick apart (slow but steady).
+	ticks int
+	tick  time.Duration
 }
 
-func newUpstream(t testing.TB) *upstream {
+type connRequests struct{}
+
+// newUpstream starts the fake; configure, if given, adjusts its server first (say IdleTimeout).
+func newUpstream(t testing.TB, configure ...func(*http.Server)) *upstream {
 	u := &upstream{}
-	u.Server = httptest.NewServer(http.HandlerFunc(u.serve))
+	u.Server = httptest.NewUnstartedServer(http.HandlerFunc(u.serve))
+	u.Config.ConnContext = func(ctx context.Context, _ net.Conn) context.Context {
+		return context.WithValue(ctx, connRequests{}, new(atomic.Int32))
+	}
+	for _, f := range configure {
+		f(u.Config)
+	}
+	u.Start()
 	t.Cleanup(u.Close)
 	return u
 }
@@ -53,9 +73,21 @@ func (u *upstream) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	var body map[string]any
 	_ = json.NewDecoder(r.Body).Decode(&body)
+	nth := r.Context().Value(connRequests{}).(*atomic.Int32).Add(1)
 	u.mu.Lock()
+	if u.dropAll || (u.dropReused && nth > 1) {
+		u.dropped++
+		u.mu.Unlock()
+		conn, _, err := w.(http.Hijacker).Hijack()
+		if err == nil {
+			_ = conn.Close()
+		}
+		return
+	}
+	u.served++
 	u.bodies = append(u.bodies, body)
 	fail, huge, delay, release, finished := u.fail, u.huge, u.delay, u.release, u.finished
+	ticks, tick := u.ticks, u.tick
 	u.mu.Unlock()
 	if delay > 0 {
 		time.Sleep(delay)
@@ -95,6 +127,10 @@ func (u *upstream) serve(w http.ResponseWriter, r *http.Request) {
 		fl.Flush()
 	}
 	chunk(`{"id":"c","object":"chat.completion.chunk","model":"fake-model","choices":[{"index":0,"delta":{"content":"Hel"}}]}`)
+	for i := 0; i < ticks; i++ {
+		time.Sleep(tick)
+		chunk(`{"id":"c","object":"chat.completion.chunk","model":"fake-model","choices":[{"index":0,"delta":{"content":"."}}]}`)
+	}
 	if release != nil {
 		select {
 		case <-release:

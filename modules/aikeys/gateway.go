@@ -11,8 +11,10 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -31,18 +33,28 @@ type Upstream struct {
 	fast             *fasthttp.Client
 }
 
-// NewUpstream builds the client; keep-alive connections are pooled for the hot path.
+// NewUpstream builds the clients; keep-alive connections are pooled for the hot path, and dropped
+// after idleConnTimeout idle, before the usual upstream closes them. A request that meets an idle
+// connection the upstream closed anyway (a shorter timeout, or a race with ours) is sent again,
+// once, on a fresh connection.
 func NewUpstream(base, key, model string, timeout time.Duration) *Upstream {
 	tr := &http.Transport{
 		Proxy:               http.ProxyFromEnvironment,
 		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
 		MaxIdleConns:        512,
 		MaxIdleConnsPerHost: 256,
-		IdleConnTimeout:     90 * time.Second,
+		IdleConnTimeout:     idleConnTimeout,
 		DisableCompression:  true, // relay bytes as they come
 	}
-	fast := &fasthttp.Client{MaxConnsPerHost: 512, MaxIdleConnDuration: 90 * time.Second, ReadTimeout: timeout,
-		WriteTimeout: timeout, NoDefaultUserAgentHeader: true, MaxResponseBodySize: maxAnswer}
+	fast := &fasthttp.Client{MaxConnsPerHost: 512, MaxIdleConnDuration: idleConnTimeout, ReadTimeout: timeout,
+		WriteTimeout: timeout, NoDefaultUserAgentHeader: true, MaxResponseBodySize: maxAnswer,
+		// The most recently used connection first: the least likely to have been closed, and
+		// the ones beyond the working set go idle and are dropped.
+		ConnPoolStrategy: fasthttp.LIFO,
+		DialTimeout:      dialStale, Transport: retryStale{},
+		MaxIdemponentCallAttempts: 2, // at most one retry, and only when retryStale says so
+		RetryIfErr:                func(*fasthttp.Request, int, error) (bool, bool) { return false, true },
+	}
 	return &Upstream{base: strings.TrimRight(base, "/"), key: key, model: model, timeout: timeout, http: &http.Client{Transport: tr}, fast: fast}
 }
 
@@ -87,16 +99,26 @@ func (u *Upstream) postFast(body []byte) (answer, error) {
 func (u *Upstream) Configured() bool { return u.base != "" }
 
 func (u *Upstream) post(ctx context.Context, body []byte) (*http.Response, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.base+"/chat/completions", bytes.NewReader(body))
-	if err != nil {
-		return nil, err
+	for attempt := 0; ; attempt++ {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.base+"/chat/completions", bytes.NewReader(body))
+		if err != nil {
+			return nil, err
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if u.key != "" {
+			req.Header.Set("Authorization", "Bearer "+u.key)
+		}
+		var reused, answered atomic.Bool // the trace's callbacks run on the transport's goroutines
+		req = req.WithContext(httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+			GotConn:              func(i httptrace.GotConnInfo) { reused.Store(i.Reused) },
+			GotFirstResponseByte: func() { answered.Store(true) },
+		}))
+		res, err := u.http.Do(req)
+		if err == nil || attempt > 0 || !reused.Load() || answered.Load() || ctx.Err() != nil {
+			return res, err
+		}
 	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	if u.key != "" {
-		req.Header.Set("Authorization", "Bearer "+u.key)
-	}
-	return u.http.Do(req)
 }
 
 // GenerateInput is the body of POST /api/ai/generate.
