@@ -98,6 +98,9 @@ func (u *Upstream) postFast(body []byte) (answer, error) {
 // Configured reports whether an upstream is set.
 func (u *Upstream) Configured() bool { return u.base != "" }
 
+// post sends a request with net/http (for streams). net/http retries a POST only when nothing
+// was written; when the request met a reused connection the upstream had closed and nothing came
+// back, it is sent again here, once, on a fresh connection.
 func (u *Upstream) post(ctx context.Context, body []byte) (*http.Response, error) {
 	for attempt := 0; ; attempt++ {
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.base+"/chat/completions", bytes.NewReader(body))
@@ -191,6 +194,15 @@ func (u *Upstream) Generate(ctx context.Context, in GenerateInput) (*Generation,
 	if err != nil {
 		return nil, upstreamError("the AI upstream did not answer", nil)
 	}
+	if a.status == http.StatusTooManyRequests {
+		// The upstream's own limit: the client may retry, when the upstream said (the contract's
+		// 429 always carries Retry-After; 1 s when the upstream gave none).
+		retry := a.retryAfter
+		if retry == "" {
+			retry = "1"
+		}
+		return nil, httpx.NewError(http.StatusTooManyRequests, "The AI upstream is rate limiting; retry later").WithHeader(fiber.HeaderRetryAfter, retry)
+	}
 	if a.status != http.StatusOK {
 		return nil, upstreamError(fmt.Sprintf("the AI upstream answered %d", a.status), nil)
 	}
@@ -220,8 +232,41 @@ type Passthrough struct {
 	log      *slog.Logger
 }
 
-func openAIError(c *fiber.Ctx, status int, typ, code, msg string) error {
-	return c.Status(status).JSON(fiber.Map{"error": fiber.Map{"message": msg, "type": typ, "code": code}})
+// openAIError writes an error in OpenAI's format: {error: {message, type, param, code}}.
+func openAIError(c *fiber.Ctx, status int, typ, code, param, msg string) error {
+	return c.Status(status).JSON(openAIErrorBody(typ, code, param, msg))
+}
+
+func openAIErrorBody(typ, code, param, msg string) fiber.Map {
+	var p any // null unless a parameter is named, as OpenAI does
+	if param != "" {
+		p = param
+	}
+	return fiber.Map{"error": fiber.Map{"message": msg, "type": typ, "param": p, "code": code}}
+}
+
+// writeOpenAIError answers, in OpenAI's format, the errors the server raises under the
+// pass-through's prefix before or around its handler: no route (404), method not allowed (405),
+// body over 1 MiB (413), the per-IP limit (429), a panic (500).
+func writeOpenAIError(c *fiber.Ctx, e *httpx.Error) error {
+	typ, code := "invalid_request_error", "invalid_request"
+	switch {
+	case e.Status == http.StatusUnauthorized:
+		code = "invalid_api_key"
+	case e.Status == http.StatusNotFound:
+		code = "unknown_url"
+	case e.Status == http.StatusMethodNotAllowed:
+		code = "method_not_allowed"
+	case e.Status == http.StatusRequestEntityTooLarge:
+		code = "request_too_large"
+	case e.Status == http.StatusTooManyRequests:
+		typ, code = "requests", "rate_limit_exceeded"
+	case e.Status == http.StatusServiceUnavailable:
+		typ, code = "server_error", "unavailable"
+	case e.Status >= 500:
+		typ, code = "server_error", "server_error"
+	}
+	return openAIError(c, e.Status, typ, code, "", e.Message)
 }
 
 // presentedKey reads X-API-Key, or Authorization: Bearer (what OpenAI SDKs send).
@@ -235,15 +280,30 @@ func presentedKey(c *fiber.Ctx) string {
 	return ""
 }
 
+// messagesError says what is wrong with a request's messages ("" when they are a non-empty array),
+// with OpenAI's code for it. The body parsed, so raw is valid JSON.
+func messagesError(raw json.RawMessage, present bool) (code, msg string) {
+	v := bytes.TrimSpace(raw)
+	switch {
+	case !present:
+		return "missing_messages", "Missing required parameter: 'messages'"
+	case len(v) == 0 || v[0] != '[':
+		return "invalid_type", "Invalid type for 'messages': expected an array of objects"
+	case len(bytes.TrimSpace(v[1:len(v)-1])) == 0:
+		return "empty_array", "Invalid 'messages': empty array; at least one message is needed"
+	}
+	return "", ""
+}
+
 // Handle is the Fiber handler.
 func (p *Passthrough) Handle(c *fiber.Ctx) error {
 	ctx := c.UserContext()
 	key, err := p.keys.Authenticate(ctx, presentedKey(c))
 	if err != nil {
 		if errors.Is(err, httpx.ErrUnavailable) {
-			return openAIError(c, http.StatusServiceUnavailable, "server_error", "unavailable", "Key check unavailable; try again")
+			return openAIError(c, http.StatusServiceUnavailable, "server_error", "unavailable", "", "Key check unavailable; try again")
 		}
-		return openAIError(c, http.StatusUnauthorized, "invalid_request_error", "invalid_api_key", "Invalid, revoked or expired API key")
+		return openAIError(c, http.StatusUnauthorized, "invalid_request_error", "invalid_api_key", "", "Invalid, revoked or expired API key")
 	}
 	r, err := p.limiter.Enforce(ctx, "AiGenerate", strconv.FormatInt(key.KeyID, 10))
 	if r.Limit > 0 {
@@ -252,53 +312,74 @@ func (p *Passthrough) Handle(c *fiber.Ctx) error {
 	var le *ratelimit.LimitError
 	if errors.As(err, &le) {
 		c.Set(fiber.HeaderRetryAfter, fmt.Sprint(int(le.RetryAfter.Seconds())+1))
-		return openAIError(c, http.StatusTooManyRequests, "requests", "rate_limit_exceeded", le.Error())
+		return openAIError(c, http.StatusTooManyRequests, "requests", "rate_limit_exceeded", "", le.Error())
 	}
 	if !p.upstream.Configured() {
-		return openAIError(c, http.StatusServiceUnavailable, "server_error", "not_configured", "No AI upstream is configured (Ai:BaseUrl)")
+		return openAIError(c, http.StatusServiceUnavailable, "server_error", "not_configured", "", "No AI upstream is configured (Ai:BaseUrl)")
 	}
 	var body map[string]json.RawMessage
-	if err := json.Unmarshal(c.Body(), &body); err != nil {
-		return openAIError(c, http.StatusBadRequest, "invalid_request_error", "invalid_json", "The body must be a JSON object")
+	if err := json.Unmarshal(c.Body(), &body); err != nil || body == nil {
+		return openAIError(c, http.StatusBadRequest, "invalid_request_error", "invalid_json", "", "The body must be a JSON object")
 	}
-	if _, ok := body["messages"]; !ok {
-		return openAIError(c, http.StatusBadRequest, "invalid_request_error", "missing_messages", "messages is required")
+	msgs, ok := body["messages"]
+	if code, msg := messagesError(msgs, ok); code != "" {
+		return openAIError(c, http.StatusBadRequest, "invalid_request_error", code, "messages", msg)
 	}
 	if m, ok := body["model"]; !ok || string(m) == `""` || string(m) == "null" {
 		body["model"], _ = json.Marshal(p.upstream.model)
 	}
 	stream := string(body["stream"]) == "true"
+	wantUsage := false
 	if stream {
-		// Ask for the final usage chunk, so streamed answers are metered too.
-		opts := map[string]any{}
+		// Ask for the final usage chunk, so streamed answers are metered too; it is relayed
+		// only to a client that asked for it.
+		var opts map[string]any
 		_ = json.Unmarshal(body["stream_options"], &opts)
+		if opts == nil { // absent, null, or not an object
+			opts = map[string]any{}
+		}
+		wantUsage = opts["include_usage"] == true
 		opts["include_usage"] = true
 		body["stream_options"], _ = json.Marshal(opts)
 	}
 	raw, _ := json.Marshal(body)
-	promptEstimate := int64(len(body["messages"]) / 4)
+	promptEstimate := int64(len(msgs) / 4)
 
 	if !stream {
 		return p.relayAnswer(c, key.KeyID, raw)
 	}
-	uctx, cancel := context.WithTimeout(context.Background(), p.upstream.timeout)
+	return p.relayStream(c, key.KeyID, raw, promptEstimate, wantUsage)
+}
+
+// relayStream relays a streamed answer event by event. Ai:TimeoutSeconds bounds every wait for
+// the upstream (for its answer to begin, then between two reads), not the whole stream: a long
+// answer that keeps coming is relayed to its end. A stream the upstream stops sending (for that
+// long) or breaks off ends with an OpenAI error event, so SDKs raise instead of taking a cut
+// answer for a whole one.
+func (p *Passthrough) relayStream(c *fiber.Ctx, keyID int64, raw []byte, promptEstimate int64, wantUsage bool) error {
+	timeout := p.upstream.timeout
+	uctx, cancel := context.WithCancel(context.Background())
+	var timedOut atomic.Bool
+	idle := time.AfterFunc(timeout, func() { timedOut.Store(true); cancel() })
 	res, err := p.upstream.post(uctx, raw)
 	if err != nil {
+		idle.Stop()
 		cancel()
-		return openAIError(c, http.StatusBadGateway, "server_error", "upstream_unavailable", "The AI upstream did not answer")
+		return openAIError(c, http.StatusBadGateway, "server_error", "upstream_unavailable", "", "The AI upstream did not answer")
 	}
 	if res.StatusCode != http.StatusOK {
 		// Refused before streaming began: relay the upstream's error as it is.
 		defer cancel()
+		defer idle.Stop()
 		defer res.Body.Close()
 		data, err := io.ReadAll(io.LimitReader(res.Body, maxAnswer+1))
 		if err != nil {
-			return openAIError(c, http.StatusBadGateway, "server_error", "upstream_cut", "The AI upstream's answer was cut")
+			return openAIError(c, http.StatusBadGateway, "server_error", "upstream_cut", "", "The AI upstream's answer was cut")
 		}
 		if len(data) > maxAnswer {
-			return openAIError(c, http.StatusBadGateway, "server_error", "upstream_too_large", "The AI upstream's answer was too large")
+			return openAIError(c, http.StatusBadGateway, "server_error", "upstream_too_large", "", "The AI upstream's answer was too large")
 		}
-		return p.sendAnswer(c, key.KeyID, answer{status: res.StatusCode, contentType: res.Header.Get("Content-Type"),
+		return p.sendAnswer(c, keyID, answer{status: res.StatusCode, contentType: res.Header.Get("Content-Type"),
 			retryAfter: res.Header.Get(fiber.HeaderRetryAfter), body: data})
 	}
 
@@ -306,36 +387,72 @@ func (p *Passthrough) Handle(c *fiber.Ctx) error {
 	c.Set(fiber.HeaderCacheControl, "no-cache")
 	c.Set("X-Accel-Buffering", "no")
 	c.Status(http.StatusOK)
-	keyID := key.KeyID
 	c.Context().SetBodyStreamWriter(func(w *bufio.Writer) {
 		defer cancel()
+		defer idle.Stop()
 		defer res.Body.Close()
 		var prompt, completion, deltas int64
-		metered := false
-		sc := bufio.NewScanner(res.Body)
+		metered, done, gone := false, false, false
+		pending := false   // a line of an event not yet ended is written
+		skipBlank := false // the event being skipped ends at the next blank line
+		sc := bufio.NewScanner(&idleReader{r: res.Body, t: idle, d: timeout})
 		sc.Buffer(make([]byte, 64<<10), 4<<20)
 		for sc.Scan() {
 			line := sc.Bytes()
-			if data, ok := bytes.CutPrefix(line, []byte("data: ")); ok && !bytes.Equal(data, []byte("[DONE]")) {
-				var cr chatResponse
-				if json.Unmarshal(data, &cr) == nil {
-					for _, ch := range cr.Choices {
-						if ch.Delta.Content != "" {
-							deltas++
+			if skipBlank {
+				skipBlank = len(line) != 0
+				continue
+			}
+			if data, ok := bytes.CutPrefix(line, []byte("data: ")); ok {
+				if bytes.Equal(data, []byte("[DONE]")) {
+					done = true
+				} else {
+					var cr chatResponse
+					if json.Unmarshal(data, &cr) == nil {
+						for _, ch := range cr.Choices {
+							if ch.Delta.Content != "" {
+								deltas++
+							}
 						}
-					}
-					if cr.Usage != nil {
-						prompt, completion, metered = cr.Usage.PromptTokens, cr.Usage.CompletionTokens, true
+						if cr.Usage != nil {
+							prompt, completion, metered = cr.Usage.PromptTokens, cr.Usage.CompletionTokens, true
+							if !wantUsage && len(cr.Choices) == 0 {
+								// The usage-only chunk we asked for, not the client: metered, not relayed.
+								skipBlank = true
+								continue
+							}
+						}
 					}
 				}
 			}
 			_, _ = w.Write(line)
 			_ = w.WriteByte('\n')
-			if len(line) == 0 { // end of one event: send it now
+			pending = len(line) != 0
+			if !pending { // end of one event: send it now
 				if err := w.Flush(); err != nil {
-					break // the client went away
+					gone = true // the client went away
+					break
 				}
 			}
+		}
+		if err := sc.Err(); err != nil && !gone && !done {
+			code, msg := "upstream_cut", "The AI upstream's stream broke off"
+			switch {
+			case timedOut.Load():
+				code, msg = "upstream_timeout", fmt.Sprintf("The AI upstream sent nothing for %s", timeout)
+			case errors.Is(err, bufio.ErrTooLong):
+				code, msg = "upstream_too_large", "The AI upstream sent a line over 4 MiB"
+			}
+			if p.log != nil {
+				p.log.Warn("AI stream cut", "keyId", keyID, "code", code, "error", err.Error())
+			}
+			if pending {
+				_ = w.WriteByte('\n')
+			}
+			ev, _ := json.Marshal(openAIErrorBody("server_error", code, "", msg))
+			_, _ = w.WriteString("data: ")
+			_, _ = w.Write(ev)
+			_, _ = w.WriteString("\n\n")
 		}
 		_ = w.Flush()
 		if !metered {
@@ -348,15 +465,30 @@ func (p *Passthrough) Handle(c *fiber.Ctx) error {
 	return nil
 }
 
+// idleReader arms t for d around every read of r: a read that waits longer fires it (which cancels
+// the upstream request). Time spent writing to a slow client does not count.
+type idleReader struct {
+	r io.Reader
+	t *time.Timer
+	d time.Duration
+}
+
+func (r *idleReader) Read(b []byte) (int, error) {
+	r.t.Reset(r.d)
+	n, err := r.r.Read(b)
+	r.t.Stop()
+	return n, err
+}
+
 // relayAnswer sends a non-streamed request with the pooled fasthttp client (no per-connection
 // goroutines, as for /api/ai/generate) and relays the answer.
 func (p *Passthrough) relayAnswer(c *fiber.Ctx, keyID int64, raw []byte) error {
 	a, err := p.upstream.postFast(raw)
 	if errors.Is(err, errAnswerTooLarge) {
-		return openAIError(c, http.StatusBadGateway, "server_error", "upstream_too_large", "The AI upstream's answer was too large")
+		return openAIError(c, http.StatusBadGateway, "server_error", "upstream_too_large", "", "The AI upstream's answer was too large")
 	}
 	if err != nil {
-		return openAIError(c, http.StatusBadGateway, "server_error", "upstream_unavailable", "The AI upstream did not answer")
+		return openAIError(c, http.StatusBadGateway, "server_error", "upstream_unavailable", "", "The AI upstream did not answer")
 	}
 	return p.sendAnswer(c, keyID, a)
 }
@@ -367,7 +499,7 @@ func (p *Passthrough) relayAnswer(c *fiber.Ctx, keyID int64, raw []byte) error {
 // as it is. Every answer is metered.
 func (p *Passthrough) sendAnswer(c *fiber.Ctx, keyID int64, a answer) error {
 	if a.status >= 500 || a.status == http.StatusUnauthorized || a.status == http.StatusForbidden {
-		return openAIError(c, http.StatusBadGateway, "server_error", "upstream_error", fmt.Sprintf("The AI upstream answered %d", a.status))
+		return openAIError(c, http.StatusBadGateway, "server_error", "upstream_error", "", fmt.Sprintf("The AI upstream answered %d", a.status))
 	}
 	if a.retryAfter != "" {
 		c.Set(fiber.HeaderRetryAfter, a.retryAfter)

@@ -132,8 +132,10 @@ func (h *Handler) Register(api *httpx.API) {
 	gen := []string{"AI generation"}
 	httpx.Register(api, httpx.APIKey, huma.Operation{OperationID: "generate", Method: http.MethodPost, Path: "/api/ai/generate",
 		Tags: gen, Summary: "Generate text", Middlewares: huma.Middlewares{h.requireKey(api.API)},
-		Description: "Runs one chat completion at `{Ai:BaseUrl}/chat/completions`. 401 for a bad, revoked or expired key; 429 past `RateLimit:AiGenerate` per key; 502 when the upstream fails, times out or answers more than 16 MiB.",
-		Errors:      []int{http.StatusBadGateway, http.StatusServiceUnavailable}},
+		Description: "Runs one chat completion at `{Ai:BaseUrl}/chat/completions`. 401 for a bad, revoked or expired key; 429 past `RateLimit:AiGenerate` per key, " +
+			"or when the upstream answers 429 (with its `Retry-After`, else 1); 502 when the upstream fails, times out (`Ai:TimeoutSeconds` for the whole answer) or answers more than 16 MiB. " +
+			"A request that meets a keep-alive connection the upstream closed while idle is sent again once, on a fresh connection.",
+		Errors: []int{http.StatusBadGateway, http.StatusServiceUnavailable}},
 		func(ctx context.Context, in *generateInput) (*httpx.Response[Generation], error) {
 			p, _ := ctx.Value(apiKeyPrincipal{}).(Principal)
 			if !h.upstream.Configured() {
@@ -151,15 +153,20 @@ func (h *Handler) Register(api *httpx.API) {
 	// The OpenAI-compatible pass-through streams server-sent events, which huma does not relay
 	// chunk by chunk: it is a Fiber route, documented here by hand.
 	api.Fiber().Post("/api/ai/v1/chat/completions", h.pass.Handle)
+	api.WriteErrorsUnder("/api/ai/v1/", writeOpenAIError)
 	api.OpenAPI().AddOperation(&huma.Operation{
 		OperationID: "chatCompletions", Method: http.MethodPost, Path: "/api/ai/v1/chat/completions", Tags: gen,
 		Summary: "OpenAI-compatible chat completions",
 		Description: "A pass-through to `{Ai:BaseUrl}/chat/completions` in OpenAI's own format (not the envelope), so the official " +
 			"OpenAI SDKs work with `base_url={base}/api/ai/v1` and the AI key as their API key. The key is accepted as `X-API-Key` " +
 			"or `Authorization: Bearer`. `stream: true` is relayed as server-sent events chunk by chunk; usage is metered from the " +
-			"final usage chunk (requested with `stream_options.include_usage`). A client that disconnects mid-stream is charged " +
-			"for what was generated, estimated as one completion token per content delta. Errors follow OpenAI's " +
-			"`{error: {message, type, code}}`: 400 bad body, 401 bad key, 429 rate limit, 502 upstream failure, 503 key check or upstream unavailable. " +
+			"final usage chunk, which the gateway always requests (`stream_options.include_usage`) but relays only to a client that asked for it. " +
+			"A client that disconnects mid-stream is charged for what was generated, estimated as one completion token per content delta. " +
+			"`Ai:TimeoutSeconds` bounds each wait for the upstream (for the answer to begin, then between two chunks), not a stream's length; " +
+			"a stream the upstream stalls (`upstream_timeout`) or breaks off (`upstream_cut`) ends with an error event " +
+			"`data: {\"error\": {message, type, param, code}}` and no `[DONE]`, so SDKs raise. " +
+			"Every error, including those raised before the handler (404 under `/api/ai/v1/`, 405, 413 over 1 MiB, the per-IP 429, 500), follows OpenAI's " +
+			"`{error: {message, type, param, code}}`: 400 bad body (`messages` missing, not an array, or empty), 401 bad key, 429 rate limit, 502 upstream failure, 503 key check or upstream unavailable. " +
 			"The upstream's own 4xx answers (say 400 or 404 for an unknown model, 429 with its `Retry-After`) are relayed as they are, " +
 			"except 401 and 403, which refuse the gateway's credentials and answer 502. A non-streamed answer, or the error refusing a stream, larger than 16 MiB is a 502; a stream is relayed whatever its length.",
 		Security: []map[string][]string{{httpx.SchemeAPIKey: {}}, {httpx.SchemeBearer: {}}},
@@ -173,9 +180,11 @@ func (h *Handler) Register(api *httpx.API) {
 		Responses: map[string]*huma.Response{
 			"200": {Description: "The upstream's chat completion, or a text/event-stream when `stream` is true.",
 				Content: map[string]*huma.MediaType{"application/json": {Schema: &huma.Schema{Type: "object"}}, "text/event-stream": {Schema: &huma.Schema{Type: "string"}}}},
-			"400": {Description: "The body is not a JSON object, or has no `messages` (OpenAI error format); or the upstream's own 400, relayed."},
+			"400": {Description: "The body is not a JSON object, or its `messages` is missing, not an array or empty (OpenAI error format, `param: \"messages\"`); or the upstream's own 400, relayed."},
 			"401": {Description: "Bad, revoked or expired key (OpenAI error format)."},
 			"404": {Description: "The upstream's own 404 (an unknown model, say), relayed."},
+			"405": {Description: "A method other than POST (OpenAI error format, `code: method_not_allowed`)."},
+			"413": {Description: "A body over 1 MiB (OpenAI error format, `code: request_too_large`)."},
 			"429": {Description: "Per-key rate limit (OpenAI error format), or the upstream's own 429, relayed with its `Retry-After`.",
 				Headers: map[string]*huma.Param{"Retry-After": {Description: "Seconds to wait.", Schema: &huma.Schema{Type: "integer"}}}},
 			"502": {Description: "The upstream failed, timed out, refused the gateway's credentials or answered more than 16 MiB without streaming (OpenAI error format, " +

@@ -1,0 +1,176 @@
+package aikeys_test
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestStreamTimeoutIsIdleTime: Ai:TimeoutSeconds bounds the wait between chunks, not the stream:
+// a slow but steady stream longer than it completes; one that stalls longer ends with an OpenAI
+// error event (SDKs raise) and no [DONE].
+func TestStreamTimeoutIsIdleTime(t *testing.T) {
+	a, up := setup(t, map[string]any{"Ai:TimeoutSeconds": 1})
+	u := a.Register(t)
+	k := newKey(t, a, u.Token, nil)
+	up.mu.Lock()
+	up.ticks, up.tick = 4, 400*time.Millisecond // 1.6 s in all
+	up.mu.Unlock()
+	start := time.Now()
+	res, body := chatRaw(t, a, k.Key, streamBody(nil))
+	require.Equal(t, http.StatusOK, res.StatusCode)
+	assert.Greater(t, time.Since(start), 1500*time.Millisecond)
+	assert.Equal(t, 4, strings.Count(body, `"content":"."`), "every chunk relayed")
+	assert.Contains(t, body, "data: [DONE]", "a steady stream longer than the timeout completes")
+	assert.NotContains(t, body, `"error"`)
+
+	up.mu.Lock()
+	up.ticks, up.release = 0, make(chan struct{}) // the first chunk, then nothing
+	up.mu.Unlock()
+	res, body = chatRaw(t, a, k.Key, streamBody(nil))
+	require.Equal(t, http.StatusOK, res.StatusCode)
+	assert.Contains(t, body, `"Hel"`)
+	assert.NotContains(t, body, "[DONE]")
+	var ev openAIError
+	for _, line := range strings.Split(body, "\n") {
+		if data, ok := strings.CutPrefix(line, "data: "); ok && strings.Contains(data, `"error"`) {
+			require.NoError(t, json.Unmarshal([]byte(data), &ev), data)
+		}
+	}
+	assert.Equal(t, "upstream_timeout", ev.Error.Code, "a stalled stream ends with an error event: %q", body)
+	assert.Equal(t, "server_error", ev.Error.Type)
+	assert.True(t, strings.HasSuffix(body, "\n\n"), "the error event is a whole event")
+}
+
+// TestUsageChunkOnlyForClientsThatAsked: the gateway asks the upstream for the usage chunk to
+// meter streams; a client that did not ask (absent, false, null options) does not get it.
+func TestUsageChunkOnlyForClientsThatAsked(t *testing.T) {
+	a, _ := setup(t, nil)
+	u := a.Register(t)
+	k := newKey(t, a, u.Token, nil)
+	for name, extra := range map[string]map[string]any{
+		"absent":       nil,
+		"false":        {"stream_options": map[string]any{"include_usage": false}},
+		"null options": {"stream_options": nil},
+	} {
+		res, body := chatRaw(t, a, k.Key, streamBody(extra))
+		require.Equal(t, http.StatusOK, res.StatusCode, "%s: %s", name, body)
+		assert.NotContains(t, body, `"usage"`, name)
+		assert.NotContains(t, body, `"choices":[]`, name)
+		assert.Contains(t, body, "data: [DONE]", name)
+		assert.NotContains(t, body, "\n\n\n", "%s: no empty event left behind", name)
+	}
+	res, body := chatRaw(t, a, k.Key, streamBody(map[string]any{"stream_options": map[string]any{"include_usage": true}}))
+	require.Equal(t, http.StatusOK, res.StatusCode)
+	assert.Contains(t, body, `"usage":{"prompt_tokens":7`, "relayed to a client that asked")
+	require.Eventually(t, func() bool {
+		var ks []keyView
+		a.Get("/api/me/ai-keys", u.Token).Decode(t, &ks)
+		return len(ks) == 1 && ks[0].Usage.Requests == 4 && ks[0].Usage.PromptTokens == 28 && ks[0].Usage.CompletionTokens == 8
+	}, 5*time.Second, 100*time.Millisecond, "every stream metered from the usage chunk")
+}
+
+// TestUpstreamRateLimitAndBadMessages: generate relays the upstream's 429 with its Retry-After;
+// the pass-through refuses messages that are not a non-empty array, in OpenAI's format.
+func TestUpstreamRateLimitAndBadMessages(t *testing.T) {
+	a, up := setup(t, nil)
+	u := a.Register(t)
+	k := newKey(t, a, u.Token, nil)
+	up.mu.Lock()
+	up.fail = http.StatusTooManyRequests
+	up.mu.Unlock()
+	r := generate(a, k.Key)
+	assert.Equal(t, http.StatusTooManyRequests, r.Status, string(r.Raw))
+	assert.Equal(t, "7", r.Header.Get("Retry-After"))
+	assert.False(t, r.Env.Success, "our envelope")
+	up.mu.Lock()
+	up.fail = 0
+	served := up.served
+	up.mu.Unlock()
+
+	for name, body := range map[string]string{
+		"null":      `{"messages":null}`,
+		"object":    `{"messages":{"role":"user"}}`,
+		"string":    `{"messages":"hi"}`,
+		"empty":     `{"messages":[ ]}`,
+		"missing":   `{"model":"x"}`,
+		"not JSON":  `{"messages":`,
+		"JSON null": `null`,
+	} {
+		res, raw := chatRaw(t, a, k.Key, []byte(body))
+		assert.Equal(t, http.StatusBadRequest, res.StatusCode, "%s: %s", name, raw)
+		var oe openAIError
+		require.NoError(t, json.Unmarshal([]byte(raw), &oe), name)
+		assert.Equal(t, "invalid_request_error", oe.Error.Type, name)
+		assert.NotEmpty(t, oe.Error.Message, name)
+	}
+	up.mu.Lock()
+	assert.Equal(t, served, up.served, "none reached the upstream")
+	up.mu.Unlock()
+}
+
+// TestPassthroughErrorsAreOpenAIFormat: the errors the server raises around the pass-through
+// (method not allowed, body too large, no such route) are in OpenAI's format too; elsewhere the
+// envelope stays.
+func TestPassthroughErrorsAreOpenAIFormat(t *testing.T) {
+	a, _ := setup(t, nil)
+	u := a.Register(t)
+	k := newKey(t, a, u.Token, nil)
+	check := func(res *http.Response, raw string, status int, code string) {
+		t.Helper()
+		assert.Equal(t, status, res.StatusCode, raw)
+		var oe map[string]map[string]any
+		require.NoError(t, json.Unmarshal([]byte(raw), &oe), raw)
+		require.Contains(t, oe, "error", raw)
+		assert.Equal(t, code, oe["error"]["code"], raw)
+		for _, f := range []string{"message", "type", "param", "code"} {
+			assert.Contains(t, oe["error"], f, raw)
+		}
+		assert.NotContains(t, raw, `"success"`)
+	}
+	send := func(method, path string, body []byte) (*http.Response, string) {
+		req, err := http.NewRequest(method, a.URL+path, bytes.NewReader(body))
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer "+k.Key)
+		req.Header.Set("Content-Type", "application/json")
+		res, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer res.Body.Close()
+		raw, _ := io.ReadAll(res.Body)
+		return res, string(raw)
+	}
+	res, raw := send("GET", "/api/ai/v1/chat/completions", nil)
+	check(res, raw, http.StatusMethodNotAllowed, "method_not_allowed")
+	assert.Equal(t, "POST", res.Header.Get("Allow"))
+	// Over 1 MiB, announced on a raw connection: the server answers before reading the body, so
+	// an HTTP client may see its write reset.
+	conn, err := net.Dial("tcp", strings.TrimPrefix(a.URL, "http://"))
+	require.NoError(t, err)
+	defer conn.Close()
+	_, err = fmt.Fprintf(conn, "POST /api/ai/v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"+
+		"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n{\"messages\":[", k.Key, 2<<20)
+	require.NoError(t, err)
+	res, err = http.ReadResponse(bufio.NewReader(conn), nil)
+	require.NoError(t, err)
+	rawBytes, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	check(res, string(rawBytes), http.StatusRequestEntityTooLarge, "request_too_large")
+	res, raw = send("POST", "/api/ai/v1/embeddings", []byte(`{}`))
+	check(res, raw, http.StatusNotFound, "unknown_url")
+	res, raw = send("POST", "/api/ai/v1/chat/completions", []byte(`[]`))
+	check(res, raw, http.StatusBadRequest, "invalid_json")
+
+	res, raw = send("GET", "/api/ai/generate", nil)
+	assert.Equal(t, http.StatusMethodNotAllowed, res.StatusCode)
+	assert.Contains(t, raw, `"success":false`, "the envelope elsewhere")
+}
