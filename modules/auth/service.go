@@ -193,8 +193,8 @@ func (s *Service) ForgotPassword(ctx context.Context, email string) error {
 	return nil
 }
 
-// ResetPassword spends a reset token, sets the new password and invalidates every token issued
-// before (the security stamp changes).
+// ResetPassword spends a reset token and every other outstanding reset token of the account, sets
+// the new password and invalidates every access token issued before (the security stamp changes).
 func (s *Service) ResetPassword(ctx context.Context, token, newPassword string) error {
 	if secrets.IsCommon(newPassword) {
 		return httpx.BadRequest("Validation failed",
@@ -224,6 +224,12 @@ func (s *Service) ResetPassword(ctx context.Context, token, newPassword string) 
 		}
 		if n, _ := res.RowsAffected(); n == 0 {
 			return errBadResetCode
+		}
+		// Every other outstanding link of the account dies with this reset: one mailed earlier
+		// (perhaps to an attacker who asked for it) must not undo the new password.
+		if _, err := tx.NewUpdate().Model((*resetToken)(nil)).Set("used_at = now()").
+			Where("user_id = ?", rt.UserID).Where("used_at IS NULL").Exec(ctx); err != nil {
+			return fmt.Errorf("spend the other reset tokens: %w", err)
 		}
 		return s.audit.RecordTx(ctx, tx, audit.Event{Action: "user.password.reset", ActorUserID: audit.Int64(rt.UserID),
 			TargetType: "user", TargetID: fmt.Sprint(rt.UserID)})
