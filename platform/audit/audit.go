@@ -77,14 +77,10 @@ func (r *Recorder) Stored(ctx context.Context, tx bun.IDB, e Event) (Event, erro
 	if e.UserAgent == "" {
 		e.UserAgent = httpx.UserAgent(ctx)
 	}
-	for _, f := range []*string{&e.Action, &e.TargetType, &e.TargetID, &e.IP, &e.UserAgent} {
-		*f = strings.ReplaceAll(*f, "\x00", "\uFFFD") // PostgreSQL text cannot hold NUL
-	}
-	details, text, err := storable(e.Details)
+	text, err := prepare(&e)
 	if err != nil {
 		return e, fmt.Errorf("record audit event %q: %w", e.Action, err)
 	}
-	e.Details = details
 	if e.OccurredAt.IsZero() {
 		e.OccurredAt = time.Now().UTC()
 	}
@@ -94,6 +90,35 @@ func (r *Recorder) Stored(ctx context.Context, tx bun.IDB, e Event) (Event, erro
 		return e, fmt.Errorf("record audit event %q: %w", e.Action, err)
 	}
 	return e, nil
+}
+
+// Amend stores the action, target and details of e over the stored event with e's id (an
+// administrator's correction), kept as Stored keeps them; e becomes what was stored.
+func Amend(ctx context.Context, tx bun.IDB, e *Event) error {
+	text, err := prepare(e)
+	if err != nil {
+		return fmt.Errorf("amend audit event %d: %w", e.ID, err)
+	}
+	if _, err := tx.NewUpdate().Model(e).Column("action", "target_type", "target_id").Set("details = ?::jsonb", text).
+		WherePK().Exec(ctx); err != nil {
+		return fmt.Errorf("amend audit event %d: %w", e.ID, err)
+	}
+	return nil
+}
+
+// prepare makes e storable: NUL (which PostgreSQL text and jsonb cannot hold) becomes U+FFFD in
+// the text fields, e.Details becomes what the database will hold, and the returned JSON text is
+// what to store.
+func prepare(e *Event) (string, error) {
+	for _, f := range []*string{&e.Action, &e.TargetType, &e.TargetID, &e.IP, &e.UserAgent} {
+		*f = strings.ReplaceAll(*f, "\x00", "\uFFFD")
+	}
+	details, text, err := storable(e.Details)
+	if err != nil {
+		return "", err
+	}
+	e.Details = details
+	return text, nil
 }
 
 // storable returns details as they can be stored and read back (its JSON round trip, with every

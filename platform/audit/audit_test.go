@@ -75,3 +75,17 @@ func TestNilDetailsStoreAnEmptyObject(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, map[string]any{}, load(stored.ID).Details)
 }
+
+func TestAmendKeepsDetailsAsStored(t *testing.T) {
+	r, bdb, load := recorder(t)
+	ctx := context.Background()
+	e, err := r.Stored(ctx, bdb, audit.Event{Action: "test.note", TargetType: "test", Details: map[string]any{"a": 1}})
+	require.NoError(t, err)
+	e.Action = "test.note\x00amended"
+	e.Details = map[string]any{"note": `"x\u0000"@example.com`, "nul": "a\x00b"}
+	require.NoError(t, audit.Amend(ctx, bdb, &e))
+	got := load(e.ID)
+	assert.Equal(t, "test.note\uFFFDamended", got.Action)
+	assert.Equal(t, map[string]any{"note": `"x\u0000"@example.com`, "nul": "a\uFFFDb"}, got.Details)
+	assert.Equal(t, got.Details, e.Details)
+}
