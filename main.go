@@ -42,12 +42,9 @@ func run(args []string) error {
 		if err != nil {
 			return err
 		}
-		a := fx.New(app.Options(cfg)...)
-		if err := a.Err(); err != nil {
-			return err
-		}
-		a.Run()
-		return nil
+		// A failed start (the port is taken, a dependency is down) comes back here and is printed
+		// by main as one line naming the cause; fx's own Run would exit 1 in silence.
+		return app.Serve(cfg)
 	case "migrate":
 		return migrate(args[1:])
 	case "version":

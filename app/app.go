@@ -2,6 +2,8 @@
 package app
 
 import (
+	"context"
+	"fmt"
 	"runtime/debug"
 
 	"go.uber.org/fx"
@@ -22,4 +24,30 @@ func Options(cfg *config.Config, extra ...fx.Option) []fx.Option {
 	// back once everything has started.
 	opts = append(opts, fx.Invoke(func(lc fx.Lifecycle) { lc.Append(fx.StartHook(debug.FreeOSMemory)) }))
 	return append(opts, extra...)
+}
+
+// Serve runs the service for cfg until SIGINT or SIGTERM. Unlike fx's App.Run, which with the
+// silent fx logger exits with status 1 and says nothing when a start hook fails (the port is
+// taken, a dependency is down), it returns that error, naming what failed, so the caller can
+// print it; a failed start has undone the hooks that had run.
+func Serve(cfg *config.Config, extra ...fx.Option) error {
+	a := fx.New(Options(cfg, extra...)...)
+	if err := a.Err(); err != nil {
+		return err
+	}
+	startCtx, cancel := context.WithTimeout(context.Background(), a.StartTimeout())
+	defer cancel()
+	if err := a.Start(startCtx); err != nil {
+		return fmt.Errorf("start the service: %w", err)
+	}
+	sig := <-a.Wait()
+	stopCtx, cancel := context.WithTimeout(context.Background(), a.StopTimeout())
+	defer cancel()
+	if err := a.Stop(stopCtx); err != nil {
+		return fmt.Errorf("stop the service (%s): %w", sig.Signal, err)
+	}
+	if sig.ExitCode != 0 {
+		return fmt.Errorf("stopped with exit code %d", sig.ExitCode)
+	}
+	return nil
 }

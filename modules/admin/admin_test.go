@@ -111,6 +111,41 @@ func TestUserCRUDAndValidation(t *testing.T) {
 	assert.Equal(t, http.StatusNotFound, a.Get("/api/users/99999999", admin).Status)
 }
 
+// An address with a display name, quotes or a comment is refused on create and update: stored as
+// typed it would be a second account for the mailbox inside it.
+func TestUserEmailMustBeABareAddress(t *testing.T) {
+	a := apptest.Start(t)
+	admin := a.AdminToken(t)
+	victim := a.Register(t)
+	id := createUser(t, a, admin, "Bare Person", "User")
+	local, domain, _ := strings.Cut(victim.Email, "@")
+	for _, addr := range []string{"Eve <" + victim.Email + ">", "<" + victim.Email + ">", victim.Email + " (Eve)",
+		`"` + local + `"@` + domain, `"` + local + `\u0000"@` + domain} {
+		t.Run(addr, func(t *testing.T) {
+			r := a.Post("/api/users", admin, map[string]any{"fullName": "Eve", "email": addr, "password": "long-enough-password-42"})
+			require.Equal(t, http.StatusBadRequest, r.Status, string(r.Raw))
+			assert.Equal(t, []string{"email"}, r.Fields(), string(r.Raw))
+
+			r = a.Do(apptest.Request{Method: "PUT", Path: fmt.Sprintf("/api/users/%d", id), Token: admin,
+				Body: map[string]any{"email": addr, "fullName": "Changed"}})
+			require.Equal(t, http.StatusBadRequest, r.Status, string(r.Raw))
+			assert.Equal(t, []string{"email"}, r.Fields(), string(r.Raw))
+		})
+	}
+	r := a.Get(fmt.Sprintf("/api/users/%d", id), admin)
+	require.Equal(t, http.StatusOK, r.Status)
+	assert.Contains(t, string(r.Raw), `"fullName":"Bare Person"`, "a refused update changes nothing")
+	var n int
+	require.NoError(t, a.DB.QueryRow("SELECT count(*) FROM users WHERE position(? in lower(email)) > 0", strings.ToLower(local)).Scan(&n))
+	assert.Equal(t, 1, n)
+
+	// A bare address in another case and with blanks is stored lower-cased.
+	bare := "Bare." + testutil.RandomSuffix() + "@Corp.Test"
+	r = a.Do(apptest.Request{Method: "PUT", Path: fmt.Sprintf("/api/users/%d", id), Token: admin, Body: map[string]any{"email": " " + bare + " "}})
+	require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
+	assert.Contains(t, string(r.Raw), `"email":"`+strings.ToLower(bare)+`"`)
+}
+
 func TestLastAdminCannotBeDemotedOrDeleted(t *testing.T) {
 	a := apptest.Start(t)
 	admin := a.AdminToken(t)

@@ -112,8 +112,8 @@ func (s *AuditEvents) Update(ctx context.Context, id int64, in NoteInput) (*audi
 		if in.Details != nil {
 			e.Details = in.Details
 		}
-		if _, err := tx.NewUpdate().Model(e).Column("action", "target_type", "target_id", "details").WherePK().Exec(ctx); err != nil {
-			return fmt.Errorf("update audit event %d: %w", id, err)
+		if err := audit.Amend(ctx, tx, e); err != nil {
+			return err
 		}
 		out = e
 		return s.audit.RecordTx(ctx, tx, audit.Event{Action: "audit.event.updated", TargetType: "auditEvent",

@@ -12,6 +12,7 @@ import (
 	"provisioner/platform/audit"
 	"provisioner/platform/authn"
 	"provisioner/platform/db"
+	"provisioner/platform/emailaddr"
 	"provisioner/platform/httpx"
 	"provisioner/platform/provision"
 	"provisioner/platform/secrets"
@@ -47,6 +48,15 @@ func (s *Users) List(ctx context.Context, f UserFilter) (httpx.Page[User], error
 	return db.ListPage(ctx, q, &rows, f.PageQuery, viewUser)
 }
 
+// parseEmail is a bare address as stored (emailaddr.Normalize), or a 400 naming the field.
+func parseEmail(s string) (string, error) {
+	email, err := emailaddr.Normalize(s)
+	if err != nil {
+		return "", httpx.BadRequest("Validation failed", httpx.FieldError{Field: "email", Message: emailaddr.Message})
+	}
+	return email, nil
+}
+
 func escapeLike(s string) string {
 	return strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(s)
 }
@@ -78,6 +88,10 @@ type CreateUserInput struct {
 
 // Create adds an account with the given role.
 func (s *Users) Create(ctx context.Context, in CreateUserInput) (*userRow, error) {
+	email, err := parseEmail(in.Email)
+	if err != nil {
+		return nil, err
+	}
 	if secrets.IsCommon(in.Password) {
 		return nil, httpx.BadRequest("Validation failed",
 			httpx.FieldError{Field: "password", Message: "is too common; choose a less guessable password"})
@@ -90,7 +104,7 @@ func (s *Users) Create(ctx context.Context, in CreateUserInput) (*userRow, error
 	if role == "" {
 		role = authn.RoleUser
 	}
-	u := &userRow{Email: strings.ToLower(strings.TrimSpace(in.Email)), FullName: strings.TrimSpace(in.FullName),
+	u := &userRow{Email: email, FullName: strings.TrimSpace(in.FullName),
 		Organization: strings.TrimSpace(in.Organization), Role: role, PasswordHash: &hash, SecurityStamp: 1}
 	err = s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
 		if _, err := tx.NewInsert().Model(u).Returning("*").Exec(ctx); err != nil {
@@ -116,6 +130,13 @@ type UpdateUserInput struct {
 // Update changes an account. A role change applies on the user's next request (the guard reads
 // the stored role); demoting the last Admin is a 409.
 func (s *Users) Update(ctx context.Context, id int64, in UpdateUserInput) (*userRow, error) {
+	var email string
+	if in.Email != nil {
+		var err error
+		if email, err = parseEmail(*in.Email); err != nil {
+			return nil, err
+		}
+	}
 	var out *userRow
 	err := s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
 		if in.Role != nil && *in.Role != authn.RoleAdmin {
@@ -135,7 +156,7 @@ func (s *Users) Update(ctx context.Context, id int64, in UpdateUserInput) (*user
 			u.Organization = strings.TrimSpace(*in.Organization)
 		}
 		if in.Email != nil {
-			u.Email = strings.ToLower(strings.TrimSpace(*in.Email))
+			u.Email = email
 		}
 		if in.Role != nil {
 			if u.Role == authn.RoleAdmin && *in.Role != authn.RoleAdmin {

@@ -305,3 +305,38 @@ func TestAuditOfLogins(t *testing.T) {
 	}
 	assert.Equal(t, []string{"user.registered", "user.login.failed", "user.login"}, actions)
 }
+
+// A reset spends every outstanding link of the account: an older link (say one an attacker asked
+// for and intercepted) must not set the password again after the owner reset it.
+func TestPasswordResetSpendsEveryOutstandingToken(t *testing.T) {
+	smtp := testutil.StartSMTP(t)
+	a := apptest.Start(t, apptest.With(map[string]any{"Smtp:Host": smtp.Host, "Smtp:Port": smtp.Port, "Frontend:BaseUrl": "http://app.test"}))
+	u := a.Register(t)
+	other := a.Register(t)
+	for _, addr := range []string{u.Email, u.Email, other.Email} {
+		require.Equal(t, http.StatusOK, a.Post("/api/auth/forgot-password", "", map[string]any{"email": addr}).Status)
+	}
+	tokenOf := func(msg string) string {
+		_, after, found := strings.Cut(msg, "http://app.test/auth/reset-password#token=")
+		require.True(t, found, msg)
+		return strings.Fields(after)[0]
+	}
+	msgs := smtp.WaitForN(t, u.Email, 2, 10*time.Second)
+	first, second := tokenOf(msgs[0]), tokenOf(msgs[1])
+	require.NotEqual(t, first, second)
+	otherToken := tokenOf(smtp.WaitFor(t, other.Email, 10*time.Second))
+
+	newPassword := "a-brand-new-passphrase-77"
+	r := a.Post("/api/auth/reset-password", "", map[string]any{"token": second, "newPassword": newPassword})
+	require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
+
+	r = a.Post("/api/auth/reset-password", "", map[string]any{"token": first, "newPassword": "the-attackers-passphrase-1"})
+	assert.Equal(t, http.StatusBadRequest, r.Status, "the older link died with the reset: %s", r.Raw)
+	assert.Equal(t, []string{"token"}, r.Fields())
+	assert.Equal(t, http.StatusUnauthorized, a.Post("/api/auth/login", "", map[string]any{"email": u.Email, "password": "the-attackers-passphrase-1"}).Status)
+	assert.Equal(t, http.StatusOK, a.Post("/api/auth/login", "", map[string]any{"email": u.Email, "password": newPassword}).Status)
+
+	// Another account's link is not touched.
+	r = a.Post("/api/auth/reset-password", "", map[string]any{"token": otherToken, "newPassword": "others-new-passphrase-5"})
+	assert.Equal(t, http.StatusOK, r.Status, string(r.Raw))
+}

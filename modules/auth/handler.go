@@ -83,7 +83,8 @@ func (h *Handler) Register(api *httpx.API) {
 	httpx.Register(api, httpx.Public, huma.Operation{
 		OperationID: "login", Method: http.MethodPost, Path: "/api/auth/login", Tags: tags,
 		Summary:     "Sign in with email and password",
-		Description: "A wrong password and an unknown email get the same 401.",
+		Description: "A wrong password and an unknown email get the same 401. An email that is not a bare address is a 400.",
+		Errors:      []int{http.StatusUnauthorized},
 	}, func(ctx context.Context, in *loginInput) (*httpx.Response[AuthResult], error) {
 		if err := h.limiter.Check(ctx, "Login", httpx.ClientIP(ctx)+"|"+normalizeEmail(in.Body.Email)); err != nil {
 			return nil, err
@@ -98,7 +99,7 @@ func (h *Handler) Register(api *httpx.API) {
 	httpx.Register(api, httpx.Public, huma.Operation{
 		OperationID: "forgotPassword", Method: http.MethodPost, Path: "/api/auth/forgot-password", Tags: tags,
 		Summary:     "Ask for a password reset link",
-		Description: "Always answers 200 with the same message. A known local account receives `{Frontend:BaseUrl}/auth/reset-password#token=<TOKEN>` by mail, valid for 30 minutes and once.",
+		Description: "Always answers 200 with the same message (400 if the email is not a bare address). A known local account receives `{Frontend:BaseUrl}/auth/reset-password#token=<TOKEN>` by mail, valid for 30 minutes and once.",
 	}, func(ctx context.Context, in *forgotInput) (*httpx.Response[*struct{}], error) {
 		if err := h.limiter.Check(ctx, "ForgotPassword", normalizeEmail(in.Body.Email)); err != nil {
 			return nil, err
@@ -111,8 +112,9 @@ func (h *Handler) Register(api *httpx.API) {
 
 	httpx.Register(api, httpx.Public, huma.Operation{
 		OperationID: "resetPassword", Method: http.MethodPost, Path: "/api/auth/reset-password", Tags: tags,
-		Summary:     "Choose a new password with a reset token",
-		Description: "Spends the token; every access token issued before is refused from then on.",
+		Summary: "Choose a new password with a reset token",
+		Description: "Spends the token and every other reset token of the account; every access token issued before is " +
+			"refused from then on. An unknown, expired or already spent token is a 400 on the `token` field.",
 	}, func(ctx context.Context, in *resetInput) (*httpx.Response[*struct{}], error) {
 		if err := h.svc.ResetPassword(ctx, in.Body.Token, in.Body.NewPassword); err != nil {
 			return nil, err

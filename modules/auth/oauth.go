@@ -25,6 +25,7 @@ import (
 	"provisioner/platform/authn"
 	"provisioner/platform/config"
 	"provisioner/platform/db"
+	"provisioner/platform/emailaddr"
 	"provisioner/platform/secrets"
 )
 
@@ -355,9 +356,14 @@ func (s *Service) SignInExternal(ctx context.Context, id Identity) (*AuthResult,
 			}
 			return nil
 		}
-		email := normalizeEmail(id.Email)
-		if email == "" {
+		if strings.TrimSpace(id.Email) == "" {
 			return &flowError{"email_missing"}
+		}
+		email, err := emailaddr.Normalize(id.Email)
+		if err != nil {
+			// A provider's address with a display name, quotes or comments would be stored as
+			// typed and dodge the uniqueness of the address inside it.
+			return &flowError{"email_invalid"}
 		}
 		match, err := s.findByEmail(ctx, tx, email)
 		if err != nil {

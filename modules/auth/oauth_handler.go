@@ -74,7 +74,8 @@ func (h *Handler) registerOAuth(api *httpx.API) {
 			"the same provider identity → its account; else a verified email equal to an existing account's → linked; else a new " +
 			"account with a tenant database. Then 302 to `{Frontend:BaseUrl}/auth/callback#access_token=…&expires_at=…&provider=…` " +
 			"(or to the allowed `returnUrl` given to the login route, with the same fragment). Failures go to the same place with " +
-			"`#error=<code>`: access_denied, invalid_state, missing_code, provider_error, email_missing, email_unverified " +
+			"`#error=<code>`: access_denied, invalid_state, missing_code, provider_error, email_missing, email_invalid " +
+			"(the provider's email is not a bare address such as ada@example.com), email_unverified " +
 			"(the provider's email matches an account but is not verified: never linked), account_disabled.",
 		DefaultStatus: http.StatusFound, Errors: []int{http.StatusNotFound}},
 		func(ctx context.Context, in *oauthCallbackInput) (*redirect, error) {

@@ -17,6 +17,7 @@ import (
 	"provisioner/platform/authn"
 	"provisioner/platform/config"
 	"provisioner/platform/db"
+	"provisioner/platform/emailaddr"
 	"provisioner/platform/httpx"
 	"provisioner/platform/mail"
 	"provisioner/platform/provision"
@@ -54,7 +55,10 @@ type RegisterInput struct {
 // Register creates a local account, gives it its tenant database (never failing because of the
 // engine) and signs it in.
 func (s *Service) Register(ctx context.Context, in RegisterInput) (*RegisterResult, error) {
-	email := normalizeEmail(in.Email)
+	email, err := parseEmail(in.Email)
+	if err != nil {
+		return nil, err
+	}
 	if secrets.IsCommon(in.Password) {
 		return nil, httpx.BadRequest("Validation failed",
 			httpx.FieldError{Field: "password", Message: "is too common; choose a less guessable password"})
@@ -121,7 +125,10 @@ func (s *Service) signIn(u *User, provider string) (*AuthResult, error) {
 // Login checks email and password. An unknown email costs the same hash work as a wrong password
 // and gets the same answer.
 func (s *Service) Login(ctx context.Context, email, password string) (*AuthResult, error) {
-	email = normalizeEmail(email)
+	email, err := parseEmail(email)
+	if err != nil {
+		return nil, err
+	}
 	u, err := s.findByEmail(ctx, s.db, email)
 	if err != nil {
 		return nil, err
@@ -149,7 +156,10 @@ func (s *Service) Login(ctx context.Context, email, password string) (*AuthResul
 // ForgotPassword mails a single-use reset link to a known local account. It does the same
 // visible work whether or not the account exists; the mail goes out in the background.
 func (s *Service) ForgotPassword(ctx context.Context, email string) error {
-	email = normalizeEmail(email)
+	email, err := parseEmail(email)
+	if err != nil {
+		return err
+	}
 	u, err := s.findByEmail(ctx, s.db, email)
 	if err != nil {
 		return err
@@ -183,8 +193,8 @@ func (s *Service) ForgotPassword(ctx context.Context, email string) error {
 	return nil
 }
 
-// ResetPassword spends a reset token, sets the new password and invalidates every token issued
-// before (the security stamp changes).
+// ResetPassword spends a reset token and every other outstanding reset token of the account, sets
+// the new password and invalidates every access token issued before (the security stamp changes).
 func (s *Service) ResetPassword(ctx context.Context, token, newPassword string) error {
 	if secrets.IsCommon(newPassword) {
 		return httpx.BadRequest("Validation failed",
@@ -214,6 +224,12 @@ func (s *Service) ResetPassword(ctx context.Context, token, newPassword string) 
 		}
 		if n, _ := res.RowsAffected(); n == 0 {
 			return errBadResetCode
+		}
+		// Every other outstanding link of the account dies with this reset: one mailed earlier
+		// (perhaps to an attacker who asked for it) must not undo the new password.
+		if _, err := tx.NewUpdate().Model((*resetToken)(nil)).Set("used_at = now()").
+			Where("user_id = ?", rt.UserID).Where("used_at IS NULL").Exec(ctx); err != nil {
+			return fmt.Errorf("spend the other reset tokens: %w", err)
 		}
 		return s.audit.RecordTx(ctx, tx, audit.Event{Action: "user.password.reset", ActorUserID: audit.Int64(rt.UserID),
 			TargetType: "user", TargetID: fmt.Sprint(rt.UserID)})
@@ -245,9 +261,12 @@ func (s *Service) Me(ctx context.Context, id int64) (*UserView, error) {
 // EnsureBootstrapAdmin makes sure Bootstrap:AdminEmail exists with role Admin: created with
 // Bootstrap:AdminPassword if missing, promoted if not Admin; an existing password is left alone.
 func (s *Service) EnsureBootstrapAdmin(ctx context.Context) error {
-	email := normalizeEmail(s.cfg.Bootstrap.AdminEmail)
-	if email == "" {
+	if strings.TrimSpace(s.cfg.Bootstrap.AdminEmail) == "" {
 		return nil
+	}
+	email, err := emailaddr.Normalize(s.cfg.Bootstrap.AdminEmail)
+	if err != nil {
+		return &config.ValidationError{Key: "Bootstrap:AdminEmail", Reason: emailaddr.Message}
 	}
 	u, err := s.findByEmail(ctx, s.db, email)
 	if err != nil {
@@ -297,4 +316,15 @@ func (s *Service) findByEmail(ctx context.Context, db bun.IDB, email string) (*U
 	return u, nil
 }
 
+// normalizeEmail is the rate-limit key of an email as typed: trimmed and lower-cased (the request
+// is refused later if it is not a bare address).
 func normalizeEmail(s string) string { return strings.ToLower(strings.TrimSpace(s)) }
+
+// parseEmail is a bare address as stored (emailaddr.Normalize), or a 400 naming the field.
+func parseEmail(s string) (string, error) {
+	email, err := emailaddr.Normalize(s)
+	if err != nil {
+		return "", httpx.BadRequest("Validation failed", httpx.FieldError{Field: "email", Message: emailaddr.Message})
+	}
+	return email, nil
+}

@@ -3,10 +3,12 @@
 package audit
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/uptrace/bun"
@@ -75,16 +77,96 @@ func (r *Recorder) Stored(ctx context.Context, tx bun.IDB, e Event) (Event, erro
 	if e.UserAgent == "" {
 		e.UserAgent = httpx.UserAgent(ctx)
 	}
-	if e.Details == nil {
-		e.Details = map[string]any{}
+	text, err := prepare(&e)
+	if err != nil {
+		return e, fmt.Errorf("record audit event %q: %w", e.Action, err)
 	}
 	if e.OccurredAt.IsZero() {
 		e.OccurredAt = time.Now().UTC()
 	}
-	if _, err := tx.NewInsert().Model(&e).Returning("id").Exec(ctx); err != nil {
+	// The details go in as one string literal cast to jsonb, not through bun's AppendJSON, which
+	// rewrites the JSON escapes of a backslash followed by "u0000" into text PostgreSQL refuses.
+	if _, err := tx.NewInsert().Model(&e).Value("details", "?::jsonb", text).Returning("id").Exec(ctx); err != nil {
 		return e, fmt.Errorf("record audit event %q: %w", e.Action, err)
 	}
 	return e, nil
+}
+
+// Amend stores the action, target and details of e over the stored event with e's id (an
+// administrator's correction), kept as Stored keeps them; e becomes what was stored.
+func Amend(ctx context.Context, tx bun.IDB, e *Event) error {
+	text, err := prepare(e)
+	if err != nil {
+		return fmt.Errorf("amend audit event %d: %w", e.ID, err)
+	}
+	if _, err := tx.NewUpdate().Model(e).Column("action", "target_type", "target_id").Set("details = ?::jsonb", text).
+		WherePK().Exec(ctx); err != nil {
+		return fmt.Errorf("amend audit event %d: %w", e.ID, err)
+	}
+	return nil
+}
+
+// prepare makes e storable: NUL (which PostgreSQL text and jsonb cannot hold) becomes U+FFFD in
+// the text fields, e.Details becomes what the database will hold, and the returned JSON text is
+// what to store.
+func prepare(e *Event) (string, error) {
+	for _, f := range []*string{&e.Action, &e.TargetType, &e.TargetID, &e.IP, &e.UserAgent} {
+		*f = strings.ReplaceAll(*f, "\x00", "\uFFFD")
+	}
+	details, text, err := storable(e.Details)
+	if err != nil {
+		return "", err
+	}
+	e.Details = details
+	return text, nil
+}
+
+// storable returns details as they can be stored and read back (its JSON round trip, with every
+// NUL character, which PostgreSQL's jsonb and text cannot hold, replaced by U+FFFD) and their JSON
+// text. Anything else a user typed (quotes, backslashes, the six characters \u0000) is kept.
+func storable(details map[string]any) (map[string]any, string, error) {
+	if details == nil {
+		return map[string]any{}, "{}", nil
+	}
+	raw, err := json.Marshal(details)
+	if err != nil {
+		return nil, "", fmt.Errorf("details: %w", err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v map[string]any
+	if err := dec.Decode(&v); err != nil {
+		return nil, "", fmt.Errorf("details: %w", err)
+	}
+	out, _ := withoutNUL(v).(map[string]any)
+	if out == nil {
+		out = map[string]any{}
+	}
+	if raw, err = json.Marshal(out); err != nil {
+		return nil, "", fmt.Errorf("details: %w", err)
+	}
+	return out, string(raw), nil
+}
+
+// withoutNUL replaces NUL in every string and key of a decoded JSON value.
+func withoutNUL(v any) any {
+	switch x := v.(type) {
+	case string:
+		return strings.ReplaceAll(x, "\x00", "\uFFFD")
+	case map[string]any:
+		m := make(map[string]any, len(x))
+		for k, val := range x {
+			m[strings.ReplaceAll(k, "\x00", "\uFFFD")] = withoutNUL(val)
+		}
+		return m
+	case []any:
+		for i := range x {
+			x[i] = withoutNUL(x[i])
+		}
+		return x
+	default:
+		return v
+	}
 }
 
 // Try records e and logs (rather than returns) a failure: for events that must not fail the

@@ -9,6 +9,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"provisioner/platform/emailaddr"
 )
 
 // Config is the whole typed configuration. Keys are matched case-insensitively; the koanf tags are
@@ -253,6 +255,9 @@ func (c *Config) Validate() error {
 		if err != nil || len(b) != 32 {
 			return &ValidationError{name, "must be base64 of exactly 32 bytes"}
 		}
+	}
+	if strings.TrimSpace(c.Bootstrap.AdminEmail) != "" && !emailaddr.Valid(c.Bootstrap.AdminEmail) {
+		return &ValidationError{"Bootstrap:AdminEmail", emailaddr.Message}
 	}
 	if c.Bootstrap.AdminEmail != "" && c.Bootstrap.AdminPassword != "" && strict && len(c.Bootstrap.AdminPassword) < 12 {
 		return &ValidationError{"Bootstrap:AdminPassword", "is too short: at least 12 characters outside Development"}

@@ -101,6 +101,8 @@ func TestValidationNamesTheKey(t *testing.T) {
 		{"encryption key not 32 bytes", []string{"Jwt__Key=" + goodKey, "Secrets__EncryptionKey=c2hvcnQ="}, "Secrets:EncryptionKey"},
 		{"bad ttl", append(required(), "Dns__RecordTtl=30"), "Dns:RecordTtl"},
 		{"bad port", append(required(), "Server__Port=70000"), "Server:Port"},
+		{"admin email with a display name", append(required(), "Bootstrap__AdminEmail=Admin <admin@example.com>"), "Bootstrap:AdminEmail"},
+		{"admin email with a quoted local part", append(required(), `Bootstrap__AdminEmail="admin"@example.com`), "Bootstrap:AdminEmail"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

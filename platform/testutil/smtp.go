@@ -72,6 +72,34 @@ func (s *SMTPServer) WaitFor(t testing.TB, addr string, d time.Duration) string 
 	return ""
 }
 
+// WaitForN returns the decoded bodies of the first n messages to addr, in the order received,
+// waiting up to d for them.
+func (s *SMTPServer) WaitForN(t testing.TB, addr string, n int, d time.Duration) []string {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		var bodies []string
+		s.mu.Lock()
+		for _, m := range s.msgs {
+			for _, to := range m.To {
+				if strings.EqualFold(to, addr) {
+					bodies = append(bodies, m.Body)
+					break
+				}
+			}
+		}
+		s.mu.Unlock()
+		if len(bodies) >= n {
+			return bodies[:n]
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d mails to %s within %s", len(bodies), n, addr, d)
+			return nil
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // CountTo counts the messages to addr.
 func (s *SMTPServer) CountTo(addr string) int {
 	s.mu.Lock()
