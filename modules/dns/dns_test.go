@@ -240,6 +240,42 @@ func TestTransientFailuresRetriedWithRetryAfter(t *testing.T) {
 	assert.Equal(t, "Pending", got.Status)
 }
 
+// TestProviderRetryAfterHoldsTheFinisherBack: a 429 whose Retry-After is longer than one call
+// may wait ends the attempt; the record stays Pending and the finisher does not call the provider
+// again before the wait is over.
+func TestProviderRetryAfterHoldsTheFinisherBack(t *testing.T) {
+	a, fake := setup(t, nil)
+	u := a.Register(t)
+	fake.Fail(cloudflaretest.Fault{Status: 429, RetryAfter: 30, Method: "POST"})
+	before := time.Now()
+	r := a.Post("/api/me/dns", u.Token, map[string]any{"label": label()})
+	require.Equal(t, http.StatusBadGateway, r.Status, string(r.Raw))
+	assert.Less(t, time.Since(before), 10*time.Second, "the request does not sit out the Retry-After")
+	var got rec
+	r.Decode(t, &got)
+	assert.Equal(t, "Pending", got.Status)
+	assert.Contains(t, got.ErrorMessage, "429")
+
+	var next time.Time
+	require.NoError(t, a.DB.QueryRow("SELECT next_attempt_at FROM dns_records WHERE id = ?", got.ID).Scan(&next))
+	assert.False(t, next.Before(before.Add(30*time.Second)), "next attempt in %s, sooner than the provider's Retry-After", next.Sub(before))
+	calls := fake.Calls()
+	time.Sleep(1500 * time.Millisecond) // past the first plain backoff (~1 s)
+	a.Settle(3 * time.Second)
+	assert.Equal(t, calls, fake.Calls(), "no call to the provider before the wait")
+	var status string
+	require.NoError(t, a.DB.QueryRow("SELECT status FROM dns_records WHERE id = ?", got.ID).Scan(&status))
+	assert.Equal(t, "Pending", status)
+
+	// Once the wait is over, the finisher creates it.
+	_, err := a.DB.Exec("UPDATE dns_records SET next_attempt_at = now() WHERE id = ?", got.ID)
+	require.NoError(t, err)
+	a.Settle(5 * time.Second)
+	require.NoError(t, a.DB.QueryRow("SELECT status FROM dns_records WHERE id = ?", got.ID).Scan(&status))
+	assert.Equal(t, "Active", status)
+	assert.EqualValues(t, 1, fake.Creates())
+}
+
 func TestRevokeFailureStaysRevokingForTheFinisher(t *testing.T) {
 	a, fake := setup(t, nil)
 	u := a.Register(t)
