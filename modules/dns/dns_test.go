@@ -342,6 +342,58 @@ func TestCrashAfterTheCallAdoptsTheRecord(t *testing.T) {
 	assert.EqualValues(t, 2, fake.Creates())
 }
 
+// TestLostCreateAnswerThenFailedLookupStaysPendingAndIsAdopted: our create reached the provider
+// but its answer was lost; the call's retry gets 81058 (identical record), and the lookup meant
+// to adopt it fails with 500s. The record stays Pending (not Failed while the provider holds it)
+// and the finisher adopts the provider's record: one record at the provider, the row Active with
+// its id.
+func TestLostCreateAnswerThenFailedLookupStaysPendingAndIsAdopted(t *testing.T) {
+	a, fake := setup(t, nil)
+	u := a.Register(t)
+	fake.SetAfterCreate(func(string) {
+		// From now on, lookups fail (every try of the client's one call).
+		fake.Fail(cloudflaretest.Fault{Status: 500, Method: "GET"}, cloudflaretest.Fault{Status: 500, Method: "GET"},
+			cloudflaretest.Fault{Status: 500, Method: "GET"})
+		time.Sleep(1500 * time.Millisecond) // past the client's 1 s timeout: the answer is lost
+	})
+	r := a.Post("/api/me/dns", u.Token, map[string]any{"label": label()})
+	fake.SetAfterCreate(nil)
+	require.Equal(t, http.StatusBadGateway, r.Status, string(r.Raw))
+	var got rec
+	r.Decode(t, &got)
+	assert.Equal(t, "Pending", got.Status, "not Failed: the provider holds the record")
+	assert.Contains(t, got.ErrorMessage, "81058")
+	require.Len(t, fake.Records(), 1)
+
+	_, err := a.DB.Exec("UPDATE dns_records SET next_attempt_at = now() WHERE id = ?", got.ID)
+	require.NoError(t, err)
+	a.Settle(5 * time.Second)
+	var status, providerID string
+	require.NoError(t, a.DB.QueryRow("SELECT status, provider_record_id FROM dns_records WHERE id = ?", got.ID).Scan(&status, &providerID))
+	assert.Equal(t, "Active", status)
+	records := fake.Records()
+	require.Len(t, records, 1, "exactly one provider record")
+	assert.Contains(t, records, providerID, "the row carries the provider's id")
+	assert.EqualValues(t, 1, fake.Creates())
+}
+
+// TestAnotherPartysIdenticalRecordIsNotAdopted: a record with our name and content that does not
+// carry our marker (another party's, or another row's) is never taken over.
+func TestAnotherPartysIdenticalRecordIsNotAdopted(t *testing.T) {
+	a, fake := setup(t, nil)
+	u := a.Register(t)
+	l := label()
+	theirs := fake.Put(l+".cell", "203.0.113.10")
+	r := a.Post("/api/me/dns", u.Token, map[string]any{"label": l})
+	require.Equal(t, http.StatusBadGateway, r.Status, string(r.Raw))
+	var got rec
+	r.Decode(t, &got)
+	assert.Equal(t, "Failed", got.Status)
+	assert.Contains(t, got.ErrorMessage, "not created for this record")
+	assert.Empty(t, got.ProviderRecordID)
+	assert.Contains(t, fake.Records(), theirs)
+}
+
 func TestConcurrentCreatesNeverDuplicate(t *testing.T) {
 	a, fake := setup(t, map[string]any{"Dns:MaxRecordsPerUser": 100})
 	users := make([]apptest.User, 10)
