@@ -196,12 +196,96 @@ func TestProviderFailureIsStoredAndListed(t *testing.T) {
 	}
 	assert.Equal(t, 2, failed)
 
-	// A Failed record never reached the provider: revoked at once, no provider call.
-	calls := fake.Calls()
-	r = a.Do(apptest.Request{Method: "DELETE", Path: fmt.Sprintf("/api/me/dns/%d", got.ID), Token: u.Token})
-	require.Equal(t, http.StatusOK, r.Status)
+	// Revoking a Failed record checks the provider but never deletes another party's record.
+	theirs := fake.Records()
+	for _, x := range list {
+		r = a.Do(apptest.Request{Method: "DELETE", Path: fmt.Sprintf("/api/me/dns/%d", x.ID), Token: u.Token})
+		require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
+		assert.Contains(t, string(r.Raw), `"status":"Revoked"`)
+	}
+	assert.Equal(t, theirs, fake.Records(), "the other party's record is untouched")
+}
+
+// TestRevokingAFailedRecordDeletesOursAtTheProvider: a record whose create reached the provider
+// but whose attempts ran out (answers lost, lookups failing) ends Failed while the provider holds
+// it. Revoking it deletes that provider record, so the label can be created again; a deleted
+// user's Failed record is cleaned up the same way.
+func TestRevokingAFailedRecordDeletesOursAtTheProvider(t *testing.T) {
+	a, fake := setup(t, map[string]any{"Finisher:MaxAttempts": 1})
+	u := a.Register(t)
+	failedWhileHeld := func(l string) rec {
+		t.Helper()
+		fake.SetAfterCreate(func(string) {
+			fake.Fail(cloudflaretest.Fault{Status: 500, Method: "GET"}, cloudflaretest.Fault{Status: 500, Method: "GET"},
+				cloudflaretest.Fault{Status: 500, Method: "GET"})
+			time.Sleep(1500 * time.Millisecond)
+		})
+		r := a.Post("/api/me/dns", u.Token, map[string]any{"label": l})
+		fake.SetAfterCreate(nil)
+		require.Equal(t, http.StatusBadGateway, r.Status, string(r.Raw))
+		var got rec
+		r.Decode(t, &got)
+		require.Equal(t, "Failed", got.Status, "attempts ran out (Finisher:MaxAttempts 1)")
+		return got
+	}
+	l := label()
+	got := failedWhileHeld(l)
+	require.Len(t, fake.Records(), 1, "the provider holds it")
+
+	r := a.Do(apptest.Request{Method: "DELETE", Path: fmt.Sprintf("/api/me/dns/%d", got.ID), Token: u.Token})
+	require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
 	assert.Contains(t, string(r.Raw), `"status":"Revoked"`)
-	assert.Equal(t, calls, fake.Calls())
+	assert.Empty(t, fake.Records(), "deleted at the provider")
+
+	r = a.Post("/api/me/dns", u.Token, map[string]any{"label": l, "content": "198.51.100.9"})
+	require.Equal(t, http.StatusCreated, r.Status, string(r.Raw))
+
+	// A provider failure while revoking a Failed record: Revoking, finished by the finisher.
+	l2 := label()
+	got = failedWhileHeld(l2)
+	fake.Fail(cloudflaretest.Fault{Status: 503, Method: "GET"}, cloudflaretest.Fault{Status: 503, Method: "GET"}, cloudflaretest.Fault{Status: 503, Method: "GET"})
+	r = a.Do(apptest.Request{Method: "DELETE", Path: fmt.Sprintf("/api/me/dns/%d", got.ID), Token: u.Token})
+	require.Equal(t, http.StatusBadGateway, r.Status, string(r.Raw))
+	assert.Contains(t, string(r.Raw), `"status":"Revoking"`)
+	_, err := a.DB.Exec("UPDATE dns_records SET next_attempt_at = now() WHERE id = ?", got.ID)
+	require.NoError(t, err)
+	a.Settle(5 * time.Second)
+	var status string
+	require.NoError(t, a.DB.QueryRow("SELECT status FROM dns_records WHERE id = ?", got.ID).Scan(&status))
+	assert.Equal(t, "Revoked", status)
+	for _, x := range fake.Records() {
+		assert.NotEqual(t, l2+".cell.example.com", x.Name)
+	}
+
+	// A deleted user's Failed record is checked at the provider too.
+	l3 := label()
+	failedWhileHeld(l3)
+	admin := a.AdminToken(t)
+	require.Equal(t, http.StatusOK, a.Do(apptest.Request{Method: "DELETE", Path: fmt.Sprintf("/api/users/%d", u.ID), Token: admin}).Status)
+	a.Settle(5 * time.Second)
+	assert.Empty(t, fake.Records(), "every provider record of the deleted user is gone")
+}
+
+// TestRevokingAFailedRecordWhoseLabelIsLiveAgainIs409: a Failed record does not hold its label;
+// when another live record took it, revoking the Failed one is a 409 and changes nothing.
+func TestRevokingAFailedRecordWhoseLabelIsLiveAgainIs409(t *testing.T) {
+	a, fake := setup(t, nil)
+	u := a.Register(t)
+	l := label()
+	fake.Fail(cloudflaretest.Fault{Status: 400, Method: "POST"})
+	r := a.Post("/api/me/dns", u.Token, map[string]any{"label": l})
+	require.Equal(t, http.StatusBadGateway, r.Status)
+	var failed rec
+	r.Decode(t, &failed)
+	require.Equal(t, "Failed", failed.Status)
+	_, err := a.DB.Exec(`INSERT INTO dns_records (user_id, label, name, fqdn, content, record_ttl, status, next_attempt_at)
+		VALUES (?, ?, ?, ?, '203.0.113.10', 1, 'Pending', now() + interval '1 hour')`, u.ID, l, l+".cell", l+".cell.example.com")
+	require.NoError(t, err)
+	r = a.Do(apptest.Request{Method: "DELETE", Path: fmt.Sprintf("/api/me/dns/%d", failed.ID), Token: u.Token})
+	require.Equal(t, http.StatusConflict, r.Status, string(r.Raw))
+	var status string
+	require.NoError(t, a.DB.QueryRow("SELECT status FROM dns_records WHERE id = ?", failed.ID).Scan(&status))
+	assert.Equal(t, "Failed", status)
 }
 
 func TestTransientFailuresRetriedWithRetryAfter(t *testing.T) {

@@ -184,11 +184,20 @@ func (p *Provisioner) GiveUp(ctx context.Context, tx bun.IDB, id int64, lastErr 
 	return err
 }
 
-// ReleaseUser marks a deleted user's live records for revocation; failed ones are revoked at once.
+// ReleaseUser marks a deleted user's records for revocation at the provider: live ones, and
+// Failed ones too (their create may have reached the provider; the finisher looks the name up and
+// deletes only a record carrying the row's marker). A Failed record whose label another live
+// record holds now is Revoked at once: that record's own create found the name free of records
+// not its own.
 func (p *Provisioner) ReleaseUser(ctx context.Context, tx bun.IDB, userID int64) error {
 	if _, err := tx.NewUpdate().Model((*Record)(nil)).Set("status = ?", StatusRevoking).Set("attempts = 0").
-		Set("next_attempt_at = now()").Set("updated_at = now()").
-		Where("user_id = ?", userID).Where("status IN (?)", bun.In([]string{StatusPending, StatusActive})).Exec(ctx); err != nil {
+		Set("error_message = ''").Set("last_error = ''").Set("next_attempt_at = now()").Set("updated_at = now()").
+		Where("user_id = ?", userID).
+		WhereGroup(" AND ", func(q *bun.UpdateQuery) *bun.UpdateQuery {
+			return q.Where("status IN (?)", bun.In([]string{StatusPending, StatusActive})).
+				WhereOr("status = ? AND NOT EXISTS (SELECT 1 FROM dns_records o WHERE o.label = r.label AND o.id <> r.id AND o.status IN (?))",
+					StatusFailed, bun.In([]string{StatusPending, StatusActive, StatusRevoking}))
+		}).Exec(ctx); err != nil {
 		return fmt.Errorf("release records of user %d: %w", userID, err)
 	}
 	_, err := tx.NewUpdate().Model((*Record)(nil)).Set("status = ?", StatusRevoked).Set("updated_at = now()").
