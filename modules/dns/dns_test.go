@@ -196,12 +196,96 @@ func TestProviderFailureIsStoredAndListed(t *testing.T) {
 	}
 	assert.Equal(t, 2, failed)
 
-	// A Failed record never reached the provider: revoked at once, no provider call.
-	calls := fake.Calls()
-	r = a.Do(apptest.Request{Method: "DELETE", Path: fmt.Sprintf("/api/me/dns/%d", got.ID), Token: u.Token})
-	require.Equal(t, http.StatusOK, r.Status)
+	// Revoking a Failed record checks the provider but never deletes another party's record.
+	theirs := fake.Records()
+	for _, x := range list {
+		r = a.Do(apptest.Request{Method: "DELETE", Path: fmt.Sprintf("/api/me/dns/%d", x.ID), Token: u.Token})
+		require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
+		assert.Contains(t, string(r.Raw), `"status":"Revoked"`)
+	}
+	assert.Equal(t, theirs, fake.Records(), "the other party's record is untouched")
+}
+
+// TestRevokingAFailedRecordDeletesOursAtTheProvider: a record whose create reached the provider
+// but whose attempts ran out (answers lost, lookups failing) ends Failed while the provider holds
+// it. Revoking it deletes that provider record, so the label can be created again; a deleted
+// user's Failed record is cleaned up the same way.
+func TestRevokingAFailedRecordDeletesOursAtTheProvider(t *testing.T) {
+	a, fake := setup(t, map[string]any{"Finisher:MaxAttempts": 1})
+	u := a.Register(t)
+	failedWhileHeld := func(l string) rec {
+		t.Helper()
+		fake.SetAfterCreate(func(string) {
+			fake.Fail(cloudflaretest.Fault{Status: 500, Method: "GET"}, cloudflaretest.Fault{Status: 500, Method: "GET"},
+				cloudflaretest.Fault{Status: 500, Method: "GET"})
+			time.Sleep(1500 * time.Millisecond)
+		})
+		r := a.Post("/api/me/dns", u.Token, map[string]any{"label": l})
+		fake.SetAfterCreate(nil)
+		require.Equal(t, http.StatusBadGateway, r.Status, string(r.Raw))
+		var got rec
+		r.Decode(t, &got)
+		require.Equal(t, "Failed", got.Status, "attempts ran out (Finisher:MaxAttempts 1)")
+		return got
+	}
+	l := label()
+	got := failedWhileHeld(l)
+	require.Len(t, fake.Records(), 1, "the provider holds it")
+
+	r := a.Do(apptest.Request{Method: "DELETE", Path: fmt.Sprintf("/api/me/dns/%d", got.ID), Token: u.Token})
+	require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
 	assert.Contains(t, string(r.Raw), `"status":"Revoked"`)
-	assert.Equal(t, calls, fake.Calls())
+	assert.Empty(t, fake.Records(), "deleted at the provider")
+
+	r = a.Post("/api/me/dns", u.Token, map[string]any{"label": l, "content": "198.51.100.9"})
+	require.Equal(t, http.StatusCreated, r.Status, string(r.Raw))
+
+	// A provider failure while revoking a Failed record: Revoking, finished by the finisher.
+	l2 := label()
+	got = failedWhileHeld(l2)
+	fake.Fail(cloudflaretest.Fault{Status: 503, Method: "GET"}, cloudflaretest.Fault{Status: 503, Method: "GET"}, cloudflaretest.Fault{Status: 503, Method: "GET"})
+	r = a.Do(apptest.Request{Method: "DELETE", Path: fmt.Sprintf("/api/me/dns/%d", got.ID), Token: u.Token})
+	require.Equal(t, http.StatusBadGateway, r.Status, string(r.Raw))
+	assert.Contains(t, string(r.Raw), `"status":"Revoking"`)
+	_, err := a.DB.Exec("UPDATE dns_records SET next_attempt_at = now() WHERE id = ?", got.ID)
+	require.NoError(t, err)
+	a.Settle(5 * time.Second)
+	var status string
+	require.NoError(t, a.DB.QueryRow("SELECT status FROM dns_records WHERE id = ?", got.ID).Scan(&status))
+	assert.Equal(t, "Revoked", status)
+	for _, x := range fake.Records() {
+		assert.NotEqual(t, l2+".cell.example.com", x.Name)
+	}
+
+	// A deleted user's Failed record is checked at the provider too.
+	l3 := label()
+	failedWhileHeld(l3)
+	admin := a.AdminToken(t)
+	require.Equal(t, http.StatusOK, a.Do(apptest.Request{Method: "DELETE", Path: fmt.Sprintf("/api/users/%d", u.ID), Token: admin}).Status)
+	a.Settle(5 * time.Second)
+	assert.Empty(t, fake.Records(), "every provider record of the deleted user is gone")
+}
+
+// TestRevokingAFailedRecordWhoseLabelIsLiveAgainIs409: a Failed record does not hold its label;
+// when another live record took it, revoking the Failed one is a 409 and changes nothing.
+func TestRevokingAFailedRecordWhoseLabelIsLiveAgainIs409(t *testing.T) {
+	a, fake := setup(t, nil)
+	u := a.Register(t)
+	l := label()
+	fake.Fail(cloudflaretest.Fault{Status: 400, Method: "POST"})
+	r := a.Post("/api/me/dns", u.Token, map[string]any{"label": l})
+	require.Equal(t, http.StatusBadGateway, r.Status)
+	var failed rec
+	r.Decode(t, &failed)
+	require.Equal(t, "Failed", failed.Status)
+	_, err := a.DB.Exec(`INSERT INTO dns_records (user_id, label, name, fqdn, content, record_ttl, status, next_attempt_at)
+		VALUES (?, ?, ?, ?, '203.0.113.10', 1, 'Pending', now() + interval '1 hour')`, u.ID, l, l+".cell", l+".cell.example.com")
+	require.NoError(t, err)
+	r = a.Do(apptest.Request{Method: "DELETE", Path: fmt.Sprintf("/api/me/dns/%d", failed.ID), Token: u.Token})
+	require.Equal(t, http.StatusConflict, r.Status, string(r.Raw))
+	var status string
+	require.NoError(t, a.DB.QueryRow("SELECT status FROM dns_records WHERE id = ?", failed.ID).Scan(&status))
+	assert.Equal(t, "Failed", status)
 }
 
 func TestTransientFailuresRetriedWithRetryAfter(t *testing.T) {
@@ -238,6 +322,42 @@ func TestTransientFailuresRetriedWithRetryAfter(t *testing.T) {
 	assert.Equal(t, http.StatusBadGateway, r.Status)
 	r.Decode(t, &got)
 	assert.Equal(t, "Pending", got.Status)
+}
+
+// TestProviderRetryAfterHoldsTheFinisherBack: a 429 whose Retry-After is longer than one call
+// may wait ends the attempt; the record stays Pending and the finisher does not call the provider
+// again before the wait is over.
+func TestProviderRetryAfterHoldsTheFinisherBack(t *testing.T) {
+	a, fake := setup(t, nil)
+	u := a.Register(t)
+	fake.Fail(cloudflaretest.Fault{Status: 429, RetryAfter: 30, Method: "POST"})
+	before := time.Now()
+	r := a.Post("/api/me/dns", u.Token, map[string]any{"label": label()})
+	require.Equal(t, http.StatusBadGateway, r.Status, string(r.Raw))
+	assert.Less(t, time.Since(before), 10*time.Second, "the request does not sit out the Retry-After")
+	var got rec
+	r.Decode(t, &got)
+	assert.Equal(t, "Pending", got.Status)
+	assert.Contains(t, got.ErrorMessage, "429")
+
+	var next time.Time
+	require.NoError(t, a.DB.QueryRow("SELECT next_attempt_at FROM dns_records WHERE id = ?", got.ID).Scan(&next))
+	assert.False(t, next.Before(before.Add(30*time.Second)), "next attempt in %s, sooner than the provider's Retry-After", next.Sub(before))
+	calls := fake.Calls()
+	time.Sleep(1500 * time.Millisecond) // past the first plain backoff (~1 s)
+	a.Settle(3 * time.Second)
+	assert.Equal(t, calls, fake.Calls(), "no call to the provider before the wait")
+	var status string
+	require.NoError(t, a.DB.QueryRow("SELECT status FROM dns_records WHERE id = ?", got.ID).Scan(&status))
+	assert.Equal(t, "Pending", status)
+
+	// Once the wait is over, the finisher creates it.
+	_, err := a.DB.Exec("UPDATE dns_records SET next_attempt_at = now() WHERE id = ?", got.ID)
+	require.NoError(t, err)
+	a.Settle(5 * time.Second)
+	require.NoError(t, a.DB.QueryRow("SELECT status FROM dns_records WHERE id = ?", got.ID).Scan(&status))
+	assert.Equal(t, "Active", status)
+	assert.EqualValues(t, 1, fake.Creates())
 }
 
 func TestRevokeFailureStaysRevokingForTheFinisher(t *testing.T) {
@@ -304,6 +424,58 @@ func TestCrashAfterTheCallAdoptsTheRecord(t *testing.T) {
 	assert.EqualValues(t, 2, fake.Creates())
 	a.Settle(time.Second)
 	assert.EqualValues(t, 2, fake.Creates())
+}
+
+// TestLostCreateAnswerThenFailedLookupStaysPendingAndIsAdopted: our create reached the provider
+// but its answer was lost; the call's retry gets 81058 (identical record), and the lookup meant
+// to adopt it fails with 500s. The record stays Pending (not Failed while the provider holds it)
+// and the finisher adopts the provider's record: one record at the provider, the row Active with
+// its id.
+func TestLostCreateAnswerThenFailedLookupStaysPendingAndIsAdopted(t *testing.T) {
+	a, fake := setup(t, nil)
+	u := a.Register(t)
+	fake.SetAfterCreate(func(string) {
+		// From now on, lookups fail (every try of the client's one call).
+		fake.Fail(cloudflaretest.Fault{Status: 500, Method: "GET"}, cloudflaretest.Fault{Status: 500, Method: "GET"},
+			cloudflaretest.Fault{Status: 500, Method: "GET"})
+		time.Sleep(1500 * time.Millisecond) // past the client's 1 s timeout: the answer is lost
+	})
+	r := a.Post("/api/me/dns", u.Token, map[string]any{"label": label()})
+	fake.SetAfterCreate(nil)
+	require.Equal(t, http.StatusBadGateway, r.Status, string(r.Raw))
+	var got rec
+	r.Decode(t, &got)
+	assert.Equal(t, "Pending", got.Status, "not Failed: the provider holds the record")
+	assert.Contains(t, got.ErrorMessage, "81058")
+	require.Len(t, fake.Records(), 1)
+
+	_, err := a.DB.Exec("UPDATE dns_records SET next_attempt_at = now() WHERE id = ?", got.ID)
+	require.NoError(t, err)
+	a.Settle(5 * time.Second)
+	var status, providerID string
+	require.NoError(t, a.DB.QueryRow("SELECT status, provider_record_id FROM dns_records WHERE id = ?", got.ID).Scan(&status, &providerID))
+	assert.Equal(t, "Active", status)
+	records := fake.Records()
+	require.Len(t, records, 1, "exactly one provider record")
+	assert.Contains(t, records, providerID, "the row carries the provider's id")
+	assert.EqualValues(t, 1, fake.Creates())
+}
+
+// TestAnotherPartysIdenticalRecordIsNotAdopted: a record with our name and content that does not
+// carry our marker (another party's, or another row's) is never taken over.
+func TestAnotherPartysIdenticalRecordIsNotAdopted(t *testing.T) {
+	a, fake := setup(t, nil)
+	u := a.Register(t)
+	l := label()
+	theirs := fake.Put(l+".cell", "203.0.113.10")
+	r := a.Post("/api/me/dns", u.Token, map[string]any{"label": l})
+	require.Equal(t, http.StatusBadGateway, r.Status, string(r.Raw))
+	var got rec
+	r.Decode(t, &got)
+	assert.Equal(t, "Failed", got.Status)
+	assert.Contains(t, got.ErrorMessage, "not created for this record")
+	assert.Empty(t, got.ProviderRecordID)
+	assert.Contains(t, fake.Records(), theirs)
 }
 
 func TestConcurrentCreatesNeverDuplicate(t *testing.T) {

@@ -71,7 +71,9 @@ func (h *Handler) Register(api *httpx.API) {
 		})
 	httpx.Register(api, httpx.Authenticated, huma.Operation{OperationID: "revokeMyDnsRecord", Method: http.MethodDelete,
 		Path: "/api/me/dns/{id}", Tags: tags, Summary: "Revoke a DNS record",
-		Description: "Active → Revoking → deleted at the provider → Revoked (200). A record that never reached the provider is Revoked at once. " +
+		Description: "Active, Pending or Failed → Revoking → deleted at the provider → Revoked (200). A Failed record is checked at the provider " +
+			"too (its create may have reached it): the name is looked up and only a record carrying this record's marker comment is deleted. " +
+			"409 when already revoked, or when the record is Failed and another live record now uses its label. " +
 			"502 when the provider failed: the record stays Revoking with the error and is retried in the background.",
 		Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusBadGateway}},
 		func(ctx context.Context, in *idInput) (*httpx.Response[View], error) {

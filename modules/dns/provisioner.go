@@ -47,10 +47,15 @@ func load(ctx context.Context, tx bun.IDB, id int64) (*Record, error) {
 	return r, nil
 }
 
-// findIdentical returns the provider's record named like r with r's content, if any.
-func findIdentical(found []cloudflare.Record, r *Record) *cloudflare.Record {
+// Marker is the comment every record we create carries at the provider: it names the owner and
+// our row. Only a record carrying its row's marker is ever adopted or deleted, so another party's
+// record (or one of another row) is never taken over.
+func Marker(r *Record) string { return fmt.Sprintf("provisioner user:%d record:%d", r.UserID, r.ID) }
+
+// findOurs returns the provider's record named like r, with r's content and r's marker, if any.
+func findOurs(found []cloudflare.Record, r *Record) *cloudflare.Record {
 	for i, f := range found {
-		if strings.EqualFold(strings.TrimSuffix(f.Name, "."), r.Fqdn) && f.Content == r.Content {
+		if strings.EqualFold(strings.TrimSuffix(f.Name, "."), r.Fqdn) && f.Content == r.Content && f.Comment == Marker(r) {
 			return &found[i]
 		}
 	}
@@ -67,34 +72,44 @@ func (p *Provisioner) Create(ctx context.Context, req provision.CreateRequest) (
 	if err != nil {
 		return provision.CreateResponse{}, p.failed(ctx, req.Tx, r, err)
 	}
-	if same := findIdentical(found, r); same != nil {
-		return p.active(ctx, req.Tx, r, same.ID, true)
+	if ours := findOurs(found, r); ours != nil {
+		return p.active(ctx, req.Tx, r, ours.ID, true)
 	}
 	if len(found) > 0 {
-		return provision.CreateResponse{}, p.final(ctx, req.Tx, r,
-			fmt.Sprintf("the name %s already exists at the provider with other content", r.Fqdn))
+		return provision.CreateResponse{}, p.final(ctx, req.Tx, r, taken(r))
 	}
 	ttl := r.RecordTTL
 	if r.Proxied {
 		ttl = 1 // the provider manages proxied TTLs
 	}
 	created, err := p.provider.Create(ctx, cloudflare.Record{Name: r.Name, Content: r.Content, TTL: ttl, Proxied: r.Proxied,
-		Comment: fmt.Sprintf("provisioner user:%d record:%d", r.UserID, r.ID)})
+		Comment: Marker(r)})
 	var ae *cloudflare.APIError
 	if errors.As(err, &ae) && (ae.Has(cloudflare.CodeIdenticalRecord) || ae.Has(cloudflare.CodeRecordExists) || ae.Has(cloudflare.CodeNameExists)) {
-		// Someone (an earlier attempt of ours?) made it meanwhile: adopt it only if identical.
+		// Someone made it meanwhile: often an earlier try of this very call whose answer was lost.
+		// Adopt it if it is ours. Until the lookup says whose it is, the row stays Pending: a
+		// failed lookup is retried by the finisher, never turned into Failed while the provider
+		// may hold our record.
 		again, lerr := p.provider.Lookup(ctx, r.Fqdn)
-		if lerr == nil {
-			if same := findIdentical(again, r); same != nil {
-				return p.active(ctx, req.Tx, r, same.ID, true)
-			}
+		if lerr != nil {
+			return provision.CreateResponse{}, fmt.Errorf("the provider reports %s as existing (%s); looking it up failed: %w", r.Fqdn, ae.Error(), lerr)
 		}
-		return provision.CreateResponse{}, p.final(ctx, req.Tx, r, ae.Error())
+		if ours := findOurs(again, r); ours != nil {
+			return p.active(ctx, req.Tx, r, ours.ID, true)
+		}
+		if len(again) == 0 {
+			return provision.CreateResponse{}, fmt.Errorf("the provider reports %s as existing (%s) but lists no such record", r.Fqdn, ae.Error())
+		}
+		return provision.CreateResponse{}, p.final(ctx, req.Tx, r, ae.Error()+"; "+taken(r))
 	}
 	if err != nil {
 		return provision.CreateResponse{}, p.failed(ctx, req.Tx, r, err)
 	}
 	return p.active(ctx, req.Tx, r, created.ID, false)
+}
+
+func taken(r *Record) string {
+	return fmt.Sprintf("the name %s already exists at the provider and was not created for this record", r.Fqdn)
 }
 
 func (p *Provisioner) active(ctx context.Context, tx bun.IDB, r *Record, providerID string, adopted bool) (provision.CreateResponse, error) {
@@ -142,8 +157,8 @@ func (p *Provisioner) Delete(ctx context.Context, req provision.DeleteRequest) (
 		if err != nil {
 			return provision.DeleteResponse{}, err
 		}
-		if same := findIdentical(found, r); same != nil {
-			ids = append(ids, same.ID)
+		if ours := findOurs(found, r); ours != nil {
+			ids = append(ids, ours.ID)
 		}
 	}
 	for _, id := range ids {
@@ -169,11 +184,20 @@ func (p *Provisioner) GiveUp(ctx context.Context, tx bun.IDB, id int64, lastErr 
 	return err
 }
 
-// ReleaseUser marks a deleted user's live records for revocation; failed ones are revoked at once.
+// ReleaseUser marks a deleted user's records for revocation at the provider: live ones, and
+// Failed ones too (their create may have reached the provider; the finisher looks the name up and
+// deletes only a record carrying the row's marker). A Failed record whose label another live
+// record holds now is Revoked at once: that record's own create found the name free of records
+// not its own.
 func (p *Provisioner) ReleaseUser(ctx context.Context, tx bun.IDB, userID int64) error {
 	if _, err := tx.NewUpdate().Model((*Record)(nil)).Set("status = ?", StatusRevoking).Set("attempts = 0").
-		Set("next_attempt_at = now()").Set("updated_at = now()").
-		Where("user_id = ?", userID).Where("status IN (?)", bun.In([]string{StatusPending, StatusActive})).Exec(ctx); err != nil {
+		Set("error_message = ''").Set("last_error = ''").Set("next_attempt_at = now()").Set("updated_at = now()").
+		Where("user_id = ?", userID).
+		WhereGroup(" AND ", func(q *bun.UpdateQuery) *bun.UpdateQuery {
+			return q.Where("status IN (?)", bun.In([]string{StatusPending, StatusActive})).
+				WhereOr("status = ? AND NOT EXISTS (SELECT 1 FROM dns_records o WHERE o.label = r.label AND o.id <> r.id AND o.status IN (?))",
+					StatusFailed, bun.In([]string{StatusPending, StatusActive, StatusRevoking}))
+		}).Exec(ctx); err != nil {
 		return fmt.Errorf("release records of user %d: %w", userID, err)
 	}
 	_, err := tx.NewUpdate().Model((*Record)(nil)).Set("status = ?", StatusRevoked).Set("updated_at = now()").
@@ -186,4 +210,5 @@ var (
 	_ provision.Queue        = (*Provisioner)(nil)
 	_ provision.GiveUpper    = (*Provisioner)(nil)
 	_ provision.UserReleaser = (*Provisioner)(nil)
+	_ provision.RetryAfterer = (*cloudflare.APIError)(nil)
 )

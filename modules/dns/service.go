@@ -141,11 +141,12 @@ func (s *Service) List(ctx context.Context, userID int64) ([]View, error) {
 	return out, nil
 }
 
-// Revoke deletes a record at the provider: Active/Pending → Revoking → Revoked. A record that
-// never reached the provider (Failed) is Revoked at once. It returns the record as it then stands
-// and the attempt's error (the record stays Revoking for the finisher).
+// Revoke deletes a record at the provider: Active/Pending/Failed → Revoking → Revoked. A Failed
+// record goes through the provider too: its create may have reached the provider (an answer lost,
+// then attempts run out), so the name is looked up and a record carrying this row's marker is
+// deleted. It returns the record as it then stands and the attempt's error (the record stays
+// Revoking for the finisher).
 func (s *Service) Revoke(ctx context.Context, id, userID int64) (*Record, error) {
-	var immediate bool
 	err := s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
 		r := new(Record)
 		q := tx.NewSelect().Model(r).Where("id = ?", id).For("UPDATE")
@@ -164,8 +165,12 @@ func (s *Service) Revoke(ctx context.Context, id, userID int64) (*Record, error)
 		case StatusRevoking:
 			return nil
 		case StatusFailed:
-			immediate = true
-			if _, err := tx.NewUpdate().Model(r).Set("status = ?", StatusRevoked).Set("updated_at = now()").WherePK().Exec(ctx); err != nil {
+			// A Failed record does not hold its label; another live record may have taken it.
+			if _, err := tx.NewUpdate().Model(r).Set("status = ?", StatusRevoking).Set("attempts = 0").Set("error_message = ''").
+				Set("last_error = ''").Set("next_attempt_at = now()").Set("updated_at = now()").WherePK().Exec(ctx); err != nil {
+				if db.IsUniqueViolation(err) {
+					return httpx.Conflict(fmt.Sprintf("Another live record uses the label %q; revoke this one once that one is settled", r.Label))
+				}
 				return err
 			}
 		default:
@@ -179,9 +184,6 @@ func (s *Service) Revoke(ctx context.Context, id, userID int64) (*Record, error)
 	})
 	if err != nil {
 		return nil, err
-	}
-	if immediate {
-		return s.get(ctx, id, 0)
 	}
 	return s.drive(ctx, id)
 }

@@ -9,8 +9,11 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // CellRequest is the body of POST {BaseUrl}/accounts.
@@ -89,19 +92,68 @@ func (c *Cell) call(ctx context.Context, method, path, idemKey string, body any)
 	return res.StatusCode, data, nil
 }
 
-func statusError(status int, data []byte) *CellError {
-	msg := strings.TrimSpace(string(data))
+// statusError describes a failed answer by its status and, when the body is the documented
+// {"error","message"} JSON, the cell's words, sanitised: the configured API key and anything
+// token-like are redacted, control characters dropped, the text bounded. Any other body (an HTML
+// error page, a stack trace) is not kept at all. The message is stored, shown to users and logged.
+func (c *Cell) statusError(status int, data []byte) *CellError {
+	msg := ""
 	var e struct {
 		Error   string `json:"error"`
 		Message string `json:"message"`
 	}
-	if json.Unmarshal(data, &e) == nil && (e.Message != "" || e.Error != "") {
-		msg = strings.TrimSpace(e.Error + " " + e.Message)
+	if json.Unmarshal(data, &e) == nil {
+		msg = sanitize(e.Error+" "+e.Message, c.key)
 	}
-	if len(msg) > 300 {
-		msg = msg[:300]
+	if msg == "" {
+		msg = strings.ToLower(http.StatusText(status))
+		if msg == "" {
+			msg = "unexpected answer"
+		}
 	}
 	return &CellError{Status: status, Msg: msg, Final: status >= 400 && status < 500 && status != http.StatusTooManyRequests && status != http.StatusRequestTimeout}
+}
+
+var (
+	bearerRe  = regexp.MustCompile(`(?i)\b(bearer|basic)\s+\S+`)
+	secretKV  = regexp.MustCompile(`(?i)\b(api[_-]?key|key|token|secret|password|passwd|pwd|authorization|credentials?)(\s*[:=]\s*|\s+)("[^"]*"|'[^']*'|\S+)`)
+	tokenish  = regexp.MustCompile(`[A-Za-z0-9_\-+/=.~]{24,}`)
+	spaceRuns = regexp.MustCompile(`\s+`)
+)
+
+// maxCellMessage bounds the cell's words kept in an error.
+const maxCellMessage = 200
+
+// sanitize makes a cell's message fit to store and show: key redacted, token-like words and
+// credentials after key=, token:, Bearer redacted, one line, at most maxCellMessage bytes.
+func sanitize(msg, key string) string {
+	msg = strings.ToValidUTF8(msg, "")
+	if key != "" {
+		msg = strings.ReplaceAll(msg, key, "[redacted]")
+	}
+	msg = strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) || !unicode.IsPrint(r) {
+			return ' '
+		}
+		return r
+	}, msg)
+	msg = bearerRe.ReplaceAllString(msg, "$1 [redacted]")
+	msg = secretKV.ReplaceAllString(msg, "$1$2[redacted]")
+	msg = tokenish.ReplaceAllStringFunc(msg, func(w string) string {
+		if strings.ContainsAny(w, "0123456789") || strings.ContainsAny(w, "_-+/=") {
+			return "[redacted]"
+		}
+		return w
+	})
+	msg = strings.TrimSpace(spaceRuns.ReplaceAllString(msg, " "))
+	if len(msg) > maxCellMessage {
+		cut := maxCellMessage
+		for cut > 0 && !utf8.RuneStart(msg[cut]) {
+			cut--
+		}
+		msg = msg[:cut] + "…"
+	}
+	return msg
 }
 
 // Provision asks the cell for an account; the idempotency key makes a repeated call return the
@@ -112,7 +164,7 @@ func (c *Cell) Provision(ctx context.Context, idemKey string, in CellRequest) (C
 		return CellAccount{}, err
 	}
 	if status != http.StatusOK && status != http.StatusCreated {
-		return CellAccount{}, statusError(status, data)
+		return CellAccount{}, c.statusError(status, data)
 	}
 	var out CellAccount
 	if err := json.Unmarshal(data, &out); err != nil {
@@ -134,5 +186,5 @@ func (c *Cell) Deprovision(ctx context.Context, accountID string) error {
 	if status == http.StatusNotFound || (status >= 200 && status < 300) {
 		return nil
 	}
-	return statusError(status, data)
+	return c.statusError(status, data)
 }

@@ -82,7 +82,9 @@ func (p *Provisioner) Delete(ctx context.Context, req provision.DeleteRequest) (
 		return provision.DeleteResponse{}, err
 	}
 	accountID := a.ExternalAccountID
-	if accountID == "" && a.ErrorMessage == "" {
+	if accountID == "" {
+		// Never recorded (a crash, a timeout, or a Failed account whose attempts ran out after
+		// its create may have reached the cell): the Idempotency-Key tells us its id.
 		got, err := p.cell.Provision(ctx, idemKey(a.ID), in)
 		var ce *CellError
 		switch {
@@ -114,17 +116,17 @@ func (p *Provisioner) GiveUp(ctx context.Context, tx bun.IDB, id int64, lastErr 
 	return err
 }
 
-// ReleaseUser marks a deleted user's account for deprovisioning at the cell. A Failed account
-// never reached the cell (its failure was final) and is Deprovisioned at once.
+// ReleaseUser marks a deleted user's account for deprovisioning at the cell: Pending, Active and
+// Failed alike. A Failed account's create may have reached the cell (a timeout, then attempts ran
+// out): the finisher re-posts its Idempotency-Key to learn its id and deletes it there before it
+// is Deprovisioned.
 func (p *Provisioner) ReleaseUser(ctx context.Context, tx bun.IDB, userID int64) error {
 	if _, err := tx.NewUpdate().Model((*Account)(nil)).Set("status = ?", StatusDeprovisioning).Set("attempts = 0").
-		Set("next_attempt_at = now()").Set("updated_at = now()").
-		Where("user_id = ?", userID).Where("status IN (?)", bun.In([]string{StatusPending, StatusActive})).Exec(ctx); err != nil {
+		Set("error_message = ''").Set("last_error = ''").Set("next_attempt_at = now()").Set("updated_at = now()").
+		Where("user_id = ?", userID).Where("status IN (?)", bun.In([]string{StatusPending, StatusActive, StatusFailed})).Exec(ctx); err != nil {
 		return fmt.Errorf("release accounts of user %d: %w", userID, err)
 	}
-	_, err := tx.NewUpdate().Model((*Account)(nil)).Set("status = ?", StatusDeprovisioned).Set("updated_at = now()").
-		Where("user_id = ?", userID).Where("status = ?", StatusFailed).Exec(ctx)
-	return err
+	return nil
 }
 
 var (

@@ -34,8 +34,24 @@ type cell struct {
 	keys     []string
 	bodies   []map[string]any
 	creates  int
-	mode     string // "", "500", "400", "garbage", "hang", "missing-url"
+	mode     string // "", "500", "400", "garbage", "hang", "missing-url", "leak", "leak-html"
 	hang     time.Duration
+}
+
+// held reports whether the cell holds an account for Idempotency-Key key (made and not deleted).
+func (c *cell) held(key string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	acc, ok := c.accounts[key]
+	if !ok {
+		return false
+	}
+	for _, d := range c.deleted {
+		if d == acc {
+			return false
+		}
+	}
+	return true
 }
 
 func newCell(t *testing.T) *cell {
@@ -64,6 +80,15 @@ func (c *cell) serve(w http.ResponseWriter, r *http.Request) {
 	case "400":
 		w.WriteHeader(400)
 		_, _ = w.Write([]byte(`{"error":"bad_request","message":"organization not allowed"}`))
+		return
+	case "leak": // a careless cell quoting the key it was sent, and other secrets
+		w.WriteHeader(500)
+		_, _ = w.Write([]byte(`{"error":"internal","message":"upstream refused Authorization: Bearer ` + cellKey +
+			` (key=` + cellKey + `); dsn token=sk_live_9f8e7d6c5b4a39281706f5e4d3c2b1a0 failed` + strings.Repeat(" and more", 100) + `"}`))
+		return
+	case "leak-html":
+		w.WriteHeader(502)
+		_, _ = w.Write([]byte(`<html><body>proxy error, config api_key ` + cellKey + `</body></html>`))
 		return
 	case "hang":
 		time.Sleep(hang)
@@ -298,4 +323,68 @@ func TestProvisionerSuite(t *testing.T) {
 			return 1
 		},
 	})
+}
+
+// TestCellErrorNeverQuotesItsKey: a cell error body quoting the API key (or other token-like
+// strings) is stored sanitised and bounded: the user-visible error and the stored last error (the
+// text the finisher logs) never contain it.
+func TestCellErrorNeverQuotesItsKey(t *testing.T) {
+	a, c := setup(t)
+	for _, mode := range []string{"leak", "leak-html"} {
+		t.Run(mode, func(t *testing.T) {
+			u := a.Register(t)
+			c.set(mode)
+			r := a.Post("/api/me/wfauto/provision", u.Token, nil)
+			c.set("")
+			require.Equal(t, http.StatusBadGateway, r.Status, string(r.Raw))
+			var acc account
+			r.Decode(t, &acc)
+			assert.Equal(t, "Pending", acc.Status)
+			assert.NotEmpty(t, acc.ErrorMessage)
+			assert.Contains(t, acc.ErrorMessage, "answered 50")
+			list := a.Get("/api/me/wfauto", u.Token)
+			var stored struct{ ErrorMessage, LastError string }
+			require.NoError(t, a.DB.QueryRow("SELECT error_message, last_error FROM wfauto_accounts WHERE id = ?", acc.ID).
+				Scan(&stored.ErrorMessage, &stored.LastError))
+			for _, text := range []string{string(r.Raw), string(list.Raw), stored.ErrorMessage, stored.LastError} {
+				assert.NotContains(t, text, cellKey)
+				assert.NotContains(t, text, "sk_live_9f8e7d6c5b4a39281706f5e4d3c2b1a0")
+				assert.NotContains(t, text, "<html>")
+			}
+			assert.LessOrEqual(t, len(stored.LastError), 300, "bounded")
+		})
+	}
+}
+
+// TestDeletingAUserDeprovisionsTheirFailedAccountAtTheCell: the account's create reached the cell
+// but timed out, and attempts ran out (Failed). Deleting the user deprovisions it at the cell
+// (through Deprovisioning and the finisher) before it is Deprovisioned.
+func TestDeletingAUserDeprovisionsTheirFailedAccountAtTheCell(t *testing.T) {
+	c := newCell(t)
+	a := apptest.Start(t, apptest.With(map[string]any{"WfautoProvisioning:BaseUrl": c.URL, "WfautoProvisioning:ApiKey": cellKey,
+		"WfautoProvisioning:TimeoutSeconds": 1, "RateLimit:Register": "1000-M", "Finisher:MaxAttempts": 1}))
+	t.Cleanup(func() { _, _ = a.DB.Exec("UPDATE wfauto_accounts SET status = 'Failed' WHERE status = 'Pending'") })
+	admin := a.AdminToken(t)
+	u := a.Register(t)
+	c.hang = 1500 * time.Millisecond
+	c.set("hang") // the cell makes the account; its answer never arrives in time
+	r := a.Post("/api/me/wfauto/provision", u.Token, nil)
+	c.set("")
+	require.Equal(t, http.StatusBadGateway, r.Status, string(r.Raw))
+	var acc account
+	r.Decode(t, &acc)
+	require.Equal(t, "Failed", acc.Status, "attempts ran out (Finisher:MaxAttempts 1)")
+	time.Sleep(600 * time.Millisecond) // the hung handler finishes on the cell's side
+	require.True(t, c.held(fmt.Sprint(acc.ID)), "the cell holds the account")
+
+	r = a.Do(apptest.Request{Method: "DELETE", Path: fmt.Sprintf("/api/users/%d", u.ID), Token: admin})
+	require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
+	a.Settle(5 * time.Second)
+	assert.False(t, c.held(fmt.Sprint(acc.ID)), "deprovisioned at the cell")
+	var status string
+	require.NoError(t, a.DB.QueryRow("SELECT status FROM wfauto_accounts WHERE id = ?", acc.ID).Scan(&status))
+	assert.Equal(t, "Deprovisioned", status)
+	c.mu.Lock()
+	assert.Equal(t, 1, c.creates, "no second account made")
+	c.mu.Unlock()
 }

@@ -26,7 +26,10 @@ type FinisherOptions struct {
 	Workers int
 	// MaxBackoff caps the delay between attempts; default 5 min.
 	MaxBackoff time.Duration
-	Logger     *slog.Logger
+	// MaxRetryAfter caps how long a provider's Retry-After (an error implementing RetryAfterer)
+	// may hold the next attempt back; default 10 min.
+	MaxRetryAfter time.Duration
+	Logger        *slog.Logger
 }
 
 // Finisher drives rows left in an in-between state to their end. Each row is claimed with
@@ -60,6 +63,9 @@ func NewFinisher(db *bun.DB, provisioners []Provisioner, o FinisherOptions) (*Fi
 	}
 	if o.MaxBackoff <= 0 {
 		o.MaxBackoff = 5 * time.Minute
+	}
+	if o.MaxRetryAfter <= 0 {
+		o.MaxRetryAfter = 10 * time.Minute
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -245,7 +251,7 @@ func (f *Finisher) claimAndDrive(ctx context.Context, kind Kind, q Queue, id int
 			return true, verbErr // shutting down: the rollback leaves the row as it was
 		}
 		attempts := row.Attempts + 1
-		next := time.Now().Add(Backoff(attempts, f.o.MaxBackoff))
+		next := time.Now().Add(f.delay(attempts, verbErr))
 		if _, err := tx.NewUpdate().Table(q.Table()).
 			Set("attempts = ?", attempts).
 			Set("next_attempt_at = ?", next).
@@ -265,6 +271,16 @@ func (f *Finisher) claimAndDrive(ctx context.Context, kind Kind, q Queue, id int
 		return true, fmt.Errorf("commit %s %d: %w", kind, row.ID, err)
 	}
 	return true, verbErr
+}
+
+// delay is the wait before the next attempt: the backoff, or the provider's Retry-After (capped
+// by MaxRetryAfter) when that is longer.
+func (f *Finisher) delay(attempts int, err error) time.Duration {
+	d := Backoff(attempts, f.o.MaxBackoff)
+	if ra, ok := RetryAfterOf(err); ok {
+		d = max(d, min(ra, f.o.MaxRetryAfter))
+	}
+	return d
 }
 
 // Backoff is the capped exponential delay before attempt n+1, with ±20% jitter.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -29,8 +30,17 @@ type things struct {
 	inFlight map[int64]int
 	overlap  atomic.Int32
 	failLeft atomic.Int32
+	failWith error // the error of a failing attempt; default "provider answered 503"
 	delay    time.Duration
 }
+
+// throttled is a provider's 429 with Retry-After.
+type throttled struct{ wait time.Duration }
+
+func (e *throttled) Error() string             { return "provider answered 429" }
+func (e *throttled) RetryAfter() time.Duration { return e.wait }
+
+var _ provision.RetryAfterer = (*throttled)(nil)
 
 func (p *things) Kind() provision.Kind { return provision.Kind(p.table) }
 func (p *things) Table() string        { return p.table }
@@ -52,6 +62,9 @@ func (p *things) Create(ctx context.Context, req provision.CreateRequest) (provi
 	defer p.enter(req.ResourceID)()
 	time.Sleep(p.delay)
 	if p.failLeft.Add(-1) >= 0 {
+		if p.failWith != nil {
+			return provision.CreateResponse{}, p.failWith
+		}
 		return provision.CreateResponse{}, errors.New("provider answered 503")
 	}
 	p.mu.Lock()
@@ -195,4 +208,60 @@ func TestBackoffIsCapped(t *testing.T) {
 	assert.LessOrEqual(t, provision.Backoff(1, time.Minute), 1200*time.Millisecond)
 	assert.LessOrEqual(t, provision.Backoff(50, time.Minute), 72*time.Second)
 	assert.GreaterOrEqual(t, provision.Backoff(50, time.Minute), 48*time.Second)
+}
+
+type attemptRow struct {
+	Attempts int       `bun:"attempts"`
+	Next     time.Time `bun:"next_attempt_at"`
+	Status   string    `bun:"status"`
+}
+
+func attempt(t *testing.T, db *bun.DB, table string, id int64) attemptRow {
+	t.Helper()
+	var row attemptRow
+	require.NoError(t, db.NewSelect().Table(table).Column("attempts", "next_attempt_at", "status").Where("id = ?", id).Scan(context.Background(), &row))
+	return row
+}
+
+// TestRetryAfterHoldsTheNextAttemptBack: a provider's 429 with Retry-After: 30 (longer than the
+// first backoff of ~1 s) schedules the next attempt no sooner than 30 s; a Retry-After past
+// MaxRetryAfter is capped.
+func TestRetryAfterHoldsTheNextAttemptBack(t *testing.T) {
+	db, p := setup(t)
+	ids := insert(t, db, p.table, "Pending", 1)
+	p.failLeft.Store(1)
+	p.failWith = fmt.Errorf("create: %w", &throttled{wait: 30 * time.Second}) // wrapped, as modules do
+	f, err := provision.NewFinisher(db, []provision.Provisioner{p}, provision.FinisherOptions{BatchSize: 1, Workers: 1})
+	require.NoError(t, err)
+
+	before := time.Now()
+	require.Error(t, f.Drive(context.Background(), p.Kind(), ids[0]), "the attempt failed")
+	row := attempt(t, db, p.table, ids[0])
+	assert.Equal(t, 1, row.Attempts)
+	assert.Equal(t, "Pending", row.Status)
+	assert.False(t, row.Next.Before(before.Add(30*time.Second)), "next attempt %s is sooner than Retry-After", row.Next.Sub(before))
+	for f.RunOnce(context.Background()) > 0 {
+	}
+	assert.Equal(t, "Pending", attempt(t, db, p.table, ids[0]).Status, "not attempted again before the wait")
+	assert.Zero(t, p.created[ids[0]])
+
+	// Capped by MaxRetryAfter.
+	ids = append(ids, insert(t, db, p.table, "Pending", 1)...)
+	p.failLeft.Store(1)
+	p.failWith = &throttled{wait: time.Hour}
+	capped, err := provision.NewFinisher(db, []provision.Provisioner{p}, provision.FinisherOptions{MaxRetryAfter: 5 * time.Second})
+	require.NoError(t, err)
+	before = time.Now()
+	require.ErrorContains(t, capped.Drive(context.Background(), p.Kind(), ids[1]), "429")
+	row = attempt(t, db, p.table, ids[1])
+	assert.False(t, row.Next.Before(before.Add(5*time.Second)))
+	assert.True(t, row.Next.Before(time.Now().Add(6*time.Second)), "capped at MaxRetryAfter: %s", row.Next.Sub(before))
+
+	// A plain error keeps the plain backoff (~1 s for the first attempt).
+	assert.Equal(t, time.Duration(0), func() time.Duration { d, _ := provision.RetryAfterOf(errors.New("x")); return d }())
+	d, ok := provision.RetryAfterOf(fmt.Errorf("w: %w", &throttled{wait: 3 * time.Second}))
+	assert.True(t, ok)
+	assert.Equal(t, 3*time.Second, d)
+	_, ok = provision.RetryAfterOf(&throttled{wait: -time.Second})
+	assert.False(t, ok, "a Retry-After in the past asks for nothing")
 }

@@ -8,6 +8,7 @@ package provision
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/uptrace/bun"
 	"go.uber.org/fx"
@@ -101,6 +102,27 @@ type ResumeRequest struct {
 type Suspender interface {
 	Suspend(ctx context.Context, req SuspendRequest) error
 	Resume(ctx context.Context, req ResumeRequest) error
+}
+
+// RetryAfterer is implemented by provider errors that say when to try again (an HTTP 429 or 503
+// with Retry-After). The Finisher schedules the next attempt no sooner than that, capped by
+// FinisherOptions.MaxRetryAfter.
+type RetryAfterer interface {
+	RetryAfter() time.Duration
+}
+
+// RetryAfterOf returns the wait asked for by the first error in err's chain implementing
+// RetryAfterer, when it is positive.
+func RetryAfterOf(err error) (time.Duration, bool) {
+	var ra RetryAfterer
+	if !errors.As(err, &ra) {
+		return 0, false
+	}
+	d := ra.RetryAfter()
+	if d <= 0 {
+		return 0, false
+	}
+	return d, true
 }
 
 // AsProvisioner provides a module's Provisioner to the platform.

@@ -51,10 +51,15 @@ type envelope struct {
 
 // APIError is a failed call: the HTTP status and the provider's errors.
 type APIError struct {
-	Status     int
-	Errors     []Message
-	RetryAfter time.Duration
+	Status int
+	Errors []Message
+	// Wait is the provider's Retry-After (a 429, a 503), 0 when it sent none.
+	Wait time.Duration
 }
+
+// RetryAfter implements provision.RetryAfterer: the background finisher schedules the next
+// attempt no sooner than the provider asked.
+func (e *APIError) RetryAfter() time.Duration { return e.Wait }
 
 func (e *APIError) Error() string {
 	if len(e.Errors) == 0 {
@@ -138,8 +143,8 @@ func (c *Client) do(ctx context.Context, method, path string, body any, out any)
 		if attempt > 0 {
 			wait := time.Duration(200<<(attempt-1)) * time.Millisecond
 			var ae *APIError
-			if errors.As(last, &ae) && ae.RetryAfter > 0 {
-				wait = ae.RetryAfter
+			if errors.As(last, &ae) && ae.Wait > 0 {
+				wait = ae.Wait
 			}
 			if wait > c.o.MaxRetryWait {
 				return last
@@ -192,9 +197,9 @@ func (c *Client) once(ctx context.Context, method, path string, body []byte, out
 		}
 		if s := res.Header.Get("Retry-After"); s != "" {
 			if n, err := strconv.Atoi(s); err == nil {
-				ae.RetryAfter = time.Duration(n) * time.Second
+				ae.Wait = time.Duration(min(n, 86400)) * time.Second // no overflow; the finisher caps it anyway
 			} else if t, err := http.ParseTime(s); err == nil {
-				ae.RetryAfter = time.Until(t)
+				ae.Wait = time.Until(t)
 			}
 		}
 		return ae
