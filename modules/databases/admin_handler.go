@@ -43,7 +43,7 @@ type credCreateInput struct {
 	Body struct {
 		_                  struct{} `additionalProperties:"true"`
 		DatabaseInstanceID int64    `json:"databaseInstanceId" minimum:"1"`
-		Username           string   `json:"username,omitempty" pattern:"^[a-z][a-z0-9_]{2,40}$" doc:"Default: generated from the database name."`
+		Username           string   `json:"username,omitempty" pattern:"^[a-z][a-z0-9_]{2,40}$" doc:"Default: generated from the database name. 409 if reserved (postgres, root, pg_*, mysql*, …), a tenant database's name or owner, or an existing role or user on the engine."`
 		ReadOnly           bool     `json:"readOnly,omitempty" doc:"SELECT only."`
 	}
 }

@@ -190,7 +190,8 @@ func (e *postgresEngine) SetReadOnly(ctx context.Context, dbName, role string, r
 		return err
 	}
 	// Sessions pick the setting up when they connect: end the open ones.
-	return e.terminate(ctx, "datname = $1", dbName)
+	// The service's own sessions there (grants for credentials) stay.
+	return e.terminate(ctx, "datname = $1 AND usename <> current_user", dbName)
 }
 
 func (e *postgresEngine) Usage(ctx context.Context, dbs []string) (map[string]Usage, error) {
@@ -226,6 +227,10 @@ func (e *postgresEngine) tenant(dbName string) (*sql.DB, error) {
 	}
 	u := *e.admin
 	u.Path = "/" + dbName
+	// The service's own sessions write (grants) even while the database is read-only.
+	q := u.Query()
+	q.Set("default_transaction_read_only", "off")
+	u.RawQuery = q.Encode()
 	conn, err := db.Connector(u.String())
 	if err != nil {
 		return nil, err
@@ -245,11 +250,72 @@ func (e *postgresEngine) closeTenant(dbName string) {
 	}
 }
 
-func (e *postgresEngine) CreateUser(ctx context.Context, dbName, owner, user, password string, readOnly bool) error {
+// roleMark tells whether role exists and the mark (its comment) it carries.
+func (e *postgresEngine) roleMark(ctx context.Context, role string) (bool, string, error) {
+	var mark string
+	err := e.pool.QueryRowContext(ctx,
+		"SELECT coalesce(shobj_description(oid, 'pg_authid'), '') FROM pg_roles WHERE rolname = $1", role).Scan(&mark)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, "", nil
+	}
+	if err != nil {
+		return false, "", fmt.Errorf("postgres: %w", err)
+	}
+	return true, mark, nil
+}
+
+func (e *postgresEngine) RoleExists(ctx context.Context, role string) (bool, error) {
+	ok, _, err := e.roleMark(ctx, role)
+	return ok, err
+}
+
+// ensureMarkedRole creates role with its mark in one transaction, or adopts it (setting the
+// password) when it already carries marker; any other role of that name is ErrRoleTaken.
+func (e *postgresEngine) ensureMarkedRole(ctx context.Context, role, password, marker string) error {
+	for attempt := 0; ; attempt++ {
+		ok, mark, err := e.roleMark(ctx, role)
+		if err != nil {
+			return err
+		}
+		if ok {
+			if mark != marker {
+				return ErrRoleTaken
+			}
+			return e.exec(ctx, fmt.Sprintf("ALTER ROLE %s WITH LOGIN PASSWORD %s", qi(role), ql(password)))
+		}
+		err = e.inTx(ctx,
+			fmt.Sprintf("CREATE ROLE %s WITH LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE PASSWORD %s", qi(role), ql(password)),
+			fmt.Sprintf("COMMENT ON ROLE %s IS %s", qi(role), ql(marker)))
+		if db.IsCode(err, "42710") && attempt == 0 { // created concurrently: look at its mark again
+			continue
+		}
+		return err
+	}
+}
+
+// inTx runs stmts in one transaction on the admin connection.
+func (e *postgresEngine) inTx(ctx context.Context, stmts ...string) error {
+	tx, err := e.pool.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("postgres: begin: %w", err)
+	}
+	defer tx.Rollback() //nolint:errcheck
+	for _, s := range stmts {
+		if _, err := tx.ExecContext(ctx, s); err != nil {
+			return fmt.Errorf("postgres: %s: %w", redactStmt(s), err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("postgres: commit: %w", err)
+	}
+	return nil
+}
+
+func (e *postgresEngine) CreateUser(ctx context.Context, dbName, owner, user, password string, readOnly bool, marker string) error {
 	if err := checkNames(dbName, owner, user); err != nil {
 		return err
 	}
-	if err := e.ensureRole(ctx, user, password); err != nil {
+	if err := e.ensureMarkedRole(ctx, user, password, marker); err != nil {
 		return err
 	}
 	if err := e.exec(ctx, fmt.Sprintf("GRANT CONNECT ON DATABASE %s TO %s", qi(dbName), qi(user))); err != nil {
@@ -276,21 +342,35 @@ func (e *postgresEngine) CreateUser(ctx context.Context, dbName, owner, user, pa
 	return nil
 }
 
-func (e *postgresEngine) SetPassword(ctx context.Context, user, password string) error {
+func (e *postgresEngine) SetPassword(ctx context.Context, user, password, marker string) error {
 	if err := checkNames(user); err != nil {
 		return err
+	}
+	ok, mark, err := e.roleMark(ctx, user)
+	if err != nil {
+		return err
+	}
+	if !ok || mark != marker {
+		return ErrRoleTaken
 	}
 	return e.exec(ctx, fmt.Sprintf("ALTER ROLE %s WITH PASSWORD %s", qi(user), ql(password)))
 }
 
-func (e *postgresEngine) DropUser(ctx context.Context, dbName, user string) error {
+func (e *postgresEngine) DropUser(ctx context.Context, dbName, user, marker string) error {
 	if err := checkNames(dbName, user); err != nil {
 		return err
+	}
+	ok, mark, err := e.roleMark(ctx, user)
+	if err != nil || !ok {
+		return err
+	}
+	if mark != marker {
+		return ErrRoleTaken // never drop, or strip, a role this credential did not make
 	}
 	if err := e.terminate(ctx, "usename = $1", user); err != nil {
 		return err
 	}
-	ok, err := e.exists(ctx, "SELECT 1 FROM pg_database WHERE datname = $1", dbName)
+	ok, err = e.exists(ctx, "SELECT 1 FROM pg_database WHERE datname = $1", dbName)
 	if err != nil {
 		return err
 	}
