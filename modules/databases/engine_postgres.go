@@ -24,6 +24,8 @@ type postgresEngine struct {
 
 	mu  sync.Mutex
 	per map[string]*sql.DB // admin connections into tenant databases (read-only grants)
+	// lockedDown: the cluster's own databases no longer let PUBLIC connect (see lockDown).
+	lockedDown bool
 }
 
 func newPostgres(dsn string, pub config.EnginePublic) (*postgresEngine, error) {
@@ -123,8 +125,53 @@ func (e *postgresEngine) ensureRole(ctx context.Context, role, password string) 
 	return err
 }
 
+// clusterDatabases are the databases every PostgreSQL cluster has, which PUBLIC (so every tenant
+// role) may connect to by default. From there a tenant could LISTEN, NOTIFY and read the
+// catalogues; the control database, when it shares the cluster, revokes its own grant in its
+// migrations.
+var clusterDatabases = []string{"postgres", "template1"}
+
+// lockDown revokes PUBLIC's CONNECT and TEMPORARY on the cluster's own databases, once per
+// process (and again after a failure): a tenant role reaches its own database only.
+func (e *postgresEngine) lockDown(ctx context.Context) error {
+	e.mu.Lock()
+	done := e.lockedDown
+	e.mu.Unlock()
+	if done {
+		return nil
+	}
+	rows, err := e.pool.QueryContext(ctx, `SELECT datname FROM pg_database
+		WHERE datname = ANY($1::text[]) AND has_database_privilege('public', datname, 'CONNECT')`,
+		"{"+strings.Join(clusterDatabases, ",")+"}")
+	if err != nil {
+		return fmt.Errorf("postgres: list cluster databases: %w", err)
+	}
+	var open []string
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			rows.Close()
+			return fmt.Errorf("postgres: list cluster databases: %w", err)
+		}
+		open = append(open, n)
+	}
+	rows.Close()
+	for _, n := range open {
+		if err := e.exec(ctx, fmt.Sprintf("REVOKE CONNECT, TEMPORARY ON DATABASE %s FROM PUBLIC", qi(n))); err != nil {
+			return err
+		}
+	}
+	e.mu.Lock()
+	e.lockedDown = true
+	e.mu.Unlock()
+	return nil
+}
+
 func (e *postgresEngine) Create(ctx context.Context, dbName, role, password string) error {
 	if err := checkNames(dbName, role); err != nil {
+		return err
+	}
+	if err := e.lockDown(ctx); err != nil {
 		return err
 	}
 	if err := e.ensureRole(ctx, role, password); err != nil {
@@ -196,6 +243,9 @@ func (e *postgresEngine) SetReadOnly(ctx context.Context, dbName, role string, r
 
 func (e *postgresEngine) Usage(ctx context.Context, dbs []string) (map[string]Usage, error) {
 	out := map[string]Usage{}
+	if err := e.lockDown(ctx); err != nil { // the refresher's first run locks an existing cluster down
+		return nil, err
+	}
 	if len(dbs) == 0 {
 		return out, nil
 	}
