@@ -129,6 +129,9 @@ func reservedUsername(name string) bool {
 	if reservedNames[name] {
 		return true
 	}
+	if strings.HasSuffix(name, "_quota") { // the PostgreSQL engine's quota holders
+		return true
+	}
 	for _, p := range reservedPrefixes {
 		if strings.HasPrefix(name, p) {
 			return true

@@ -225,10 +225,151 @@ func (e *postgresEngine) SetLogin(ctx context.Context, dbName, role string, enab
 	return e.terminate(ctx, "usename = $1", role)
 }
 
+// quotaHolder is the role that owns a PostgreSQL tenant database's objects while it is over its
+// quota; it cannot log in.
+func quotaHolder(dbName string) string { return dbName + "_quota" }
+
+// SetReadOnly switches dbName to read-only or back, with privileges the tenant cannot undo.
+// default_transaction_read_only alone is advisory (a session may SET it off), and an owner can
+// always grant itself anything on what it owns, so over the quota the ownership of the database,
+// its schemas, tables, sequences, materialized views and large objects moves from the login role
+// and the roles that are members of it (full-access credentials) to a NOLOGIN role of the
+// service's, which grants the login role SELECT, DELETE and TRUNCATE (freeing space), nothing
+// else. Functions stay with their owner: without write privileges a SECURITY DEFINER function of
+// the tenant's writes nothing. Creating large objects is refused to PUBLIC in that database.
+// Switching back gives everything to the login role and drops the holder. Both directions run in
+// one transaction and are repeatable; open sessions are ended.
 func (e *postgresEngine) SetReadOnly(ctx context.Context, dbName, role string, readOnly bool) error {
-	if err := checkNames(dbName); err != nil {
+	if err := checkNames(dbName, role); err != nil {
 		return err
 	}
+	t, err := e.tenant(dbName)
+	if err != nil {
+		return err
+	}
+	holder := quotaHolder(dbName)
+	tx, err := t.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("postgres: begin: %w", err)
+	}
+	defer tx.Rollback() //nolint:errcheck
+	run := func(stmts ...string) error {
+		for _, st := range stmts {
+			if _, err := tx.ExecContext(ctx, st); err != nil {
+				return fmt.Errorf("postgres: %s: %w", st, err)
+			}
+		}
+		return nil
+	}
+	var exists bool
+	var mark string
+	err = tx.QueryRowContext(ctx, "SELECT true, coalesce(shobj_description(oid, 'pg_authid'), '') FROM pg_roles WHERE rolname = $1", holder).Scan(&exists, &mark)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("postgres: %w", err)
+	}
+	holderMark := "provisioner:quota:" + dbName
+	if exists && mark != holderMark {
+		return fmt.Errorf("postgres: role %s exists and is not the quota holder of %s", holder, dbName)
+	}
+	loFuncs := "FUNCTION lo_creat(integer), lo_create(oid), lo_from_bytea(oid, bytea)"
+	var from, to string
+	if readOnly {
+		if !exists {
+			if err := run(fmt.Sprintf("CREATE ROLE %s NOLOGIN NOINHERIT", qi(holder)),
+				fmt.Sprintf("COMMENT ON ROLE %s IS %s", qi(holder), ql(holderMark))); err != nil {
+				return err
+			}
+		}
+		from, to = role, holder
+	} else {
+		if !exists {
+			from = ""
+		} else {
+			from, to = holder, role
+		}
+	}
+	if from != "" {
+		// Everything the writers own (from: the login role and its members; back: the holder).
+		rows, err := tx.QueryContext(ctx, `
+			WITH w AS (SELECT oid FROM pg_roles WHERE rolname = $1
+			           UNION SELECT am.member FROM pg_auth_members am JOIN pg_roles g ON g.oid = am.roleid
+			           WHERE g.rolname = $1 AND $2)
+			SELECT format('ALTER SCHEMA %I OWNER TO %I', n.nspname, $3::text) FROM pg_namespace n WHERE n.nspowner IN (SELECT oid FROM w)
+			UNION ALL
+			SELECT format('ALTER %s %I.%I OWNER TO %I',
+			              CASE c.relkind WHEN 'S' THEN 'SEQUENCE' WHEN 'm' THEN 'MATERIALIZED VIEW' WHEN 'f' THEN 'FOREIGN TABLE' ELSE 'TABLE' END,
+			              n.nspname, c.relname, $3::text)
+			FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+			WHERE c.relowner IN (SELECT oid FROM w) AND c.relkind IN ('r', 'p', 'm', 'f', 'S')
+			  AND NOT (c.relkind = 'S' AND EXISTS (SELECT 1 FROM pg_depend d WHERE d.classid = 'pg_class'::regclass
+			           AND d.objid = c.oid AND d.refclassid = 'pg_class'::regclass AND d.deptype IN ('a', 'i')))
+			UNION ALL
+			SELECT format('ALTER LARGE OBJECT %s OWNER TO %I', m.oid, $3::text) FROM pg_largeobject_metadata m WHERE m.lomowner IN (SELECT oid FROM w)`,
+			from, readOnly, to)
+		if err != nil {
+			return fmt.Errorf("postgres: list owned objects: %w", err)
+		}
+		var stmts []string
+		for rows.Next() {
+			var st string
+			if err := rows.Scan(&st); err != nil {
+				rows.Close()
+				return fmt.Errorf("postgres: list owned objects: %w", err)
+			}
+			stmts = append(stmts, st)
+		}
+		rows.Close()
+		stmts = append(stmts, fmt.Sprintf("ALTER DATABASE %s OWNER TO %s", qi(dbName), qi(to)))
+		if err := run(stmts...); err != nil {
+			return err
+		}
+	}
+	if readOnly {
+		// What the login role (and through it the full-access credentials) may still do.
+		rows, err := tx.QueryContext(ctx, `SELECT nspname FROM pg_namespace
+			WHERE nspname <> 'information_schema' AND nspname NOT LIKE 'pg\_%'`)
+		if err != nil {
+			return fmt.Errorf("postgres: list schemas: %w", err)
+		}
+		var schemas []string
+		for rows.Next() {
+			var n string
+			if err := rows.Scan(&n); err != nil {
+				rows.Close()
+				return fmt.Errorf("postgres: list schemas: %w", err)
+			}
+			schemas = append(schemas, n)
+		}
+		rows.Close()
+		for _, n := range schemas {
+			if err := run(fmt.Sprintf("GRANT USAGE ON SCHEMA %s TO %s", qi(n), qi(role)),
+				fmt.Sprintf("GRANT SELECT, DELETE, TRUNCATE ON ALL TABLES IN SCHEMA %s TO %s", qi(n), qi(role)),
+				fmt.Sprintf("GRANT SELECT ON ALL SEQUENCES IN SCHEMA %s TO %s", qi(n), qi(role))); err != nil {
+				return err
+			}
+		}
+		// The login role's CONNECT was the owner's and went with the ownership: CONNECT only.
+		if err := run("REVOKE EXECUTE ON "+loFuncs+" FROM PUBLIC",
+			fmt.Sprintf("REVOKE TEMPORARY ON DATABASE %s FROM %s", qi(dbName), qi(role)),
+			fmt.Sprintf("GRANT CONNECT ON DATABASE %s TO %s", qi(dbName), qi(role))); err != nil {
+			return err
+		}
+	} else {
+		if err := run("GRANT EXECUTE ON "+loFuncs+" TO PUBLIC",
+			fmt.Sprintf("GRANT TEMPORARY ON DATABASE %s TO %s", qi(dbName), qi(role))); err != nil {
+			return err
+		}
+		if exists {
+			if err := run(fmt.Sprintf("DROP OWNED BY %s", qi(holder)), fmt.Sprintf("DROP ROLE %s", qi(holder))); err != nil {
+				return err
+			}
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("postgres: commit: %w", err)
+	}
+	// The setting is kept for the clear error it gives ("cannot execute INSERT in a read-only
+	// transaction"); the privileges above are what holds.
 	v := "off"
 	if readOnly {
 		v = "on"
