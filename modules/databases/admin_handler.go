@@ -43,7 +43,7 @@ type credCreateInput struct {
 	Body struct {
 		_                  struct{} `additionalProperties:"true"`
 		DatabaseInstanceID int64    `json:"databaseInstanceId" minimum:"1"`
-		Username           string   `json:"username,omitempty" pattern:"^[a-z][a-z0-9_]{2,40}$" doc:"Default: generated from the database name."`
+		Username           string   `json:"username,omitempty" pattern:"^[a-z][a-z0-9_]{2,40}$" doc:"Default: generated from the database name. 409 if reserved (postgres, root, pg_*, mysql*, …), a tenant database's name or owner, or an existing role or user on the engine."`
 		ReadOnly           bool     `json:"readOnly,omitempty" doc:"SELECT only."`
 	}
 }
@@ -141,8 +141,8 @@ func (h *Handler) registerAdmin(api *httpx.API) {
 		})
 	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "rotateAccessCredential", Method: http.MethodPut,
 		Path: "/api/access-credentials/{id}", Tags: ctags, Summary: "Rotate an access credential's password",
-		Description: "`{rotatePassword: true}` sets a new password, in this answer only.",
-		Errors:      []int{http.StatusNotFound, http.StatusBadGateway}},
+		Description: "`{rotatePassword: true}` sets a new password, in this answer only. 409 when the role on the engine was not made for this credential (it is left alone).",
+		Errors:      []int{http.StatusNotFound, http.StatusConflict, http.StatusBadGateway}},
 		func(ctx context.Context, in *credUpdateInput) (*httpx.Response[CredentialView], error) {
 			if !in.Body.RotatePassword {
 				return nil, httpx.BadRequest("Validation failed", httpx.FieldError{Field: "rotatePassword", Message: "must be true"})

@@ -78,6 +78,8 @@ func (c *Credentials) Create(ctx context.Context, dbID int64, username string, r
 	}
 	if username == "" {
 		username = inst.DatabaseName + "_" + strings.ToLower(secrets.RandomString(6))
+	} else if err := c.usernameFree(ctx, engine, username); err != nil {
+		return nil, err
 	}
 	password := secrets.RandomPassword()
 	sealed, err := c.sealer.Seal([]byte(password), aad(username))
@@ -93,9 +95,14 @@ func (c *Credentials) Create(ctx context.Context, dbID int64, username string, r
 	}
 	ectx, cancel := context.WithTimeout(ctx, engineTimeout)
 	defer cancel()
-	if err := engine.CreateUser(ectx, inst.DatabaseName, inst.DatabaseUser, username, password, readOnly); err != nil {
-		_ = engine.DropUser(context.WithoutCancel(ctx), inst.DatabaseName, username)
+	marker := CredentialMarker(cr.ID)
+	if err := engine.CreateUser(ectx, inst.DatabaseName, inst.DatabaseUser, username, password, readOnly, marker); err != nil {
+		// DropUser removes only a role this credential made: never the one that took the name.
+		_ = engine.DropUser(context.WithoutCancel(ctx), inst.DatabaseName, username, marker)
 		_, _ = c.db.NewDelete().Model(cr).WherePK().Exec(context.WithoutCancel(ctx))
+		if errors.Is(err, ErrRoleTaken) {
+			return nil, httpx.Conflict("This username is taken on the database engine")
+		}
 		return nil, httpx.BadGateway("The database engine refused the credential", nil)
 	}
 	if _, err := c.db.NewUpdate().Model(cr).Set("status = 'Active'").Set("updated_at = now()").WherePK().Returning("*").Exec(ctx); err != nil {
@@ -106,6 +113,58 @@ func (c *Credentials) Create(ctx context.Context, dbID int64, username string, r
 	v.Password = password
 	v.ConnectionString = engine.ConnectionString(inst.DatabaseName, username, password)
 	return &v, nil
+}
+
+// reservedPrefixes and reservedNames are role and user names of the engines themselves and of
+// hosting platforms; a credential never takes one.
+var (
+	reservedPrefixes = []string{"pg_", "mysql", "mariadb", "rds", "azure", "cloudsql", "provisioner"}
+	reservedNames    = map[string]bool{"postgres": true, "root": true, "public": true, "none": true, "all": true,
+		"admin": true, "sys": true, "user": true, "current_user": true, "current_role": true, "session_user": true,
+		"template0": true, "template1": true, "information_schema": true, "performance_schema": true, "replication": true}
+)
+
+// reservedUsername tells whether name belongs to an engine or platform.
+func reservedUsername(name string) bool {
+	if reservedNames[name] {
+		return true
+	}
+	if strings.HasSuffix(name, "_quota") { // the PostgreSQL engine's quota holders
+		return true
+	}
+	for _, p := range reservedPrefixes {
+		if strings.HasPrefix(name, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// usernameFree refuses (409, before anything is written) a name that is reserved, is a tenant
+// database's name or owner, or exists on the engine already: the engine would otherwise adopt
+// that role, reset its password and, on failure, strip it.
+func (c *Credentials) usernameFree(ctx context.Context, engine Engine, username string) error {
+	if reservedUsername(username) {
+		return httpx.Conflict("This username is reserved")
+	}
+	n, err := c.db.NewSelect().Model((*Instance)(nil)).
+		Where("database_name = ? OR database_user = ?", username, username).Count(ctx)
+	if err != nil {
+		return fmt.Errorf("check credential username: %w", err)
+	}
+	if n > 0 {
+		return httpx.Conflict("This username is a tenant database's name")
+	}
+	ectx, cancel := context.WithTimeout(ctx, engineTimeout)
+	defer cancel()
+	exists, err := engine.RoleExists(ectx, username)
+	if err != nil {
+		return httpx.BadGateway("The database engine did not answer", nil)
+	}
+	if exists {
+		return httpx.Conflict("This username is taken on the database engine")
+	}
+	return nil
 }
 
 func (c *Credentials) auditTry(ctx context.Context, action string, inst *Instance, cr *Credential) {
@@ -134,7 +193,10 @@ func (c *Credentials) Rotate(ctx context.Context, id int64) (*CredentialView, er
 	}
 	ectx, cancel := context.WithTimeout(ctx, engineTimeout)
 	defer cancel()
-	if err := engine.SetPassword(ectx, cr.Username, password); err != nil {
+	if err := engine.SetPassword(ectx, cr.Username, password, CredentialMarker(cr.ID)); err != nil {
+		if errors.Is(err, ErrRoleTaken) {
+			return nil, httpx.Conflict("The credential's role on the engine was not made by this service (or is gone); its password is left alone")
+		}
 		return nil, httpx.BadGateway("The database engine refused the new password; the old one still works", nil)
 	}
 	if _, err := c.db.NewUpdate().Model(cr).Set("password_sealed = ?", sealed).Set("updated_at = now()").WherePK().Returning("*").Exec(ctx); err != nil {
@@ -160,7 +222,8 @@ func (c *Credentials) Delete(ctx context.Context, id int64) error {
 	if engine := c.engines.Get(inst.Engine); engine != nil && inst.Status != StatusDeleted {
 		ectx, cancel := context.WithTimeout(ctx, engineTimeout)
 		defer cancel()
-		if err := engine.DropUser(ectx, inst.DatabaseName, cr.Username); err != nil {
+		// A role not made for this credential (ErrRoleTaken) is left alone; the row goes.
+		if err := engine.DropUser(ectx, inst.DatabaseName, cr.Username, CredentialMarker(cr.ID)); err != nil && !errors.Is(err, ErrRoleTaken) {
 			return httpx.BadGateway("The database engine refused to drop the credential", c.view(cr))
 		}
 	}

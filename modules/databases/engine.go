@@ -2,8 +2,10 @@ package databases
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -33,14 +35,29 @@ type Engine interface {
 	SetReadOnly(ctx context.Context, db, role string, readOnly bool) error
 	// Usage reports size and current activity of each named database, in one query.
 	Usage(ctx context.Context, dbs []string) (map[string]Usage, error)
-	// CreateUser adds an extra login role with access to db (read-only or full); SetPassword
-	// changes a role's password; DropUser removes an extra role.
-	CreateUser(ctx context.Context, db, owner, user, password string, readOnly bool) error
-	SetPassword(ctx context.Context, user, password string) error
-	DropUser(ctx context.Context, db, user string) error
+	// RoleExists tells whether a login role or user of that name exists on the server, whoever
+	// made it.
+	RoleExists(ctx context.Context, user string) (bool, error)
+	// CreateUser adds an extra login role with access to db (read-only or full) and marks it as
+	// made for marker (a credential's CredentialMarker). A role of that name that exists without
+	// that mark is never adopted: ErrRoleTaken. SetPassword changes the password of a role marked
+	// with marker; DropUser removes it. Neither touches a role that is not so marked
+	// (ErrRoleTaken), and both are no-ops for a role that is gone.
+	CreateUser(ctx context.Context, db, owner, user, password string, readOnly bool, marker string) error
+	SetPassword(ctx context.Context, user, password, marker string) error
+	DropUser(ctx context.Context, db, user, marker string) error
 	// ConnectionString is what a client uses to connect.
 	ConnectionString(db, user, password string) string
 	Close() error
+}
+
+// ErrRoleTaken: the role exists on the engine but this service did not make it for this
+// credential, so it is left alone.
+var ErrRoleTaken = errors.New("the role exists and was not made for this credential")
+
+// CredentialMarker is the mark a credential's role carries on its engine.
+func CredentialMarker(credentialID int64) string {
+	return "provisioner:credential:" + strconv.FormatInt(credentialID, 10)
 }
 
 // Usage is what an engine reports about one database.

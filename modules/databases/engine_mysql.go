@@ -8,6 +8,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -20,6 +21,9 @@ type mysqlEngine struct {
 	pool *sql.DB
 	host string
 	port int
+
+	mu         sync.Mutex
+	marksReady bool // the table of credential users' marks exists
 }
 
 func newMySQL(dsn string, pub config.EnginePublic) (*mysqlEngine, error) {
@@ -148,21 +152,55 @@ func (e *mysqlEngine) SetLogin(ctx context.Context, dbName, role string, enabled
 	return e.kill(ctx, role)
 }
 
+// readOnlyPrivs is what a writer keeps over its quota: SELECT and DELETE, so it can free space.
+const readOnlyPrivs = "SELECT, DELETE, SHOW VIEW"
+
 // SetReadOnly revokes every write privilege but keeps SELECT and DELETE, so the owner can free
-// space; switching back grants everything again.
+// space; switching back grants everything again. It applies to every user that writes to the
+// database (the owner and full-access credentials), not only the owner: a full-access
+// credential has its own grants. Read-only credentials (SELECT, SHOW VIEW, never DELETE) are
+// left alone both ways.
 func (e *mysqlEngine) SetReadOnly(ctx context.Context, dbName, role string, readOnly bool) error {
 	if err := checkNames(dbName, role); err != nil {
 		return err
 	}
+	q := "SELECT User FROM mysql.db WHERE Db = ? AND Host = '%' AND Insert_priv = 'Y'"
 	if !readOnly {
-		return e.exec(ctx, fmt.Sprintf("GRANT ALL PRIVILEGES ON %s.* TO %s", mqi(dbName), mqa(role)))
+		q = "SELECT User FROM mysql.db WHERE Db = ? AND Host = '%' AND Insert_priv = 'N' AND Delete_priv = 'Y'"
 	}
-	if err := e.exec(ctx,
-		fmt.Sprintf("REVOKE ALL PRIVILEGES ON %s.* FROM %s", mqi(dbName), mqa(role)),
-		fmt.Sprintf("GRANT SELECT, DELETE, SHOW VIEW ON %s.* TO %s", mqi(dbName), mqa(role))); err != nil {
-		return err
+	rows, err := e.pool.QueryContext(ctx, q, dbName)
+	if err != nil {
+		return fmt.Errorf("mysql: list writers: %w", err)
 	}
-	return e.kill(ctx, role)
+	users := []string{role}
+	for rows.Next() {
+		var u string
+		if err := rows.Scan(&u); err != nil {
+			rows.Close()
+			return fmt.Errorf("mysql: list writers: %w", err)
+		}
+		if u != role && SafeName.MatchString(u) {
+			users = append(users, u)
+		}
+	}
+	rows.Close()
+	for _, u := range users {
+		if !readOnly {
+			if err := e.exec(ctx, fmt.Sprintf("GRANT ALL PRIVILEGES ON %s.* TO %s", mqi(dbName), mqa(u))); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := e.exec(ctx,
+			fmt.Sprintf("REVOKE ALL PRIVILEGES ON %s.* FROM %s", mqi(dbName), mqa(u)),
+			fmt.Sprintf("GRANT %s ON %s.* TO %s", readOnlyPrivs, mqi(dbName), mqa(u))); err != nil {
+			return err
+		}
+		if err := e.kill(ctx, u); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (e *mysqlEngine) Usage(ctx context.Context, dbs []string) (map[string]Usage, error) {
@@ -195,35 +233,142 @@ func (e *mysqlEngine) Usage(ctx context.Context, dbs []string) (map[string]Usage
 	return out, rows.Err()
 }
 
-func (e *mysqlEngine) CreateUser(ctx context.Context, dbName, owner, user, password string, readOnly bool) error {
+// MariaDB and MySQL 5.7 have no comment on a user, so the marks of credential users live in a
+// table of the service's own on the server (no tenant is granted anything on it).
+const mysqlMarks = "`provisioner_meta`.`credential_users`"
+
+func (e *mysqlEngine) ensureMarks(ctx context.Context) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.marksReady {
+		return nil
+	}
+	if err := e.exec(ctx, "CREATE DATABASE IF NOT EXISTS `provisioner_meta` CHARACTER SET utf8mb4",
+		"CREATE TABLE IF NOT EXISTS "+mysqlMarks+" (user_name VARCHAR(80) NOT NULL PRIMARY KEY, marker VARCHAR(100) NOT NULL)"); err != nil {
+		return err
+	}
+	e.marksReady = true
+	return nil
+}
+
+// userMark tells whether user exists (on any host) and the mark recorded for it ("" if none).
+func (e *mysqlEngine) userMark(ctx context.Context, user string) (bool, string, error) {
+	if err := e.ensureMarks(ctx); err != nil {
+		return false, "", err
+	}
+	var exists bool
+	if err := e.pool.QueryRowContext(ctx, "SELECT EXISTS (SELECT 1 FROM mysql.user WHERE user = ?)", user).Scan(&exists); err != nil {
+		return false, "", fmt.Errorf("mysql: %w", err)
+	}
+	var mark string
+	err := e.pool.QueryRowContext(ctx, "SELECT marker FROM "+mysqlMarks+" WHERE user_name = ?", user).Scan(&mark)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return false, "", fmt.Errorf("mysql: %w", err)
+	}
+	return exists, mark, nil
+}
+
+func (e *mysqlEngine) RoleExists(ctx context.Context, user string) (bool, error) {
+	var exists bool
+	if err := e.pool.QueryRowContext(ctx, "SELECT EXISTS (SELECT 1 FROM mysql.user WHERE user = ?)", user).Scan(&exists); err != nil {
+		return false, fmt.Errorf("mysql: %w", err)
+	}
+	return exists, nil
+}
+
+// ensureMarkedUser records the mark, then creates the user; a user of that name that exists
+// without this mark is ErrRoleTaken. A crash between the two leaves a mark for a user that does
+// not exist, which the retry uses.
+func (e *mysqlEngine) ensureMarkedUser(ctx context.Context, user, password, marker string) error {
+	exists, mark, err := e.userMark(ctx, user)
+	if err != nil {
+		return err
+	}
+	if exists {
+		if mark != marker {
+			return ErrRoleTaken
+		}
+		return e.exec(ctx, fmt.Sprintf("ALTER USER %s IDENTIFIED BY %s", mqa(user), ql(password)))
+	}
+	if _, err := e.pool.ExecContext(ctx, "REPLACE INTO "+mysqlMarks+" (user_name, marker) VALUES (?, ?)", user, marker); err != nil {
+		return fmt.Errorf("mysql: mark user: %w", err)
+	}
+	err = e.exec(ctx, fmt.Sprintf("CREATE USER %s IDENTIFIED BY %s", mqa(user), ql(password)))
+	if isMySQLCode(err, 1396) { // created concurrently by someone else: not ours
+		_, _ = e.pool.ExecContext(ctx, "DELETE FROM "+mysqlMarks+" WHERE user_name = ? AND marker = ?", user, marker)
+		return ErrRoleTaken
+	}
+	return err
+}
+
+// writable tells whether role may write to dbName now (false while it is over its quota).
+func (e *mysqlEngine) writable(ctx context.Context, dbName, role string) (bool, error) {
+	var ins string
+	err := e.pool.QueryRowContext(ctx, "SELECT Insert_priv FROM mysql.db WHERE Db = ? AND User = ? AND Host = '%'", dbName, role).Scan(&ins)
+	if errors.Is(err, sql.ErrNoRows) {
+		return true, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("mysql: %w", err)
+	}
+	return ins == "Y", nil
+}
+
+func (e *mysqlEngine) CreateUser(ctx context.Context, dbName, owner, user, password string, readOnly bool, marker string) error {
 	if err := checkNames(dbName, owner, user); err != nil {
 		return err
 	}
-	if err := e.ensureUser(ctx, user, password); err != nil {
+	if err := e.ensureMarkedUser(ctx, user, password, marker); err != nil {
 		return err
 	}
 	privs := "ALL PRIVILEGES"
 	if readOnly {
 		privs = "SELECT, SHOW VIEW"
+	} else if ok, err := e.writable(ctx, dbName, owner); err != nil {
+		return err
+	} else if !ok {
+		privs = readOnlyPrivs // over quota: what the owner has now; SetReadOnly gives ALL back to both
 	}
 	return e.exec(ctx, fmt.Sprintf("GRANT %s ON %s.* TO %s", privs, mqi(dbName), mqa(user)))
 }
 
-func (e *mysqlEngine) SetPassword(ctx context.Context, user, password string) error {
+func (e *mysqlEngine) SetPassword(ctx context.Context, user, password, marker string) error {
 	if err := checkNames(user); err != nil {
 		return err
+	}
+	exists, mark, err := e.userMark(ctx, user)
+	if err != nil {
+		return err
+	}
+	if !exists || mark != marker {
+		return ErrRoleTaken
 	}
 	return e.exec(ctx, fmt.Sprintf("ALTER USER %s IDENTIFIED BY %s", mqa(user), ql(password)))
 }
 
-func (e *mysqlEngine) DropUser(ctx context.Context, dbName, user string) error {
+func (e *mysqlEngine) DropUser(ctx context.Context, dbName, user, marker string) error {
 	if err := checkNames(user); err != nil {
 		return err
 	}
-	if err := e.kill(ctx, user); err != nil {
+	exists, mark, err := e.userMark(ctx, user)
+	if err != nil {
 		return err
 	}
-	return e.exec(ctx, fmt.Sprintf("DROP USER IF EXISTS %s", mqa(user)))
+	if exists && mark != marker {
+		return ErrRoleTaken // never drop a user this credential did not make
+	}
+	if exists {
+		if err := e.kill(ctx, user); err != nil {
+			return err
+		}
+		if err := e.exec(ctx, fmt.Sprintf("DROP USER IF EXISTS %s", mqa(user))); err != nil {
+			return err
+		}
+	}
+	if _, err := e.pool.ExecContext(ctx, "DELETE FROM "+mysqlMarks+" WHERE user_name = ? AND marker = ?", user, marker); err != nil {
+		return fmt.Errorf("mysql: unmark user: %w", err)
+	}
+	return nil
 }
 
 func (e *mysqlEngine) ConnectionString(dbName, user, password string) string {

@@ -24,6 +24,8 @@ type postgresEngine struct {
 
 	mu  sync.Mutex
 	per map[string]*sql.DB // admin connections into tenant databases (read-only grants)
+	// lockedDown: the cluster's own databases no longer let PUBLIC connect (see lockDown).
+	lockedDown bool
 }
 
 func newPostgres(dsn string, pub config.EnginePublic) (*postgresEngine, error) {
@@ -123,8 +125,53 @@ func (e *postgresEngine) ensureRole(ctx context.Context, role, password string) 
 	return err
 }
 
+// clusterDatabases are the databases every PostgreSQL cluster has, which PUBLIC (so every tenant
+// role) may connect to by default. From there a tenant could LISTEN, NOTIFY and read the
+// catalogues; the control database, when it shares the cluster, revokes its own grant in its
+// migrations.
+var clusterDatabases = []string{"postgres", "template1"}
+
+// lockDown revokes PUBLIC's CONNECT and TEMPORARY on the cluster's own databases, once per
+// process (and again after a failure): a tenant role reaches its own database only.
+func (e *postgresEngine) lockDown(ctx context.Context) error {
+	e.mu.Lock()
+	done := e.lockedDown
+	e.mu.Unlock()
+	if done {
+		return nil
+	}
+	rows, err := e.pool.QueryContext(ctx, `SELECT datname FROM pg_database
+		WHERE datname = ANY($1::text[]) AND has_database_privilege('public', datname, 'CONNECT')`,
+		"{"+strings.Join(clusterDatabases, ",")+"}")
+	if err != nil {
+		return fmt.Errorf("postgres: list cluster databases: %w", err)
+	}
+	var open []string
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			rows.Close()
+			return fmt.Errorf("postgres: list cluster databases: %w", err)
+		}
+		open = append(open, n)
+	}
+	rows.Close()
+	for _, n := range open {
+		if err := e.exec(ctx, fmt.Sprintf("REVOKE CONNECT, TEMPORARY ON DATABASE %s FROM PUBLIC", qi(n))); err != nil {
+			return err
+		}
+	}
+	e.mu.Lock()
+	e.lockedDown = true
+	e.mu.Unlock()
+	return nil
+}
+
 func (e *postgresEngine) Create(ctx context.Context, dbName, role, password string) error {
 	if err := checkNames(dbName, role); err != nil {
+		return err
+	}
+	if err := e.lockDown(ctx); err != nil {
 		return err
 	}
 	if err := e.ensureRole(ctx, role, password); err != nil {
@@ -178,10 +225,151 @@ func (e *postgresEngine) SetLogin(ctx context.Context, dbName, role string, enab
 	return e.terminate(ctx, "usename = $1", role)
 }
 
+// quotaHolder is the role that owns a PostgreSQL tenant database's objects while it is over its
+// quota; it cannot log in.
+func quotaHolder(dbName string) string { return dbName + "_quota" }
+
+// SetReadOnly switches dbName to read-only or back, with privileges the tenant cannot undo.
+// default_transaction_read_only alone is advisory (a session may SET it off), and an owner can
+// always grant itself anything on what it owns, so over the quota the ownership of the database,
+// its schemas, tables, sequences, materialized views and large objects moves from the login role
+// and the roles that are members of it (full-access credentials) to a NOLOGIN role of the
+// service's, which grants the login role SELECT, DELETE and TRUNCATE (freeing space), nothing
+// else. Functions stay with their owner: without write privileges a SECURITY DEFINER function of
+// the tenant's writes nothing. Creating large objects is refused to PUBLIC in that database.
+// Switching back gives everything to the login role and drops the holder. Both directions run in
+// one transaction and are repeatable; open sessions are ended.
 func (e *postgresEngine) SetReadOnly(ctx context.Context, dbName, role string, readOnly bool) error {
-	if err := checkNames(dbName); err != nil {
+	if err := checkNames(dbName, role); err != nil {
 		return err
 	}
+	t, err := e.tenant(dbName)
+	if err != nil {
+		return err
+	}
+	holder := quotaHolder(dbName)
+	tx, err := t.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("postgres: begin: %w", err)
+	}
+	defer tx.Rollback() //nolint:errcheck
+	run := func(stmts ...string) error {
+		for _, st := range stmts {
+			if _, err := tx.ExecContext(ctx, st); err != nil {
+				return fmt.Errorf("postgres: %s: %w", st, err)
+			}
+		}
+		return nil
+	}
+	var exists bool
+	var mark string
+	err = tx.QueryRowContext(ctx, "SELECT true, coalesce(shobj_description(oid, 'pg_authid'), '') FROM pg_roles WHERE rolname = $1", holder).Scan(&exists, &mark)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("postgres: %w", err)
+	}
+	holderMark := "provisioner:quota:" + dbName
+	if exists && mark != holderMark {
+		return fmt.Errorf("postgres: role %s exists and is not the quota holder of %s", holder, dbName)
+	}
+	loFuncs := "FUNCTION lo_creat(integer), lo_create(oid), lo_from_bytea(oid, bytea)"
+	var from, to string
+	if readOnly {
+		if !exists {
+			if err := run(fmt.Sprintf("CREATE ROLE %s NOLOGIN NOINHERIT", qi(holder)),
+				fmt.Sprintf("COMMENT ON ROLE %s IS %s", qi(holder), ql(holderMark))); err != nil {
+				return err
+			}
+		}
+		from, to = role, holder
+	} else {
+		if !exists {
+			from = ""
+		} else {
+			from, to = holder, role
+		}
+	}
+	if from != "" {
+		// Everything the writers own (from: the login role and its members; back: the holder).
+		rows, err := tx.QueryContext(ctx, `
+			WITH w AS (SELECT oid FROM pg_roles WHERE rolname = $1
+			           UNION SELECT am.member FROM pg_auth_members am JOIN pg_roles g ON g.oid = am.roleid
+			           WHERE g.rolname = $1 AND $2)
+			SELECT format('ALTER SCHEMA %I OWNER TO %I', n.nspname, $3::text) FROM pg_namespace n WHERE n.nspowner IN (SELECT oid FROM w)
+			UNION ALL
+			SELECT format('ALTER %s %I.%I OWNER TO %I',
+			              CASE c.relkind WHEN 'S' THEN 'SEQUENCE' WHEN 'm' THEN 'MATERIALIZED VIEW' WHEN 'f' THEN 'FOREIGN TABLE' ELSE 'TABLE' END,
+			              n.nspname, c.relname, $3::text)
+			FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+			WHERE c.relowner IN (SELECT oid FROM w) AND c.relkind IN ('r', 'p', 'm', 'f', 'S')
+			  AND NOT (c.relkind = 'S' AND EXISTS (SELECT 1 FROM pg_depend d WHERE d.classid = 'pg_class'::regclass
+			           AND d.objid = c.oid AND d.refclassid = 'pg_class'::regclass AND d.deptype IN ('a', 'i')))
+			UNION ALL
+			SELECT format('ALTER LARGE OBJECT %s OWNER TO %I', m.oid, $3::text) FROM pg_largeobject_metadata m WHERE m.lomowner IN (SELECT oid FROM w)`,
+			from, readOnly, to)
+		if err != nil {
+			return fmt.Errorf("postgres: list owned objects: %w", err)
+		}
+		var stmts []string
+		for rows.Next() {
+			var st string
+			if err := rows.Scan(&st); err != nil {
+				rows.Close()
+				return fmt.Errorf("postgres: list owned objects: %w", err)
+			}
+			stmts = append(stmts, st)
+		}
+		rows.Close()
+		stmts = append(stmts, fmt.Sprintf("ALTER DATABASE %s OWNER TO %s", qi(dbName), qi(to)))
+		if err := run(stmts...); err != nil {
+			return err
+		}
+	}
+	if readOnly {
+		// What the login role (and through it the full-access credentials) may still do.
+		rows, err := tx.QueryContext(ctx, `SELECT nspname FROM pg_namespace
+			WHERE nspname <> 'information_schema' AND nspname NOT LIKE 'pg\_%'`)
+		if err != nil {
+			return fmt.Errorf("postgres: list schemas: %w", err)
+		}
+		var schemas []string
+		for rows.Next() {
+			var n string
+			if err := rows.Scan(&n); err != nil {
+				rows.Close()
+				return fmt.Errorf("postgres: list schemas: %w", err)
+			}
+			schemas = append(schemas, n)
+		}
+		rows.Close()
+		for _, n := range schemas {
+			if err := run(fmt.Sprintf("GRANT USAGE ON SCHEMA %s TO %s", qi(n), qi(role)),
+				fmt.Sprintf("GRANT SELECT, DELETE, TRUNCATE ON ALL TABLES IN SCHEMA %s TO %s", qi(n), qi(role)),
+				fmt.Sprintf("GRANT SELECT ON ALL SEQUENCES IN SCHEMA %s TO %s", qi(n), qi(role))); err != nil {
+				return err
+			}
+		}
+		// The login role's CONNECT was the owner's and went with the ownership: CONNECT only.
+		if err := run("REVOKE EXECUTE ON "+loFuncs+" FROM PUBLIC",
+			fmt.Sprintf("REVOKE TEMPORARY ON DATABASE %s FROM %s", qi(dbName), qi(role)),
+			fmt.Sprintf("GRANT CONNECT ON DATABASE %s TO %s", qi(dbName), qi(role))); err != nil {
+			return err
+		}
+	} else {
+		if err := run("GRANT EXECUTE ON "+loFuncs+" TO PUBLIC",
+			fmt.Sprintf("GRANT TEMPORARY ON DATABASE %s TO %s", qi(dbName), qi(role))); err != nil {
+			return err
+		}
+		if exists {
+			if err := run(fmt.Sprintf("DROP OWNED BY %s", qi(holder)), fmt.Sprintf("DROP ROLE %s", qi(holder))); err != nil {
+				return err
+			}
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("postgres: commit: %w", err)
+	}
+	// The setting is kept for the clear error it gives ("cannot execute INSERT in a read-only
+	// transaction"); the privileges above are what holds.
 	v := "off"
 	if readOnly {
 		v = "on"
@@ -190,11 +378,15 @@ func (e *postgresEngine) SetReadOnly(ctx context.Context, dbName, role string, r
 		return err
 	}
 	// Sessions pick the setting up when they connect: end the open ones.
-	return e.terminate(ctx, "datname = $1", dbName)
+	// The service's own sessions there (grants for credentials) stay.
+	return e.terminate(ctx, "datname = $1 AND usename <> current_user", dbName)
 }
 
 func (e *postgresEngine) Usage(ctx context.Context, dbs []string) (map[string]Usage, error) {
 	out := map[string]Usage{}
+	if err := e.lockDown(ctx); err != nil { // the refresher's first run locks an existing cluster down
+		return nil, err
+	}
 	if len(dbs) == 0 {
 		return out, nil
 	}
@@ -226,6 +418,10 @@ func (e *postgresEngine) tenant(dbName string) (*sql.DB, error) {
 	}
 	u := *e.admin
 	u.Path = "/" + dbName
+	// The service's own sessions write (grants) even while the database is read-only.
+	q := u.Query()
+	q.Set("default_transaction_read_only", "off")
+	u.RawQuery = q.Encode()
 	conn, err := db.Connector(u.String())
 	if err != nil {
 		return nil, err
@@ -245,11 +441,72 @@ func (e *postgresEngine) closeTenant(dbName string) {
 	}
 }
 
-func (e *postgresEngine) CreateUser(ctx context.Context, dbName, owner, user, password string, readOnly bool) error {
+// roleMark tells whether role exists and the mark (its comment) it carries.
+func (e *postgresEngine) roleMark(ctx context.Context, role string) (bool, string, error) {
+	var mark string
+	err := e.pool.QueryRowContext(ctx,
+		"SELECT coalesce(shobj_description(oid, 'pg_authid'), '') FROM pg_roles WHERE rolname = $1", role).Scan(&mark)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, "", nil
+	}
+	if err != nil {
+		return false, "", fmt.Errorf("postgres: %w", err)
+	}
+	return true, mark, nil
+}
+
+func (e *postgresEngine) RoleExists(ctx context.Context, role string) (bool, error) {
+	ok, _, err := e.roleMark(ctx, role)
+	return ok, err
+}
+
+// ensureMarkedRole creates role with its mark in one transaction, or adopts it (setting the
+// password) when it already carries marker; any other role of that name is ErrRoleTaken.
+func (e *postgresEngine) ensureMarkedRole(ctx context.Context, role, password, marker string) error {
+	for attempt := 0; ; attempt++ {
+		ok, mark, err := e.roleMark(ctx, role)
+		if err != nil {
+			return err
+		}
+		if ok {
+			if mark != marker {
+				return ErrRoleTaken
+			}
+			return e.exec(ctx, fmt.Sprintf("ALTER ROLE %s WITH LOGIN PASSWORD %s", qi(role), ql(password)))
+		}
+		err = e.inTx(ctx,
+			fmt.Sprintf("CREATE ROLE %s WITH LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE PASSWORD %s", qi(role), ql(password)),
+			fmt.Sprintf("COMMENT ON ROLE %s IS %s", qi(role), ql(marker)))
+		if db.IsCode(err, "42710") && attempt == 0 { // created concurrently: look at its mark again
+			continue
+		}
+		return err
+	}
+}
+
+// inTx runs stmts in one transaction on the admin connection.
+func (e *postgresEngine) inTx(ctx context.Context, stmts ...string) error {
+	tx, err := e.pool.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("postgres: begin: %w", err)
+	}
+	defer tx.Rollback() //nolint:errcheck
+	for _, s := range stmts {
+		if _, err := tx.ExecContext(ctx, s); err != nil {
+			return fmt.Errorf("postgres: %s: %w", redactStmt(s), err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("postgres: commit: %w", err)
+	}
+	return nil
+}
+
+func (e *postgresEngine) CreateUser(ctx context.Context, dbName, owner, user, password string, readOnly bool, marker string) error {
 	if err := checkNames(dbName, owner, user); err != nil {
 		return err
 	}
-	if err := e.ensureRole(ctx, user, password); err != nil {
+	if err := e.ensureMarkedRole(ctx, user, password, marker); err != nil {
 		return err
 	}
 	if err := e.exec(ctx, fmt.Sprintf("GRANT CONNECT ON DATABASE %s TO %s", qi(dbName), qi(user))); err != nil {
@@ -276,21 +533,35 @@ func (e *postgresEngine) CreateUser(ctx context.Context, dbName, owner, user, pa
 	return nil
 }
 
-func (e *postgresEngine) SetPassword(ctx context.Context, user, password string) error {
+func (e *postgresEngine) SetPassword(ctx context.Context, user, password, marker string) error {
 	if err := checkNames(user); err != nil {
 		return err
+	}
+	ok, mark, err := e.roleMark(ctx, user)
+	if err != nil {
+		return err
+	}
+	if !ok || mark != marker {
+		return ErrRoleTaken
 	}
 	return e.exec(ctx, fmt.Sprintf("ALTER ROLE %s WITH PASSWORD %s", qi(user), ql(password)))
 }
 
-func (e *postgresEngine) DropUser(ctx context.Context, dbName, user string) error {
+func (e *postgresEngine) DropUser(ctx context.Context, dbName, user, marker string) error {
 	if err := checkNames(dbName, user); err != nil {
 		return err
+	}
+	ok, mark, err := e.roleMark(ctx, user)
+	if err != nil || !ok {
+		return err
+	}
+	if mark != marker {
+		return ErrRoleTaken // never drop, or strip, a role this credential did not make
 	}
 	if err := e.terminate(ctx, "usename = $1", user); err != nil {
 		return err
 	}
-	ok, err := e.exists(ctx, "SELECT 1 FROM pg_database WHERE datname = $1", dbName)
+	ok, err = e.exists(ctx, "SELECT 1 FROM pg_database WHERE datname = $1", dbName)
 	if err != nil {
 		return err
 	}

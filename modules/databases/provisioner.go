@@ -2,6 +2,7 @@ package databases
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/uptrace/bun"
@@ -85,7 +86,8 @@ func (p *Provisioner) Delete(ctx context.Context, req provision.DeleteRequest) (
 		return provision.DeleteResponse{}, fmt.Errorf("list credentials of database %d: %w", inst.ID, err)
 	}
 	for _, c := range creds {
-		if err := engine.DropUser(ectx, inst.DatabaseName, c.Username); err != nil {
+		// A role the credential did not make (ErrRoleTaken) is not ours to drop.
+		if err := engine.DropUser(ectx, inst.DatabaseName, c.Username, CredentialMarker(c.ID)); err != nil && !errors.Is(err, ErrRoleTaken) {
 			return provision.DeleteResponse{}, fmt.Errorf("drop credential %s: %w", c.Username, err)
 		}
 	}

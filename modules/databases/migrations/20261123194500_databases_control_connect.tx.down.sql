@@ -1,0 +1,4 @@
+DO $$
+BEGIN
+    EXECUTE format('GRANT CONNECT, TEMPORARY ON DATABASE %I TO PUBLIC', current_database());
+END $$;
