@@ -130,6 +130,9 @@ func newAPI(app *fiber.App, title, version string, guard Guard) *API {
 	cfg.DocsPath = ""
 	cfg.SchemasPath = ""
 	cfg.CreateHooks = nil // no $schema fields or Link headers in responses
+	// Request bodies are decoded strictly (exact member names, no duplicates, UTF-8, no NUL): see
+	// requestJSON. A fresh map: huma.DefaultFormats is shared by every API of the process.
+	cfg.Formats = map[string]huma.Format{"application/json": requestJSON, "json": requestJSON}
 	cfg.Info.Description = "Resource provisioning service: sign up, then provision PostgreSQL/MySQL " +
 		"databases, DNS records, workflow-automation accounts and AI API keys. Every response is the " +
 		"envelope `{success, message, data}`; errors add `errors` for validation failures.\n\n" +
@@ -206,6 +209,9 @@ func mapHumaError(hctx huma.Context, status int, msg string, errs ...error) huma
 		}
 	case http.StatusRequestEntityTooLarge:
 		msg = "Request body is larger than 1 MiB"
+	case http.StatusUnsupportedMediaType:
+		msg = "Unsupported Content-Type: send application/json"
+		fields = nil
 	}
 	if status == http.StatusInternalServerError {
 		return NewError(http.StatusInternalServerError, "An unexpected error occurred")
