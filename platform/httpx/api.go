@@ -153,6 +153,10 @@ func newAPI(app *fiber.App, title, version string, guard Guard) *API {
 }
 
 func init() {
+	// The schema check must read the members the decoder fills (requestJSON matches names exactly):
+	// by default huma's validator takes a case variant ("EMAIL") for a missing property, which the
+	// struct never receives.
+	huma.ValidateStrictCasing = true
 	huma.NewErrorWithContext = func(hctx huma.Context, status int, msg string, errs ...error) huma.StatusError {
 		return mapHumaError(hctx, status, msg, errs...)
 	}

@@ -303,6 +303,11 @@ func TestBodyIsDecodedAsValidated(t *testing.T) {
 	require.NoError(t, json.Unmarshal(env.Data, &w))
 	assert.Equal(t, "ok", w.Name, "a case variant of a member name is not that member")
 
+	res, env, raw = call(t, "POST", base+"/api/widgets", `{"NAME":"ok","email":"a@b.co","count":2}`, nil)
+	require.Equal(t, 400, res.StatusCode, "a case variant does not satisfy a required member: %s", raw)
+	require.Len(t, env.Errors, 1, raw)
+	assert.Equal(t, "name", env.Errors[0].Field)
+
 	for name, body := range map[string]string{
 		"duplicate name":      `{"name":"ok","email":"a@b.co","count":2,"name":"far too long a name"}`,
 		"duplicate unchecked": `{"name":"ok","email":"a@b.co","count":2,"x":1,"x":2}`,
