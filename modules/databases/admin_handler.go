@@ -29,7 +29,7 @@ type adminUpdateInput struct {
 	ID   int64 `path:"id" minimum:"1"`
 	Body struct {
 		_             struct{} `additionalProperties:"true"`
-		Name          *string  `json:"name,omitempty" minLength:"1" maxLength:"63" pattern:"^[A-Za-z0-9 _.-]*$"`
+		Name          *string  `json:"name,omitempty" minLength:"1" maxLength:"63" pattern:"^[A-Za-z0-9 _.-]*[A-Za-z0-9_.-][A-Za-z0-9 _.-]*$" patternDescription:"letters, digits, spaces and _.-, not blank" doc:"A display name; not blank (absent: left alone)."`
 		MaxSpaceBytes *int64   `json:"maxSpaceBytes,omitempty" minimum:"1048576" doc:"The quota; over it the database becomes read-only."`
 	}
 }
