@@ -100,6 +100,22 @@ func TestCaseVariantMembersCannotBypassValidation(t *testing.T) {
 	})
 }
 
+// TestEveryInvalidFieldIsListed: a field failing a check the schema cannot express (a common
+// password) is listed with the fields failing the schema; the handler's check used to be reached
+// only once the schema passed, so the first answer named fullName alone.
+func TestEveryInvalidFieldIsListed(t *testing.T) {
+	a := apptest.Start(t)
+	r := a.Post("/api/auth/register", "", map[string]any{"fullName": "", "organization": "T",
+		"email": "not-an-email", "password": "password"})
+	require.Equal(t, http.StatusBadRequest, r.Status, string(r.Raw))
+	assert.ElementsMatch(t, []string{"fullName", "email", "password"}, r.Fields(), string(r.Raw))
+
+	admin := a.AdminToken(t)
+	r = a.Post("/api/users", admin, map[string]any{"fullName": "", "email": "x@example.test", "password": "password"})
+	require.Equal(t, http.StatusBadRequest, r.Status, string(r.Raw))
+	assert.ElementsMatch(t, []string{"fullName", "password"}, r.Fields(), string(r.Raw))
+}
+
 // TestOpenAPIDocumentsEveryValidationError: every operation whose parameters or body huma
 // validates documents the 400 it answers (GETs with an id path or ?page were missing it).
 func TestOpenAPIDocumentsEveryValidationError(t *testing.T) {

@@ -56,6 +56,14 @@ type credUpdateInput struct {
 	}
 }
 
+// Resolve checks what the schema cannot, alongside it.
+func (in *credUpdateInput) Resolve(huma.Context) []error {
+	if !in.Body.RotatePassword {
+		return []error{httpx.Invalid("rotatePassword", "must be true")}
+	}
+	return nil
+}
+
 func init() {
 	httpx.TagDescriptions["Admin: database instances"] = "Every tenant database (role Admin)."
 	httpx.TagDescriptions["Admin: access credentials"] = "Extra login roles on tenant databases (role Admin)."

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -194,7 +195,11 @@ func mapHumaError(hctx huma.Context, status int, msg string, errs ...error) huma
 				}
 				message = "is required"
 			}
-			fields = append(fields, FieldError{Field: field, Message: message})
+			if !slices.ContainsFunc(fields, func(f FieldError) bool { return f.Field == field }) {
+				// One entry per field: the schema's comes first; a Resolve check of the same
+				// field (a common password that is also too short) adds nothing.
+				fields = append(fields, FieldError{Field: field, Message: message})
+			}
 			continue
 		}
 		if err != nil && status < 500 {

@@ -30,6 +30,14 @@ type widgetIn struct {
 	}
 }
 
+// Resolve is a check the schema cannot express.
+func (in *widgetIn) Resolve(huma.Context) []error {
+	if strings.HasSuffix(in.Body.Email, ".invalid") {
+		return []error{httpx.Invalid("email", "must not be an .invalid address")}
+	}
+	return nil
+}
+
 type widget struct {
 	Name string `json:"name"`
 	IP   string `json:"ip"`
@@ -207,6 +215,32 @@ func TestValidationListsEveryBadField(t *testing.T) {
 	res, env, _ = call(t, "POST", base+"/api/widgets", `{}`, nil)
 	require.Equal(t, 400, res.StatusCode)
 	assert.Len(t, env.Errors, 3, "missing required fields are each listed")
+}
+
+// TestValidationListsSchemaAndResolverErrorsTogether: a field failing a Resolve check is listed
+// with the fields failing the JSON schema, in one 400.
+func TestValidationListsSchemaAndResolverErrorsTogether(t *testing.T) {
+	base := newServer(t)
+	res, env, raw := call(t, "POST", base+"/api/widgets", `{"name":"","email":"a@b.invalid","count":9}`, nil)
+	require.Equal(t, 400, res.StatusCode, raw)
+	assert.Equal(t, "Validation failed", env.Message)
+	var fields []string
+	for _, e := range env.Errors {
+		fields = append(fields, e.Field)
+	}
+	assert.ElementsMatch(t, []string{"name", "email", "count"}, fields, raw)
+	assert.Contains(t, raw, "must not be an .invalid address")
+
+	res, env, raw = call(t, "POST", base+"/api/widgets", `{"name":"a","email":"not an address.invalid","count":1}`, nil)
+	require.Equal(t, 400, res.StatusCode, raw)
+	require.Len(t, env.Errors, 1, "one entry per field, the schema's: %s", raw)
+	assert.Equal(t, "email", env.Errors[0].Field)
+	assert.NotContains(t, raw, ".invalid address")
+
+	res, env, raw = call(t, "POST", base+"/api/widgets", `{"name":"a","email":"a@b.invalid","count":1}`, nil)
+	require.Equal(t, 400, res.StatusCode, raw)
+	require.Len(t, env.Errors, 1)
+	assert.Equal(t, "email", env.Errors[0].Field)
 }
 
 func TestMethodNotAllowedListsAllow(t *testing.T) {
