@@ -9,6 +9,7 @@ import (
 
 	"provisioner/platform/audit"
 	"provisioner/platform/httpx"
+	"provisioner/platform/secrets"
 )
 
 // Handler serves /api/users*, /api/audit-events*, the per-user dashboard and the platform metrics.
@@ -37,6 +38,15 @@ type createUserInput struct {
 		Password     string   `json:"password" minLength:"8" maxLength:"128"`
 		Role         string   `json:"role,omitempty" enum:"User,Admin" default:"User"`
 	}
+}
+
+// Resolve checks what the schema cannot, alongside it: a 400 lists a common password with the
+// schema's errors.
+func (in *createUserInput) Resolve(huma.Context) []error {
+	if secrets.IsCommon(in.Body.Password) {
+		return []error{httpx.Invalid("password", "is too common; choose a less guessable password")}
+	}
+	return nil
 }
 
 type updateUserInput struct {

@@ -41,6 +41,14 @@ type aiKeyCreateInput struct {
 	}
 }
 
+// Resolve checks what the schema cannot, alongside it.
+func (in *aiKeyCreateInput) Resolve(huma.Context) []error {
+	if in.Body.ExpiresAt != nil && !in.Body.ExpiresAt.After(time.Now()) {
+		return []error{httpx.Invalid("expiresAt", "must be in the future")}
+	}
+	return nil
+}
+
 type aiKeyRotateInput struct {
 	ID   int64 `path:"id" minimum:"1"`
 	Body *struct {

@@ -9,6 +9,7 @@ import (
 	"provisioner/platform/authn"
 	"provisioner/platform/httpx"
 	"provisioner/platform/ratelimit"
+	"provisioner/platform/secrets"
 )
 
 // Handler serves the password half of /api/auth and GET /api/me.
@@ -33,6 +34,12 @@ type registerInput struct {
 	}
 }
 
+// Resolve checks what the schema cannot, alongside it: a 400 lists a common password with the
+// schema's errors.
+func (in *registerInput) Resolve(huma.Context) []error {
+	return commonPassword("password", in.Body.Password)
+}
+
 type loginInput struct {
 	Body struct {
 		_        struct{} `additionalProperties:"true"`
@@ -54,6 +61,18 @@ type resetInput struct {
 		Token       string   `json:"token" minLength:"1" maxLength:"200" doc:"The token from the reset link's fragment."`
 		NewPassword string   `json:"newPassword" minLength:"8" maxLength:"128" example:"another long passphrase"`
 	}
+}
+
+// Resolve checks what the schema cannot, alongside it.
+func (in *resetInput) Resolve(huma.Context) []error {
+	return commonPassword("newPassword", in.Body.NewPassword)
+}
+
+func commonPassword(field, password string) []error {
+	if secrets.IsCommon(password) {
+		return []error{httpx.Invalid(field, "is too common; choose a less guessable password")}
+	}
+	return nil
 }
 
 // forgotMessage is the one answer of forgot-password, whether or not the account exists.

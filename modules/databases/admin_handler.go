@@ -29,7 +29,7 @@ type adminUpdateInput struct {
 	ID   int64 `path:"id" minimum:"1"`
 	Body struct {
 		_             struct{} `additionalProperties:"true"`
-		Name          *string  `json:"name,omitempty" minLength:"1" maxLength:"63" pattern:"^[A-Za-z0-9 _.-]*$"`
+		Name          *string  `json:"name,omitempty" minLength:"1" maxLength:"63" pattern:"^[A-Za-z0-9 _.-]*[A-Za-z0-9_.-][A-Za-z0-9 _.-]*$" patternDescription:"letters, digits, spaces and _.-, not blank" doc:"A display name; not blank (absent: left alone)."`
 		MaxSpaceBytes *int64   `json:"maxSpaceBytes,omitempty" minimum:"1048576" doc:"The quota; over it the database becomes read-only."`
 	}
 }
@@ -54,6 +54,14 @@ type credUpdateInput struct {
 		_              struct{} `additionalProperties:"true"`
 		RotatePassword bool     `json:"rotatePassword" doc:"Must be true: sets a new password, shown once in the answer."`
 	}
+}
+
+// Resolve checks what the schema cannot, alongside it.
+func (in *credUpdateInput) Resolve(huma.Context) []error {
+	if !in.Body.RotatePassword {
+		return []error{httpx.Invalid("rotatePassword", "must be true")}
+	}
+	return nil
 }
 
 func init() {

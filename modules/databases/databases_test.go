@@ -670,3 +670,25 @@ func TestMyListIsCoherentAcrossReplicas(t *testing.T) {
 	require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
 	assert.Equal(t, "absent", statusOf(listOnTwo(), it.ID), "deleted")
 }
+
+// TestAdminUpdateRefusesABlankName: a rename to nothing but spaces is a 400 naming the field, as
+// an empty name is, and the stored name is left alone (it was stored as "" before).
+func TestAdminUpdateRefusesABlankName(t *testing.T) {
+	a := start(t, nil)
+	admin := a.AdminToken(t)
+	u := a.Register(t)
+	it := create(t, a, u.Token, "postgres")
+	path := fmt.Sprintf("/api/database-instances/%d", it.ID)
+	for _, name := range []string{"", " ", "   ", " \t "} {
+		r := a.Do(apptest.Request{Method: "PUT", Path: path, Token: admin, Body: map[string]any{"name": name}})
+		assert.Equal(t, http.StatusBadRequest, r.Status, "%q: %s", name, r.Raw)
+		assert.Contains(t, string(r.Raw), `"field":"name"`, "%q", name)
+	}
+	var got item
+	a.Get(path, admin).Decode(t, &got)
+	assert.Equal(t, "app data", got.Name, "nothing was written")
+	r := a.Do(apptest.Request{Method: "PUT", Path: path, Token: admin, Body: map[string]any{"name": " reports 2 "}})
+	require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
+	a.Get(path, admin).Decode(t, &got)
+	assert.Equal(t, "reports 2", got.Name)
+}

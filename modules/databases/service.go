@@ -274,6 +274,9 @@ func (s *Service) Reveal(ctx context.Context, id, userID int64) (*Reveal, error)
 
 // Update changes an instance's display name or quota (administrators).
 func (s *Service) Update(ctx context.Context, id int64, name *string, maxSpace *int64) (*Instance, error) {
+	if name != nil && strings.TrimSpace(*name) == "" {
+		return nil, httpx.BadRequest("Validation failed", httpx.FieldError{Field: "name", Message: "must not be blank"})
+	}
 	var out *Instance
 	err := s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
 		inst, err := s.lock(ctx, tx, id, 0)

@@ -3,6 +3,7 @@ package dns
 import (
 	"context"
 	"net/http"
+	"strings"
 
 	"github.com/danielgtaylor/huma/v2"
 
@@ -24,6 +25,22 @@ type recordBody struct {
 	Content   *string  `json:"content,omitempty" doc:"Public IPv4 the record points to; default Dns:DefaultContent." example:"203.0.113.10"`
 	RecordTTL *int     `json:"recordTtl,omitempty" doc:"1 (automatic) or 60–86400; default Dns:RecordTtl. Proxied records are sent with 1." example:"300"`
 	Proxied   *bool    `json:"proxied,omitempty" doc:"Route through the provider's proxy; default Dns:Proxied."`
+}
+
+// Resolve checks what the schema cannot, alongside it, for the members given (defaults are checked
+// by the service): a 400 lists them with the schema's errors.
+func (b *recordBody) Resolve(huma.Context) []error {
+	var errs []error
+	if _, ok := NormalizeLabel(b.Label); b.Label != "" && !ok {
+		errs = append(errs, httpx.Invalid("label", msgLabel))
+	}
+	if b.Content != nil && strings.TrimSpace(*b.Content) != "" && !ValidContent(strings.TrimSpace(*b.Content)) {
+		errs = append(errs, httpx.Invalid("content", msgContent))
+	}
+	if b.RecordTTL != nil && !ValidTTL(*b.RecordTTL) {
+		errs = append(errs, httpx.Invalid("recordTtl", msgTTL))
+	}
+	return errs
 }
 
 type dnsCreateInput struct{ Body recordBody }

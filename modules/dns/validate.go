@@ -31,20 +31,27 @@ func ValidContent(s string) bool {
 // ValidTTL is 1 (automatic) or 60–86400.
 func ValidTTL(ttl int) bool { return ttl == 1 || (ttl >= 60 && ttl <= 86400) }
 
+// Messages of the field checks, shared by validate and recordBody.Resolve.
+const (
+	msgLabel   = "must be one DNS label: a-z, 0-9 and '-', 1–63 characters, no hyphen at either end"
+	msgContent = "must be a public dotted IPv4 address (not unspecified, loopback, link-local, multicast or broadcast)"
+	msgTTL     = "must be 1 (automatic) or between 60 and 86400"
+)
+
 // validate checks a create request after defaults, listing every bad field.
 func validate(label, content string, ttl int) (string, error) {
 	var fields []httpx.FieldError
 	l, ok := NormalizeLabel(label)
 	if !ok {
-		fields = append(fields, httpx.FieldError{Field: "label", Message: "must be one DNS label: a-z, 0-9 and '-', 1–63 characters, no hyphen at either end"})
+		fields = append(fields, httpx.FieldError{Field: "label", Message: msgLabel})
 	}
 	if content == "" {
 		fields = append(fields, httpx.FieldError{Field: "content", Message: "is required (no Dns:DefaultContent is configured)"})
 	} else if !ValidContent(content) {
-		fields = append(fields, httpx.FieldError{Field: "content", Message: "must be a public dotted IPv4 address (not unspecified, loopback, link-local, multicast or broadcast)"})
+		fields = append(fields, httpx.FieldError{Field: "content", Message: msgContent})
 	}
 	if !ValidTTL(ttl) {
-		fields = append(fields, httpx.FieldError{Field: "recordTtl", Message: "must be 1 (automatic) or between 60 and 86400"})
+		fields = append(fields, httpx.FieldError{Field: "recordTtl", Message: msgTTL})
 	}
 	if len(fields) > 0 {
 		return "", httpx.BadRequest("Validation failed", fields...)

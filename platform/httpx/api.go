@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -158,6 +159,9 @@ func newAPI(app *fiber.App, title, version string, guard Guard) *API {
 	cfg.DocsPath = ""
 	cfg.SchemasPath = ""
 	cfg.CreateHooks = nil // no $schema fields or Link headers in responses
+	// Request bodies are decoded strictly (exact member names, no duplicates, UTF-8, no NUL): see
+	// requestJSON. A fresh map: huma.DefaultFormats is shared by every API of the process.
+	cfg.Formats = map[string]huma.Format{"application/json": requestJSON, "json": requestJSON}
 	cfg.Info.Description = "Resource provisioning service: sign up, then provision PostgreSQL/MySQL " +
 		"databases, DNS records, workflow-automation accounts and AI API keys. Every response is the " +
 		"envelope `{success, message, data}`; errors add `errors` for validation failures.\n\n" +
@@ -178,6 +182,10 @@ func newAPI(app *fiber.App, title, version string, guard Guard) *API {
 }
 
 func init() {
+	// The schema check must read the members the decoder fills (requestJSON matches names exactly):
+	// by default huma's validator takes a case variant ("EMAIL") for a missing property, which the
+	// struct never receives.
+	huma.ValidateStrictCasing = true
 	huma.NewErrorWithContext = func(hctx huma.Context, status int, msg string, errs ...error) huma.StatusError {
 		return mapHumaError(hctx, status, msg, errs...)
 	}
@@ -215,7 +223,11 @@ func mapHumaError(hctx huma.Context, status int, msg string, errs ...error) huma
 				}
 				message = "is required"
 			}
-			fields = append(fields, FieldError{Field: field, Message: message})
+			if !slices.ContainsFunc(fields, func(f FieldError) bool { return f.Field == field }) {
+				// One entry per field: the schema's comes first; a Resolve check of the same
+				// field (a common password that is also too short) adds nothing.
+				fields = append(fields, FieldError{Field: field, Message: message})
+			}
 			continue
 		}
 		if err != nil && status < 500 {
@@ -234,6 +246,9 @@ func mapHumaError(hctx huma.Context, status int, msg string, errs ...error) huma
 		}
 	case http.StatusRequestEntityTooLarge:
 		msg = "Request body is larger than 1 MiB"
+	case http.StatusUnsupportedMediaType:
+		msg = "Unsupported Content-Type: send application/json"
+		fields = nil
 	}
 	if status == http.StatusInternalServerError {
 		return NewError(http.StatusInternalServerError, "An unexpected error occurred")

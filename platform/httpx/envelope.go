@@ -35,7 +35,7 @@ type Page[T any] struct {
 
 // PageQuery is embedded in admin list inputs: ?page=1&pageSize=20 (max 100).
 type PageQuery struct {
-	Page     int `query:"page" minimum:"1" default:"1" doc:"Page number, from 1."`
+	Page     int `query:"page" minimum:"1" maximum:"10000000" default:"1" doc:"Page number, from 1 to 10,000,000."`
 	PageSize int `query:"pageSize" minimum:"1" maximum:"100" default:"20" doc:"Items per page, at most 100."`
 }
 

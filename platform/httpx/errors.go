@@ -10,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/danielgtaylor/huma/v2"
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
@@ -197,4 +198,12 @@ func isConnectionError(err error) bool {
 		return c == "57P01" || c == "57P02" || c == "57P03" || strings.HasPrefix(c, "08")
 	}
 	return false
+}
+
+// Invalid is one invalid body field found by an input's Resolve method (a huma.Resolver): a check
+// the JSON schema cannot express (a common password, a time in the past). huma runs resolvers
+// after the schema check even when it failed, so one 400 lists every invalid field, schema's and
+// these alike. field is the body member ("password", "items[2].name").
+func Invalid(field, message string) error {
+	return &huma.ErrorDetail{Location: "body." + field, Message: message}
 }

@@ -1,6 +1,7 @@
 package httpx
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -60,7 +61,8 @@ func FiberClientIP(c *fiber.Ctx) string {
 }
 
 // requestContext stores the request id, client IP and user agent where both Fiber handlers
-// (Locals) and huma handlers (context values) can read them, and echoes X-Request-Id.
+// (Locals) and huma handlers (context values) can read them, and echoes X-Request-Id. A URL whose
+// path or query holds a NUL character (%00) is refused here, for every route.
 func requestContext(trusted []netip.Prefix) fiber.Handler {
 	return func(c *fiber.Ctx) error {
 		id := c.Get(fiber.HeaderXRequestID)
@@ -81,6 +83,10 @@ func requestContext(trusted []netip.Prefix) fiber.Handler {
 		ctx = context.WithValue(ctx, userAgentKey, ua)
 		ctx = context.WithValue(ctx, fiberCtxKey, c)
 		c.SetUserContext(ctx)
+		if uri := c.Request().RequestURI(); bytes.Contains(uri, []byte("%00")) || bytes.IndexByte(uri, 0) >= 0 {
+			// Decoded, it would reach handlers and PostgreSQL, whose text cannot hold a NUL.
+			return BadRequest("The URL must not contain NUL characters (%00)")
+		}
 		return c.Next()
 	}
 }

@@ -179,7 +179,7 @@ func (s *Server) Finish() {
 			if op == nil {
 				continue
 			}
-			delete(op.Responses, "422")
+			documentBadRequest(op)
 			if op.Description == "" {
 				op.Description = op.Summary + "."
 			}
@@ -195,6 +195,56 @@ func (s *Server) Finish() {
 	for _, n := range names {
 		doc.Tags = append(doc.Tags, &huma.Tag{Name: n, Description: TagDescriptions[n]})
 	}
+}
+
+// documentBadRequest makes the error responses of op say what the server answers: validation
+// failures are 400, never 422, and an operation whose body or parameters can fail validation
+// documents its 400 (huma adds 422 only for path parameters and bodies, and Register adds 400 only
+// for POST/PUT/PATCH; GET /api/admin/users?page=0 is a 400 too). An operation with a body also
+// documents 415 for a Content-Type other than JSON.
+func documentBadRequest(op *huma.Operation) {
+	if op.Responses == nil {
+		return
+	}
+	template := op.Responses["422"]
+	if template == nil {
+		template = op.Responses["500"]
+	}
+	delete(op.Responses, "422")
+	if template == nil {
+		return
+	}
+	add := func(status int) {
+		code := fmt.Sprint(status)
+		if op.Responses[code] == nil {
+			op.Responses[code] = &huma.Response{Description: http.StatusText(status), Content: template.Content}
+		}
+	}
+	if op.RequestBody != nil {
+		add(http.StatusBadRequest)
+		add(http.StatusUnsupportedMediaType)
+	}
+	for _, p := range op.Parameters {
+		if paramCanFail(p) {
+			add(http.StatusBadRequest)
+		}
+	}
+}
+
+// paramCanFail reports whether huma may refuse a value of p: a required query or header parameter
+// that is missing, a value that must parse (a number, a boolean, a list) or meet a constraint.
+func paramCanFail(p *huma.Param) bool {
+	if p.Required && p.In != "path" {
+		return true
+	}
+	s := p.Schema
+	if s == nil {
+		return false
+	}
+	if s.Type != "" && s.Type != "string" {
+		return true
+	}
+	return len(s.Enum) > 0 || s.Pattern != "" || s.MinLength != nil || s.MaxLength != nil || s.Format != ""
 }
 
 // TagDescriptions describe the OpenAPI tags; modules may add theirs in an init function.

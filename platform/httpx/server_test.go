@@ -30,6 +30,14 @@ type widgetIn struct {
 	}
 }
 
+// Resolve is a check the schema cannot express.
+func (in *widgetIn) Resolve(huma.Context) []error {
+	if strings.HasSuffix(in.Body.Email, ".invalid") {
+		return []error{httpx.Invalid("email", "must not be an .invalid address")}
+	}
+	return nil
+}
+
 type widget struct {
 	Name string `json:"name"`
 	IP   string `json:"ip"`
@@ -41,6 +49,10 @@ func (routes) Register(api *httpx.API) {
 	httpx.Register(api, httpx.Public, huma.Operation{OperationID: "createWidget", Method: http.MethodPost, Path: "/api/widgets", DefaultStatus: 201},
 		func(ctx context.Context, in *widgetIn) (*httpx.Response[widget], error) {
 			return httpx.Created("created", widget{Name: in.Body.Name, IP: httpx.ClientIP(ctx)}), nil
+		})
+	httpx.Register(api, httpx.Public, huma.Operation{OperationID: "listWidgets", Method: http.MethodGet, Path: "/api/widgets"},
+		func(ctx context.Context, in *struct{ httpx.PageQuery }) (*httpx.Response[httpx.Page[widget]], error) {
+			return httpx.OK("ok", httpx.NewPage(in.PageQuery, []widget{{Name: fmt.Sprint(in.Offset())}}, 1)), nil
 		})
 	httpx.Register(api, httpx.Public, huma.Operation{OperationID: "getWidget", Method: http.MethodGet, Path: "/api/widgets/{id}"},
 		func(ctx context.Context, in *struct {
@@ -205,6 +217,32 @@ func TestValidationListsEveryBadField(t *testing.T) {
 	assert.Len(t, env.Errors, 3, "missing required fields are each listed")
 }
 
+// TestValidationListsSchemaAndResolverErrorsTogether: a field failing a Resolve check is listed
+// with the fields failing the JSON schema, in one 400.
+func TestValidationListsSchemaAndResolverErrorsTogether(t *testing.T) {
+	base := newServer(t)
+	res, env, raw := call(t, "POST", base+"/api/widgets", `{"name":"","email":"a@b.invalid","count":9}`, nil)
+	require.Equal(t, 400, res.StatusCode, raw)
+	assert.Equal(t, "Validation failed", env.Message)
+	var fields []string
+	for _, e := range env.Errors {
+		fields = append(fields, e.Field)
+	}
+	assert.ElementsMatch(t, []string{"name", "email", "count"}, fields, raw)
+	assert.Contains(t, raw, "must not be an .invalid address")
+
+	res, env, raw = call(t, "POST", base+"/api/widgets", `{"name":"a","email":"not an address.invalid","count":1}`, nil)
+	require.Equal(t, 400, res.StatusCode, raw)
+	require.Len(t, env.Errors, 1, "one entry per field, the schema's: %s", raw)
+	assert.Equal(t, "email", env.Errors[0].Field)
+	assert.NotContains(t, raw, ".invalid address")
+
+	res, env, raw = call(t, "POST", base+"/api/widgets", `{"name":"a","email":"a@b.invalid","count":1}`, nil)
+	require.Equal(t, 400, res.StatusCode, raw)
+	require.Len(t, env.Errors, 1)
+	assert.Equal(t, "email", env.Errors[0].Field)
+}
+
 func TestMethodNotAllowedListsAllow(t *testing.T) {
 	base := newServer(t)
 	res, _, _ := call(t, "PUT", base+"/api/widgets/1", "", nil)
@@ -286,4 +324,120 @@ func TestShutdownClosesConnectionsLeftOpen(t *testing.T) {
 	_ = idle.SetReadDeadline(time.Now().Add(time.Second))
 	_, err = idle.Read(make([]byte, 1))
 	assert.Error(t, err, "the server closed the connection")
+}
+
+// TestBodyIsDecodedAsValidated: the handler receives exactly the members the JSON schema checked.
+// encoding/json matched names case-insensitively and kept the last duplicate, so a "NAME" member
+// (an unchecked extra for the schema) overwrote the validated "name".
+func TestBodyIsDecodedAsValidated(t *testing.T) {
+	base := newServer(t)
+	res, env, raw := call(t, "POST", base+"/api/widgets", `{"name":"ok","email":"a@b.co","count":2,"NAME":"far too long a name"}`, nil)
+	require.Equal(t, 201, res.StatusCode, raw)
+	var w widget
+	require.NoError(t, json.Unmarshal(env.Data, &w))
+	assert.Equal(t, "ok", w.Name, "a case variant of a member name is not that member")
+
+	res, env, raw = call(t, "POST", base+"/api/widgets", `{"NAME":"ok","email":"a@b.co","count":2}`, nil)
+	require.Equal(t, 400, res.StatusCode, "a case variant does not satisfy a required member: %s", raw)
+	require.Len(t, env.Errors, 1, raw)
+	assert.Equal(t, "name", env.Errors[0].Field)
+
+	for name, body := range map[string]string{
+		"duplicate name":      `{"name":"ok","email":"a@b.co","count":2,"name":"far too long a name"}`,
+		"duplicate unchecked": `{"name":"ok","email":"a@b.co","count":2,"x":1,"x":2}`,
+		"invalid UTF-8":       "{\"name\":\"o\xffk\",\"email\":\"a@b.co\",\"count\":2}",
+	} {
+		t.Run(name, func(t *testing.T) {
+			res, env, raw := call(t, "POST", base+"/api/widgets", body, nil)
+			assert.Equal(t, 400, res.StatusCode, raw)
+			assert.False(t, env.Success)
+			require.NotEmpty(t, env.Errors, raw)
+			assert.NotContains(t, raw, "offset", "no decoder internals")
+		})
+	}
+	_, _, raw = call(t, "POST", base+"/api/widgets", `{"name":"ok","email":"a@b.co","count":2,"name":"x"}`, nil)
+	assert.Contains(t, raw, `duplicate member \"name\"`)
+}
+
+// TestNULIsRefused: PostgreSQL text cannot hold a NUL character; a body or a URL carrying one is a
+// 400 before any handler runs (it was stored, or failed as a 500, further in).
+func TestNULIsRefused(t *testing.T) {
+	base := newServer(t)
+	for name, body := range map[string]string{
+		"in a string":      `{"name":"a\u0000b","email":"a@b.co","count":2}`,
+		"in an extra":      `{"name":"ab","email":"a@b.co","count":2,"note":{"list":["x","\u0000"]}}`,
+		"in a member name": `{"name":"ab","email":"a@b.co","count":2,"n\u0000":1}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			res, env, raw := call(t, "POST", base+"/api/widgets", body, nil)
+			assert.Equal(t, 400, res.StatusCode, raw)
+			require.Len(t, env.Errors, 1, raw)
+			assert.Contains(t, env.Errors[0].Message, "NUL")
+		})
+	}
+	_, env, _ := call(t, "POST", base+"/api/widgets", `{"name":"ab","email":"a@b.co","count":2,"note":{"list":["x","\u0000"]}}`, nil)
+	assert.Contains(t, env.Errors[0].Message, `"note.list[1]"`, "the error says where")
+
+	for _, path := range []string{"/api/widgets/1%00", "/api/widgets?page=1%00", "/api/nothing%00here", "/api/widgets/1?x=%00"} {
+		res, env, raw := call(t, "GET", base+path, "", nil)
+		assert.Equal(t, 400, res.StatusCode, "%s: %s", path, raw)
+		assert.Equal(t, "The URL must not contain NUL characters (%00)", env.Message, path)
+		assert.NotEmpty(t, res.Header.Get("X-Request-Id"))
+	}
+	res, _, raw := call(t, "GET", base+"/api/widgets/1?x=%2500", "", nil)
+	assert.Equal(t, 200, res.StatusCode, "an escaped percent sign is no NUL: %s", raw)
+}
+
+func TestUnsupportedContentType(t *testing.T) {
+	base := newServer(t)
+	res, env, raw := call(t, "POST", base+"/api/widgets", `{"name":"a","email":"a@b.co","count":2}`,
+		map[string]string{"Content-Type": "text/plain"})
+	assert.Equal(t, 415, res.StatusCode, raw)
+	assert.Equal(t, "Unsupported Content-Type: send application/json", env.Message)
+}
+
+// TestPageIsBounded: a page so large that its offset overflowed answered page 1's rows.
+func TestPageIsBounded(t *testing.T) {
+	base := newServer(t)
+	res, _, raw := call(t, "GET", base+"/api/widgets?page=10000000&pageSize=100", "", nil)
+	assert.Equal(t, 200, res.StatusCode, raw)
+	for _, page := range []string{"10000001", "92233720368547759", "9223372036854775807"} {
+		res, env, raw := call(t, "GET", base+"/api/widgets?page="+page, "", nil)
+		assert.Equal(t, 400, res.StatusCode, "page %s: %s", page, raw)
+		require.NotEmpty(t, env.Errors, raw)
+		assert.Equal(t, "page", env.Errors[0].Field)
+	}
+}
+
+// TestOpenAPIDocumentsEveryBadRequest: an operation whose parameters can fail validation documents
+// the 400 it answers, not only POST/PUT/PATCH; one with a body also documents 415.
+func TestOpenAPIDocumentsEveryBadRequest(t *testing.T) {
+	base := newServer(t)
+	res, err := http.Get(base + "/api/openapi.json")
+	require.NoError(t, err)
+	defer res.Body.Close()
+	var doc struct {
+		Paths map[string]map[string]struct {
+			Responses map[string]struct {
+				Content map[string]any `json:"content"`
+			} `json:"responses"`
+		} `json:"paths"`
+	}
+	require.NoError(t, json.NewDecoder(res.Body).Decode(&doc))
+	for _, c := range []struct{ method, path, query string }{
+		{"get", "/api/widgets/{id}", "/api/widgets/0"},
+		{"get", "/api/widgets", "/api/widgets?page=0"},
+		{"post", "/api/widgets", ""},
+	} {
+		op := doc.Paths[c.path][c.method]
+		require.Contains(t, op.Responses, "400", "%s %s", c.method, c.path)
+		assert.Contains(t, op.Responses["400"].Content, "application/json")
+		assert.NotContains(t, op.Responses, "422")
+		if c.query != "" {
+			res, _, raw := call(t, "GET", base+c.query, "", nil)
+			assert.Equal(t, 400, res.StatusCode, "what the document says: %s", raw)
+		}
+	}
+	assert.Contains(t, doc.Paths["/api/widgets"]["post"].Responses, "415")
+	assert.NotContains(t, doc.Paths["/api/widgets"]["get"].Responses, "415")
 }
