@@ -3,6 +3,7 @@ package httpx
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"strconv"
 	"strings"
 
@@ -35,6 +36,12 @@ var decodeOptions = json.JoinOptions(
 const errNUL = "must not contain NUL characters (\\u0000)"
 
 func decodeJSON(data []byte, v any) error {
+	if withoutFields(reflect.TypeOf(v)) {
+		// A body with nothing to decode (struct{ _ struct{} }, an optional body the schema alone
+		// describes) is one json/v2 refuses as a target; its syntax and strings are still checked.
+		var discard any
+		v = &discard
+	}
 	if err := json.Unmarshal(data, v, decodeOptions); err != nil {
 		return decodeError(err)
 	}
@@ -47,6 +54,22 @@ func decodeJSON(data []byte, v any) error {
 		}
 	}
 	return nil
+}
+
+// withoutFields reports whether t, behind any pointers, is a struct with no exported field.
+func withoutFields(t reflect.Type) bool {
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == nil || t.Kind() != reflect.Struct {
+		return false
+	}
+	for i := range t.NumField() {
+		if t.Field(i).IsExported() {
+			return false
+		}
+	}
+	return true
 }
 
 // decodeError words a decoding error for the client: what is wrong and where, without the offset
