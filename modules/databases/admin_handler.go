@@ -163,7 +163,8 @@ func (h *Handler) registerAdmin(api *httpx.API) {
 		})
 	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "deleteAccessCredential", Method: http.MethodDelete,
 		Path: "/api/access-credentials/{id}", Tags: ctags, Summary: "Remove an access credential",
-		Errors: []int{http.StatusNotFound, http.StatusBadGateway}},
+		Description: "Drops the credential's login role on the engine. What it created there (tables of a full-access credential) stays and belongs to the database's owner.",
+		Errors:      []int{http.StatusNotFound, http.StatusBadGateway}},
 		func(ctx context.Context, in *idInput) (*httpx.Response[*struct{}], error) {
 			if err := h.creds.Delete(ctx, in.ID); err != nil {
 				return nil, err

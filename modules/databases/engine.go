@@ -41,8 +41,9 @@ type Engine interface {
 	// CreateUser adds an extra login role with access to db (read-only or full) and marks it as
 	// made for marker (a credential's CredentialMarker). A role of that name that exists without
 	// that mark is never adopted: ErrRoleTaken. SetPassword changes the password of a role marked
-	// with marker; DropUser removes it. Neither touches a role that is not so marked
-	// (ErrRoleTaken), and both are no-ops for a role that is gone.
+	// with marker; DropUser removes it, leaving what it created in db to the database's owner
+	// (PostgreSQL: REASSIGN OWNED; a MySQL table never belongs to a user). Neither touches a
+	// role that is not so marked (ErrRoleTaken), and both are no-ops for a role that is gone.
 	CreateUser(ctx context.Context, db, owner, user, password string, readOnly bool, marker string) error
 	SetPassword(ctx context.Context, user, password, marker string) error
 	DropUser(ctx context.Context, db, user, marker string) error

@@ -24,6 +24,9 @@ type mysqlEngine struct {
 
 	mu         sync.Mutex
 	marksReady bool // the table of credential users' marks exists
+	// grantsEscaped: the grants on every live tenant schema name its schema alone (see
+	// escapeGrants); checked once per process, at the first usage refresh.
+	grantsEscaped bool
 }
 
 func newMySQL(dsn string, pub config.EnginePublic) (*mysqlEngine, error) {
@@ -78,6 +81,16 @@ func (e *mysqlEngine) Version(ctx context.Context) (string, error) {
 func mqi(s string) string { return "`" + strings.ReplaceAll(s, "`", "``") + "`" }
 func mqa(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'@'%'" }
 
+// grantDB is a schema name as a GRANT or REVOKE names it (and mysql.db stores it): there `_`
+// and `%` are wildcards, so u1_x would also cover u1ax and u1bx; escaped, the privilege covers
+// this schema alone. Names are SafeName (no backslash).
+func grantDB(s string) string {
+	return strings.NewReplacer("_", `\_`, "%", `\%`).Replace(s)
+}
+
+// onSchema is the ON part of a GRANT or REVOKE on every table of schema s.
+func onSchema(s string) string { return mqi(grantDB(s)) + ".*" }
+
 func (e *mysqlEngine) exec(ctx context.Context, stmts ...string) error {
 	for _, s := range stmts {
 		if _, err := e.pool.ExecContext(ctx, s); err != nil {
@@ -102,7 +115,7 @@ func (e *mysqlEngine) Create(ctx context.Context, dbName, role, password string)
 	}
 	return e.exec(ctx,
 		fmt.Sprintf("CREATE DATABASE IF NOT EXISTS %s CHARACTER SET utf8mb4", mqi(dbName)),
-		fmt.Sprintf("GRANT ALL PRIVILEGES ON %s.* TO %s", mqi(dbName), mqa(role)))
+		fmt.Sprintf("GRANT ALL PRIVILEGES ON %s TO %s", onSchema(dbName), mqa(role)))
 }
 
 // kill ends the sessions of user.
@@ -164,11 +177,14 @@ func (e *mysqlEngine) SetReadOnly(ctx context.Context, dbName, role string, read
 	if err := checkNames(dbName, role); err != nil {
 		return err
 	}
+	if err := e.escapeGrants(ctx, dbName); err != nil {
+		return err
+	}
 	q := "SELECT User FROM mysql.db WHERE Db = ? AND Host = '%' AND Insert_priv = 'Y'"
 	if !readOnly {
 		q = "SELECT User FROM mysql.db WHERE Db = ? AND Host = '%' AND Insert_priv = 'N' AND Delete_priv = 'Y'"
 	}
-	rows, err := e.pool.QueryContext(ctx, q, dbName)
+	rows, err := e.pool.QueryContext(ctx, q, grantDB(dbName))
 	if err != nil {
 		return fmt.Errorf("mysql: list writers: %w", err)
 	}
@@ -186,14 +202,14 @@ func (e *mysqlEngine) SetReadOnly(ctx context.Context, dbName, role string, read
 	rows.Close()
 	for _, u := range users {
 		if !readOnly {
-			if err := e.exec(ctx, fmt.Sprintf("GRANT ALL PRIVILEGES ON %s.* TO %s", mqi(dbName), mqa(u))); err != nil {
+			if err := e.exec(ctx, fmt.Sprintf("GRANT ALL PRIVILEGES ON %s TO %s", onSchema(dbName), mqa(u))); err != nil {
 				return err
 			}
 			continue
 		}
 		if err := e.exec(ctx,
-			fmt.Sprintf("REVOKE ALL PRIVILEGES ON %s.* FROM %s", mqi(dbName), mqa(u)),
-			fmt.Sprintf("GRANT %s ON %s.* TO %s", readOnlyPrivs, mqi(dbName), mqa(u))); err != nil {
+			fmt.Sprintf("REVOKE ALL PRIVILEGES ON %s FROM %s", onSchema(dbName), mqa(u)),
+			fmt.Sprintf("GRANT %s ON %s TO %s", readOnlyPrivs, onSchema(dbName), mqa(u))); err != nil {
 			return err
 		}
 		if err := e.kill(ctx, u); err != nil {
@@ -207,6 +223,17 @@ func (e *mysqlEngine) Usage(ctx context.Context, dbs []string) (map[string]Usage
 	out := map[string]Usage{}
 	if len(dbs) == 0 {
 		return out, nil
+	}
+	e.mu.Lock()
+	escaped := e.grantsEscaped
+	e.mu.Unlock()
+	if !escaped { // the refresher's first run escapes the grants of an existing server
+		if err := e.escapeGrants(ctx, dbs...); err != nil {
+			return nil, err
+		}
+		e.mu.Lock()
+		e.grantsEscaped = true
+		e.mu.Unlock()
 	}
 	args := make([]any, 0, len(dbs))
 	marks := strings.TrimSuffix(strings.Repeat("?,", len(dbs)), ",")
@@ -304,7 +331,7 @@ func (e *mysqlEngine) ensureMarkedUser(ctx context.Context, user, password, mark
 // writable tells whether role may write to dbName now (false while it is over its quota).
 func (e *mysqlEngine) writable(ctx context.Context, dbName, role string) (bool, error) {
 	var ins string
-	err := e.pool.QueryRowContext(ctx, "SELECT Insert_priv FROM mysql.db WHERE Db = ? AND User = ? AND Host = '%'", dbName, role).Scan(&ins)
+	err := e.pool.QueryRowContext(ctx, "SELECT Insert_priv FROM mysql.db WHERE Db = ? AND User = ? AND Host = '%'", grantDB(dbName), role).Scan(&ins)
 	if errors.Is(err, sql.ErrNoRows) {
 		return true, nil
 	}
@@ -321,6 +348,9 @@ func (e *mysqlEngine) CreateUser(ctx context.Context, dbName, owner, user, passw
 	if err := e.ensureMarkedUser(ctx, user, password, marker); err != nil {
 		return err
 	}
+	if err := e.escapeGrants(ctx, dbName); err != nil {
+		return err
+	}
 	privs := "ALL PRIVILEGES"
 	if readOnly {
 		privs = "SELECT, SHOW VIEW"
@@ -329,7 +359,7 @@ func (e *mysqlEngine) CreateUser(ctx context.Context, dbName, owner, user, passw
 	} else if !ok {
 		privs = readOnlyPrivs // over quota: what the owner has now; SetReadOnly gives ALL back to both
 	}
-	return e.exec(ctx, fmt.Sprintf("GRANT %s ON %s.* TO %s", privs, mqi(dbName), mqa(user)))
+	return e.exec(ctx, fmt.Sprintf("GRANT %s ON %s TO %s", privs, onSchema(dbName), mqa(user)))
 }
 
 func (e *mysqlEngine) SetPassword(ctx context.Context, user, password, marker string) error {
@@ -373,6 +403,60 @@ func (e *mysqlEngine) DropUser(ctx context.Context, dbName, user, marker string)
 
 func (e *mysqlEngine) ConnectionString(dbName, user, password string) string {
 	return fmt.Sprintf("mysql://%s:%s@%s/%s", user, password, net.JoinHostPort(e.host, strconv.Itoa(e.port)), dbName)
+}
+
+// escapeGrants moves the grants made before schema names were escaped (on the pattern u1_x,
+// which also matched u1ax) to the escaped name, with the same privileges: the three sets this
+// engine grants are told apart by INSERT (all privileges) and DELETE (over the quota). It is
+// repeatable and does nothing once no such grant is left.
+func (e *mysqlEngine) escapeGrants(ctx context.Context, dbNames ...string) error {
+	var legacy []any
+	for _, d := range dbNames {
+		if grantDB(d) != d && SafeName.MatchString(d) {
+			legacy = append(legacy, d)
+		}
+	}
+	if len(legacy) == 0 {
+		return nil
+	}
+	marks := strings.TrimSuffix(strings.Repeat("?,", len(legacy)), ",")
+	rows, err := e.pool.QueryContext(ctx, "SELECT Db, User, Insert_priv, Delete_priv FROM mysql.db WHERE Host = '%' AND Db IN ("+marks+")", legacy...)
+	if err != nil {
+		return fmt.Errorf("mysql: list unescaped grants: %w", err)
+	}
+	type grant struct{ db, user, privs string }
+	var grants []grant
+	for rows.Next() {
+		var g grant
+		var ins, del string
+		if err := rows.Scan(&g.db, &g.user, &ins, &del); err != nil {
+			rows.Close()
+			return fmt.Errorf("mysql: list unescaped grants: %w", err)
+		}
+		switch {
+		case ins == "Y":
+			g.privs = "ALL PRIVILEGES"
+		case del == "Y":
+			g.privs = readOnlyPrivs
+		default:
+			g.privs = "SELECT, SHOW VIEW"
+		}
+		if SafeName.MatchString(g.user) {
+			grants = append(grants, g)
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("mysql: list unescaped grants: %w", err)
+	}
+	for _, g := range grants {
+		if err := e.exec(ctx,
+			fmt.Sprintf("GRANT %s ON %s TO %s", g.privs, onSchema(g.db), mqa(g.user)),
+			fmt.Sprintf("REVOKE ALL PRIVILEGES ON %s.* FROM %s", mqi(g.db), mqa(g.user))); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func isMySQLCode(err error, code uint16) bool {

@@ -547,6 +547,14 @@ func (e *postgresEngine) SetPassword(ctx context.Context, user, password, marker
 	return e.exec(ctx, fmt.Sprintf("ALTER ROLE %s WITH PASSWORD %s", qi(user), ql(password)))
 }
 
+// DropUser removes a credential's role. What the role owns in the tenant database (tables a
+// full-access credential created) is the tenant's data: it is first given to the role that owns
+// the database now (the login role, or the quota holder while the database is over its quota,
+// which gives it back when the database is writable again), then DROP OWNED BY only revokes the
+// role's privileges and default privileges, and the role is dropped, all in one transaction
+// inside the tenant database. The role's logins are refused and its sessions ended first, so
+// none creates an object between the two. The old code ran DROP OWNED BY alone, which dropped
+// the credential's tables with their rows.
 func (e *postgresEngine) DropUser(ctx context.Context, dbName, user, marker string) error {
 	if err := checkNames(dbName, user); err != nil {
 		return err
@@ -558,6 +566,12 @@ func (e *postgresEngine) DropUser(ctx context.Context, dbName, user, marker stri
 	if mark != marker {
 		return ErrRoleTaken // never drop, or strip, a role this credential did not make
 	}
+	if err := e.exec(ctx, fmt.Sprintf("ALTER ROLE %s WITH NOLOGIN", qi(user))); err != nil {
+		if db.IsCode(err, "42704") { // dropped meanwhile
+			return nil
+		}
+		return err
+	}
 	if err := e.terminate(ctx, "usename = $1", user); err != nil {
 		return err
 	}
@@ -565,20 +579,42 @@ func (e *postgresEngine) DropUser(ctx context.Context, dbName, user, marker stri
 	if err != nil {
 		return err
 	}
-	if ok {
-		// Objects and default privileges inside the tenant database go first.
-		t, err := e.tenant(dbName)
-		if err != nil {
-			return err
-		}
-		if _, err := t.ExecContext(ctx, fmt.Sprintf("DROP OWNED BY %s", qi(user))); err != nil && !db.IsCode(err, "42704") {
-			return fmt.Errorf("postgres: drop owned by %s: %w", user, err)
-		}
-		if err := e.exec(ctx, fmt.Sprintf("REVOKE ALL ON DATABASE %s FROM %s", qi(dbName), qi(user))); err != nil && !db.IsCode(err, "42704") {
-			return err
+	if !ok {
+		return e.exec(ctx, fmt.Sprintf("DROP ROLE IF EXISTS %s", qi(user)))
+	}
+	t, err := e.tenant(dbName)
+	if err != nil {
+		return err
+	}
+	tx, err := t.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("postgres: begin: %w", err)
+	}
+	defer tx.Rollback() //nolint:errcheck
+	var owner string
+	if err := tx.QueryRowContext(ctx, `SELECT r.rolname FROM pg_database d JOIN pg_roles r ON r.oid = d.datdba
+		WHERE d.datname = current_database()`).Scan(&owner); err != nil {
+		return fmt.Errorf("postgres: owner of %s: %w", dbName, err)
+	}
+	if owner == user {
+		return fmt.Errorf("postgres: role %s owns database %s; it is not dropped", user, dbName)
+	}
+	for _, st := range []string{
+		fmt.Sprintf("REASSIGN OWNED BY %s TO %s", qi(user), qi(owner)),
+		fmt.Sprintf("DROP OWNED BY %s", qi(user)),
+		fmt.Sprintf("DROP ROLE %s", qi(user)),
+	} {
+		if _, err := tx.ExecContext(ctx, st); err != nil {
+			if db.IsCode(err, "42704") { // the role was dropped meanwhile
+				return nil
+			}
+			return fmt.Errorf("postgres: %s: %w", st, err)
 		}
 	}
-	return e.exec(ctx, fmt.Sprintf("DROP ROLE IF EXISTS %s", qi(user)))
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("postgres: commit: %w", err)
+	}
+	return nil
 }
 
 func (e *postgresEngine) ConnectionString(dbName, user, password string) string {

@@ -1,0 +1,78 @@
+package databases_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/fx"
+
+	"provisioner/modules/databases"
+	"provisioner/platform/testutil/apptest"
+)
+
+// TestDeletingCredentialKeepsItsTables: a table a full-access credential created holds the
+// tenant's data; deleting the credential leaves the table and its rows to the database's owner,
+// who reads and writes them afterwards. On PostgreSQL the old code ran DROP OWNED BY on the
+// credential's role, which dropped the table with its rows; MariaDB never ties a table to a
+// user (checked here too). Over the quota (PostgreSQL: the database then belongs to the quota
+// holder) the table stays readable and is the owner's again once the database is writable.
+func TestDeletingCredentialKeepsItsTables(t *testing.T) {
+	var engines *databases.Engines
+	a := start(t, nil, apptest.WithFx(fx.Populate(&engines)))
+	admin := a.AdminToken(t)
+	ctx := context.Background()
+	for _, engine := range []string{"postgres", "mysql"} {
+		for _, overQuota := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/overQuota=%v", engine, overQuota), func(t *testing.T) {
+				u := a.Register(t)
+				it := create(t, a, u.Token, engine)
+				rv := revealPassword(t, a, u.Token, it.ID)
+				r := a.Post("/api/access-credentials", admin, map[string]any{"databaseInstanceId": it.ID})
+				require.Equal(t, http.StatusCreated, r.Status, string(r.Raw))
+				var cred struct {
+					ID       int64  `json:"id"`
+					Username string `json:"username"`
+					Password string `json:"password"`
+				}
+				r.Decode(t, &cred)
+				full, err := connect(t, engine, it, cred.Username, cred.Password)
+				require.NoError(t, err)
+				for _, s := range []string{"CREATE TABLE cred_made (id int PRIMARY KEY, v varchar(20))",
+					"INSERT INTO cred_made VALUES (1, 'one'), (2, 'two')"} {
+					_, err = full.Exec(s)
+					require.NoError(t, err, s)
+				}
+				full.Close()
+				if overQuota {
+					require.NoError(t, engines.Get(engine).SetReadOnly(ctx, it.DatabaseName, it.DatabaseUser, true))
+				}
+
+				r = a.Do(apptest.Request{Method: http.MethodDelete, Path: fmt.Sprintf("/api/access-credentials/%d", cred.ID), Token: admin})
+				require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
+				assert.False(t, existsOnEngine(t, engine, cred.Username), "the credential's role is gone")
+				_, err = connect(t, engine, it, cred.Username, cred.Password)
+				assert.Error(t, err, "the deleted credential no longer logs in")
+
+				owner, err := connect(t, engine, it, rv.DatabaseUser, rv.Password)
+				require.NoError(t, err)
+				var n int
+				require.NoError(t, owner.QueryRow("SELECT count(*) FROM cred_made").Scan(&n), "the credential's table is still there")
+				assert.Equal(t, 2, n, "with its rows")
+				if overQuota {
+					require.NoError(t, engines.Get(engine).SetReadOnly(ctx, it.DatabaseName, it.DatabaseUser, false))
+					owner, err = connect(t, engine, it, rv.DatabaseUser, rv.Password)
+					require.NoError(t, err)
+				}
+				for _, s := range []string{"INSERT INTO cred_made VALUES (3, 'three')", "ALTER TABLE cred_made ADD COLUMN w int",
+					"DELETE FROM cred_made WHERE id = 1"} {
+					_, err = owner.Exec(s)
+					assert.NoError(t, err, "the owner has the table now: %s", s)
+				}
+			})
+		}
+	}
+}
