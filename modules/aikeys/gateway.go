@@ -295,6 +295,24 @@ func messagesError(raw json.RawMessage, present bool) (code, msg string) {
 	return "", ""
 }
 
+// jsonKindIs reports whether raw (valid JSON) is null or of the kind named ("a boolean",
+// "an object", "a string"): the fields the gateway reads itself must have the type it reads.
+func jsonKindIs(raw json.RawMessage, kind string) bool {
+	v := bytes.TrimSpace(raw)
+	if len(v) == 0 || string(v) == "null" {
+		return true
+	}
+	switch kind {
+	case "a boolean":
+		return string(v) == "true" || string(v) == "false"
+	case "an object":
+		return v[0] == '{'
+	case "a string":
+		return v[0] == '"'
+	}
+	return false
+}
+
 // Handle is the Fiber handler.
 func (p *Passthrough) Handle(c *fiber.Ctx) error {
 	ctx := c.UserContext()
@@ -324,6 +342,12 @@ func (p *Passthrough) Handle(c *fiber.Ctx) error {
 	msgs, ok := body["messages"]
 	if code, msg := messagesError(msgs, ok); code != "" {
 		return openAIError(c, http.StatusBadRequest, "invalid_request_error", code, "messages", msg)
+	}
+	for _, f := range [...]struct{ name, kind string }{{"stream", "a boolean"}, {"stream_options", "an object"}, {"model", "a string"}} {
+		if v, ok := body[f.name]; ok && !jsonKindIs(v, f.kind) {
+			return openAIError(c, http.StatusBadRequest, "invalid_request_error", "invalid_type", f.name,
+				"Invalid type for '"+f.name+"': expected "+f.kind)
+		}
 	}
 	if m, ok := body["model"]; !ok || string(m) == `""` || string(m) == "null" {
 		body["model"], _ = json.Marshal(p.upstream.model)

@@ -106,6 +106,12 @@ func TestUpstreamRateLimitAndBadMessages(t *testing.T) {
 		"missing":   `{"model":"x"}`,
 		"not JSON":  `{"messages":`,
 		"JSON null": `null`,
+		// A stream flag that is not a boolean went upstream as it was, and the answer was
+		// relayed unmetered as a non-streamed one.
+		"stream as a string":         `{"messages":[{"role":"user","content":"hi"}],"stream":"yes"}`,
+		"stream as a number":         `{"messages":[{"role":"user","content":"hi"}],"stream":1}`,
+		"stream_options as a string": `{"messages":[{"role":"user","content":"hi"}],"stream":true,"stream_options":"x"}`,
+		"model as a number":          `{"messages":[{"role":"user","content":"hi"}],"model":123}`,
 	} {
 		res, raw := chatRaw(t, a, k.Key, []byte(body))
 		assert.Equal(t, http.StatusBadRequest, res.StatusCode, "%s: %s", name, raw)

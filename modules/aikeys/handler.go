@@ -188,7 +188,7 @@ func (h *Handler) Register(api *httpx.API) {
 		Responses: map[string]*huma.Response{
 			"200": {Description: "The upstream's chat completion, or a text/event-stream when `stream` is true.",
 				Content: map[string]*huma.MediaType{"application/json": {Schema: &huma.Schema{Type: "object"}}, "text/event-stream": {Schema: &huma.Schema{Type: "string"}}}},
-			"400": {Description: "The body is not a JSON object, or its `messages` is missing, not an array or empty (OpenAI error format, `param: \"messages\"`); or the upstream's own 400, relayed."},
+			"400": {Description: "The body is not a JSON object, or its `messages` is missing, not an array or empty (OpenAI error format, `param: \"messages\"`), or its `stream`, `stream_options` or `model` is not a boolean, an object or a string (`invalid_type`, `param` naming it); or the upstream's own 400, relayed."},
 			"401": {Description: "Bad, revoked or expired key (OpenAI error format)."},
 			"404": {Description: "The upstream's own 404 (an unknown model, say), relayed."},
 			"405": {Description: "A method other than POST (OpenAI error format, `code: method_not_allowed`)."},
