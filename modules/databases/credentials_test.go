@@ -143,13 +143,7 @@ func TestCredentialRolesAreMarked(t *testing.T) {
 	ctx := context.Background()
 	for _, engine := range []string{"postgres", "mysql"} {
 		t.Run(engine, func(t *testing.T) {
-			u := a.Register(t)
-			it := create(t, a, u.Token, engine)
-			rv := revealPassword(t, a, u.Token, it.ID)
-			owner, err := connect(t, engine, it, rv.DatabaseUser, rv.Password)
-			require.NoError(t, err)
-			_, err = owner.Exec("CREATE TABLE keep (id int PRIMARY KEY)")
-			require.NoError(t, err)
+			it, rv, owner := ownedDatabase(t, a, engine, "CREATE TABLE keep (id int PRIMARY KEY)")
 			e := engines.Get(engine)
 			mine, other := databases.CredentialMarker(900001), databases.CredentialMarker(900002)
 			user := it.DatabaseName + "_mk"
@@ -157,7 +151,7 @@ func TestCredentialRolesAreMarked(t *testing.T) {
 			require.NoError(t, e.CreateUser(ctx, it.DatabaseName, it.DatabaseUser, user, "First-pw-123456", true, mine))
 			require.NoError(t, e.CreateUser(ctx, it.DatabaseName, it.DatabaseUser, user, "Second-pw-123456", true, mine),
 				"a retry of the same credential adopts its own role")
-			_, err = connect(t, engine, it, user, "Second-pw-123456")
+			_, err := connect(t, engine, it, user, "Second-pw-123456")
 			require.NoError(t, err)
 			assert.ErrorIs(t, e.CreateUser(ctx, it.DatabaseName, it.DatabaseUser, user, "Third-pw-123456", false, other), databases.ErrRoleTaken)
 			assert.ErrorIs(t, e.SetPassword(ctx, user, "Third-pw-123456", other), databases.ErrRoleTaken)
@@ -192,13 +186,7 @@ func TestCredentialOnReadOnlyDatabase(t *testing.T) {
 	ctx := context.Background()
 	for _, engine := range []string{"postgres", "mysql"} {
 		t.Run(engine, func(t *testing.T) {
-			u := a.Register(t)
-			it := create(t, a, u.Token, engine)
-			rv := revealPassword(t, a, u.Token, it.ID)
-			owner, err := connect(t, engine, it, rv.DatabaseUser, rv.Password)
-			require.NoError(t, err)
-			_, err = owner.Exec("CREATE TABLE keep (id int PRIMARY KEY)")
-			require.NoError(t, err)
+			it, rv, owner := ownedDatabase(t, a, engine, "CREATE TABLE keep (id int PRIMARY KEY)")
 			e := engines.Get(engine)
 			// A full-access credential made while the database is writable.
 			r := a.Post("/api/access-credentials", admin, map[string]any{"databaseInstanceId": it.ID})

@@ -147,6 +147,22 @@ func revealPassword(t *testing.T, a *apptest.App, token string, id int64) reveal
 	return rv
 }
 
+// ownedDatabase registers a user, creates them a database of engine, connects to it as its owner,
+// and runs the setup statements there.
+func ownedDatabase(t *testing.T, a *apptest.App, engine string, setup ...string) (item, reveal, *sql.DB) {
+	t.Helper()
+	u := a.Register(t)
+	it := create(t, a, u.Token, engine)
+	rv := revealPassword(t, a, u.Token, it.ID)
+	owner, err := connect(t, engine, it, rv.DatabaseUser, rv.Password)
+	require.NoError(t, err)
+	for _, stmt := range setup {
+		_, err = owner.Exec(stmt)
+		require.NoError(t, err, stmt)
+	}
+	return it, rv, owner
+}
+
 func TestRegistrationProvisionsATenantDatabase(t *testing.T) {
 	a := start(t, nil)
 	r := a.Post("/api/auth/register", "", map[string]any{"fullName": "New Tenant", "email": "tenant-" + testutil.RandomSuffix() + "@example.test",
@@ -447,15 +463,7 @@ func TestAccessCredentials(t *testing.T) {
 	admin := a.AdminToken(t)
 	for _, engine := range []string{"postgres", "mysql"} {
 		t.Run(engine, func(t *testing.T) {
-			u := a.Register(t)
-			it := create(t, a, u.Token, engine)
-			rv := revealPassword(t, a, u.Token, it.ID)
-			owner, err := connect(t, engine, it, rv.DatabaseUser, rv.Password)
-			require.NoError(t, err)
-			_, err = owner.Exec("CREATE TABLE t (id int PRIMARY KEY)")
-			require.NoError(t, err)
-			_, err = owner.Exec("INSERT INTO t VALUES (1)")
-			require.NoError(t, err)
+			it, _, _ := ownedDatabase(t, a, engine, "CREATE TABLE t (id int PRIMARY KEY)", "INSERT INTO t VALUES (1)")
 
 			r := a.Post("/api/access-credentials", admin, map[string]any{"databaseInstanceId": it.ID, "readOnly": true})
 			require.Equal(t, http.StatusCreated, r.Status, string(r.Raw))

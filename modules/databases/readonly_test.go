@@ -24,16 +24,8 @@ func TestPostgresReadOnlyCannotBeSwitchedOff(t *testing.T) {
 	a := start(t, nil, apptest.WithFx(fx.Populate(&engines)))
 	admin := a.AdminToken(t)
 	ctx := context.Background()
-	u := a.Register(t)
-	it := create(t, a, u.Token, "postgres")
-	rv := revealPassword(t, a, u.Token, it.ID)
-	owner, err := connect(t, "postgres", it, rv.DatabaseUser, rv.Password)
-	require.NoError(t, err)
-	for _, s := range []string{"CREATE SCHEMA app", "CREATE TABLE keep (id serial PRIMARY KEY, v int)",
-		"CREATE TABLE app.more (id int)", "INSERT INTO keep (v) VALUES (1), (2)"} {
-		_, err = owner.Exec(s)
-		require.NoError(t, err, s)
-	}
+	it, rv, owner := ownedDatabase(t, a, "postgres", "CREATE SCHEMA app", "CREATE TABLE keep (id serial PRIMARY KEY, v int)",
+		"CREATE TABLE app.more (id int)", "INSERT INTO keep (v) VALUES (1), (2)")
 	r := a.Post("/api/access-credentials", admin, map[string]any{"databaseInstanceId": it.ID})
 	require.Equal(t, http.StatusCreated, r.Status, string(r.Raw))
 	var cred struct {
