@@ -247,11 +247,7 @@ func TestRevokingAFailedRecordDeletesOursAtTheProvider(t *testing.T) {
 	r = a.Do(apptest.Request{Method: "DELETE", Path: fmt.Sprintf("/api/me/dns/%d", got.ID), Token: u.Token})
 	require.Equal(t, http.StatusBadGateway, r.Status, string(r.Raw))
 	assert.Contains(t, string(r.Raw), `"status":"Revoking"`)
-	_, err := a.DB.Exec("UPDATE dns_records SET next_attempt_at = now() WHERE id = ?", got.ID)
-	require.NoError(t, err)
-	a.Settle(5 * time.Second)
-	var status string
-	require.NoError(t, a.DB.QueryRow("SELECT status FROM dns_records WHERE id = ?", got.ID).Scan(&status))
+	status := retryNow(t, a, got.ID)
 	assert.Equal(t, "Revoked", status)
 	for _, x := range fake.Records() {
 		assert.NotEqual(t, l2+".cell.example.com", x.Name)
@@ -307,11 +303,7 @@ func TestTransientFailuresRetriedWithRetryAfter(t *testing.T) {
 	r.Decode(t, &got)
 	assert.Equal(t, "Pending", got.Status)
 	assert.Contains(t, got.ErrorMessage, "500")
-	_, err := a.DB.Exec("UPDATE dns_records SET next_attempt_at = now() WHERE id = ?", got.ID)
-	require.NoError(t, err)
-	a.Settle(5 * time.Second)
-	var status string
-	require.NoError(t, a.DB.QueryRow("SELECT status FROM dns_records WHERE id = ?", got.ID).Scan(&status))
+	status := retryNow(t, a, got.ID)
 	assert.Equal(t, "Active", status)
 
 	// A timeout (slow provider) is transient too.
@@ -352,10 +344,7 @@ func TestProviderRetryAfterHoldsTheFinisherBack(t *testing.T) {
 	assert.Equal(t, "Pending", status)
 
 	// Once the wait is over, the finisher creates it.
-	_, err := a.DB.Exec("UPDATE dns_records SET next_attempt_at = now() WHERE id = ?", got.ID)
-	require.NoError(t, err)
-	a.Settle(5 * time.Second)
-	require.NoError(t, a.DB.QueryRow("SELECT status FROM dns_records WHERE id = ?", got.ID).Scan(&status))
+	status = retryNow(t, a, got.ID)
 	assert.Equal(t, "Active", status)
 	assert.EqualValues(t, 1, fake.Creates())
 }
@@ -375,11 +364,7 @@ func TestRevokeFailureStaysRevokingForTheFinisher(t *testing.T) {
 	assert.NotEmpty(t, got.ErrorMessage)
 	assert.Contains(t, fake.Records(), got.ProviderRecordID)
 
-	_, err := a.DB.Exec("UPDATE dns_records SET next_attempt_at = now() WHERE id = ?", got.ID)
-	require.NoError(t, err)
-	a.Settle(5 * time.Second)
-	var status string
-	require.NoError(t, a.DB.QueryRow("SELECT status FROM dns_records WHERE id = ?", got.ID).Scan(&status))
+	status := retryNow(t, a, got.ID)
 	assert.Equal(t, "Revoked", status)
 	assert.NotContains(t, fake.Records(), got.ProviderRecordID)
 }
@@ -638,4 +623,15 @@ func TestSpentBudgetQueuesTheRecordForTheFinisher(t *testing.T) {
 	assert.Equal(t, "Pending", got.Status, "queued, not failed")
 	assert.Contains(t, got.ErrorMessage, "budget")
 	assert.EqualValues(t, 2, fake.Calls(), "nothing past the budget reached the provider")
+}
+
+// retryNow makes record id due, lets the finisher run, and returns the record's status.
+func retryNow(t *testing.T, a *apptest.App, id int64) string {
+	t.Helper()
+	_, err := a.DB.Exec("UPDATE dns_records SET next_attempt_at = now() WHERE id = ?", id)
+	require.NoError(t, err)
+	a.Settle(5 * time.Second)
+	var status string
+	require.NoError(t, a.DB.QueryRow("SELECT status FROM dns_records WHERE id = ?", id).Scan(&status))
+	return status
 }
