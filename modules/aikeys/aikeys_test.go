@@ -46,6 +46,9 @@ type upstream struct {
 	// A streamed answer of ticks extra chunks, tick apart (slow but steady).
 	ticks int
 	tick  time.Duration
+	// usageInLast puts the usage on the last content chunk (as some OpenAI-compatible servers
+	// do) instead of a usage-only chunk of its own.
+	usageInLast bool
 }
 
 type connRequests struct{}
@@ -87,7 +90,7 @@ func (u *upstream) serve(w http.ResponseWriter, r *http.Request) {
 	u.served++
 	u.bodies = append(u.bodies, body)
 	fail, huge, delay, release, finished := u.fail, u.huge, u.delay, u.release, u.finished
-	ticks, tick := u.ticks, u.tick
+	ticks, tick, usageInLast := u.ticks, u.tick, u.usageInLast
 	u.mu.Unlock()
 	if delay > 0 {
 		time.Sleep(delay)
@@ -142,9 +145,13 @@ func (u *upstream) serve(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	chunk(`{"id":"c","object":"chat.completion.chunk","model":"fake-model","choices":[{"index":0,"delta":{"content":"lo"}}]}`)
-	chunk(`{"id":"c","object":"chat.completion.chunk","model":"fake-model","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`)
 	opts, _ := body["stream_options"].(map[string]any)
-	if opts["include_usage"] == true {
+	if usageInLast && opts["include_usage"] == true {
+		chunk(`{"id":"c","object":"chat.completion.chunk","model":"fake-model","choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"usage":{"prompt_tokens":7,"completion_tokens":2,"total_tokens":9}}`)
+	} else {
+		chunk(`{"id":"c","object":"chat.completion.chunk","model":"fake-model","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`)
+	}
+	if !usageInLast && opts["include_usage"] == true {
 		chunk(`{"id":"c","object":"chat.completion.chunk","model":"fake-model","choices":[],"usage":{"prompt_tokens":7,"completion_tokens":2,"total_tokens":9}}`)
 	}
 	_, _ = fmt.Fprint(w, "data: [DONE]\n\n")

@@ -440,10 +440,14 @@ func (p *Passthrough) relayStream(c *fiber.Ctx, keyID int64, raw []byte, promptE
 						}
 						if cr.Usage != nil {
 							prompt, completion, metered = cr.Usage.PromptTokens, cr.Usage.CompletionTokens, true
-							if !wantUsage && len(cr.Choices) == 0 {
-								// The usage-only chunk we asked for, not the client: metered, not relayed.
-								skipBlank = true
-								continue
+							if !wantUsage {
+								if len(cr.Choices) == 0 {
+									// The usage-only chunk we asked for, not the client: metered, not relayed.
+									skipBlank = true
+									continue
+								}
+								// Usage on a content chunk (some servers do that): the chunk without it.
+								line = withoutUsage(line, data)
 							}
 						}
 					}
@@ -487,6 +491,21 @@ func (p *Passthrough) relayStream(c *fiber.Ctx, keyID int64, raw []byte, promptE
 		p.meter.Add(keyID, prompt, completion)
 	})
 	return nil
+}
+
+// withoutUsage returns the event line "data: <data>" with the chunk's usage member removed, or
+// line itself when data cannot be rewritten.
+func withoutUsage(line, data []byte) []byte {
+	var chunk map[string]json.RawMessage
+	if json.Unmarshal(data, &chunk) != nil {
+		return line
+	}
+	delete(chunk, "usage")
+	out, err := json.Marshal(chunk)
+	if err != nil {
+		return line
+	}
+	return append([]byte("data: "), out...)
 }
 
 // idleReader arms t for d around every read of r: a read that waits longer fires it (which cancels

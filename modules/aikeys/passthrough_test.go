@@ -80,6 +80,36 @@ func TestUsageChunkOnlyForClientsThatAsked(t *testing.T) {
 	}, 5*time.Second, 100*time.Millisecond, "every stream metered from the usage chunk")
 }
 
+// TestUsageOnAContentChunk: an upstream that puts the usage on its last content chunk (no chunk
+// of its own): a client that did not ask gets that chunk without the usage, one that asked gets
+// it whole, and both are metered from it.
+func TestUsageOnAContentChunk(t *testing.T) {
+	a, up := setup(t, nil)
+	up.mu.Lock()
+	up.usageInLast = true
+	up.mu.Unlock()
+	u := a.Register(t)
+	k := newKey(t, a, u.Token, nil)
+	res, body := chatRaw(t, a, k.Key, streamBody(nil))
+	require.Equal(t, http.StatusOK, res.StatusCode, body)
+	assert.NotContains(t, body, `"usage"`, "not relayed to a client that did not ask")
+	assert.Contains(t, body, `"finish_reason":"stop"`, "the chunk itself is relayed")
+	assert.Contains(t, body, "data: [DONE]")
+	for _, line := range strings.Split(body, "\n") {
+		if data, ok := strings.CutPrefix(line, "data: "); ok && data != "[DONE]" {
+			assert.True(t, json.Valid([]byte(data)), "every event is JSON: %q", data)
+		}
+	}
+	res, body = chatRaw(t, a, k.Key, streamBody(map[string]any{"stream_options": map[string]any{"include_usage": true}}))
+	require.Equal(t, http.StatusOK, res.StatusCode)
+	assert.Contains(t, body, `"finish_reason":"stop"}],"usage":{"prompt_tokens":7`, "relayed whole to a client that asked")
+	require.Eventually(t, func() bool {
+		var ks []keyView
+		a.Get("/api/me/ai-keys", u.Token).Decode(t, &ks)
+		return len(ks) == 1 && ks[0].Usage.Requests == 2 && ks[0].Usage.PromptTokens == 14 && ks[0].Usage.CompletionTokens == 4
+	}, 5*time.Second, 100*time.Millisecond, "both streams metered from the usage")
+}
+
 // TestUpstreamRateLimitAndBadMessages: generate relays the upstream's 429 with its Retry-After;
 // the pass-through refuses messages that are not a non-empty array, in OpenAI's format.
 func TestUpstreamRateLimitAndBadMessages(t *testing.T) {
