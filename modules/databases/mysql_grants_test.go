@@ -13,6 +13,7 @@ import (
 	"go.uber.org/fx"
 
 	"provisioner/modules/databases"
+	"provisioner/platform/config"
 	"provisioner/platform/testutil/apptest"
 )
 
@@ -40,7 +41,8 @@ func showGrants(t *testing.T, root *sql.DB, user string) string {
 // when the engine next touches the database.
 func TestMySQLGrantsCoverTheirSchemaOnly(t *testing.T) {
 	var engines *databases.Engines
-	a := start(t, nil, apptest.WithFx(fx.Populate(&engines)))
+	var cfg *config.Config
+	a := start(t, nil, apptest.WithFx(fx.Populate(&engines, &cfg)))
 	admin := a.AdminToken(t)
 	ctx := context.Background()
 	e := engines.Get("mysql")
@@ -113,18 +115,22 @@ func TestMySQLGrantsCoverTheirSchemaOnly(t *testing.T) {
 	assert.NoError(t, err, "writable again")
 
 	// Grants as the old code made them, on the unescaped pattern.
-	for _, c := range users {
-		_, err := root.Exec(fmt.Sprintf("REVOKE ALL PRIVILEGES ON `%s`.* FROM '%s'@'%%'", escaped, c.Username))
-		require.NoError(t, err)
+	oldGrants := func() {
+		t.Helper()
+		for _, c := range users {
+			_, err := root.Exec(fmt.Sprintf("REVOKE ALL PRIVILEGES ON `%s`.* FROM '%s'@'%%'", escaped, c.Username))
+			require.NoError(t, err)
+		}
+		for _, s := range []string{
+			fmt.Sprintf("GRANT ALL PRIVILEGES ON `%s`.* TO '%s'@'%%'", it.DatabaseName, rv.DatabaseUser),
+			fmt.Sprintf("GRANT ALL PRIVILEGES ON `%s`.* TO '%s'@'%%'", it.DatabaseName, full.Username),
+			fmt.Sprintf("GRANT SELECT, SHOW VIEW ON `%s`.* TO '%s'@'%%'", it.DatabaseName, ro.Username),
+		} {
+			_, err := root.Exec(s)
+			require.NoError(t, err, s)
+		}
 	}
-	for _, s := range []string{
-		fmt.Sprintf("GRANT ALL PRIVILEGES ON `%s`.* TO '%s'@'%%'", it.DatabaseName, rv.DatabaseUser),
-		fmt.Sprintf("GRANT ALL PRIVILEGES ON `%s`.* TO '%s'@'%%'", it.DatabaseName, full.Username),
-		fmt.Sprintf("GRANT SELECT, SHOW VIEW ON `%s`.* TO '%s'@'%%'", it.DatabaseName, ro.Username),
-	} {
-		_, err := root.Exec(s)
-		require.NoError(t, err, s)
-	}
+	oldGrants()
 	var v string
 	legacy, err := connect(t, "mysql", it, rv.DatabaseUser, rv.Password)
 	require.NoError(t, err)
@@ -149,4 +155,14 @@ func TestMySQLGrantsCoverTheirSchemaOnly(t *testing.T) {
 	assert.Error(t, err, "the read-only credential stays read-only")
 	var n int
 	assert.NoError(t, roConn.QueryRow("SELECT count(*) FROM keep").Scan(&n), "and reads")
+
+	// The old grants once more, found by the first usage refresh of a new process (its engines
+	// have not escaped anything yet), with no switch or new credential to move them.
+	oldGrants()
+	fresh, err := databases.NewEngines(cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = fresh.Close() })
+	_, err = fresh.Get("mysql").Usage(ctx, []string{it.DatabaseName})
+	require.NoError(t, err)
+	check("old grants, after the first usage refresh")
 }
