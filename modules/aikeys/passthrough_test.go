@@ -1,12 +1,9 @@
 package aikeys_test
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -14,6 +11,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"provisioner/platform/testutil"
 )
 
 // TestStreamTimeoutIsIdleTime: Ai:TimeoutSeconds bounds the wait between chunks, not the stream:
@@ -188,19 +187,10 @@ func TestPassthroughErrorsAreOpenAIFormat(t *testing.T) {
 	res, raw := send("GET", "/api/ai/v1/chat/completions", nil)
 	check(res, raw, http.StatusMethodNotAllowed, "method_not_allowed")
 	assert.Equal(t, "POST", res.Header.Get("Allow"))
-	// Over 1 MiB, announced on a raw connection: the server answers before reading the body, so
-	// an HTTP client may see its write reset.
-	conn, err := net.Dial("tcp", strings.TrimPrefix(a.URL, "http://"))
-	require.NoError(t, err)
-	defer conn.Close()
-	_, err = fmt.Fprintf(conn, "POST /api/ai/v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"+
-		"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n{\"messages\":[", k.Key, 2<<20)
-	require.NoError(t, err)
-	res, err = http.ReadResponse(bufio.NewReader(conn), nil)
-	require.NoError(t, err)
-	rawBytes, _ := io.ReadAll(res.Body)
-	res.Body.Close()
-	check(res, string(rawBytes), http.StatusRequestEntityTooLarge, "request_too_large")
+	// Over 1 MiB, the whole body sent before the answer is read, as the OpenAI SDKs do.
+	res, raw = testutil.Upload(t, a.URL, "POST", "/api/ai/v1/chat/completions",
+		map[string]string{"Authorization": "Bearer " + k.Key, "Content-Type": "application/json"}, 8<<20)
+	check(res, raw, http.StatusRequestEntityTooLarge, "request_too_large")
 	res, raw = send("POST", "/api/ai/v1/embeddings", []byte(`{}`))
 	check(res, raw, http.StatusNotFound, "unknown_url")
 	res, raw = send("POST", "/api/ai/v1/chat/completions", []byte(`[]`))
@@ -209,4 +199,8 @@ func TestPassthroughErrorsAreOpenAIFormat(t *testing.T) {
 	res, raw = send("GET", "/api/ai/generate", nil)
 	assert.Equal(t, http.StatusMethodNotAllowed, res.StatusCode)
 	assert.Contains(t, raw, `"success":false`, "the envelope elsewhere")
+	res, raw = testutil.Upload(t, a.URL, "POST", "/api/ai/generate",
+		map[string]string{"X-API-Key": k.Key, "Content-Type": "application/json"}, 8<<20)
+	assert.Equal(t, http.StatusRequestEntityTooLarge, res.StatusCode, raw)
+	assert.Contains(t, raw, `"success":false`)
 }

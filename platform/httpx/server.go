@@ -1,6 +1,6 @@
 // Package httpx is the HTTP platform: one Fiber app, one huma API generating the OpenAPI 3.1
 // document from the registered operations, the {success, message, data} envelope on every response,
-// request ids, access logs, metrics, CORS, client IPs and graceful shutdown.
+// request ids, access logs, metrics, CORS, client IPs, lingering close and graceful shutdown.
 package httpx
 
 import (
@@ -47,54 +47,8 @@ type Server struct {
 	once     sync.Once
 	patterns []routePattern
 	addr     net.Addr
-	ln       *trackingListener
-}
-
-// trackingListener remembers open connections, so Shutdown can close the ones a client opened
-// but never used (fasthttp's graceful shutdown waits for those until they time out).
-type trackingListener struct {
-	net.Listener
-	mu    sync.Mutex
-	conns map[net.Conn]struct{}
-}
-
-type trackedConn struct {
-	net.Conn
-	l    *trackingListener
-	once sync.Once
-}
-
-func (c *trackedConn) Close() error {
-	c.once.Do(func() {
-		c.l.mu.Lock()
-		delete(c.l.conns, c)
-		c.l.mu.Unlock()
-	})
-	return c.Conn.Close()
-}
-
-func (l *trackingListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err != nil {
-		return nil, err
-	}
-	tc := &trackedConn{Conn: c, l: l}
-	l.mu.Lock()
-	l.conns[tc] = struct{}{}
-	l.mu.Unlock()
-	return tc, nil
-}
-
-func (l *trackingListener) closeAll() {
-	l.mu.Lock()
-	conns := make([]net.Conn, 0, len(l.conns))
-	for c := range l.conns {
-		conns = append(conns, c)
-	}
-	l.mu.Unlock()
-	for _, c := range conns {
-		_ = c.Close()
-	}
+	ln       *serverListener
+	linger   lingerBounds
 }
 
 // Addr is the bound listener address once Listen returned.
@@ -114,7 +68,7 @@ func NewServer(o ServerOptions) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{log: o.Logger}
+	s := &Server{log: o.Logger, linger: defaultLinger}
 	app := fiber.New(fiber.Config{
 		AppName:               o.Title,
 		BodyLimit:             BodyLimit,
@@ -338,7 +292,7 @@ func (s *Server) Listen(addr string) error {
 		return fmt.Errorf("listen %s: %w", addr, err)
 	}
 	s.addr = ln.Addr()
-	s.ln = &trackingListener{Listener: ln, conns: map[net.Conn]struct{}{}}
+	s.ln = newServerListener(ln, s.linger)
 	go func() {
 		if err := s.App.Listener(s.ln); err != nil {
 			s.log.Error("http server stopped", "error", err.Error())
@@ -349,6 +303,7 @@ func (s *Server) Listen(addr string) error {
 
 // Shutdown stops accepting connections and waits for in-flight requests until ctx ends; then it
 // closes whatever connections are left (idle keep-alives, connections that never sent a request).
+// Connections still lingering after their last answer (see LingerTime) are closed when ctx ends.
 func (s *Server) Shutdown(ctx context.Context) error {
 	err := s.App.ShutdownWithContext(ctx)
 	if err != nil && s.ln != nil {
@@ -356,7 +311,10 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		cctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		_ = s.App.ShutdownWithContext(cctx)
-		return nil
+		err = nil
+	}
+	if s.ln != nil {
+		s.ln.stopLingering(ctx)
 	}
 	return err
 }

@@ -1,0 +1,8 @@
+package httpx
+
+import "time"
+
+// SetLinger shortens the lingering-close bounds of s (before Listen), so tests need not wait 30 s.
+func SetLinger(s *Server, total, idle time.Duration, maxBytes int64, maxConns int) {
+	s.linger = lingerBounds{time: total, timeout: idle, maxBytes: maxBytes, maxConns: maxConns}
+}

@@ -1,0 +1,200 @@
+package httpx
+
+import (
+	"context"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Lingering close (nginx's lingering_close): a connection the server closes while the client may
+// still be sending (a body over BodyLimit is answered 413 as soon as its Content-Length is read)
+// is not closed at once. Closing a socket with unread data makes Linux answer with a reset, and a
+// client still uploading (fetch, the OpenAI SDKs, Go's http.Client: none sends
+// Expect: 100-continue) then loses the answer already on its way. Instead the server sends FIN
+// after the answer, reads and discards what the client still sends within these bounds, then
+// closes.
+const (
+	// LingerTime is the longest a connection lingers.
+	LingerTime = 30 * time.Second
+	// LingerTimeout ends the lingering once the client has sent nothing for this long.
+	LingerTimeout = 5 * time.Second
+	// LingerMaxBytes is the most the server reads and discards from one lingering connection.
+	LingerMaxBytes = 64 << 20
+	// LingerMaxConns is the most connections lingering at once; past it, a connection is closed
+	// at once.
+	LingerMaxConns = 1024
+)
+
+type lingerBounds struct {
+	time, timeout time.Duration
+	maxBytes      int64
+	maxConns      int
+}
+
+var defaultLinger = lingerBounds{time: LingerTime, timeout: LingerTimeout, maxBytes: LingerMaxBytes, maxConns: LingerMaxConns}
+
+// serverListener tracks the open connections, so Shutdown can close the ones a client opened but
+// never used (fasthttp's graceful shutdown waits for those until they time out), and closes the
+// server's connections with a lingering close.
+type serverListener struct {
+	net.Listener
+	bounds lingerBounds
+
+	mu        sync.Mutex
+	open      map[*serverConn]struct{}
+	lingering map[*serverConn]struct{}
+	stopped   bool // no new lingering: Shutdown is closing the lingering ones
+	drains    sync.WaitGroup
+}
+
+func newServerListener(ln net.Listener, b lingerBounds) *serverListener {
+	return &serverListener{Listener: ln, bounds: b, open: map[*serverConn]struct{}{}, lingering: map[*serverConn]struct{}{}}
+}
+
+type serverConn struct {
+	net.Conn
+	l       *serverListener
+	reading atomic.Int32 // Reads in progress
+	eof     atomic.Bool  // the client closed its side: it sends nothing more
+	closed  atomic.Bool
+}
+
+func (l *serverListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	sc := &serverConn{Conn: c, l: l}
+	l.mu.Lock()
+	l.open[sc] = struct{}{}
+	l.mu.Unlock()
+	return sc, nil
+}
+
+func (c *serverConn) Read(p []byte) (int, error) {
+	c.reading.Add(1)
+	n, err := c.Conn.Read(p)
+	c.reading.Add(-1)
+	if err == io.EOF {
+		c.eof.Store(true)
+	}
+	return n, err
+}
+
+// Close lingers when the connection's own goroutine closes it (it answered and is done) and the
+// client has not closed its side. A Close while a Read is blocked comes from elsewhere (fasthttp
+// closing idle keep-alive connections on shutdown): nothing is in flight then, so it closes at once.
+func (c *serverConn) Close() error {
+	if !c.claim() {
+		return nil
+	}
+	cw, ok := c.Conn.(interface{ CloseWrite() error })
+	if !ok || c.reading.Load() > 0 || c.eof.Load() || !c.l.startLingering(c) {
+		return c.Conn.Close()
+	}
+	if err := cw.CloseWrite(); err != nil { // the client is gone already
+		c.l.doneLingering(c)
+		return c.Conn.Close()
+	}
+	go c.drain()
+	return nil
+}
+
+// claim marks c closed and forgets it; only the first caller gets true.
+func (c *serverConn) claim() bool {
+	if !c.closed.CompareAndSwap(false, true) {
+		return false
+	}
+	c.l.mu.Lock()
+	delete(c.l.open, c)
+	c.l.mu.Unlock()
+	return true
+}
+
+// startLingering counts c among the lingering connections, unless Shutdown is stopping them or
+// there are LingerMaxConns already.
+func (l *serverListener) startLingering(c *serverConn) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.stopped || len(l.lingering) >= l.bounds.maxConns {
+		return false
+	}
+	l.lingering[c] = struct{}{}
+	l.drains.Add(1)
+	return true
+}
+
+// drain reads and discards what the client still sends, within the bounds, then closes.
+func (c *serverConn) drain() {
+	defer c.l.doneLingering(c)
+	r := &deadlineReader{conn: c.Conn, end: time.Now().Add(c.l.bounds.time), idle: c.l.bounds.timeout}
+	_, _ = io.CopyN(io.Discard, r, c.l.bounds.maxBytes)
+	_ = c.Conn.Close()
+}
+
+func (l *serverListener) doneLingering(c *serverConn) {
+	l.mu.Lock()
+	delete(l.lingering, c)
+	l.mu.Unlock()
+	l.drains.Done()
+}
+
+// deadlineReader reads until end, and fails once a read waits longer than idle.
+type deadlineReader struct {
+	conn net.Conn
+	end  time.Time
+	idle time.Duration
+}
+
+func (r *deadlineReader) Read(p []byte) (int, error) {
+	d := time.Now().Add(r.idle)
+	if d.After(r.end) {
+		d = r.end
+	}
+	if err := r.conn.SetReadDeadline(d); err != nil {
+		return 0, err
+	}
+	return r.conn.Read(p)
+}
+
+// closeAll closes every open connection at once, without lingering (Shutdown past its deadline).
+func (l *serverListener) closeAll() {
+	l.mu.Lock()
+	conns := make([]*serverConn, 0, len(l.open))
+	for c := range l.open {
+		conns = append(conns, c)
+	}
+	l.mu.Unlock()
+	for _, c := range conns {
+		if c.claim() {
+			_ = c.Conn.Close()
+		}
+	}
+}
+
+// stopLingering lets the lingering connections finish until ctx ends, then closes the rest, and
+// returns once every drain has ended. Connections closed afterwards close at once.
+func (l *serverListener) stopLingering(ctx context.Context) {
+	l.mu.Lock()
+	l.stopped = true
+	l.mu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		l.drains.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return
+	case <-ctx.Done():
+	}
+	l.mu.Lock()
+	for c := range l.lingering {
+		_ = c.Conn.Close()
+	}
+	l.mu.Unlock()
+	<-done
+}
