@@ -193,6 +193,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 
 // accessLog writes one JSON line per request and records the metrics. The query string is not
 // logged: it may carry OAuth codes or states.
+//
+// Label values must not be c.Method() itself: it points into fasthttp's request buffer, which the
+// next request on the connection overwrites, while Prometheus keeps the string.
 func accessLog(log *slog.Logger, m *Metrics, errorHandler fiber.ErrorHandler) fiber.Handler {
 	return func(c *fiber.Ctx) error {
 		start := time.Now()
@@ -211,8 +214,9 @@ func accessLog(log *slog.Logger, m *Metrics, errorHandler fiber.ErrorHandler) fi
 		}
 		d := time.Since(start)
 		if m != nil {
-			m.requests.WithLabelValues(c.Method(), route, strconv.Itoa(status)).Inc()
-			m.latency.WithLabelValues(c.Method(), route).Observe(d.Seconds())
+			method := methodLabel(c.Method())
+			m.requests.WithLabelValues(method, route, strconv.Itoa(status)).Inc()
+			m.latency.WithLabelValues(method, route).Observe(d.Seconds())
 		}
 		if route == "/healthz" || route == "/readyz" || route == "/metrics" {
 			return nil
@@ -235,4 +239,27 @@ func accessLog(log *slog.Logger, m *Metrics, errorHandler fiber.ErrorHandler) fi
 		)
 		return nil
 	}
+}
+
+// methodLabel is the metrics label of a request method: a constant for the standard methods
+// (never a string backed by fasthttp's reused buffer), "other" for the rest, which also bounds
+// the label's values.
+func methodLabel(m string) string {
+	switch m {
+	case fiber.MethodGet:
+		return fiber.MethodGet
+	case fiber.MethodHead:
+		return fiber.MethodHead
+	case fiber.MethodPost:
+		return fiber.MethodPost
+	case fiber.MethodPut:
+		return fiber.MethodPut
+	case fiber.MethodPatch:
+		return fiber.MethodPatch
+	case fiber.MethodDelete:
+		return fiber.MethodDelete
+	case fiber.MethodOptions:
+		return fiber.MethodOptions
+	}
+	return "other"
 }

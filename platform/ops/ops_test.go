@@ -48,6 +48,35 @@ func TestHealthReadinessMetricsAndDocs(t *testing.T) {
 	}
 }
 
+// TestMetricsAfterMixedTraffic: requests of several methods on one keep-alive connection (fasthttp
+// reuses its buffers between them) leave /metrics answering 200 with each method's own label.
+func TestMetricsAfterMixedTraffic(t *testing.T) {
+	a := apptest.Start(t)
+	client := &http.Client{Transport: &http.Transport{MaxConnsPerHost: 1}}
+	for i := 0; i < 20; i++ {
+		for _, m := range []string{"GET", "DELETE", "POST", "PUT", "PATCH", "OPTIONS"} {
+			req, err := http.NewRequest(m, a.URL+"/api/me/ai-keys/1", nil)
+			require.NoError(t, err)
+			res, err := client.Do(req)
+			require.NoError(t, err)
+			_, _ = io.Copy(io.Discard, res.Body)
+			res.Body.Close()
+		}
+	}
+	res, err := client.Get(a.URL + "/metrics")
+	require.NoError(t, err)
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	require.Equal(t, http.StatusOK, res.StatusCode, string(body))
+	for _, line := range strings.Split(string(body), "\n") {
+		if m, ok := strings.CutPrefix(line, "http_requests_total{method=\""); ok {
+			m, _, _ = strings.Cut(m, "\"")
+			assert.Contains(t, []string{"GET", "HEAD", "DELETE", "POST", "PUT", "PATCH", "OPTIONS"}, m, line)
+		}
+	}
+	assert.Contains(t, string(body), `http_requests_total{method="DELETE",route="/api/me/ai-keys/:id",status="401"} 20`)
+}
+
 // With Redis unreachable the service starts, answers without 500s (limits fall back to the
 // in-process store), and /readyz tells the truth.
 func TestRedisDownReadinessAndNoServerErrors(t *testing.T) {
