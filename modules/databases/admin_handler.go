@@ -138,7 +138,7 @@ func (h *Handler) registerAdmin(api *httpx.API) {
 		})
 	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "createAccessCredential", Method: http.MethodPost,
 		Path: "/api/access-credentials", Tags: ctags, Summary: "Add a login role to a database", DefaultStatus: http.StatusCreated,
-		Description: "The password is in this answer only.",
+		Description: "The password is in this answer only. A create cut short (the service stopped before answering) leaves the credential Creating for a minute at most; the background finisher then drops its role and removes it, so create it again.",
 		Errors:      []int{http.StatusNotFound, http.StatusConflict, http.StatusBadGateway}},
 		func(ctx context.Context, in *credCreateInput) (*httpx.Response[CredentialView], error) {
 			v, err := h.creds.Create(ctx, in.Body.DatabaseInstanceID, in.Body.Username, in.Body.ReadOnly)
@@ -149,7 +149,7 @@ func (h *Handler) registerAdmin(api *httpx.API) {
 		})
 	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "rotateAccessCredential", Method: http.MethodPut,
 		Path: "/api/access-credentials/{id}", Tags: ctags, Summary: "Rotate an access credential's password",
-		Description: "`{rotatePassword: true}` sets a new password, in this answer only. 409 when the role on the engine was not made for this credential (it is left alone).",
+		Description: "`{rotatePassword: true}` sets a new password, in this answer only. 409 when the credential is not Active (Creating or Deleting), or when the role on the engine was not made for this credential (it is left alone).",
 		Errors:      []int{http.StatusNotFound, http.StatusConflict, http.StatusBadGateway}},
 		func(ctx context.Context, in *credUpdateInput) (*httpx.Response[CredentialView], error) {
 			if !in.Body.RotatePassword {
@@ -163,8 +163,9 @@ func (h *Handler) registerAdmin(api *httpx.API) {
 		})
 	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "deleteAccessCredential", Method: http.MethodDelete,
 		Path: "/api/access-credentials/{id}", Tags: ctags, Summary: "Remove an access credential",
-		Description: "Drops the credential's login role on the engine. What it created there (tables of a full-access credential) stays and belongs to the database's owner.",
-		Errors:      []int{http.StatusNotFound, http.StatusBadGateway}},
+		Description: "Drops the credential's login role on the engine. What it created there (tables of a full-access credential) stays and belongs to the database's owner. " +
+			"502 when the engine failed: the credential stays Deleting (in the answer's data; it can no longer be rotated) and the drop is retried in the background, or by deleting it again.",
+		Errors: []int{http.StatusNotFound, http.StatusBadGateway}},
 		func(ctx context.Context, in *idInput) (*httpx.Response[*struct{}], error) {
 			if err := h.creds.Delete(ctx, in.ID); err != nil {
 				return nil, err

@@ -12,18 +12,22 @@ import (
 	"provisioner/platform/audit"
 	"provisioner/platform/db"
 	"provisioner/platform/httpx"
+	"provisioner/platform/provision"
 	"provisioner/platform/secrets"
 )
 
 // Credentials manages access credentials: extra login roles on tenant databases. The row is
 // stored (Creating) before the engine is asked, and marked Active after; a failed engine call
-// removes the row again, so nothing half-written is listed.
+// drops the role and marks the row Deleted again, so nothing half-written is listed for long. A
+// delete is stored (Deleting) before the engine is asked. What a crash or a failed call leaves
+// in-between, the finisher finishes (CredentialProvisioner).
 type Credentials struct {
-	db      *bun.DB
-	svc     *Service
-	engines *Engines
-	sealer  *secrets.Sealer
-	audit   *audit.Recorder
+	db       *bun.DB
+	svc      *Service
+	engines  *Engines
+	sealer   *secrets.Sealer
+	audit    *audit.Recorder
+	finisher *provision.Finisher
 }
 
 func (c *Credentials) view(cr *Credential) CredentialView {
@@ -86,33 +90,69 @@ func (c *Credentials) Create(ctx context.Context, dbID int64, username string, r
 	if err != nil {
 		return nil, err
 	}
-	cr := &Credential{DatabaseInstanceID: inst.ID, Username: username, PasswordSealed: sealed, ReadOnly: readOnly, Status: "Creating"}
-	if _, err := c.db.NewInsert().Model(cr).Returning("*").Exec(ctx); err != nil {
+	cr := &Credential{DatabaseInstanceID: inst.ID, Username: username, PasswordSealed: sealed, ReadOnly: readOnly, Status: CredentialCreating}
+	if _, err := c.db.NewInsert().Model(cr).Value("next_attempt_at", "now() + make_interval(secs => ?)", credentialGrace.Seconds()).
+		Returning("*").Exec(ctx); err != nil {
 		if db.IsUniqueViolation(err) {
 			return nil, httpx.Conflict("This username is taken")
 		}
 		return nil, fmt.Errorf("store credential: %w", err)
 	}
-	ectx, cancel := context.WithTimeout(ctx, engineTimeout)
-	defer cancel()
-	marker := CredentialMarker(cr.ID)
-	if err := engine.CreateUser(ectx, inst.DatabaseName, inst.DatabaseUser, username, password, readOnly, marker); err != nil {
-		// DropUser removes only a role this credential made: never the one that took the name.
-		_ = engine.DropUser(context.WithoutCancel(ctx), inst.DatabaseName, username, marker)
-		_, _ = c.db.NewDelete().Model(cr).WherePK().Exec(context.WithoutCancel(ctx))
-		if errors.Is(err, ErrRoleTaken) {
-			return nil, httpx.Conflict("This username is taken on the database engine")
-		}
-		return nil, httpx.BadGateway("The database engine refused the credential", nil)
-	}
-	if _, err := c.db.NewUpdate().Model(cr).Set("status = 'Active'").Set("updated_at = now()").WherePK().Returning("*").Exec(ctx); err != nil {
-		return nil, fmt.Errorf("record credential: %w", err)
+	if err := c.make(ctx, inst, engine, cr, password); err != nil {
+		return nil, err
 	}
 	c.auditTry(ctx, "access_credential.created", inst, cr)
 	v := c.view(cr)
 	v.Password = password
 	v.ConnectionString = engine.ConnectionString(inst.DatabaseName, username, password)
 	return &v, nil
+}
+
+// make asks the engine for the role of the stored Creating row cr and marks it Active, holding
+// the row's lock meanwhile (the finisher skips locked rows). When the engine fails, the role is
+// dropped and the row marked Deleted at once, or Deleting for the finisher when the drop fails
+// too. The database writes outlive a client that hangs up.
+func (c *Credentials) make(ctx context.Context, inst *Instance, engine Engine, cr *Credential, password string) error {
+	dctx := context.WithoutCancel(ctx)
+	tx, err := c.db.BeginTx(dctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	if err := tx.NewSelect().Model(cr).WherePK().Where("status = ?", CredentialCreating).For("UPDATE").Scan(dctx); err != nil {
+		if errors.Is(err, sql.ErrNoRows) { // deleted before it was made: nothing is on the engine
+			return httpx.Conflict("The credential was deleted before it was made")
+		}
+		return fmt.Errorf("lock credential %d: %w", cr.ID, err)
+	}
+	ectx, cancel := context.WithTimeout(ctx, engineTimeout)
+	defer cancel()
+	if cerr := engine.CreateUser(ectx, inst.DatabaseName, inst.DatabaseUser, cr.Username, password, cr.ReadOnly, CredentialMarker(cr.ID)); cerr != nil {
+		// Undone at once: DropUser removes only a role this credential made, never the one that
+		// took the name. When the engine cannot say whether the role was made (a timeout, an
+		// outage), the credential is Deleting: the finisher drops it once the engine answers.
+		if derr := dropCredential(dctx, tx, c.engines, cr); derr != nil {
+			if _, err := tx.NewUpdate().Model(cr).Set("status = ?", CredentialDeleting).Set("next_attempt_at = now()").
+				Set("last_error = ?", derr.Error()).Set("updated_at = now()").WherePK().Exec(dctx); err != nil {
+				return fmt.Errorf("record credential %d undo: %w", cr.ID, err)
+			}
+		}
+		if err := tx.Commit(); err != nil {
+			return fmt.Errorf("commit credential %d undo: %w", cr.ID, err)
+		}
+		if errors.Is(cerr, ErrRoleTaken) {
+			return httpx.Conflict("This username is taken on the database engine")
+		}
+		return httpx.BadGateway("The database engine refused the credential", nil)
+	}
+	if _, err := tx.NewUpdate().Model(cr).Set("status = ?", CredentialActive).Set("last_error = ''").
+		Set("updated_at = now()").WherePK().Returning("*").Exec(dctx); err != nil {
+		return fmt.Errorf("record credential: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit credential %d: %w", cr.ID, err)
+	}
+	return nil
 }
 
 // reservedPrefixes and reservedNames are role and user names of the engines themselves and of
@@ -167,9 +207,13 @@ func (c *Credentials) usernameFree(ctx context.Context, engine Engine, username 
 	return nil
 }
 
+func credentialEvent(action string, inst *Instance, cr *Credential) audit.Event {
+	return audit.Event{Action: action, UserID: audit.Int64(inst.UserID), TargetType: "accessCredential",
+		TargetID: fmt.Sprint(cr.ID), Details: map[string]any{"databaseInstanceId": inst.ID, "username": cr.Username, "readOnly": cr.ReadOnly}}
+}
+
 func (c *Credentials) auditTry(ctx context.Context, action string, inst *Instance, cr *Credential) {
-	_ = c.audit.Record(ctx, audit.Event{Action: action, UserID: audit.Int64(inst.UserID), TargetType: "accessCredential",
-		TargetID: fmt.Sprint(cr.ID), Details: map[string]any{"databaseInstanceId": inst.ID, "username": cr.Username, "readOnly": cr.ReadOnly}})
+	_ = c.audit.Record(ctx, credentialEvent(action, inst, cr))
 }
 
 // Rotate sets a new password; it is in the answer only.
@@ -177,6 +221,9 @@ func (c *Credentials) Rotate(ctx context.Context, id int64) (*CredentialView, er
 	cr, err := c.Get(ctx, id)
 	if err != nil {
 		return nil, err
+	}
+	if cr.Status != CredentialActive {
+		return nil, httpx.Conflict(fmt.Sprintf("Access credential is %s; only an Active one can be rotated", cr.Status))
 	}
 	inst, err := c.svc.get(ctx, c.db, cr.DatabaseInstanceID, 0)
 	if err != nil {
@@ -209,27 +256,41 @@ func (c *Credentials) Rotate(ctx context.Context, id int64) (*CredentialView, er
 	return &v, nil
 }
 
-// Delete drops the role on the engine and the row.
+// Delete stores the intent (Deleting), then drops the role on the engine and marks the row
+// Deleted through the finisher's claim. When the engine fails the answer is 502 with the
+// credential as stored (Deleting): the finisher retries, and so does a second DELETE.
 func (c *Credentials) Delete(ctx context.Context, id int64) error {
-	cr, err := c.Get(ctx, id)
+	err := c.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		cr := new(Credential)
+		// Waits for a create in progress, which holds the row's lock until it is Active or undone.
+		if err := tx.NewSelect().Model(cr).Where("id = ?", id).Where("status <> ?", CredentialDeleted).For("UPDATE").Scan(ctx); err != nil {
+			if errors.Is(err, sql.ErrNoRows) {
+				return httpx.NotFound("Access credential not found")
+			}
+			return fmt.Errorf("lock credential %d: %w", id, err)
+		}
+		if cr.Status == CredentialDeleting {
+			return nil
+		}
+		inst := new(Instance)
+		if err := tx.NewSelect().Model(inst).Where("id = ?", cr.DatabaseInstanceID).Scan(ctx); err != nil {
+			return fmt.Errorf("load database of credential %d: %w", id, err)
+		}
+		if _, err := tx.NewUpdate().Model(cr).Set("status = ?", CredentialDeleting).Set("attempts = 0").
+			Set("next_attempt_at = now()").Set("updated_at = now()").WherePK().Exec(ctx); err != nil {
+			return fmt.Errorf("mark credential %d deleting: %w", id, err)
+		}
+		return c.audit.RecordTx(ctx, tx, credentialEvent("access_credential.deleted", inst, cr))
+	})
 	if err != nil {
 		return err
 	}
-	inst := new(Instance)
-	if err := c.db.NewSelect().Model(inst).Where("id = ?", cr.DatabaseInstanceID).Scan(ctx); err != nil {
-		return fmt.Errorf("load database of credential %d: %w", id, err)
-	}
-	if engine := c.engines.Get(inst.Engine); engine != nil && inst.Status != StatusDeleted {
-		ectx, cancel := context.WithTimeout(ctx, engineTimeout)
-		defer cancel()
-		// A role not made for this credential (ErrRoleTaken) is left alone; the row goes.
-		if err := engine.DropUser(ectx, inst.DatabaseName, cr.Username, CredentialMarker(cr.ID)); err != nil && !errors.Is(err, ErrRoleTaken) {
-			return httpx.BadGateway("The database engine refused to drop the credential", c.view(cr))
+	if driveErr := c.finisher.DriveNow(ctx, CredentialKind, id); driveErr != nil {
+		cr := new(Credential)
+		if err := c.db.NewSelect().Model(cr).Where("id = ?", id).Scan(context.WithoutCancel(ctx)); err != nil {
+			return fmt.Errorf("reload credential %d: %w", id, err)
 		}
+		return httpx.BadGateway("The database engine refused to drop the credential; it stays Deleting and is retried in the background", c.view(cr))
 	}
-	if _, err := c.db.NewUpdate().Model(cr).Set("status = 'Deleted'").Set("updated_at = now()").WherePK().Exec(ctx); err != nil {
-		return fmt.Errorf("delete credential %d: %w", id, err)
-	}
-	c.auditTry(ctx, "access_credential.deleted", inst, cr)
 	return nil
 }

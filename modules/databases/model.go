@@ -59,6 +59,17 @@ type Item struct {
 	UserID             int64      `json:"userId" doc:"The owner."`
 }
 
+// Statuses of an access credential. Creating and Deleting are in-between: the request that set
+// them does the engine work itself, and the finisher finishes what a crash or a failed call left.
+// A Creating row the finisher finds is undone (its role dropped), never completed: the client
+// never got the password, which is shown once.
+const (
+	CredentialCreating = "Creating"
+	CredentialActive   = "Active"
+	CredentialDeleting = "Deleting"
+	CredentialDeleted  = "Deleted"
+)
+
 // Credential is an extra login role on a tenant database.
 type Credential struct {
 	bun.BaseModel `bun:"table:access_credentials,alias:ac"`
@@ -69,6 +80,9 @@ type Credential struct {
 	PasswordSealed     string    `bun:"password_sealed,notnull"`
 	ReadOnly           bool      `bun:"read_only,notnull"`
 	Status             string    `bun:"status,notnull"`
+	Attempts           int       `bun:"attempts,notnull"`
+	NextAttemptAt      time.Time `bun:"next_attempt_at,notnull"`
+	LastError          string    `bun:"last_error,notnull"`
 	CreatedAt          time.Time `bun:"created_at,nullzero,notnull,default:current_timestamp"`
 	UpdatedAt          time.Time `bun:"updated_at,nullzero,notnull,default:current_timestamp"`
 }
@@ -80,7 +94,7 @@ type CredentialView struct {
 	DatabaseInstanceID int64     `json:"databaseInstanceId" example:"42"`
 	Username           string    `json:"username" example:"u7_k3x9q2ab_ro1"`
 	ReadOnly           bool      `json:"readOnly"`
-	Status             string    `json:"status" enum:"Creating,Active,Deleted"`
+	Status             string    `json:"status" enum:"Creating,Active,Deleting" doc:"Creating: its create is in progress (or was cut short: the background finisher then removes it). Deleting: its delete is in progress, or failed and is retried in the background; it cannot be rotated. A deleted credential is not listed and answers 404."`
 	CreatedAt          time.Time `json:"createdAt"`
 	UpdatedAt          time.Time `json:"updatedAt"`
 	Password           string    `json:"password,omitempty" doc:"Shown once, in the answers of create and rotate."`

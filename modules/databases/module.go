@@ -31,6 +31,8 @@ var Module = fx.Module("databases",
 		newEngines,
 		newProvisioner,
 		provision.AsProvisioner(func(p *Provisioner) *Provisioner { return p }),
+		func(e *Engines) *CredentialProvisioner { return &CredentialProvisioner{engines: e} },
+		provision.AsProvisioner(func(p *CredentialProvisioner) *CredentialProvisioner { return p }),
 		provision.AsUserReleaser(func(p *Provisioner) *Provisioner { return p }),
 		newService,
 		provision.AsNewUserHook(func(s *Service) *NewUserHook { return &NewUserHook{svc: s} }),
@@ -76,9 +78,10 @@ func startUsage(lc fx.Lifecycle, u *UsageRefresher, _ *db.Migrated) {
 	lc.Append(fx.Hook{OnStart: func(context.Context) error { u.Start(); return nil }, OnStop: u.Stop})
 }
 
-func newHandler(s *Service, d *bun.DB, e *Engines, sealer *secrets.Sealer, a *audit.Recorder, l *ratelimit.Limiter) *Handler {
+func newHandler(s *Service, d *bun.DB, e *Engines, sealer *secrets.Sealer, a *audit.Recorder, l *ratelimit.Limiter,
+	f *provision.Finisher) *Handler {
 	return &Handler{svc: s, engines: e, limiter: l,
-		creds: &Credentials{db: d, svc: s, engines: e, sealer: sealer, audit: a}}
+		creds: &Credentials{db: d, svc: s, engines: e, sealer: sealer, audit: a, finisher: f}}
 }
 
 // RegistrationTimeout bounds how long registration waits for the first database.
