@@ -284,6 +284,66 @@ func TestRevokingAFailedRecordWhoseLabelIsLiveAgainIs409(t *testing.T) {
 	assert.Equal(t, "Failed", status)
 }
 
+// TestDeletedUsersFailedRecordLeavesTheLiveRecordOfItsLabelAlone: a deleted user's Failed record
+// whose label another user's Active record holds now is Revoked at once (the label's live-row
+// index forbids a second Revoking row, and that record's own create found the name free): the
+// user deletion succeeds, and the other user's record stays at the provider and Active. When the
+// name is held at the provider by a record not carrying the Failed row's marker (and no live row),
+// the Failed row is revoked through the provider, which deletes nothing.
+func TestDeletedUsersFailedRecordLeavesTheLiveRecordOfItsLabelAlone(t *testing.T) {
+	a, fake := setup(t, nil)
+	admin := a.AdminToken(t)
+	u, v := a.Register(t), a.Register(t)
+
+	// u's create of l is refused (Failed, nothing at the provider); v then takes l.
+	l := label()
+	fake.Fail(cloudflaretest.Fault{Status: 400, Method: "POST"})
+	r := a.Post("/api/me/dns", u.Token, map[string]any{"label": l})
+	require.Equal(t, http.StatusBadGateway, r.Status, string(r.Raw))
+	var failed rec
+	r.Decode(t, &failed)
+	require.Equal(t, "Failed", failed.Status)
+	r = a.Post("/api/me/dns", v.Token, map[string]any{"label": l, "content": "198.51.100.20"})
+	require.Equal(t, http.StatusCreated, r.Status, string(r.Raw))
+	var live rec
+	r.Decode(t, &live)
+	require.Equal(t, "Active", live.Status)
+
+	// u's create of l2 finds the name held by a record not made for it (Failed, "already exists").
+	l2 := label()
+	other := fake.Put(l2+".cell", "192.0.2.77")
+	r = a.Post("/api/me/dns", u.Token, map[string]any{"label": l2})
+	require.Equal(t, http.StatusBadGateway, r.Status, string(r.Raw))
+	var failed2 rec
+	r.Decode(t, &failed2)
+	require.Equal(t, "Failed", failed2.Status)
+	atProvider := fake.Records()
+	require.Len(t, atProvider, 2)
+
+	r = a.Do(apptest.Request{Method: "DELETE", Path: fmt.Sprintf("/api/users/%d", u.ID), Token: admin})
+	require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
+	status := func(id int64) string {
+		var s string
+		require.NoError(t, a.DB.QueryRow("SELECT status FROM dns_records WHERE id = ?", id).Scan(&s))
+		return s
+	}
+	assert.Equal(t, "Revoked", status(failed.ID), "revoked at once, in the deleting transaction")
+	a.Settle(5 * time.Second)
+	assert.Equal(t, "Revoked", status(failed.ID))
+	assert.Equal(t, "Revoked", status(failed2.ID), "looked up at the provider, nothing of its own found")
+
+	assert.Equal(t, atProvider, fake.Records(), "v's record and the other record of l2 are untouched at the provider")
+	assert.Equal(t, l+".cell.example.com", fake.Records()[live.ProviderRecordID].Name)
+	assert.Contains(t, fake.Records(), other)
+	var mine []rec
+	a.Get("/api/me/dns", v.Token).Decode(t, &mine)
+	require.Len(t, mine, 1)
+	assert.Equal(t, live.ID, mine[0].ID)
+	assert.Equal(t, "Active", mine[0].Status)
+	assert.Equal(t, live.ProviderRecordID, mine[0].ProviderRecordID)
+	assert.Equal(t, http.StatusConflict, a.Post("/api/me/dns", v.Token, map[string]any{"label": l}).Status, "v still holds the label")
+}
+
 func TestTransientFailuresRetriedWithRetryAfter(t *testing.T) {
 	a, fake := setup(t, nil)
 	u := a.Register(t)

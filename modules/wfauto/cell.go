@@ -14,6 +14,8 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"provisioner/platform/provision"
 )
 
 // CellRequest is the body of POST {BaseUrl}/accounts.
@@ -35,7 +37,13 @@ type CellError struct {
 	Status int
 	Msg    string
 	Final  bool
+	// Wait is the cell's Retry-After (a 429, a 503), 0 when it sent none.
+	Wait time.Duration
 }
+
+// RetryAfter implements provision.RetryAfterer: the background finisher schedules the next
+// attempt no sooner than the cell asked.
+func (e *CellError) RetryAfter() time.Duration { return e.Wait }
 
 func (e *CellError) Error() string {
 	if e.Status > 0 {
@@ -58,18 +66,25 @@ func NewCell(base, key string, timeout time.Duration) *Cell {
 // Configured reports whether a cell address is set.
 func (c *Cell) Configured() bool { return c.base != "" }
 
-func (c *Cell) call(ctx context.Context, method, path, idemKey string, body any) (int, []byte, error) {
+// answer is the cell's reply to one call.
+type answer struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+func (c *Cell) call(ctx context.Context, method, path, idemKey string, body any) (answer, error) {
 	var r io.Reader
 	if body != nil {
 		raw, err := json.Marshal(body)
 		if err != nil {
-			return 0, nil, err
+			return answer{}, err
 		}
 		r = bytes.NewReader(raw)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, c.base+path, r)
 	if err != nil {
-		return 0, nil, &CellError{Msg: "bad cell address", Final: true}
+		return answer{}, &CellError{Msg: "bad cell address", Final: true}
 	}
 	req.Header.Set("Authorization", "Bearer "+c.key)
 	req.Header.Set("Accept", "application/json")
@@ -83,20 +98,22 @@ func (c *Cell) call(ctx context.Context, method, path, idemKey string, body any)
 	if err != nil {
 		var ue *url.Error
 		if errors.As(err, &ue) && ue.Timeout() {
-			return 0, nil, &CellError{Msg: "timed out"}
+			return answer{}, &CellError{Msg: "timed out"}
 		}
-		return 0, nil, &CellError{Msg: "unreachable"}
+		return answer{}, &CellError{Msg: "unreachable"}
 	}
 	defer res.Body.Close()
 	data, _ := io.ReadAll(io.LimitReader(res.Body, 1<<20))
-	return res.StatusCode, data, nil
+	return answer{status: res.StatusCode, header: res.Header, body: data}, nil
 }
 
 // statusError describes a failed answer by its status and, when the body is the documented
 // {"error","message"} JSON, the cell's words, sanitised: the configured API key and anything
 // token-like are redacted, control characters dropped, the text bounded. Any other body (an HTML
 // error page, a stack trace) is not kept at all. The message is stored, shown to users and logged.
-func (c *Cell) statusError(status int, data []byte) *CellError {
+// The cell's Retry-After (seconds or an HTTP-date) is kept for the finisher.
+func (c *Cell) statusError(a answer) *CellError {
+	status, data := a.status, a.body
 	msg := ""
 	var e struct {
 		Error   string `json:"error"`
@@ -111,7 +128,8 @@ func (c *Cell) statusError(status int, data []byte) *CellError {
 			msg = "unexpected answer"
 		}
 	}
-	return &CellError{Status: status, Msg: msg, Final: status >= 400 && status < 500 && status != http.StatusTooManyRequests && status != http.StatusRequestTimeout}
+	return &CellError{Status: status, Msg: msg, Final: status >= 400 && status < 500 && status != http.StatusTooManyRequests && status != http.StatusRequestTimeout,
+		Wait: provision.ParseRetryAfter(a.header.Get("Retry-After"), time.Now())}
 }
 
 var (
@@ -159,15 +177,16 @@ func sanitize(msg, key string) string {
 // Provision asks the cell for an account; the idempotency key makes a repeated call return the
 // same account rather than a second one.
 func (c *Cell) Provision(ctx context.Context, idemKey string, in CellRequest) (CellAccount, error) {
-	status, data, err := c.call(ctx, http.MethodPost, "/accounts", idemKey, in)
+	a, err := c.call(ctx, http.MethodPost, "/accounts", idemKey, in)
 	if err != nil {
 		return CellAccount{}, err
 	}
+	status := a.status
 	if status != http.StatusOK && status != http.StatusCreated {
-		return CellAccount{}, c.statusError(status, data)
+		return CellAccount{}, c.statusError(a)
 	}
 	var out CellAccount
-	if err := json.Unmarshal(data, &out); err != nil {
+	if err := json.Unmarshal(a.body, &out); err != nil {
 		return CellAccount{}, &CellError{Status: status, Msg: "malformed answer: not JSON", Final: true}
 	}
 	u, err := url.Parse(out.URL)
@@ -179,12 +198,12 @@ func (c *Cell) Provision(ctx context.Context, idemKey string, in CellRequest) (C
 
 // Deprovision deletes an account; one that is already gone (404) is not an error.
 func (c *Cell) Deprovision(ctx context.Context, accountID string) error {
-	status, data, err := c.call(ctx, http.MethodDelete, "/accounts/"+url.PathEscape(accountID), "", nil)
+	a, err := c.call(ctx, http.MethodDelete, "/accounts/"+url.PathEscape(accountID), "", nil)
 	if err != nil {
 		return err
 	}
-	if status == http.StatusNotFound || (status >= 200 && status < 300) {
+	if a.status == http.StatusNotFound || (a.status >= 200 && a.status < 300) {
 		return nil
 	}
-	return c.statusError(status, data)
+	return c.statusError(a)
 }

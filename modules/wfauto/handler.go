@@ -2,7 +2,10 @@ package wfauto
 
 import (
 	"context"
+	"fmt"
+	"math"
 	"net/http"
+	"time"
 
 	"github.com/danielgtaylor/huma/v2"
 
@@ -43,9 +46,18 @@ type wfAdminListInput struct {
 
 const provisionDoc = "The account is stored as Pending, then the cell receives `POST {WfautoProvisioning:BaseUrl}/accounts` " +
 	"with `Idempotency-Key: <account id>`. 201 with the Active account; 409 while one is Pending or Active; after Failed " +
-	"this tries again (same account, same Idempotency-Key); 502 when the cell failed, timed out or answered garbage — " +
-	"`data` is the account as stored (Failed with the error, or Pending when it will be retried in the background); " +
+	"this tries again (same account, same Idempotency-Key); 502 when the cell failed, timed out, was rate limiting " +
+	"(429) or answered garbage — `data` is the account as stored (Failed with the error, or Pending when it will be " +
+	"retried in the background; then `Retry-After` says when, never sooner than the cell's own `Retry-After`); " +
 	"503 when no cell is configured."
+
+// cellFailedResponse documents the 502 of the operations that call the cell.
+var cellFailedResponse = map[string]*huma.Response{
+	"502": {Description: "The cell failed, timed out, was rate limiting or answered garbage; `data` is the account as stored.",
+		Headers: map[string]*huma.Param{"Retry-After": {Description: "Only while the account is Pending or Deprovisioning: seconds " +
+			"until the background finisher tries the cell again (at least the cell's own `Retry-After`). Nothing needs to be " +
+			"sent again: read the account (`GET /api/me/wfauto`) after it.", Schema: &huma.Schema{Type: "integer"}}}},
+}
 
 // Register implements httpx.Routes.
 func (h *Handler) Register(api *httpx.API) {
@@ -61,7 +73,8 @@ func (h *Handler) Register(api *httpx.API) {
 		})
 	httpx.Register(api, httpx.Authenticated, huma.Operation{OperationID: "provisionMyWfautoAccount", Method: http.MethodPost,
 		Path: "/api/me/wfauto/provision", Tags: tags, Summary: "Provision my workflow-automation account", Description: provisionDoc,
-		DefaultStatus: http.StatusCreated, Errors: []int{http.StatusConflict, http.StatusBadGateway, http.StatusServiceUnavailable}},
+		DefaultStatus: http.StatusCreated, Errors: []int{http.StatusConflict, http.StatusBadGateway, http.StatusServiceUnavailable},
+		Responses: cellFailedResponse},
 		func(ctx context.Context, _ *wfProvisionInput) (*httpx.Response[View], error) {
 			return h.provisioned(ctx, authn.FromContext(ctx).UserID)
 		})
@@ -87,14 +100,15 @@ func (h *Handler) Register(api *httpx.API) {
 		})
 	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "provisionWfautoAccount", Method: http.MethodPost,
 		Path: "/api/wfauto/accounts", Tags: atags, Summary: "Provision an account for a user", Description: provisionDoc,
-		DefaultStatus: http.StatusCreated, Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusBadGateway, http.StatusServiceUnavailable}},
+		DefaultStatus: http.StatusCreated, Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusBadGateway, http.StatusServiceUnavailable},
+		Responses: cellFailedResponse},
 		func(ctx context.Context, in *wfAdminProvisionInput) (*httpx.Response[View], error) {
 			return h.provisioned(ctx, in.Body.UserID)
 		})
 	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "retryWfautoAccount", Method: http.MethodPost,
 		Path: "/api/wfauto/accounts/{id}/retry", Tags: atags, Summary: "Retry a failed or stuck account",
 		Description: "Failed → provisioned again (same Idempotency-Key); Pending or Deprovisioning → driven now. Other states: 409.",
-		Errors:      []int{http.StatusNotFound, http.StatusConflict, http.StatusBadGateway}},
+		Errors:      []int{http.StatusNotFound, http.StatusConflict, http.StatusBadGateway}, Responses: cellFailedResponse},
 		func(ctx context.Context, in *wfIDInput) (*httpx.Response[View], error) {
 			a, err := h.svc.Retry(ctx, in.ID)
 			if a == nil {
@@ -103,7 +117,7 @@ func (h *Handler) Register(api *httpx.API) {
 			if a.Status == StatusActive || a.Status == StatusDeprovisioned {
 				return httpx.OK("Account "+a.Status, view(a)), nil
 			}
-			return nil, httpx.BadGateway("The workflow-automation cell failed; the account is "+a.Status, view(a))
+			return nil, cellFailed(a)
 		})
 }
 
@@ -115,5 +129,18 @@ func (h *Handler) provisioned(ctx context.Context, userID int64) (*httpx.Respons
 	if a.Status == StatusActive {
 		return httpx.Created("Workflow-automation account provisioned", view(a)), nil
 	}
-	return nil, httpx.BadGateway("The workflow-automation cell failed; the account is "+a.Status, view(a))
+	return nil, cellFailed(a)
+}
+
+// cellFailed is the 502 of a call to the cell that did not succeed, with the account as stored.
+// An account the finisher will try again (Pending, Deprovisioning) carries Retry-After: the
+// seconds until that attempt, which honours the cell's own Retry-After. Sending the request again
+// is not needed (a second provision is a 409 while Pending).
+func cellFailed(a *Account) error {
+	e := httpx.BadGateway("The workflow-automation cell failed; the account is "+a.Status, view(a))
+	if a.Status == StatusPending || a.Status == StatusDeprovisioning {
+		wait := time.Until(a.NextAttemptAt)
+		e = e.WithHeader("Retry-After", fmt.Sprint(max(1, int64(math.Ceil(wait.Seconds())))))
+	}
+	return e
 }

@@ -134,4 +134,5 @@ var (
 	_ provision.Queue        = (*Provisioner)(nil)
 	_ provision.GiveUpper    = (*Provisioner)(nil)
 	_ provision.UserReleaser = (*Provisioner)(nil)
+	_ provision.RetryAfterer = (*CellError)(nil)
 )

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -25,7 +26,7 @@ func TestMain(m *testing.M) { testutil.Main(m) }
 const cellKey = "cell-secret-key"
 
 // cell is a fake provisioning cell: checks the key, is idempotent on Idempotency-Key, and can
-// fail, hang or answer garbage.
+// fail, hang, throttle or answer garbage.
 type cell struct {
 	*httptest.Server
 	mu       sync.Mutex
@@ -34,8 +35,14 @@ type cell struct {
 	keys     []string
 	bodies   []map[string]any
 	creates  int
-	mode     string // "", "500", "400", "garbage", "hang", "missing-url", "leak", "leak-html"
+	calls    int    // authorised requests
+	mode     string // "", "500", "400", "garbage", "hang", "missing-url", "leak", "leak-html", "throttle"
 	hang     time.Duration
+	// throttle is the status (429, 503) and Retry-After of mode "throttle".
+	throttle struct {
+		status     int
+		retryAfter string
+	}
 }
 
 // held reports whether the cell holds an account for Idempotency-Key key (made and not deleted).
@@ -70,9 +77,15 @@ func (c *cell) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.mu.Lock()
-	mode, hang := c.mode, c.hang
+	c.calls++
+	mode, hang, throttle := c.mode, c.hang, c.throttle
 	c.mu.Unlock()
 	switch mode {
+	case "throttle":
+		w.Header().Set("Retry-After", throttle.retryAfter)
+		w.WriteHeader(throttle.status)
+		_, _ = w.Write([]byte(`{"error":"rate_limited","message":"slow down"}`))
+		return
 	case "500":
 		w.WriteHeader(500)
 		_, _ = w.Write([]byte(`{"error":"internal","message":"database is down"}`))
@@ -387,4 +400,89 @@ func TestDeletingAUserDeprovisionsTheirFailedAccountAtTheCell(t *testing.T) {
 	c.mu.Lock()
 	assert.Equal(t, 1, c.creates, "no second account made")
 	c.mu.Unlock()
+}
+
+// TestCellRetryAfterHoldsTheFinisherBack: a cell answering 429 or 503 with Retry-After (seconds or
+// an HTTP-date) ends the attempt at once; the answer is 502 with the account Pending and a
+// Retry-After of the cell's wait, and the finisher does not call the cell again before it (its
+// own first backoff is ~1 s). Once the wait is over, the finisher provisions the account.
+func TestCellRetryAfterHoldsTheFinisherBack(t *testing.T) {
+	a, c := setup(t)
+	for _, tc := range []struct {
+		name       string
+		status     int
+		retryAfter func() string
+	}{
+		{"429 seconds", http.StatusTooManyRequests, func() string { return "120" }},
+		{"503 date", http.StatusServiceUnavailable, func() string { return time.Now().Add(121 * time.Second).UTC().Format(http.TimeFormat) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			u := a.Register(t)
+			c.mu.Lock()
+			c.mode = "throttle"
+			c.throttle.status, c.throttle.retryAfter = tc.status, tc.retryAfter()
+			c.mu.Unlock()
+			before := time.Now()
+			r := a.Post("/api/me/wfauto/provision", u.Token, nil)
+			require.Equal(t, http.StatusBadGateway, r.Status, string(r.Raw))
+			assert.Less(t, time.Since(before), 10*time.Second, "the request does not sit out the Retry-After")
+			var acc account
+			r.Decode(t, &acc)
+			assert.Equal(t, "Pending", acc.Status)
+			assert.Contains(t, acc.ErrorMessage, fmt.Sprint(tc.status))
+			wait, err := strconv.Atoi(r.Header.Get("Retry-After"))
+			require.NoError(t, err, "Retry-After: %q", r.Header.Get("Retry-After"))
+			assert.GreaterOrEqual(t, wait, 119, "the client is told when the background attempt is due")
+			assert.LessOrEqual(t, wait, 122)
+
+			var next time.Time
+			require.NoError(t, a.DB.QueryRow("SELECT next_attempt_at FROM wfauto_accounts WHERE id = ?", acc.ID).Scan(&next))
+			assert.False(t, next.Before(before.Add(119*time.Second)), "next attempt in %s, sooner than the cell's Retry-After", next.Sub(before))
+			c.mu.Lock()
+			calls := c.calls
+			c.mu.Unlock()
+			time.Sleep(1500 * time.Millisecond) // past the first plain backoff (~1 s)
+			a.Settle(2 * time.Second)
+			c.mu.Lock()
+			assert.Equal(t, calls, c.calls, "no call to the cell before its wait is over")
+			c.mode = ""
+			c.mu.Unlock()
+
+			// Once the wait is over, the finisher provisions it.
+			_, err = a.DB.Exec("UPDATE wfauto_accounts SET next_attempt_at = now() WHERE id = ?", acc.ID)
+			require.NoError(t, err)
+			a.Settle(5 * time.Second)
+			var list []account
+			a.Get("/api/me/wfauto", u.Token).Decode(t, &list)
+			require.Len(t, list, 1)
+			assert.Equal(t, "Active", list[0].Status)
+			assert.Empty(t, list[0].ErrorMessage)
+			assert.True(t, c.held(fmt.Sprint(acc.ID)))
+		})
+	}
+}
+
+// TestOpenAPIDocumentsTheRetryAfterOfA502: every operation that calls the cell documents the
+// Retry-After of its 502 (huma generates error responses without headers).
+func TestOpenAPIDocumentsTheRetryAfterOfA502(t *testing.T) {
+	a := apptest.Start(t)
+	var doc struct {
+		Paths map[string]map[string]struct {
+			Responses map[string]struct {
+				Description string                     `json:"description"`
+				Headers     map[string]json.RawMessage `json:"headers"`
+				Content     map[string]json.RawMessage `json:"content"`
+			} `json:"responses"`
+		} `json:"paths"`
+	}
+	r := a.Get("/api/openapi.json", "")
+	require.Equal(t, http.StatusOK, r.Status)
+	require.NoError(t, json.Unmarshal(r.Raw, &doc))
+	for _, path := range []string{"/api/me/wfauto/provision", "/api/wfauto/accounts", "/api/wfauto/accounts/{id}/retry"} {
+		res, ok := doc.Paths[path]["post"].Responses["502"]
+		require.True(t, ok, "POST %s documents 502", path)
+		assert.Contains(t, res.Headers, "Retry-After", "POST %s", path)
+		assert.Contains(t, res.Description, "rate limiting", "POST %s", path)
+		assert.Contains(t, res.Content, "application/json", "POST %s: the envelope is still documented", path)
+	}
 }

@@ -122,7 +122,48 @@ func Register[I, O any](a *API, access Access, op huma.Operation, h func(context
 		errs = append(errs, http.StatusBadRequest, http.StatusRequestEntityTooLarge)
 	}
 	op.Errors = uniqueInts(errs)
+	// huma replaces the response of every error status with a generic one: keep the description
+	// and headers (say a 502's Retry-After) the caller documented for it.
+	given := map[string]*huma.Response{}
+	for code, r := range op.Responses {
+		given[code] = r
+	}
 	huma.Register(a.API, op, h)
+	if doc := operationOf(a.OpenAPI(), op.Method, op.Path); doc != nil {
+		for code, r := range given {
+			got := doc.Responses[code]
+			if got == nil || got == r {
+				continue
+			}
+			if r.Description != "" {
+				got.Description = r.Description
+			}
+			if r.Headers != nil {
+				got.Headers = r.Headers
+			}
+		}
+	}
+}
+
+// operationOf returns the documented operation of method on path, or nil.
+func operationOf(doc *huma.OpenAPI, method, path string) *huma.Operation {
+	item := doc.Paths[path]
+	if item == nil {
+		return nil
+	}
+	switch method {
+	case http.MethodGet:
+		return item.Get
+	case http.MethodPost:
+		return item.Post
+	case http.MethodPut:
+		return item.Put
+	case http.MethodPatch:
+		return item.Patch
+	case http.MethodDelete:
+		return item.Delete
+	}
+	return nil
 }
 
 // AccessOf reports the access level an operation was registered with.

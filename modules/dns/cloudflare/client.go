@@ -12,9 +12,10 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"time"
+
+	"provisioner/platform/provision"
 )
 
 // Error codes the provider uses for DNS records.
@@ -195,13 +196,7 @@ func (c *Client) once(ctx context.Context, method, path string, body []byte, out
 			ae.Status = http.StatusBadGateway
 			ae.Errors = []Message{{Message: "malformed answer from the provider"}}
 		}
-		if s := res.Header.Get("Retry-After"); s != "" {
-			if n, err := strconv.Atoi(s); err == nil {
-				ae.Wait = time.Duration(min(n, 86400)) * time.Second // no overflow; the finisher caps it anyway
-			} else if t, err := http.ParseTime(s); err == nil {
-				ae.Wait = time.Until(t)
-			}
-		}
+		ae.Wait = provision.ParseRetryAfter(res.Header.Get("Retry-After"), time.Now())
 		return ae
 	}
 	if out != nil {
