@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
@@ -24,6 +25,8 @@ var (
 	unmarshalerType     = reflect.TypeFor[json.Unmarshaler]()
 	unmarshalerFromType = reflect.TypeFor[json.UnmarshalerFrom]()
 	textUnmarshalerType = reflect.TypeFor[encoding.TextUnmarshaler]()
+	// durationType has json/v2's own formats (format:sec takes 1.5); it is left to them.
+	durationType = reflect.TypeFor[time.Duration]()
 )
 
 // integerError is why a JSON number cannot go into an integer field; decodeError names the field.
@@ -33,8 +36,9 @@ func (e *integerError) Error() string { return e.message }
 
 var errNotWhole = &integerError{"must be an integer"}
 
-// wholeNumbers decodes a JSON number into an integer of any kind. Any other value, or a type with
-// its own unmarshaling method, is left to json/v2 (errors.ErrUnsupported, before reading anything).
+// wholeNumbers decodes a JSON number into an integer of any kind. Any other value, a type with its
+// own unmarshaling method, or a time.Duration is left to json/v2 (errors.ErrUnsupported, before
+// reading anything).
 func wholeNumbers(dec *jsontext.Decoder, v any) error {
 	rv := reflect.ValueOf(v).Elem()
 	signed := false
@@ -45,8 +49,8 @@ func wholeNumbers(dec *jsontext.Decoder, v any) error {
 	default:
 		return errors.ErrUnsupported
 	}
-	if pt := reflect.PointerTo(rv.Type()); pt.Implements(unmarshalerType) || pt.Implements(unmarshalerFromType) ||
-		pt.Implements(textUnmarshalerType) || dec.PeekKind() != '0' {
+	if pt := reflect.PointerTo(rv.Type()); rv.Type() == durationType || pt.Implements(unmarshalerType) ||
+		pt.Implements(unmarshalerFromType) || pt.Implements(textUnmarshalerType) || dec.PeekKind() != '0' {
 		return errors.ErrUnsupported
 	}
 	num, err := dec.ReadValue()
