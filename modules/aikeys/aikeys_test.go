@@ -315,6 +315,29 @@ func TestRotationWithAndWithoutGrace(t *testing.T) {
 	}, 5*time.Second, 100*time.Millisecond, "usage carries over across rotations")
 }
 
+// TestWholeNumbersForIntegerFields: maxTokens 100.0 and gracePeriodSeconds 60.0 are integers for
+// the schema (and for JavaScript clients, which may well send them so), but the decoder refused
+// them: 400 "cannot be a number".
+func TestWholeNumbersForIntegerFields(t *testing.T) {
+	a, up := setup(t, nil)
+	u := a.Register(t)
+	k := newKey(t, a, u.Token, nil)
+	r := a.Do(apptest.Request{Method: "POST", Path: "/api/ai/generate", Body: `{"prompt":"Say hello","maxTokens":100.0}`,
+		Header: map[string]string{"X-API-Key": k.Key}, SkipSync: true})
+	require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
+	up.mu.Lock()
+	assert.Equal(t, float64(100), up.bodies[len(up.bodies)-1]["max_tokens"], "relayed as the integer it is")
+	up.mu.Unlock()
+
+	r = a.Post(fmt.Sprintf("/api/me/ai-keys/%d/rotate", k.ID), u.Token, `{"gracePeriodSeconds":6e1}`)
+	require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
+	assert.Equal(t, http.StatusOK, generate(a, k.Key).Status, "the old key works during the grace period")
+
+	r = a.Post(fmt.Sprintf("/api/me/ai-keys/%d/rotate", k.ID), u.Token, `{"gracePeriodSeconds":6.5}`)
+	require.Equal(t, http.StatusBadRequest, r.Status, string(r.Raw))
+	assert.Equal(t, []string{"gracePeriodSeconds"}, r.Fields(), "a fraction is still refused, naming the field")
+}
+
 // TestRevocationReachesTheOtherReplica: replica two applies the change feed 150 ms late, yet once
 // replica one answered a rotation or a revocation, replica two refuses the old key.
 func TestRevocationReachesTheOtherReplica(t *testing.T) {

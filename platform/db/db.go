@@ -50,7 +50,7 @@ func Open(ctx context.Context, dsn string) (*bun.DB, error) {
 	if err := ensureDatabase(ctx, dsn); err != nil {
 		return nil, err
 	}
-	conn, err := Connector(dsn)
+	conn, err := connector(dsn, logWarnings)
 	if err != nil {
 		return nil, err
 	}
@@ -113,7 +113,19 @@ func ensureDatabase(ctx context.Context, dsn string) error {
 // Bun formats its statements itself and passes no arguments; arguments given directly ($1, …) are
 // sent apart from the SQL text (QueryExecModeExec: never interpolated on the client, one round
 // trip, no prepared statement left on the connection).
-func Connector(dsn string) (driver.Connector, error) {
+func Connector(dsn string) (driver.Connector, error) { return connector(dsn, nil) }
+
+// logWarnings writes what the control database reports at WARNING severity to the process log:
+// a data migration's RAISE WARNING (a row it left as it was, say) reaches the operator instead of
+// being dropped by the driver. Lesser notices ("… does not exist, skipping") are still dropped.
+func logWarnings(_ *pgconn.PgConn, n *pgconn.Notice) {
+	if n.Severity == "WARNING" {
+		slog.Default().Warn("control database: " + n.Message)
+	}
+}
+
+// connector is Connector with a handler for the server's notices (nil: dropped).
+func connector(dsn string, onNotice pgconn.NoticeHandler) (driver.Connector, error) {
 	if _, ok := parseDSN(dsn); !ok && strings.Contains(dsn, "://") {
 		// pgx would take part of it (the password, after an unencoded '/') for the database name
 		// and quote that in every connection error.
@@ -127,6 +139,7 @@ func Connector(dsn string) (driver.Connector, error) {
 		cfg.ConnectTimeout = 5 * time.Second
 	}
 	cfg.DefaultQueryExecMode = pgx.QueryExecModeExec
+	cfg.OnNotice = onNotice
 	cfg.AfterNetConnect = func(_ context.Context, _ *pgconn.Config, c net.Conn) (net.Conn, error) {
 		return &boundedConn{Conn: c, timeout: ioTimeout}, nil
 	}

@@ -1,7 +1,9 @@
 package db_test
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
 	neturl "net/url"
 	"strings"
 	"testing"
@@ -161,4 +163,21 @@ func TestTimestampsReadBackInUTC(t *testing.T) {
 	}
 	require.NoError(t, d.NewSelect().ColumnExpr("'2026-11-23 10:00:00+05:30'::timestamptz AS at").Scan(context.Background(), &row))
 	assert.Same(t, time.UTC, row.At.Location(), "through Bun too")
+}
+
+// TestWarningsOfTheControlDatabaseAreLogged: a data migration reports what it left alone with
+// RAISE WARNING; the driver dropped every notice, so the operator never saw it.
+func TestWarningsOfTheControlDatabaseAreLogged(t *testing.T) {
+	var logged bytes.Buffer
+	prev := slog.Default()
+	slog.SetDefault(slog.New(slog.NewTextHandler(&logged, nil)))
+	t.Cleanup(func() { slog.SetDefault(prev) })
+	ctx := context.Background()
+	bdb, err := db.Open(ctx, freshDatabase(t, "dbwarn"))
+	require.NoError(t, err)
+	defer bdb.Close()
+	_, err = bdb.ExecContext(ctx, `DO $$ BEGIN RAISE NOTICE 'table x does not exist, skipping'; RAISE WARNING 'users.id 7: left as it is'; END $$`)
+	require.NoError(t, err)
+	assert.Contains(t, logged.String(), `level=WARN msg="control database: users.id 7: left as it is"`)
+	assert.NotContains(t, logged.String(), "skipping", "lesser notices stay out of the log")
 }

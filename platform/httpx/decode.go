@@ -25,11 +25,13 @@ var requestJSON = huma.Format{
 	Unmarshal: decodeJSON,
 }
 
-// decodeOptions spell out what json/v2 already does by default, so no default can change it.
+// decodeOptions spell out what json/v2 already does by default, so no default can change it, and
+// decode whole numbers written with a fraction or an exponent into integer fields (wholeNumbers).
 var decodeOptions = json.JoinOptions(
 	json.MatchCaseInsensitiveNames(false),
 	jsontext.AllowDuplicateNames(false),
 	jsontext.AllowInvalidUTF8(false),
+	json.WithUnmarshalers(json.UnmarshalFromFunc(wholeNumbers)),
 )
 
 // errNUL is the message for a NUL character in a body.
@@ -77,7 +79,10 @@ func withoutFields(t reflect.Type) bool {
 func decodeError(err error) error {
 	var syn *jsontext.SyntacticError
 	var sem *json.SemanticError
+	var num *integerError
 	switch {
+	case errors.As(err, &num) && errors.As(err, &sem):
+		return fmt.Errorf("%s %s", memberAt(string(sem.JSONPointer)), num.message)
 	case errors.Is(err, jsontext.ErrDuplicateName) && errors.As(err, &syn):
 		return fmt.Errorf("duplicate member %s: a name may appear only once in an object", memberAt(string(syn.JSONPointer)))
 	case errors.As(err, &syn) && strings.Contains(syn.Err.Error(), "UTF-8"):
@@ -93,8 +98,13 @@ func decodeError(err error) error {
 			return fmt.Errorf("%s cannot be an array", where)
 		case 't', 'f':
 			return fmt.Errorf("%s cannot be a boolean", where)
-		case '"', '0':
-			return fmt.Errorf("%s cannot be a %s", where, sem.JSONKind)
+		case '0':
+			if errors.Is(err, strconv.ErrRange) { // beyond float64
+				return fmt.Errorf("%s is a number out of range", where)
+			}
+			return fmt.Errorf("%s cannot be a number", where)
+		case '"':
+			return fmt.Errorf("%s cannot be a string", where)
 		}
 		return fmt.Errorf("%s has a value of the wrong type", where)
 	}

@@ -29,7 +29,8 @@ func FuzzRequestDecoder(f *testing.F) {
 	}
 	routes{}.Register(s.API)
 	s.Finish()
-	for _, b := range []string{`{"name":"a","email":"a@b.co","count":1}`, `{`, `[]`, `{"count":"x"}`, "\x00", `{"name":null}`} {
+	for _, b := range []string{`{"name":"a","email":"a@b.co","count":1}`, `{`, `[]`, `{"count":"x"}`, "\x00", `{"name":null}`,
+		`{"name":"a","email":"a@b.co","count":2.0}`, `{"count":1e999999999999}`, `{"count":-1e-999999999999}`} {
 		f.Add([]byte(b))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {

@@ -1,0 +1,77 @@
+package httpx_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"testing"
+
+	"github.com/danielgtaylor/huma/v2"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"provisioner/platform/httpx"
+)
+
+type port uint16
+
+// numbers has integer fields of several kinds, none bounded by the schema, so that the decoder
+// alone checks their range.
+type numbers struct {
+	Int   int     `json:"int,omitempty"`
+	I8    int8    `json:"i8,omitempty"`
+	I64   int64   `json:"i64,omitempty"`
+	U     uint    `json:"u,omitempty"`
+	U64   uint64  `json:"u64,omitempty"`
+	Port  port    `json:"port,omitempty"`
+	Ptr   *int32  `json:"ptr,omitempty"`
+	List  []int16 `json:"list,omitempty"`
+	Ratio float64 `json:"ratio,omitempty"`
+}
+
+// registerNumbers adds POST /api/numbers, which answers the body as decoded.
+func registerNumbers(api *httpx.API) {
+	httpx.Register(api, httpx.Public, huma.Operation{OperationID: "echoNumbers", Method: http.MethodPost, Path: "/api/numbers"},
+		func(ctx context.Context, in *struct{ Body numbers }) (*httpx.Response[numbers], error) {
+			return httpx.OK("ok", in.Body), nil
+		})
+}
+
+// TestWholeNumbersDecodeIntoIntegers: JSON Schema (and the validation) counts 5.0 and 5e0 as
+// integers, but json/v2 refused them for an integer field ("cannot be a number").
+func TestWholeNumbersDecodeIntoIntegers(t *testing.T) {
+	base := newServer(t)
+	res, env, raw := call(t, "POST", base+"/api/numbers", `{"int":5.0,"i8":-1.28e2,"i64":9007199254740993.0,"u":1E+1,
+		"u64":1.8446744073709551615e19,"port":4.43e2,"ptr":7e0,"list":[1.0,2e0,-3.00,0.5e1,-0.0],"ratio":2.5}`, nil)
+	require.Equal(t, 200, res.StatusCode, raw)
+	var got numbers
+	require.NoError(t, json.Unmarshal(env.Data, &got))
+	seven := int32(7)
+	assert.Equal(t, numbers{Int: 5, I8: -128, I64: 9007199254740993, U: 10, U64: 18446744073709551615, Port: 443,
+		Ptr: &seven, List: []int16{1, 2, -3, 5, 0}, Ratio: 2.5}, got, "exact values, not rounded through a float")
+
+	for _, c := range []struct{ name, body, field, message string }{
+		{"a fraction", `{"int":5.5}`, "int", "expected integer"},
+		{"a fraction a float64 cannot hold", `{"int":1.0000000000000000001}`, "body", `"int" must be an integer`},
+		{"a fraction in a list", `{"list":[1,2,3e-1]}`, "list[2]", "expected integer"},
+		{"beyond int64", `{"i64":1e30}`, "body", `"i64" must be an integer from -9223372036854775808 to 9223372036854775807`},
+		{"beyond int8", `{"i8":1.28e2}`, "body", `"i8" must be an integer from -128 to 127`},
+		{"beyond int8 written plainly", `{"i8":-129}`, "body", `"i8" must be an integer from -128 to 127`},
+		{"beyond uint16 in a named type", `{"port":65536.0}`, "body", `"port" must be an integer from 0 to 65535`},
+		{"beyond int16 in a list", `{"list":[1,3.2768e4]}`, "body", `"list[1]" must be an integer from -32768 to 32767`},
+		{"beyond uint64", `{"u64":1.8446744073709551616e19}`, "body", `"u64" must be an integer from 0 to 18446744073709551615`},
+		{"a huge exponent", `{"int":1e999999999999}`, "body", `"int" is a number out of range`},
+		{"a tiny exponent", `{"int":1e-999999999999}`, "body", `"int" must be an integer`},
+		{"negative into uint", `{"u":-1}`, "u", "expected number >= 0"},
+		{"negative into uint, whole", `{"u":-1.0}`, "u", "expected number >= 0"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			res, env, raw := call(t, "POST", base+"/api/numbers", c.body, nil)
+			require.Equal(t, 400, res.StatusCode, raw)
+			assert.Equal(t, "Validation failed", env.Message)
+			require.Len(t, env.Errors, 1, raw)
+			assert.Equal(t, c.field, env.Errors[0].Field)
+			assert.Contains(t, env.Errors[0].Message, c.message)
+		})
+	}
+}
