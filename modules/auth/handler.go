@@ -146,6 +146,8 @@ func (h *Handler) Register(api *httpx.API) {
 	httpx.Register(api, httpx.Authenticated, huma.Operation{
 		OperationID: "getMe", Method: http.MethodGet, Path: "/api/me", Tags: tags,
 		Summary: "The authenticated user",
+		Description: "401 when the token is invalid or expired, or its account is gone: deleted (even while this request was in flight) " +
+			"or its password reset since the token was issued.",
 	}, func(ctx context.Context, _ *struct{}) (*httpx.Response[UserView], error) {
 		u, err := h.svc.Me(ctx, authn.FromContext(ctx).UserID)
 		if err != nil {

@@ -6,6 +6,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"crypto/subtle"
+	"database/sql"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -26,6 +27,7 @@ import (
 	"provisioner/platform/config"
 	"provisioner/platform/db"
 	"provisioner/platform/emailaddr"
+	"provisioner/platform/httpx"
 	"provisioner/platform/secrets"
 )
 
@@ -342,6 +344,10 @@ type identity struct {
 // SignInExternal signs in the account of a provider identity: the same identity → its user; else
 // a verified email equal to an existing account's → link it; else a new account (with a tenant
 // database, like any registration). An unverified email that matches an account never links.
+// The identity of a deleted account no longer binds: it is unlinked, and the provider account
+// signs up afresh (a new account with none of the deleted one's resources), as a deleted password
+// account's email may register again. A database failure is an error (temporarily_unavailable at
+// the callback), never taken for an unknown identity or a gone account.
 func (s *Service) SignInExternal(ctx context.Context, id Identity) (*AuthResult, error) {
 	display := providerDisplay(id.Provider)
 	var u *User
@@ -349,12 +355,18 @@ func (s *Service) SignInExternal(ctx context.Context, id Identity) (*AuthResult,
 	err := s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
 		existing := new(identity)
 		err := tx.NewSelect().Model(existing).Where("provider = ?", id.Provider).Where("provider_user_id = ?", id.ProviderUserID).Scan(ctx)
-		if err == nil {
-			u = new(User)
-			if err := tx.NewSelect().Model(u).Where("id = ?", existing.UserID).Where("deleted_at IS NULL").Scan(ctx); err != nil {
-				return &flowError{"account_disabled"}
+		switch {
+		case err == nil:
+			owner, err := s.liveUser(ctx, tx, existing.UserID)
+			if err != nil || owner != nil {
+				u = owner
+				return err
 			}
-			return nil
+			if err := s.unlinkDeleted(ctx, tx, existing); err != nil {
+				return err
+			}
+		case !errors.Is(err, sql.ErrNoRows):
+			return fmt.Errorf("find identity: %w", errors.Join(httpx.ErrUnavailable, err))
 		}
 		if strings.TrimSpace(id.Email) == "" {
 			return &flowError{"email_missing"}
@@ -409,6 +421,31 @@ func (s *Service) SignInExternal(ctx context.Context, id Identity) (*AuthResult,
 	}
 	res.User.Provider, res.User.ProviderUserID = display, id.ProviderUserID
 	return res, nil
+}
+
+// liveUser is the account with id, or nil when it is missing or deleted.
+func (s *Service) liveUser(ctx context.Context, db bun.IDB, id int64) (*User, error) {
+	u := new(User)
+	err := db.NewSelect().Model(u).Where("id = ?", id).Where("deleted_at IS NULL").Scan(ctx)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("find user %d: %w", id, errors.Join(httpx.ErrUnavailable, err))
+	}
+	return u, nil
+}
+
+// unlinkDeleted removes the identity of a deleted account, so that the provider account it names
+// is free to sign up again; the deleted account keeps everything else (its audit trail, its
+// resources being deprovisioned).
+func (s *Service) unlinkDeleted(ctx context.Context, tx bun.Tx, gone *identity) error {
+	if _, err := tx.NewDelete().Model(gone).WherePK().Exec(ctx); err != nil {
+		return fmt.Errorf("unlink identity of deleted user %d: %w", gone.UserID, err)
+	}
+	return s.audit.RecordTx(ctx, tx, audit.Event{Action: "user.identity.unlinked", UserID: audit.Int64(gone.UserID),
+		TargetType: "user", TargetID: fmt.Sprint(gone.UserID),
+		Details: map[string]any{"provider": providerDisplay(gone.Provider), "reason": "user deleted"}})
 }
 
 // providerDisplay is the provider's name as the API shows it ("GitHub", "Google").

@@ -76,7 +76,10 @@ func (h *Handler) registerOAuth(api *httpx.API) {
 			"(or to the allowed `returnUrl` given to the login route, with the same fragment). Failures go to the same place with " +
 			"`#error=<code>`: access_denied, invalid_state, missing_code, provider_error, email_missing, email_invalid " +
 			"(the provider's email is not a bare address such as ada@example.com), email_unverified " +
-			"(the provider's email matches an account but is not verified: never linked), account_disabled.",
+			"(the provider's email matches an account but is not verified: never linked), temporarily_unavailable " +
+			"(a dependency of the service, such as its database, is down: try again later), server_error (anything else unexpected). " +
+			"The provider identity of a deleted account no longer binds: signing in with it again creates a new account, " +
+			"with none of the deleted account's resources.",
 		DefaultStatus: http.StatusFound, Errors: []int{http.StatusNotFound}},
 		func(ctx context.Context, in *oauthCallbackInput) (*redirect, error) {
 			name := h.oauth.providerName(in.Provider)
@@ -96,8 +99,13 @@ func (h *Handler) registerOAuth(api *httpx.API) {
 			case errors.As(err, &fe):
 				out.Location = h.frontendURL(returnURL, url.Values{"error": {fe.Code}})
 			case err != nil:
-				h.svc.log.ErrorContext(ctx, "oauth sign-in failed", "provider", name, "error", err.Error())
-				out.Location = h.frontendURL(returnURL, url.Values{"error": {"server_error"}})
+				// RFC 6749 §4.1.2.1's codes: a dependency that is down is not a failed sign-in.
+				code := "server_error"
+				if httpx.FromError(err).Status == http.StatusServiceUnavailable {
+					code = "temporarily_unavailable"
+				}
+				h.svc.log.ErrorContext(ctx, "oauth sign-in failed", "provider", name, "code", code, "error", err.Error())
+				out.Location = h.frontendURL(returnURL, url.Values{"error": {code}})
 			default:
 				out.Location = h.frontendURL(returnURL, url.Values{"access_token": {res.AccessToken},
 					"expires_at": {res.ExpiresAt.UTC().Format(time.RFC3339)}, "provider": {res.Provider}})

@@ -1,6 +1,8 @@
 package auth_test
 
 import (
+	"context"
+	"fmt"
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
@@ -260,4 +262,77 @@ func TestOAuthUnconfiguredProviderIs404(t *testing.T) {
 	a := apptest.Start(t)
 	assert.Equal(t, http.StatusNotFound, a.Get("/api/auth/login/github", "").Status)
 	assert.Equal(t, http.StatusNotFound, a.Get("/api/auth/callback/google?code=x&state=y", "").Status)
+}
+
+// An admin deletes an account made by signing in with GitHub: the same GitHub account signs up
+// afresh (as a deleted password account's email may register again), with a new id and none of
+// the deleted account's resources, and it is that new account from then on.
+func TestOAuthDeletedUserSignsUpAfresh(t *testing.T) {
+	a, p := startOAuth(t)
+	admin := a.AdminToken(t)
+	email := "gone-" + testutil.RandomSuffix() + "@example.test"
+	p.github.SetUser(oauthtest.User{ID: "5150" + testutil.RandomSuffix()[:4], Login: "gone", Name: "Gone Soon", Email: email, EmailVerified: true})
+
+	first := fragment(signIn(t, a, browser(t, p), "github", ""))
+	require.NotEmpty(t, first.Get("access_token"))
+	var old struct{ ID int64 }
+	a.Get("/api/me", first.Get("access_token")).Decode(t, &old)
+	r := a.Post("/api/me/ai-keys", first.Get("access_token"), map[string]any{"name": "of the deleted account"})
+	require.Equal(t, http.StatusCreated, r.Status, string(r.Raw))
+	r = a.Do(apptest.Request{Method: http.MethodDelete, Path: fmt.Sprintf("/api/users/%d", old.ID), Token: admin})
+	require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
+
+	again := fragment(signIn(t, a, browser(t, p), "github", ""))
+	require.Empty(t, again.Get("error"), "the deleted account's identity no longer binds")
+	require.NotEmpty(t, again.Get("access_token"))
+	r = a.Get("/api/me", again.Get("access_token"))
+	require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
+	var fresh struct {
+		ID             int64
+		Email          string
+		Provider       string
+		ProviderUserID string
+	}
+	r.Decode(t, &fresh)
+	assert.NotEqual(t, old.ID, fresh.ID, "a new account, not the deleted one revived")
+	assert.Equal(t, email, fresh.Email)
+	assert.Equal(t, "GitHub", fresh.Provider)
+	keys := a.Get("/api/me/ai-keys", again.Get("access_token"))
+	require.Equal(t, http.StatusOK, keys.Status)
+	assert.JSONEq(t, `[]`, string(keys.Env.Data), "a clean slate: nothing of the deleted account")
+	assert.Equal(t, http.StatusUnauthorized, a.Get("/api/me", first.Get("access_token")).Status, "the deleted account stays deleted")
+
+	// From now on the GitHub account is the new one.
+	third := fragment(signIn(t, a, browser(t, p), "github", ""))
+	var same struct{ ID int64 }
+	a.Get("/api/me", third.Get("access_token")).Decode(t, &same)
+	assert.Equal(t, fresh.ID, same.ID)
+	var unlinked, registered int
+	require.NoError(t, a.DB.QueryRow("SELECT count(*) FROM audit_events WHERE action = 'user.identity.unlinked' AND target_id = ?", fmt.Sprint(old.ID)).Scan(&unlinked))
+	assert.Equal(t, 1, unlinked, "the unlinking of the deleted account's identity is audited")
+	require.NoError(t, a.DB.QueryRow("SELECT count(*) FROM audit_events WHERE action = 'user.registered' AND user_id = ?", fresh.ID).Scan(&registered))
+	assert.Equal(t, 1, registered)
+}
+
+// A database failure while finding the account of a known identity is not a disabled account:
+// the frontend is told the service is temporarily unavailable (RFC 6749's code), not
+// account_disabled, and the same sign-in works once the database answers.
+func TestOAuthDatabaseFailureIsTemporarilyUnavailable(t *testing.T) {
+	a, p := startOAuth(t)
+	p.github.SetUser(oauthtest.User{ID: "6160" + testutil.RandomSuffix()[:4], Login: "db", Email: "db-" + testutil.RandomSuffix() + "@example.test", EmailVerified: true})
+	first := fragment(signIn(t, a, browser(t, p), "github", ""))
+	require.NotEmpty(t, first.Get("access_token"))
+
+	// Another session holds the users table: the account lookup gets no answer and fails once the
+	// database I/O bound (5 s) passes, the way a hung database fails it.
+	tx, err := a.DB.BeginTx(context.Background(), nil)
+	require.NoError(t, err)
+	_, err = tx.Exec("LOCK TABLE users IN ACCESS EXCLUSIVE MODE")
+	require.NoError(t, err)
+	end := signIn(t, a, browser(t, p), "github", "")
+	require.NoError(t, tx.Rollback())
+	assert.Equal(t, "temporarily_unavailable", fragment(end).Get("error"), end.String())
+
+	again := fragment(signIn(t, a, browser(t, p), "github", ""))
+	assert.NotEmpty(t, again.Get("access_token"), "signs in once the database answers")
 }

@@ -236,12 +236,13 @@ func (s *Service) ResetPassword(ctx context.Context, token, newPassword string) 
 	})
 }
 
-// Me returns the principal's account.
+// Me returns the principal's account. One deleted while the request was in flight is the 401 of
+// a token whose subject is gone (authn.UserGone).
 func (s *Service) Me(ctx context.Context, id int64) (*UserView, error) {
 	u := new(User)
 	err := s.db.NewSelect().Model(u).Where("id = ?", id).Where("deleted_at IS NULL").Scan(ctx)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, httpx.NotFound("User not found")
+		return nil, authn.UserGone(ctx, id)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("load user: %w", err)

@@ -174,6 +174,21 @@ type principalRow struct {
 // errNoUser means the token's user is missing or deleted (never cached).
 var errNoUser = errors.New("no live user")
 
+// invalidToken is the guard's 401 for a token it does not accept.
+func invalidToken() *httpx.Error { return httpx.Unauthorized("Invalid or expired token") }
+
+// UserGone is the error for an account found missing or deleted while a request is served (a
+// lookup of the user's row by id). When it is the request's own principal, the account was
+// deleted after the guard let the request in (its cached principal had not heard of the deletion
+// yet): the token's subject no longer exists, so the answer is the guard's own 401, never a 404
+// about the caller. Anyone else's account (an admin naming a user) is a 404 "User not found".
+func UserGone(ctx context.Context, userID int64) error {
+	if p := FromContext(ctx); p != nil && p.UserID == userID {
+		return invalidToken()
+	}
+	return httpx.NotFound("User not found")
+}
+
 // NewGuard builds the guard. gofiber/contrib/jwt extracts and verifies the token with the
 // algorithm pinned to HS256; the claims it does not check (exp required, iss, aud) are checked
 // with golang-jwt's validator right after. Users are cached through bus (nil: read every time).
@@ -191,7 +206,7 @@ func NewGuard(tokens *Tokens, db bun.IDB, bus *coherent.Bus) *Guard {
 			if errors.Is(err, jwtware.ErrJWTMissingOrMalformed) {
 				return httpx.Unauthorized("Missing or malformed bearer token")
 			}
-			return httpx.Unauthorized("Invalid or expired token")
+			return invalidToken()
 		},
 	})
 	return g
@@ -230,19 +245,19 @@ func (g *Guard) Authenticate(c *fiber.Ctx) (*Principal, error) {
 	}
 	tok, _ := c.Locals(tokenLocal).(*jwt.Token)
 	if tok == nil {
-		return nil, httpx.Unauthorized("Invalid or expired token")
+		return nil, invalidToken()
 	}
 	claims, ok := tok.Claims.(*Claims)
 	if !ok || g.tokens.validator.Validate(claims) != nil {
-		return nil, httpx.Unauthorized("Invalid or expired token")
+		return nil, invalidToken()
 	}
 	id, err := strconv.ParseInt(claims.Subject, 10, 64)
 	if err != nil || id <= 0 {
-		return nil, httpx.Unauthorized("Invalid or expired token")
+		return nil, invalidToken()
 	}
 	row, err := g.users.Get(c.UserContext(), id, func(ctx context.Context) (principalRow, error) { return g.load(ctx, id) })
 	if errors.Is(err, errNoUser) || (err == nil && row.Stamp != claims.Ver) {
-		return nil, httpx.Unauthorized("Invalid or expired token")
+		return nil, invalidToken()
 	}
 	if err != nil {
 		return nil, err

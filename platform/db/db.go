@@ -25,11 +25,9 @@ import (
 	"github.com/uptrace/bun/migrate"
 	"go.uber.org/fx"
 
+	"provisioner/platform/authn"
 	"provisioner/platform/httpx"
 )
-
-// ErrUserNotFound is returned by LockLiveUser; it answers 404.
-var ErrUserNotFound = httpx.NotFound("User not found")
 
 // Migrations is one module's embedded SQL migrations: files named
 // <YYYYMMDDHHMMSS>_<name>.up.sql and .down.sql (".tx.up.sql" to run in a transaction). Names are
@@ -401,13 +399,14 @@ func NewMigrated(lc fx.Lifecycle, m *Migrator, log *slog.Logger) *Migrated {
 func IsUniqueViolation(err error) bool { return IsCode(err, "23505") }
 
 // LockLiveUser locks the users row of a live (not deleted) account within tx, serialising the
-// owner's concurrent creates so per-user quotas cannot be overrun. It returns ErrUserNotFound for a
-// missing or deleted account.
+// owner's concurrent creates so per-user quotas cannot be overrun. A missing or deleted account is
+// authn.UserGone: 401 when it is the request's own principal (deleted while the request was in
+// flight), 404 "User not found" when an admin named it.
 func LockLiveUser(ctx context.Context, tx bun.Tx, userID int64) error {
 	var live bool
 	err := tx.NewSelect().Table("users").ColumnExpr("deleted_at IS NULL").Where("id = ?", userID).For("UPDATE").Scan(ctx, &live)
 	if errors.Is(err, sql.ErrNoRows) || (err == nil && !live) {
-		return ErrUserNotFound
+		return authn.UserGone(ctx, userID)
 	}
 	if err != nil {
 		return fmt.Errorf("lock user %d: %w", userID, err)
