@@ -396,7 +396,8 @@ func (p *Passthrough) relayStream(c *fiber.Ctx, keyID int64, raw []byte, promptE
 		defer cancel()
 		defer idle.Stop()
 		defer res.Body.Close()
-		data, err := io.ReadAll(io.LimitReader(res.Body, maxAnswer+1))
+		// The timeout bounds each wait here too, not the whole read of a large error body.
+		data, err := io.ReadAll(io.LimitReader(&idleReader{r: res.Body, t: idle, d: timeout}, maxAnswer+1))
 		if err != nil {
 			return openAIError(c, http.StatusBadGateway, "server_error", "upstream_cut", "", "The AI upstream's answer was cut")
 		}
