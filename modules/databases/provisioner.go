@@ -131,16 +131,21 @@ var (
 	_ provision.UserReleaser = (*Provisioner)(nil)
 )
 
-// Suspend refuses the role's logins and ends its sessions, then marks the row Paused.
+// Suspend refuses the logins of the database's role and of every credential role of the
+// database, ends their sessions, then marks the row Paused.
 func (p *Provisioner) Suspend(ctx context.Context, req provision.SuspendRequest) error {
 	return p.setLogin(ctx, req.Tx, req.ResourceID, false)
 }
 
-// Resume allows the role's logins again and marks the row Active.
+// Resume allows the logins of the database's role and of its Active credentials again and marks
+// the row Active.
 func (p *Provisioner) Resume(ctx context.Context, req provision.ResumeRequest) error {
 	return p.setLogin(ctx, req.Tx, req.ResourceID, true)
 }
 
+// setLogin switches the logins of the owner role and of the credential roles. Refusing covers
+// every credential not yet Deleted (a Creating or Deleting one too); allowing covers the Active
+// ones only. Only roles carrying their credential's mark are touched. Every step is repeatable.
 func (p *Provisioner) setLogin(ctx context.Context, tx bun.IDB, id int64, enabled bool) error {
 	inst, engine, err := p.load(ctx, tx, id)
 	if err != nil {
@@ -151,12 +156,36 @@ func (p *Provisioner) setLogin(ctx context.Context, tx bun.IDB, id int64, enable
 	if err := engine.SetLogin(ectx, inst.DatabaseName, inst.DatabaseUser, enabled); err != nil {
 		return fmt.Errorf("set login on %s: %w", engine.ID(), err)
 	}
+	if err := setCredentialsLogin(ectx, tx, engine, inst.ID, enabled); err != nil {
+		return err
+	}
 	status := StatusPaused
 	if enabled {
 		status = StatusActive
 	}
 	_, err = tx.NewUpdate().Model(inst).Set("status = ?", status).Set("updated_at = now()").WherePK().Exec(ctx)
 	return err
+}
+
+// setCredentialsLogin allows (Active credentials) or refuses (every credential not Deleted) the
+// logins of the credential roles of database id.
+func setCredentialsLogin(ctx context.Context, tx bun.IDB, engine Engine, id int64, enabled bool) error {
+	var creds []Credential
+	q := tx.NewSelect().Model(&creds).Where("database_instance_id = ?", id)
+	if enabled {
+		q = q.Where("status = ?", CredentialActive)
+	} else {
+		q = q.Where("status <> ?", CredentialDeleted)
+	}
+	if err := q.OrderExpr("id").Scan(ctx); err != nil {
+		return fmt.Errorf("list credentials of database %d: %w", id, err)
+	}
+	for _, c := range creds {
+		if err := engine.SetUserLogin(ctx, c.Username, CredentialMarker(c.ID), enabled); err != nil && !errors.Is(err, ErrRoleTaken) {
+			return fmt.Errorf("set login of credential %d on %s: %w", c.ID, engine.ID(), err)
+		}
+	}
+	return nil
 }
 
 var _ provision.Suspender = (*Provisioner)(nil)

@@ -204,19 +204,36 @@ func (s *Service) SetPaused(ctx context.Context, id, userID int64, pause bool) (
 	return out, err
 }
 
+// lock locks an instance row for a change by this request. It does not wait: a row another
+// request or the finisher holds (while it asks the engine, which may take long) answers 409 at
+// once, instead of a request that waits until its own deadline.
 func (s *Service) lock(ctx context.Context, tx bun.Tx, id, userID int64) (*Instance, error) {
 	inst := new(Instance)
-	q := tx.NewSelect().Model(inst).Where("id = ?", id).Where("status <> ?", StatusDeleted).For("UPDATE")
+	q := tx.NewSelect().Model(inst).Where("id = ?", id).Where("status <> ?", StatusDeleted).For("UPDATE NOWAIT")
 	if userID != 0 {
 		q = q.Where("user_id = ?", userID)
 	}
 	if err := q.Scan(ctx); err != nil {
-		if errors.Is(err, sql.ErrNoRows) {
-			return nil, httpx.NotFound("Database not found")
-		}
-		return nil, fmt.Errorf("lock database %d: %w", id, err)
+		return nil, lockErr(err, "Database not found", errDatabaseBusy, fmt.Sprintf("lock database %d", id))
 	}
 	return inst, nil
+}
+
+// errDatabaseBusy is the 409 of a request on a database another request or the finisher is
+// changing.
+const errDatabaseBusy = "The database is being changed; try again"
+
+// lockErr maps the error of a row lock taken with NOWAIT: no row is 404 (notFound), a row held
+// by someone else 409 (busy).
+func lockErr(err error, notFound, busy, what string) error {
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return httpx.NotFound(notFound)
+	case db.IsCode(err, "55P03"): // lock_not_available
+		return httpx.Conflict(busy)
+	default:
+		return fmt.Errorf("%s: %w", what, err)
+	}
 }
 
 // Delete marks the database Deleting and drives the drop; the finisher retries if the engine
