@@ -54,7 +54,7 @@ type Item struct {
 	MaxSpaceBytes      int64      `json:"maxSpaceBytes" example:"536870912"`
 	ReadOnly           bool       `json:"readOnly" doc:"True while the database is over its quota: writes are refused until it is back under 90%."`
 	LastActivity       *time.Time `json:"lastActivity" doc:"The last time a session was seen or the database grew; null if never."`
-	ErrorMessage       string     `json:"errorMessage,omitempty" doc:"Why the last provisioning attempt failed."`
+	ErrorMessage       string     `json:"errorMessage,omitempty" doc:"Why the last attempt failed, by its class only: e.g. \"create: engine unreachable\", \"drop: engine timed out\", \"drop: engine refused: SQLSTATE 55006\". The engine's full error is in the server log."`
 	CreatedAt          time.Time  `json:"createdAt"`
 	UserID             int64      `json:"userId" doc:"The owner."`
 }

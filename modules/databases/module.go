@@ -54,8 +54,8 @@ func newEngines(lc fx.Lifecycle, cfg *config.Config) (*Engines, error) {
 	return e, nil
 }
 
-func newProvisioner(e *Engines, s *secrets.Sealer, a *audit.Recorder) *Provisioner {
-	return &Provisioner{engines: e, sealer: s, audit: a}
+func newProvisioner(e *Engines, s *secrets.Sealer, a *audit.Recorder, log *slog.Logger) *Provisioner {
+	return &Provisioner{engines: e, sealer: s, audit: a, log: log}
 }
 
 func newService(d *bun.DB, cfg *config.Config, e *Engines, s *secrets.Sealer, a *audit.Recorder,

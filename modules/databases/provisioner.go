@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 
 	"github.com/uptrace/bun"
 
@@ -18,6 +19,7 @@ type Provisioner struct {
 	engines *Engines
 	sealer  *secrets.Sealer
 	audit   *audit.Recorder
+	log     *slog.Logger
 }
 
 // Kind implements provision.Provisioner.
@@ -38,7 +40,7 @@ func (p *Provisioner) load(ctx context.Context, tx bun.IDB, id int64) (*Instance
 	}
 	engine := p.engines.Get(inst.Engine)
 	if engine == nil {
-		return inst, nil, fmt.Errorf("engine %q is not configured", inst.Engine)
+		return inst, nil, &EngineError{Msg: "engine not configured", err: fmt.Errorf("engine %q is not configured", inst.Engine)}
 	}
 	return inst, engine, nil
 }
@@ -57,7 +59,7 @@ func (p *Provisioner) Create(ctx context.Context, req provision.CreateRequest) (
 	ectx, cancel := context.WithTimeout(ctx, engineTimeout)
 	defer cancel()
 	if err := engine.Create(ectx, inst.DatabaseName, inst.DatabaseUser, string(pw)); err != nil {
-		return provision.CreateResponse{}, fmt.Errorf("create database on %s: %w", engine.ID(), err)
+		return provision.CreateResponse{}, engineError(ctx, p.log, "create", inst.ID, err)
 	}
 	if _, err := req.Tx.NewUpdate().Model(inst).Set("status = ?", StatusActive).Set("last_error = ''").
 		Set("updated_at = now()").WherePK().Exec(ctx); err != nil {
@@ -88,11 +90,11 @@ func (p *Provisioner) Delete(ctx context.Context, req provision.DeleteRequest) (
 	for _, c := range creds {
 		// A role the credential did not make (ErrRoleTaken) is not ours to drop.
 		if err := engine.DropUser(ectx, inst.DatabaseName, c.Username, CredentialMarker(c.ID)); err != nil && !errors.Is(err, ErrRoleTaken) {
-			return provision.DeleteResponse{}, fmt.Errorf("drop credential %s: %w", c.Username, err)
+			return provision.DeleteResponse{}, engineError(ctx, p.log, "drop", inst.ID, fmt.Errorf("drop credential %s: %w", c.Username, err))
 		}
 	}
 	if err := engine.Drop(ectx, inst.DatabaseName, inst.DatabaseUser); err != nil {
-		return provision.DeleteResponse{}, fmt.Errorf("drop database on %s: %w", engine.ID(), err)
+		return provision.DeleteResponse{}, engineError(ctx, p.log, "drop", inst.ID, err)
 	}
 	if _, err := req.Tx.NewUpdate().Model((*Credential)(nil)).Set("status = 'Deleted'").Set("updated_at = now()").
 		Where("database_instance_id = ?", inst.ID).Exec(ctx); err != nil {
@@ -153,11 +155,12 @@ func (p *Provisioner) setLogin(ctx context.Context, tx bun.IDB, id int64, enable
 	}
 	ectx, cancel := context.WithTimeout(ctx, engineTimeout)
 	defer cancel()
+	op := map[bool]string{true: "resume", false: "pause"}[enabled]
 	if err := engine.SetLogin(ectx, inst.DatabaseName, inst.DatabaseUser, enabled); err != nil {
-		return fmt.Errorf("set login on %s: %w", engine.ID(), err)
+		return engineError(ctx, p.log, op, inst.ID, err)
 	}
 	if err := setCredentialsLogin(ectx, tx, engine, inst.ID, enabled); err != nil {
-		return err
+		return engineError(ctx, p.log, op, inst.ID, err)
 	}
 	status := StatusPaused
 	if enabled {
