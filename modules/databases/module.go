@@ -59,8 +59,8 @@ func newProvisioner(e *Engines, s *secrets.Sealer, a *audit.Recorder, log *slog.
 }
 
 func newService(d *bun.DB, cfg *config.Config, e *Engines, s *secrets.Sealer, a *audit.Recorder,
-	f *provision.Finisher, p *Provisioner, log *slog.Logger, bus *coherent.Bus) *Service {
-	return &Service{db: d, cfg: cfg, engines: e, sealer: s, audit: a, finisher: f, suspender: p, log: log,
+	f *provision.Finisher, log *slog.Logger, bus *coherent.Bus) *Service {
+	return &Service{db: d, cfg: cfg, engines: e, sealer: s, audit: a, finisher: f, log: log,
 		mine: coherent.NewCache(bus, coherent.CacheOptions[int64, []Item]{
 			Table: "database_instances", Tag: func(userID int64, _ []Item) string { return strconv.FormatInt(userID, 10) },
 		})}

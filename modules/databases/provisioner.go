@@ -30,7 +30,8 @@ func (p *Provisioner) Table() string { return "database_instances" }
 
 // InFlight implements provision.Queue.
 func (p *Provisioner) InFlight() map[string]provision.Verb {
-	return map[string]provision.Verb{StatusProvisioning: provision.VerbCreate, StatusDeleting: provision.VerbDelete}
+	return map[string]provision.Verb{StatusProvisioning: provision.VerbCreate, StatusDeleting: provision.VerbDelete,
+		StatusPausing: provision.VerbSuspend, StatusResuming: provision.VerbResume}
 }
 
 func (p *Provisioner) load(ctx context.Context, tx bun.IDB, id int64) (*Instance, Engine, error) {
@@ -166,7 +167,8 @@ func (p *Provisioner) setLogin(ctx context.Context, tx bun.IDB, id int64, enable
 	if enabled {
 		status = StatusActive
 	}
-	_, err = tx.NewUpdate().Model(inst).Set("status = ?", status).Set("updated_at = now()").WherePK().Exec(ctx)
+	_, err = tx.NewUpdate().Model(inst).Set("status = ?", status).Set("last_error = ''").Set("updated_at = now()").
+		Where("status IN (?)", bun.In([]string{StatusPausing, StatusResuming})).WherePK().Exec(ctx)
 	return err
 }
 
