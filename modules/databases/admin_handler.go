@@ -12,7 +12,7 @@ import (
 type adminListInput struct {
 	httpx.PageQuery
 	UserID int64  `query:"userId" minimum:"0" doc:"Only this user's databases."`
-	Status string `query:"status" enum:"Provisioning,Active,Paused,Failed,Deleting,Deleted" doc:"Only this status (Deleted ones are listed only when asked for)."`
+	Status string `query:"status" enum:"Provisioning,Active,Pausing,Paused,Resuming,Failed,Deleting,Deleted" doc:"Only this status (Deleted ones are listed only when asked for)."`
 	Engine string `query:"engine" enum:"postgres,mysql"`
 }
 
@@ -100,8 +100,9 @@ func (h *Handler) registerAdmin(api *httpx.API) {
 		})
 	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "updateDatabaseInstance", Method: http.MethodPut,
 		Path: "/api/database-instances/{id}", Tags: tags, Summary: "Rename a database or change its quota",
-		Description: "Absent fields are left alone. A new `maxSpaceBytes` applies at the next usage refresh (read-only over it).",
-		Errors:      []int{http.StatusNotFound}},
+		Description: "Absent fields are left alone. A new `maxSpaceBytes` applies at the next usage refresh (read-only over it). " +
+			"409 while another change of the database is in progress (try again).",
+		Errors: []int{http.StatusNotFound, http.StatusConflict}},
 		func(ctx context.Context, in *adminUpdateInput) (*httpx.Response[Item], error) {
 			inst, err := h.svc.Update(ctx, in.ID, in.Body.Name, in.Body.MaxSpaceBytes)
 			if err != nil {
@@ -111,7 +112,9 @@ func (h *Handler) registerAdmin(api *httpx.API) {
 		})
 	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "deleteDatabaseInstance", Method: http.MethodDelete,
 		Path: "/api/database-instances/{id}", Tags: tags, Summary: "Delete a database",
-		Errors: []int{http.StatusNotFound, http.StatusBadGateway}},
+		Description: "Drops the database, its role and its access credentials on the engine. 502 when the engine failed: the database stays Deleting and is retried in the background. " +
+			"409 while another change of the database is in progress (try again).",
+		Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusBadGateway}},
 		func(ctx context.Context, in *idInput) (*httpx.Response[Item], error) {
 			return h.deleted(ctx, in.ID, 0)
 		})
@@ -138,8 +141,9 @@ func (h *Handler) registerAdmin(api *httpx.API) {
 		})
 	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "createAccessCredential", Method: http.MethodPost,
 		Path: "/api/access-credentials", Tags: ctags, Summary: "Add a login role to a database", DefaultStatus: http.StatusCreated,
-		Description: "The password is in this answer only. A create cut short (the service stopped before answering) leaves the credential Creating for a minute at most; the background finisher then drops its role and removes it, so create it again.",
-		Errors:      []int{http.StatusNotFound, http.StatusConflict, http.StatusBadGateway}},
+		Description: "The password is in this answer only. A create cut short (the service stopped before answering) leaves the credential Creating for a minute at most; the background finisher then drops its role and removes it, so create it again. On a Paused database the credential is made login-blocked; resume lets it in. " +
+			"409 when the database is not Active or Paused, while it is being changed (try again), or when the username is reserved or taken.",
+		Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusBadGateway}},
 		func(ctx context.Context, in *credCreateInput) (*httpx.Response[CredentialView], error) {
 			v, err := h.creds.Create(ctx, in.Body.DatabaseInstanceID, in.Body.Username, in.Body.ReadOnly)
 			if err != nil {
@@ -149,8 +153,9 @@ func (h *Handler) registerAdmin(api *httpx.API) {
 		})
 	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "rotateAccessCredential", Method: http.MethodPut,
 		Path: "/api/access-credentials/{id}", Tags: ctags, Summary: "Rotate an access credential's password",
-		Description: "`{rotatePassword: true}` sets a new password, in this answer only. 409 when the credential is not Active (Creating or Deleting), or when the role on the engine was not made for this credential (it is left alone).",
-		Errors:      []int{http.StatusNotFound, http.StatusConflict, http.StatusBadGateway}},
+		Description: "`{rotatePassword: true}` sets a new password, in this answer only. 409 when the credential is not Active (Creating or Deleting), when the role on the engine was not made for this credential (it is left alone), or while another change of this credential or its database is in progress (one rotation at a time; try again). " +
+			"On a Paused database the credential stays login-blocked.",
+		Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusBadGateway}},
 		func(ctx context.Context, in *credUpdateInput) (*httpx.Response[CredentialView], error) {
 			if !in.Body.RotatePassword {
 				return nil, httpx.BadRequest("Validation failed", httpx.FieldError{Field: "rotatePassword", Message: "must be true"})
@@ -164,8 +169,9 @@ func (h *Handler) registerAdmin(api *httpx.API) {
 	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "deleteAccessCredential", Method: http.MethodDelete,
 		Path: "/api/access-credentials/{id}", Tags: ctags, Summary: "Remove an access credential",
 		Description: "Drops the credential's login role on the engine. What it created there (tables of a full-access credential) stays and belongs to the database's owner. " +
-			"502 when the engine failed: the credential stays Deleting (in the answer's data; it can no longer be rotated) and the drop is retried in the background, or by deleting it again.",
-		Errors: []int{http.StatusNotFound, http.StatusBadGateway}},
+			"502 when the engine failed: the credential stays Deleting (in the answer's data; it can no longer be rotated) and the drop is retried in the background, or by deleting it again. " +
+			"409 while another change of this credential is in progress (try again); 404 once it is deleted.",
+		Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusBadGateway}},
 		func(ctx context.Context, in *idInput) (*httpx.Response[*struct{}], error) {
 			if err := h.creds.Delete(ctx, in.ID); err != nil {
 				return nil, err

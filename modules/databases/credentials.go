@@ -125,9 +125,31 @@ func (c *Credentials) make(ctx context.Context, inst *Instance, engine Engine, c
 		}
 		return fmt.Errorf("lock credential %d: %w", cr.ID, err)
 	}
+	// The database's row, shared: no pause or resume runs meanwhile (theirs is 409), and none
+	// started since the status was read.
+	cur, err := lockInstanceShared(dctx, tx, inst.ID)
+	if err == nil && cur.Status != StatusActive && cur.Status != StatusPaused {
+		err = httpx.Conflict(fmt.Sprintf("Database is %s; credentials can be added to Active or Paused databases", cur.Status))
+	}
+	if err != nil {
+		if _, uerr := tx.NewUpdate().Model(cr).Set("status = ?", CredentialDeleted).Set("updated_at = now()").WherePK().Exec(dctx); uerr != nil {
+			return fmt.Errorf("record credential %d undone: %w", cr.ID, uerr)
+		}
+		if cerr := tx.Commit(); cerr != nil {
+			return fmt.Errorf("commit credential %d undone: %w", cr.ID, cerr)
+		}
+		return err
+	}
 	ectx, cancel := context.WithTimeout(ctx, engineTimeout)
 	defer cancel()
-	if cerr := engine.CreateUser(ectx, inst.DatabaseName, inst.DatabaseUser, cr.Username, password, cr.ReadOnly, CredentialMarker(cr.ID)); cerr != nil {
+	cerr := engine.CreateUser(ectx, inst.DatabaseName, inst.DatabaseUser, cr.Username, password, cr.ReadOnly, CredentialMarker(cr.ID))
+	if cerr == nil && cur.Status == StatusPaused {
+		// A paused database lets no credential in: the role is made login-blocked, and resume
+		// allows it with the other Active ones.
+		cerr = engine.SetUserLogin(ectx, cr.Username, CredentialMarker(cr.ID), false)
+	}
+	if cerr != nil {
+		c.logEngine(ctx, "create", cr, cerr)
 		// Undone at once: DropUser removes only a role this credential made, never the one that
 		// took the name. When the engine cannot say whether the role was made (a timeout, an
 		// outage), the credential is Deleting: the finisher drops it once the engine answers.
@@ -216,44 +238,85 @@ func (c *Credentials) auditTry(ctx context.Context, action string, inst *Instanc
 	_ = c.audit.Record(ctx, credentialEvent(action, inst, cr))
 }
 
-// Rotate sets a new password; it is in the answer only.
+// logEngine logs an engine's refusal of a credential change: the full error, which the answer
+// never carries. Engine errors name statements with their passwords redacted.
+func (c *Credentials) logEngine(ctx context.Context, op string, cr *Credential, err error) {
+	c.svc.log.WarnContext(ctx, "database engine refused a credential change", "op", op, "credential", cr.ID,
+		"username", cr.Username, "error", err.Error())
+}
+
+// lockCredential locks a live credential's row without waiting: a credential another request
+// (or the finisher) is changing answers 409 at once.
+func lockCredential(ctx context.Context, tx bun.Tx, id int64) (*Credential, error) {
+	cr := new(Credential)
+	if err := tx.NewSelect().Model(cr).Where("id = ?", id).Where("status <> ?", CredentialDeleted).For("UPDATE NOWAIT").Scan(ctx); err != nil {
+		return nil, lockErr(err, "Access credential not found", "The access credential is being changed; try again",
+			fmt.Sprintf("lock credential %d", id))
+	}
+	return cr, nil
+}
+
+// lockInstanceShared locks a live database's row shared without waiting: credential changes run
+// side by side, a pause, resume or delete of the database (which locks it for update) does not.
+func lockInstanceShared(ctx context.Context, tx bun.Tx, id int64) (*Instance, error) {
+	inst := new(Instance)
+	if err := tx.NewSelect().Model(inst).Where("id = ?", id).Where("status <> ?", StatusDeleted).For("SHARE NOWAIT").Scan(ctx); err != nil {
+		return nil, lockErr(err, "Database not found", errDatabaseBusy, fmt.Sprintf("lock database %d", id))
+	}
+	return inst, nil
+}
+
+// Rotate sets a new password; it is in the answer only. The credential's row is locked while
+// the engine is asked, so rotations (and deletes) of one credential never overlap: a second one
+// meanwhile answers 409. A credential of a paused database stays login-blocked.
 func (c *Credentials) Rotate(ctx context.Context, id int64) (*CredentialView, error) {
-	cr, err := c.Get(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	if cr.Status != CredentialActive {
-		return nil, httpx.Conflict(fmt.Sprintf("Access credential is %s; only an Active one can be rotated", cr.Status))
-	}
-	inst, err := c.svc.get(ctx, c.db, cr.DatabaseInstanceID, 0)
-	if err != nil {
-		return nil, err
-	}
-	engine := c.engines.Get(inst.Engine)
-	if engine == nil {
-		return nil, httpx.Unavailable("The database's engine is not configured")
-	}
-	password := secrets.RandomPassword()
-	sealed, err := c.sealer.Seal([]byte(password), aad(cr.Username))
-	if err != nil {
-		return nil, err
-	}
-	ectx, cancel := context.WithTimeout(ctx, engineTimeout)
-	defer cancel()
-	if err := engine.SetPassword(ectx, cr.Username, password, CredentialMarker(cr.ID)); err != nil {
-		if errors.Is(err, ErrRoleTaken) {
-			return nil, httpx.Conflict("The credential's role on the engine was not made by this service (or is gone); its password is left alone")
+	var out *CredentialView
+	err := c.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		cr, err := lockCredential(ctx, tx, id)
+		if err != nil {
+			return err
 		}
-		return nil, httpx.BadGateway("The database engine refused the new password; the old one still works", nil)
+		if cr.Status != CredentialActive {
+			return httpx.Conflict(fmt.Sprintf("Access credential is %s; only an Active one can be rotated", cr.Status))
+		}
+		inst, err := lockInstanceShared(ctx, tx, cr.DatabaseInstanceID)
+		if err != nil {
+			return err
+		}
+		engine := c.engines.Get(inst.Engine)
+		if engine == nil {
+			return httpx.Unavailable("The database's engine is not configured")
+		}
+		password := secrets.RandomPassword()
+		sealed, err := c.sealer.Seal([]byte(password), aad(cr.Username))
+		if err != nil {
+			return err
+		}
+		ectx, cancel := context.WithTimeout(ctx, engineTimeout)
+		defer cancel()
+		if err := engine.SetPassword(ectx, cr.Username, password, CredentialMarker(cr.ID)); err != nil {
+			if errors.Is(err, ErrRoleTaken) {
+				return httpx.Conflict("The credential's role on the engine was not made by this service (or is gone); its password is left alone")
+			}
+			c.logEngine(ctx, "rotate", cr, err)
+			return httpx.BadGateway("The database engine refused the new password; the old one still works", nil)
+		}
+		if _, err := tx.NewUpdate().Model(cr).Set("password_sealed = ?", sealed).Set("updated_at = now()").WherePK().Returning("*").Exec(ctx); err != nil {
+			return fmt.Errorf("record rotated credential: %w", err)
+		}
+		if err := c.audit.RecordTx(ctx, tx, credentialEvent("access_credential.rotated", inst, cr)); err != nil {
+			return err
+		}
+		v := c.view(cr)
+		v.Password = password
+		v.ConnectionString = engine.ConnectionString(inst.DatabaseName, cr.Username, password)
+		out = &v
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
-	if _, err := c.db.NewUpdate().Model(cr).Set("password_sealed = ?", sealed).Set("updated_at = now()").WherePK().Returning("*").Exec(ctx); err != nil {
-		return nil, fmt.Errorf("record rotated credential: %w", err)
-	}
-	c.auditTry(ctx, "access_credential.rotated", inst, cr)
-	v := c.view(cr)
-	v.Password = password
-	v.ConnectionString = engine.ConnectionString(inst.DatabaseName, cr.Username, password)
-	return &v, nil
+	return out, nil
 }
 
 // Delete stores the intent (Deleting), then drops the role on the engine and marks the row
@@ -261,13 +324,10 @@ func (c *Credentials) Rotate(ctx context.Context, id int64) (*CredentialView, er
 // credential as stored (Deleting): the finisher retries, and so does a second DELETE.
 func (c *Credentials) Delete(ctx context.Context, id int64) error {
 	err := c.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
-		cr := new(Credential)
-		// Waits for a create in progress, which holds the row's lock until it is Active or undone.
-		if err := tx.NewSelect().Model(cr).Where("id = ?", id).Where("status <> ?", CredentialDeleted).For("UPDATE").Scan(ctx); err != nil {
-			if errors.Is(err, sql.ErrNoRows) {
-				return httpx.NotFound("Access credential not found")
-			}
-			return fmt.Errorf("lock credential %d: %w", id, err)
+		// A create, rotation or delete in progress holds the row's lock: 409 at once.
+		cr, err := lockCredential(ctx, tx, id)
+		if err != nil {
+			return err
 		}
 		if cr.Status == CredentialDeleting {
 			return nil

@@ -47,6 +47,10 @@ type Engine interface {
 	CreateUser(ctx context.Context, db, owner, user, password string, readOnly bool, marker string) error
 	SetPassword(ctx context.Context, user, password, marker string) error
 	DropUser(ctx context.Context, db, user, marker string) error
+	// SetUserLogin allows or refuses the logins of a role marked with marker (a credential's);
+	// refusing also ends its open sessions. A role that is gone is a no-op; one not so marked is
+	// ErrRoleTaken and left alone.
+	SetUserLogin(ctx context.Context, user, marker string, enabled bool) error
 	// ConnectionString is what a client uses to connect.
 	ConnectionString(db, user, password string) string
 	Close() error

@@ -376,6 +376,33 @@ func (e *mysqlEngine) SetPassword(ctx context.Context, user, password, marker st
 	return e.exec(ctx, fmt.Sprintf("ALTER USER %s IDENTIFIED BY %s", mqa(user), ql(password)))
 }
 
+func (e *mysqlEngine) SetUserLogin(ctx context.Context, user, marker string, enabled bool) error {
+	if err := checkNames(user); err != nil {
+		return err
+	}
+	exists, mark, err := e.userMark(ctx, user)
+	if err != nil || !exists {
+		return err
+	}
+	if mark != marker {
+		return ErrRoleTaken
+	}
+	lock := "LOCK"
+	if enabled {
+		lock = "UNLOCK"
+	}
+	if err := e.exec(ctx, fmt.Sprintf("ALTER USER %s ACCOUNT %s", mqa(user), lock)); err != nil {
+		if isMySQLCode(err, 1396) { // dropped meanwhile
+			return nil
+		}
+		return err
+	}
+	if enabled {
+		return nil
+	}
+	return e.kill(ctx, user)
+}
+
 func (e *mysqlEngine) DropUser(ctx context.Context, dbName, user, marker string) error {
 	if err := checkNames(user); err != nil {
 		return err

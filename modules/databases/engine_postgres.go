@@ -547,6 +547,33 @@ func (e *postgresEngine) SetPassword(ctx context.Context, user, password, marker
 	return e.exec(ctx, fmt.Sprintf("ALTER ROLE %s WITH PASSWORD %s", qi(user), ql(password)))
 }
 
+func (e *postgresEngine) SetUserLogin(ctx context.Context, user, marker string, enabled bool) error {
+	if err := checkNames(user); err != nil {
+		return err
+	}
+	ok, mark, err := e.roleMark(ctx, user)
+	if err != nil || !ok {
+		return err
+	}
+	if mark != marker {
+		return ErrRoleTaken
+	}
+	login := "NOLOGIN"
+	if enabled {
+		login = "LOGIN"
+	}
+	if err := e.exec(ctx, fmt.Sprintf("ALTER ROLE %s WITH %s", qi(user), login)); err != nil {
+		if db.IsCode(err, "42704") { // dropped meanwhile
+			return nil
+		}
+		return err
+	}
+	if enabled {
+		return nil
+	}
+	return e.terminate(ctx, "usename = $1", user)
+}
+
 // DropUser removes a credential's role. What the role owns in the tenant database (tables a
 // full-access credential created) is the tenant's data: it is first given to the role that owns
 // the database now (the login role, or the quota holder while the database is over its quota,

@@ -108,14 +108,22 @@ func (h *Handler) Register(api *httpx.API) {
 		httpx.Register(api, httpx.Authenticated, huma.Operation{OperationID: v.verb + "MyDatabase", Method: http.MethodPost,
 			Path: "/api/me/databases/{id}/" + v.verb, Tags: tags, Summary: map[bool]string{true: "Pause a database", false: "Resume a database"}[v.pause],
 			Description: map[bool]string{
-				true:  "Active → Paused: the role can no longer connect and its open sessions are ended. Any other state: 409.",
-				false: "Paused → Active. Any other state: 409.",
+				true: "Active → Pausing → Paused: the database's role and every access credential of it can no longer connect, and their open sessions are ended. " +
+					"502 when the engine failed: the database stays Pausing and the pause is finished in the background (asking again retries it). " +
+					"409 in any other state, or while another change of the database is in progress (try again).",
+				false: "Paused → Resuming → Active: the database's role and its Active access credentials can connect again. " +
+					"502 when the engine failed: the database stays Resuming and the resume is finished in the background (asking again retries it). " +
+					"409 in any other state, or while another change of the database is in progress (try again).",
 			}[v.pause],
 			Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusBadGateway}},
 			func(ctx context.Context, in *idInput) (*httpx.Response[Item], error) {
 				inst, err := h.svc.SetPaused(ctx, in.ID, authn.FromContext(ctx).UserID, v.pause)
-				if err != nil {
+				if inst == nil {
 					return nil, err
+				}
+				if inst.Status == StatusPausing || inst.Status == StatusResuming {
+					return nil, httpx.BadGateway("The database engine failed; the database stays "+inst.Status+
+						" and is retried in the background", h.svc.item(inst))
 				}
 				return httpx.OK("Database "+map[bool]string{true: "paused", false: "resumed"}[v.pause], h.svc.item(inst)), nil
 			})
@@ -123,8 +131,9 @@ func (h *Handler) Register(api *httpx.API) {
 
 	httpx.Register(api, httpx.Authenticated, huma.Operation{OperationID: "deleteMyDatabase", Method: http.MethodDelete,
 		Path: "/api/me/databases/{id}", Tags: tags, Summary: "Delete a database",
-		Description: "Drops the database and its role on the engine. 502 when the engine failed: the database stays Deleting and is retried in the background.",
-		Errors:      []int{http.StatusNotFound, http.StatusBadGateway}},
+		Description: "Drops the database and its role on the engine. 502 when the engine failed: the database stays Deleting and is retried in the background. " +
+			"409 while another change of the database is in progress (try again).",
+		Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusBadGateway}},
 		func(ctx context.Context, in *idInput) (*httpx.Response[Item], error) {
 			return h.deleted(ctx, in.ID, authn.FromContext(ctx).UserID)
 		})

@@ -10,7 +10,9 @@ import (
 const (
 	StatusProvisioning = "Provisioning"
 	StatusActive       = "Active"
+	StatusPausing      = "Pausing" // in-between: the finisher refuses the logins on the engine
 	StatusPaused       = "Paused"
+	StatusResuming     = "Resuming" // in-between: the finisher allows the logins again
 	StatusFailed       = "Failed"
 	StatusDeleting     = "Deleting" // in-between: the finisher drops it on the engine
 	StatusDeleted      = "Deleted"
@@ -49,12 +51,12 @@ type Item struct {
 	Port               int        `json:"port" example:"5432"`
 	DatabaseName       string     `json:"databaseName" example:"u7_k3x9q2ab"`
 	DatabaseUser       string     `json:"databaseUser" example:"u7_k3x9q2ab"`
-	Status             string     `json:"status" enum:"Provisioning,Active,Paused,Failed,Deleting,Deleted" example:"Active"`
+	Status             string     `json:"status" enum:"Provisioning,Active,Pausing,Paused,Resuming,Failed,Deleting,Deleted" example:"Active" doc:"Pausing, Resuming and Deleting are in-between: the change is stored and is being made on the engine (or failed and is retried in the background)."`
 	UsedSpaceBytes     int64      `json:"usedSpaceBytes" example:"8404992"`
 	MaxSpaceBytes      int64      `json:"maxSpaceBytes" example:"536870912"`
 	ReadOnly           bool       `json:"readOnly" doc:"True while the database is over its quota: writes are refused until it is back under 90%."`
 	LastActivity       *time.Time `json:"lastActivity" doc:"The last time a session was seen or the database grew; null if never."`
-	ErrorMessage       string     `json:"errorMessage,omitempty" doc:"Why the last provisioning attempt failed."`
+	ErrorMessage       string     `json:"errorMessage,omitempty" doc:"Why the last attempt failed, by its class only: e.g. \"create: engine unreachable\", \"drop: engine timed out\", \"drop: engine refused: SQLSTATE 55006\". The engine's full error is in the server log."`
 	CreatedAt          time.Time  `json:"createdAt"`
 	UserID             int64      `json:"userId" doc:"The owner."`
 }

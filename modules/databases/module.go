@@ -54,13 +54,13 @@ func newEngines(lc fx.Lifecycle, cfg *config.Config) (*Engines, error) {
 	return e, nil
 }
 
-func newProvisioner(e *Engines, s *secrets.Sealer, a *audit.Recorder) *Provisioner {
-	return &Provisioner{engines: e, sealer: s, audit: a}
+func newProvisioner(e *Engines, s *secrets.Sealer, a *audit.Recorder, log *slog.Logger) *Provisioner {
+	return &Provisioner{engines: e, sealer: s, audit: a, log: log}
 }
 
 func newService(d *bun.DB, cfg *config.Config, e *Engines, s *secrets.Sealer, a *audit.Recorder,
-	f *provision.Finisher, p *Provisioner, log *slog.Logger, bus *coherent.Bus) *Service {
-	return &Service{db: d, cfg: cfg, engines: e, sealer: s, audit: a, finisher: f, suspender: p, log: log,
+	f *provision.Finisher, log *slog.Logger, bus *coherent.Bus) *Service {
+	return &Service{db: d, cfg: cfg, engines: e, sealer: s, audit: a, finisher: f, log: log,
 		mine: coherent.NewCache(bus, coherent.CacheOptions[int64, []Item]{
 			Table: "database_instances", Tag: func(userID int64, _ []Item) string { return strconv.FormatInt(userID, 10) },
 		})}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 
 	"github.com/uptrace/bun"
 
@@ -18,6 +19,7 @@ type Provisioner struct {
 	engines *Engines
 	sealer  *secrets.Sealer
 	audit   *audit.Recorder
+	log     *slog.Logger
 }
 
 // Kind implements provision.Provisioner.
@@ -28,7 +30,8 @@ func (p *Provisioner) Table() string { return "database_instances" }
 
 // InFlight implements provision.Queue.
 func (p *Provisioner) InFlight() map[string]provision.Verb {
-	return map[string]provision.Verb{StatusProvisioning: provision.VerbCreate, StatusDeleting: provision.VerbDelete}
+	return map[string]provision.Verb{StatusProvisioning: provision.VerbCreate, StatusDeleting: provision.VerbDelete,
+		StatusPausing: provision.VerbSuspend, StatusResuming: provision.VerbResume}
 }
 
 func (p *Provisioner) load(ctx context.Context, tx bun.IDB, id int64) (*Instance, Engine, error) {
@@ -38,7 +41,7 @@ func (p *Provisioner) load(ctx context.Context, tx bun.IDB, id int64) (*Instance
 	}
 	engine := p.engines.Get(inst.Engine)
 	if engine == nil {
-		return inst, nil, fmt.Errorf("engine %q is not configured", inst.Engine)
+		return inst, nil, &EngineError{Msg: "engine not configured", err: fmt.Errorf("engine %q is not configured", inst.Engine)}
 	}
 	return inst, engine, nil
 }
@@ -57,7 +60,7 @@ func (p *Provisioner) Create(ctx context.Context, req provision.CreateRequest) (
 	ectx, cancel := context.WithTimeout(ctx, engineTimeout)
 	defer cancel()
 	if err := engine.Create(ectx, inst.DatabaseName, inst.DatabaseUser, string(pw)); err != nil {
-		return provision.CreateResponse{}, fmt.Errorf("create database on %s: %w", engine.ID(), err)
+		return provision.CreateResponse{}, engineError(ctx, p.log, "create", inst.ID, err)
 	}
 	if _, err := req.Tx.NewUpdate().Model(inst).Set("status = ?", StatusActive).Set("last_error = ''").
 		Set("updated_at = now()").WherePK().Exec(ctx); err != nil {
@@ -88,11 +91,11 @@ func (p *Provisioner) Delete(ctx context.Context, req provision.DeleteRequest) (
 	for _, c := range creds {
 		// A role the credential did not make (ErrRoleTaken) is not ours to drop.
 		if err := engine.DropUser(ectx, inst.DatabaseName, c.Username, CredentialMarker(c.ID)); err != nil && !errors.Is(err, ErrRoleTaken) {
-			return provision.DeleteResponse{}, fmt.Errorf("drop credential %s: %w", c.Username, err)
+			return provision.DeleteResponse{}, engineError(ctx, p.log, "drop", inst.ID, fmt.Errorf("drop credential %s: %w", c.Username, err))
 		}
 	}
 	if err := engine.Drop(ectx, inst.DatabaseName, inst.DatabaseUser); err != nil {
-		return provision.DeleteResponse{}, fmt.Errorf("drop database on %s: %w", engine.ID(), err)
+		return provision.DeleteResponse{}, engineError(ctx, p.log, "drop", inst.ID, err)
 	}
 	if _, err := req.Tx.NewUpdate().Model((*Credential)(nil)).Set("status = 'Deleted'").Set("updated_at = now()").
 		Where("database_instance_id = ?", inst.ID).Exec(ctx); err != nil {
@@ -131,16 +134,21 @@ var (
 	_ provision.UserReleaser = (*Provisioner)(nil)
 )
 
-// Suspend refuses the role's logins and ends its sessions, then marks the row Paused.
+// Suspend refuses the logins of the database's role and of every credential role of the
+// database, ends their sessions, then marks the row Paused.
 func (p *Provisioner) Suspend(ctx context.Context, req provision.SuspendRequest) error {
 	return p.setLogin(ctx, req.Tx, req.ResourceID, false)
 }
 
-// Resume allows the role's logins again and marks the row Active.
+// Resume allows the logins of the database's role and of its Active credentials again and marks
+// the row Active.
 func (p *Provisioner) Resume(ctx context.Context, req provision.ResumeRequest) error {
 	return p.setLogin(ctx, req.Tx, req.ResourceID, true)
 }
 
+// setLogin switches the logins of the owner role and of the credential roles. Refusing covers
+// every credential not yet Deleted (a Creating or Deleting one too); allowing covers the Active
+// ones only. Only roles carrying their credential's mark are touched. Every step is repeatable.
 func (p *Provisioner) setLogin(ctx context.Context, tx bun.IDB, id int64, enabled bool) error {
 	inst, engine, err := p.load(ctx, tx, id)
 	if err != nil {
@@ -148,15 +156,41 @@ func (p *Provisioner) setLogin(ctx context.Context, tx bun.IDB, id int64, enable
 	}
 	ectx, cancel := context.WithTimeout(ctx, engineTimeout)
 	defer cancel()
+	op := map[bool]string{true: "resume", false: "pause"}[enabled]
 	if err := engine.SetLogin(ectx, inst.DatabaseName, inst.DatabaseUser, enabled); err != nil {
-		return fmt.Errorf("set login on %s: %w", engine.ID(), err)
+		return engineError(ctx, p.log, op, inst.ID, err)
+	}
+	if err := setCredentialsLogin(ectx, tx, engine, inst.ID, enabled); err != nil {
+		return engineError(ctx, p.log, op, inst.ID, err)
 	}
 	status := StatusPaused
 	if enabled {
 		status = StatusActive
 	}
-	_, err = tx.NewUpdate().Model(inst).Set("status = ?", status).Set("updated_at = now()").WherePK().Exec(ctx)
+	_, err = tx.NewUpdate().Model(inst).Set("status = ?", status).Set("last_error = ''").Set("updated_at = now()").
+		Where("status IN (?)", bun.In([]string{StatusPausing, StatusResuming})).WherePK().Exec(ctx)
 	return err
+}
+
+// setCredentialsLogin allows (Active credentials) or refuses (every credential not Deleted) the
+// logins of the credential roles of database id.
+func setCredentialsLogin(ctx context.Context, tx bun.IDB, engine Engine, id int64, enabled bool) error {
+	var creds []Credential
+	q := tx.NewSelect().Model(&creds).Where("database_instance_id = ?", id)
+	if enabled {
+		q = q.Where("status = ?", CredentialActive)
+	} else {
+		q = q.Where("status <> ?", CredentialDeleted)
+	}
+	if err := q.OrderExpr("id").Scan(ctx); err != nil {
+		return fmt.Errorf("list credentials of database %d: %w", id, err)
+	}
+	for _, c := range creds {
+		if err := engine.SetUserLogin(ctx, c.Username, CredentialMarker(c.ID), enabled); err != nil && !errors.Is(err, ErrRoleTaken) {
+			return fmt.Errorf("set login of credential %d on %s: %w", c.ID, engine.ID(), err)
+		}
+	}
+	return nil
 }
 
 var _ provision.Suspender = (*Provisioner)(nil)

@@ -32,9 +32,7 @@ type Service struct {
 	sealer   *secrets.Sealer
 	audit    *audit.Recorder
 	finisher *provision.Finisher
-	// suspender pauses and resumes: the databases' optional provisioner capability.
-	suspender provision.Suspender
-	log       *slog.Logger
+	log      *slog.Logger
 	// mine caches each user's own list, kept coherent with database_instances on every replica.
 	mine *coherent.Cache[int64, []Item]
 }
@@ -48,7 +46,8 @@ func (s *Service) item(in *Instance) Item {
 	if e := s.engines.Get(in.Engine); e != nil {
 		it.Host, it.Port = e.Host(), e.Port()
 	}
-	if in.Status == StatusFailed || in.Status == StatusProvisioning || in.Status == StatusDeleting {
+	switch in.Status {
+	case StatusFailed, StatusProvisioning, StatusPausing, StatusResuming, StatusDeleting:
 		it.ErrorMessage = in.LastError
 	}
 	if it.LastActivity != nil {
@@ -171,52 +170,76 @@ func (s *Service) List(ctx context.Context, userID int64) ([]Item, error) {
 	return items, nil
 }
 
-// SetPaused pauses (the role can no longer log in, sessions end) or resumes a database.
+// SetPaused pauses (the logins of the database's role and of its access credentials are
+// refused and their sessions end) or resumes a database. The intent (Pausing, Resuming) is stored
+// first and then driven through the finisher, which finishes it in the background when the
+// engine fails or the process dies meanwhile; asking again drives an unfinished one again. It
+// returns the row as it then stands and the attempt's error.
 func (s *Service) SetPaused(ctx context.Context, id, userID int64, pause bool) (*Instance, error) {
-	var out *Instance
-	from, to, action := StatusActive, StatusPaused, "database.paused"
+	from, via, action := StatusActive, StatusPausing, "database.paused"
 	if !pause {
-		from, to, action = StatusPaused, StatusActive, "database.resumed"
+		from, via, action = StatusPaused, StatusResuming, "database.resumed"
 	}
 	err := s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
 		inst, err := s.lock(ctx, tx, id, userID)
 		if err != nil {
 			return err
 		}
+		if inst.Status == via {
+			return nil // unfinished: driven again below
+		}
 		if inst.Status != from {
-			return httpx.Conflict(fmt.Sprintf("Database is %s; only a %s database can be %s", inst.Status, from, strings.ToLower(to)))
+			return httpx.Conflict(fmt.Sprintf("Database is %s; only a %s database can be %s", inst.Status, from,
+				map[bool]string{true: "paused", false: "resumed"}[pause]))
 		}
-		var serr error
-		if pause {
-			serr = s.suspender.Suspend(ctx, provision.SuspendRequest{ResourceID: id, Tx: tx})
-		} else {
-			serr = s.suspender.Resume(ctx, provision.ResumeRequest{ResourceID: id, Tx: tx})
+		if _, err := tx.NewUpdate().Model(inst).Set("status = ?", via).Set("attempts = 0").Set("next_attempt_at = now()").
+			Set("last_error = ''").Set("updated_at = now()").WherePK().Exec(ctx); err != nil {
+			return fmt.Errorf("mark database %d %s: %w", id, strings.ToLower(via), err)
 		}
-		if serr != nil {
-			s.log.WarnContext(ctx, "engine refused pause/resume", "id", id, "error", serr.Error())
-			return httpx.BadGateway("The database engine failed; nothing was changed", s.item(inst))
-		}
-		inst.Status = to
-		out = inst
 		return s.audit.RecordTx(ctx, tx, audit.Event{Action: action, UserID: audit.Int64(inst.UserID),
 			TargetType: "database", TargetID: fmt.Sprint(id)})
 	})
-	return out, err
+	if err != nil {
+		return nil, err
+	}
+	driveErr := s.finisher.DriveNow(ctx, Kind, id)
+	inst := new(Instance)
+	if err := s.db.NewSelect().Model(inst).Where("id = ?", id).Scan(context.WithoutCancel(ctx)); err != nil {
+		return nil, fmt.Errorf("reload database %d: %w", id, err)
+	}
+	return inst, driveErr
 }
 
+// lock locks an instance row for a change by this request. It does not wait: a row another
+// request or the finisher holds (while it asks the engine, which may take long) answers 409 at
+// once, instead of a request that waits until its own deadline.
 func (s *Service) lock(ctx context.Context, tx bun.Tx, id, userID int64) (*Instance, error) {
 	inst := new(Instance)
-	q := tx.NewSelect().Model(inst).Where("id = ?", id).Where("status <> ?", StatusDeleted).For("UPDATE")
+	q := tx.NewSelect().Model(inst).Where("id = ?", id).Where("status <> ?", StatusDeleted).For("UPDATE NOWAIT")
 	if userID != 0 {
 		q = q.Where("user_id = ?", userID)
 	}
 	if err := q.Scan(ctx); err != nil {
-		if errors.Is(err, sql.ErrNoRows) {
-			return nil, httpx.NotFound("Database not found")
-		}
-		return nil, fmt.Errorf("lock database %d: %w", id, err)
+		return nil, lockErr(err, "Database not found", errDatabaseBusy, fmt.Sprintf("lock database %d", id))
 	}
 	return inst, nil
+}
+
+// errDatabaseBusy is the 409 of a request on a database another request or the finisher is
+// changing.
+const errDatabaseBusy = "The database is being changed; try again"
+
+// lockErr maps the error of a row lock taken with NOWAIT: no row is 404 (notFound), a row held
+// by someone else 409 (busy).
+func lockErr(err error, notFound, busy, what string) error {
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return httpx.NotFound(notFound)
+	case db.IsCode(err, "55P03"): // lock_not_available
+		return httpx.Conflict(busy)
+	default:
+		return fmt.Errorf("%s: %w", what, err)
+	}
 }
 
 // Delete marks the database Deleting and drives the drop; the finisher retries if the engine
@@ -254,7 +277,7 @@ func (s *Service) Reveal(ctx context.Context, id, userID int64) (*Reveal, error)
 	if err != nil {
 		return nil, err
 	}
-	if inst.Status != StatusActive && inst.Status != StatusPaused {
+	if inst.Status == StatusProvisioning || inst.Status == StatusFailed || inst.Status == StatusDeleting {
 		return nil, httpx.Conflict(fmt.Sprintf("Database is %s; its password is available once it is Active", inst.Status))
 	}
 	pw, err := s.sealer.Open(inst.PasswordSealed, "database:"+inst.Engine+":"+inst.DatabaseName)

@@ -245,6 +245,16 @@ func (f *Finisher) claimAndDrive(ctx context.Context, kind Kind, q Queue, id int
 		_, verbErr = p.Create(ctx, CreateRequest{ResourceID: row.ID, Attempt: row.Attempts, Tx: tx})
 	case VerbDelete:
 		_, verbErr = p.Delete(ctx, DeleteRequest{ResourceID: row.ID, Attempt: row.Attempts, Tx: tx})
+	case VerbSuspend, VerbResume:
+		s, ok := p.(Suspender)
+		switch {
+		case !ok:
+			verbErr = fmt.Errorf("%s cannot be suspended or resumed", kind)
+		case inflight[row.Status] == VerbSuspend:
+			verbErr = s.Suspend(ctx, SuspendRequest{ResourceID: row.ID, Tx: tx})
+		default:
+			verbErr = s.Resume(ctx, ResumeRequest{ResourceID: row.ID, Tx: tx})
+		}
 	}
 	if verbErr != nil {
 		if ctx.Err() != nil {

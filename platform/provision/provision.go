@@ -70,6 +70,10 @@ const (
 	VerbCreate Verb = iota + 1
 	// VerbDelete calls Provisioner.Delete.
 	VerbDelete
+	// VerbSuspend calls Suspender.Suspend (the provisioner must implement Suspender).
+	VerbSuspend
+	// VerbResume calls Suspender.Resume.
+	VerbResume
 )
 
 // Queue is implemented by provisioners whose rows the Finisher drives.

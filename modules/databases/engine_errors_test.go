@@ -1,0 +1,70 @@
+package databases_test
+
+import (
+	"fmt"
+	"net/http"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"provisioner/platform/testutil/apptest"
+)
+
+// assertSanitised checks that an errorMessage shown to users names the failure's class only:
+// no statement, no admin role, no address.
+func assertSanitised(t *testing.T, want, msg string) {
+	t.Helper()
+	assert.Equal(t, want, msg)
+	for _, leak := range []string{"127.0.0.1", ":1", "user=", "postgres", "root", "CREATE", "DROP", "SELECT", "tcp", "dial"} {
+		assert.NotContains(t, msg, leak)
+	}
+}
+
+// TestEngineErrorsShownAreSanitised: when the engine is unreachable, the errorMessage of a
+// database (in the 502 answer, in the user's list and in the administrators' list) says
+// "engine unreachable" and nothing of the engine's own error text. Before, it carried the
+// failing statement, the admin role and the engine's address (for example "failed to connect to
+// `user=postgres database=postgres`: 127.0.0.1:1 …").
+func TestEngineErrorsShownAreSanitised(t *testing.T) {
+	a := start(t, nil)
+	admin := a.AdminToken(t)
+	down := apptest.Start(t, apptest.With(map[string]any{
+		"ConnectionStrings:TenantPostgres": "postgres://postgres@127.0.0.1:1/postgres?sslmode=disable&connect_timeout=2",
+		"ConnectionStrings:TenantMysql":    "root@tcp(127.0.0.1:1)/?timeout=2s",
+	}))
+	for _, engine := range []string{"postgres", "mysql"} {
+		t.Run(engine, func(t *testing.T) {
+			u := a.Register(t)
+			r := down.Post("/api/me/databases", u.Token, map[string]any{"engine": engine})
+			require.Equal(t, http.StatusBadGateway, r.Status, string(r.Raw))
+			var failed item
+			r.Decode(t, &failed)
+			assert.Equal(t, "Provisioning", failed.Status)
+			assertSanitised(t, "create: engine unreachable", failed.ErrorMessage)
+
+			alive := create(t, a, u.Token, engine)
+			r = down.Do(apptest.Request{Method: http.MethodDelete, Path: fmt.Sprintf("/api/me/databases/%d", alive.ID), Token: u.Token})
+			require.Equal(t, http.StatusBadGateway, r.Status, string(r.Raw))
+			var dropped item
+			r.Decode(t, &dropped)
+			assertSanitised(t, "drop: engine unreachable", dropped.ErrorMessage)
+
+			r = a.Get("/api/me/databases", u.Token)
+			require.Equal(t, http.StatusOK, r.Status)
+			var mine []item
+			r.Decode(t, &mine)
+			shown := map[int64]string{}
+			for _, it := range mine {
+				shown[it.ID] = it.ErrorMessage
+			}
+			assert.Equal(t, "create: engine unreachable", shown[failed.ID])
+			assert.Equal(t, "drop: engine unreachable", shown[alive.ID])
+			r = a.Get(fmt.Sprintf("/api/database-instances?userId=%d", u.ID), admin)
+			require.Equal(t, http.StatusOK, r.Status)
+			assert.Contains(t, string(r.Raw), "create: engine unreachable")
+			assert.NotContains(t, string(r.Raw), "127.0.0.1:1")
+			assert.NotContains(t, string(r.Raw), "user=")
+		})
+	}
+}
