@@ -166,10 +166,10 @@ func (h *Handler) registerAdmin(api *httpx.API) {
 		Description: "Drops the credential's login role on the engine. What it created there (tables of a full-access credential) stays and belongs to the database's owner. " +
 			"502 when the engine failed: the credential stays Deleting (in the answer's data; it can no longer be rotated) and the drop is retried in the background, or by deleting it again.",
 		Errors: []int{http.StatusNotFound, http.StatusBadGateway}},
-		func(ctx context.Context, in *idInput) (*httpx.Response[*struct{}], error) {
+		func(ctx context.Context, in *idInput) (*httpx.Response[httpx.NoData], error) {
 			if err := h.creds.Delete(ctx, in.ID); err != nil {
 				return nil, err
 			}
-			return httpx.OK[*struct{}]("Access credential removed", nil), nil
+			return httpx.Done("Access credential removed"), nil
 		})
 }
