@@ -184,7 +184,7 @@ func (s *Service) SetPaused(ctx context.Context, id, userID int64, pause bool) (
 			return err
 		}
 		if inst.Status != from {
-			return httpx.Conflict(fmt.Sprintf("Database is %s; only a %s database can be %s", inst.Status, from, strings.ToLower(to)))
+			return httpx.Conflict(fmt.Sprintf("Database is %s; only %s database can be %s", inst.Status, httpx.WithArticle(string(from)), strings.TrimPrefix(action, "database.")))
 		}
 		var serr error
 		if pause {
