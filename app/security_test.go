@@ -75,6 +75,12 @@ func TestEveryProtectedRouteRefusesMissingOrTamperedTokens(t *testing.T) {
 				r := a.Do(req)
 				assert.Equal(t, http.StatusUnauthorized, r.Status, string(r.Raw))
 				assert.False(t, r.Env.Success)
+				// RFC 9110 §15.5.2 and RFC 6750 §3: a 401 names its scheme, and the error of a bad token.
+				want := `Bearer error="invalid_token"`
+				if tok == "" {
+					want = "Bearer"
+				}
+				assert.Equal(t, want, r.Header.Get("WWW-Authenticate"))
 			})
 		}
 		checked++
@@ -92,6 +98,7 @@ func TestEveryAPIKeyRouteRefusesMissingKeysAndJWTs(t *testing.T) {
 		t.Run(op.Method+" "+op.Path, func(t *testing.T) {
 			r := a.Do(apptest.Request{Method: op.Method, Path: op.concrete("1"), Body: map[string]any{"prompt": "hi"}})
 			assert.Equal(t, http.StatusUnauthorized, r.Status, "no key")
+			assert.Empty(t, r.Header.Get("WWW-Authenticate"), "as OpenAI: X-API-Key is no HTTP authentication scheme")
 			r = a.Do(apptest.Request{Method: op.Method, Path: op.concrete("1"), Body: map[string]any{"prompt": "hi"},
 				Header: map[string]string{"X-API-Key": u.Token}})
 			assert.Equal(t, http.StatusUnauthorized, r.Status, "a JWT is not an API key")

@@ -148,11 +148,11 @@ func (h *Handler) Register(api *httpx.API) {
 		Tags: users, Summary: "Delete a user",
 		Description: "The user can no longer sign in (earlier tokens are refused at once); their resources are deprovisioned in the background. The last Admin cannot be deleted (409).",
 		Errors:      []int{http.StatusNotFound, http.StatusConflict}},
-		func(ctx context.Context, in *idPath) (*httpx.Response[*struct{}], error) {
+		func(ctx context.Context, in *idPath) (*httpx.Response[httpx.NoData], error) {
 			if err := h.users.Delete(ctx, in.ID); err != nil {
 				return nil, err
 			}
-			return httpx.OK[*struct{}]("User deleted; their resources are being deprovisioned", nil), nil
+			return httpx.Done("User deleted; their resources are being deprovisioned"), nil
 		})
 	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "getUserDashboard", Method: http.MethodGet,
 		Path: "/api/users/{userId}/dashboard", Tags: users, Summary: "A user's resources across every module",
@@ -215,11 +215,11 @@ func (h *Handler) Register(api *httpx.API) {
 		Tags: events, Summary: "Delete an audit event",
 		Description: "The deletion is itself recorded as a new `audit.event.deleted` event holding the original.",
 		Errors:      []int{http.StatusNotFound}},
-		func(ctx context.Context, in *eventPath) (*httpx.Response[*struct{}], error) {
+		func(ctx context.Context, in *eventPath) (*httpx.Response[httpx.NoData], error) {
 			if err := h.events.Delete(ctx, in.ID); err != nil {
 				return nil, err
 			}
-			return httpx.OK[*struct{}]("Audit event deleted", nil), nil
+			return httpx.Done("Audit event deleted"), nil
 		})
 
 	httpx.Register(api, httpx.Public, huma.Operation{OperationID: "getPlatformMetrics", Method: http.MethodGet, Path: "/api/metrics/platform",

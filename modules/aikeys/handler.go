@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"reflect"
 	"strconv"
 	"time"
 
@@ -200,4 +201,23 @@ func (h *Handler) Register(api *httpx.API) {
 			"503": {Description: "The key cannot be checked (control database down) or no upstream is configured (OpenAI error format)."},
 		},
 	})
+	// Every error answer is OpenAI's error object (the upstream's relayed 4xx are too).
+	errSchema := api.OpenAPI().Components.Schemas.Schema(reflect.TypeFor[openAIErrorDoc](), true, "")
+	for code, r := range api.OpenAPI().Paths["/api/ai/v1/chat/completions"].Post.Responses {
+		if code >= "400" {
+			r.Content = map[string]*huma.MediaType{"application/json": {Schema: errSchema}}
+		}
+	}
+}
+
+// openAIErrorDoc documents OpenAI's error format, as openAIErrorBody writes it.
+type openAIErrorDoc struct {
+	Error openAIErrorObject `json:"error"`
+}
+
+type openAIErrorObject struct {
+	Message string  `json:"message" doc:"What went wrong."`
+	Type    string  `json:"type" doc:"invalid_request_error, requests (rate limit) or server_error; the upstream's own for relayed answers." example:"invalid_request_error"`
+	Param   *string `json:"param" nullable:"true" doc:"The request member at fault, or null." example:"messages"`
+	Code    *string `json:"code" nullable:"true" doc:"A machine-readable code, say invalid_api_key, rate_limit_exceeded, upstream_error; null in some relayed answers." example:"invalid_api_key"`
 }

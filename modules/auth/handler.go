@@ -119,14 +119,14 @@ func (h *Handler) Register(api *httpx.API) {
 		OperationID: "forgotPassword", Method: http.MethodPost, Path: "/api/auth/forgot-password", Tags: tags,
 		Summary:     "Ask for a password reset link",
 		Description: "Always answers 200 with the same message (400 if the email is not a bare address). A known local account receives `{Frontend:BaseUrl}/auth/reset-password#token=<TOKEN>` by mail, valid for 30 minutes and once.",
-	}, func(ctx context.Context, in *forgotInput) (*httpx.Response[*struct{}], error) {
+	}, func(ctx context.Context, in *forgotInput) (*httpx.Response[httpx.NoData], error) {
 		if err := h.limiter.Check(ctx, "ForgotPassword", normalizeEmail(in.Body.Email)); err != nil {
 			return nil, err
 		}
 		if err := h.svc.ForgotPassword(ctx, in.Body.Email); err != nil {
 			return nil, err
 		}
-		return httpx.OK[*struct{}](forgotMessage, nil), nil
+		return httpx.Done(forgotMessage), nil
 	})
 
 	httpx.Register(api, httpx.Public, huma.Operation{
@@ -134,11 +134,11 @@ func (h *Handler) Register(api *httpx.API) {
 		Summary: "Choose a new password with a reset token",
 		Description: "Spends the token and every other reset token of the account; every access token issued before is " +
 			"refused from then on. An unknown, expired or already spent token is a 400 on the `token` field.",
-	}, func(ctx context.Context, in *resetInput) (*httpx.Response[*struct{}], error) {
+	}, func(ctx context.Context, in *resetInput) (*httpx.Response[httpx.NoData], error) {
 		if err := h.svc.ResetPassword(ctx, in.Body.Token, in.Body.NewPassword); err != nil {
 			return nil, err
 		}
-		return httpx.OK[*struct{}]("Password changed; sign in with the new password", nil), nil
+		return httpx.Done("Password changed; sign in with the new password"), nil
 	})
 
 	h.registerOAuth(api)

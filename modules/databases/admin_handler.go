@@ -172,10 +172,10 @@ func (h *Handler) registerAdmin(api *httpx.API) {
 			"502 when the engine failed: the credential stays Deleting (in the answer's data; it can no longer be rotated) and the drop is retried in the background, or by deleting it again. " +
 			"409 while another change of this credential is in progress (try again); 404 once it is deleted.",
 		Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusBadGateway}},
-		func(ctx context.Context, in *idInput) (*httpx.Response[*struct{}], error) {
+		func(ctx context.Context, in *idInput) (*httpx.Response[httpx.NoData], error) {
 			if err := h.creds.Delete(ctx, in.ID); err != nil {
 				return nil, err
 			}
-			return httpx.OK[*struct{}]("Access credential removed", nil), nil
+			return httpx.Done("Access credential removed"), nil
 		})
 }

@@ -255,13 +255,17 @@ func TestLifecycleOnEveryEngine(t *testing.T) {
 			_, err = connect(t, engine, it, rv.DatabaseUser, rv.Password)
 			assert.Error(t, err, "a paused database refuses its owner")
 			assert.Error(t, conn.Ping(), "the open session was ended")
-			assert.Equal(t, http.StatusConflict, a.Post(fmt.Sprintf("/api/me/databases/%d/pause", it.ID), alice.Token, nil).Status)
+			r = a.Post(fmt.Sprintf("/api/me/databases/%d/pause", it.ID), alice.Token, nil)
+			assert.Equal(t, http.StatusConflict, r.Status)
+			assert.Equal(t, "Database is Paused; only an Active database can be paused", r.Env.Message)
 
 			r = a.Post(fmt.Sprintf("/api/me/databases/%d/resume", it.ID), alice.Token, nil)
 			require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
 			_, err = connect(t, engine, it, rv.DatabaseUser, rv.Password)
 			require.NoError(t, err, "resume lets the owner in again")
-			assert.Equal(t, http.StatusConflict, a.Post(fmt.Sprintf("/api/me/databases/%d/resume", it.ID), alice.Token, nil).Status)
+			r = a.Post(fmt.Sprintf("/api/me/databases/%d/resume", it.ID), alice.Token, nil)
+			assert.Equal(t, http.StatusConflict, r.Status)
+			assert.Equal(t, "Database is Active; only a Paused database can be resumed", r.Env.Message)
 
 			// Delete: gone on the engine.
 			r = a.Do(apptest.Request{Method: "DELETE", Path: fmt.Sprintf("/api/me/databases/%d", it.ID), Token: alice.Token})

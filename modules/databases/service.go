@@ -189,7 +189,7 @@ func (s *Service) SetPaused(ctx context.Context, id, userID int64, pause bool) (
 			return nil // unfinished: driven again below
 		}
 		if inst.Status != from {
-			return httpx.Conflict(fmt.Sprintf("Database is %s; only a %s database can be %s", inst.Status, from,
+			return httpx.Conflict(fmt.Sprintf("Database is %s; only %s database can be %s", inst.Status, httpx.WithArticle(string(from)),
 				map[bool]string{true: "paused", false: "resumed"}[pause]))
 		}
 		if _, err := tx.NewUpdate().Model(inst).Set("status = ?", via).Set("attempts = 0").Set("next_attempt_at = now()").

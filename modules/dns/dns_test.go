@@ -588,7 +588,9 @@ func TestAdminRoutesAndUserDeletion(t *testing.T) {
 	r = a.Post(fmt.Sprintf("/api/dns/records/%d/retry", failed.ID), admin, nil)
 	require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
 	assert.Contains(t, string(r.Raw), `"status":"Active"`)
-	assert.Equal(t, http.StatusConflict, a.Post(fmt.Sprintf("/api/dns/records/%d/retry", failed.ID), admin, nil).Status)
+	r = a.Post(fmt.Sprintf("/api/dns/records/%d/retry", failed.ID), admin, nil)
+	assert.Equal(t, http.StatusConflict, r.Status)
+	assert.Equal(t, "Nothing to retry: the record is Active", r.Env.Message, "not \"A Active record\"")
 
 	r = a.Get(fmt.Sprintf("/api/dns/records?userId=%d&status=Active", u.ID), admin)
 	require.Equal(t, http.StatusOK, r.Status)

@@ -212,7 +212,7 @@ func (s *Service) Retry(ctx context.Context, id int64) (*Record, error) {
 			return nil, err
 		}
 	default:
-		return nil, httpx.Conflict(fmt.Sprintf("A %s record has nothing to retry", r.Status))
+		return nil, httpx.Conflict(fmt.Sprintf("Nothing to retry: the record is %s", r.Status))
 	}
 	return s.drive(ctx, id)
 }

@@ -117,7 +117,7 @@ func (s *Service) Retry(ctx context.Context, id int64) (*Account, error) {
 		}
 		return s.drive(ctx, id)
 	}
-	return nil, httpx.Conflict(fmt.Sprintf("A %s account has nothing to retry", a.Status))
+	return nil, httpx.Conflict(fmt.Sprintf("Nothing to retry: the account is %s", a.Status))
 }
 
 // AdminFilter narrows the administrators' list.

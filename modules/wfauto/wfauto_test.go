@@ -277,7 +277,9 @@ func TestDeprovisionOnUserDeletionAndAdminRoutes(t *testing.T) {
 	require.Equal(t, http.StatusOK, r.Status)
 	assert.Contains(t, string(r.Raw), `"totalCount":1`)
 	assert.Equal(t, http.StatusOK, a.Get(fmt.Sprintf("/api/wfauto/accounts/%d", acc.ID), admin).Status)
-	assert.Equal(t, http.StatusConflict, a.Post(fmt.Sprintf("/api/wfauto/accounts/%d/retry", acc.ID), admin, nil).Status)
+	r = a.Post(fmt.Sprintf("/api/wfauto/accounts/%d/retry", acc.ID), admin, nil)
+	assert.Equal(t, http.StatusConflict, r.Status)
+	assert.Equal(t, "Nothing to retry: the account is Active", r.Env.Message, "not \"A Active account\"")
 
 	r = a.Do(apptest.Request{Method: "DELETE", Path: fmt.Sprintf("/api/users/%d", u.ID), Token: admin})
 	require.Equal(t, http.StatusOK, r.Status)

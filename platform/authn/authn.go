@@ -13,7 +13,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -221,12 +223,27 @@ func (g *Guard) Middleware(api huma.API, access httpx.Access) func(huma.Context,
 			err = httpx.Forbidden("The Admin role is required")
 		}
 		if err != nil {
-			WriteError(api, ctx, err)
+			WriteError(api, ctx, challenge(err, fc.Get(fiber.HeaderAuthorization)))
 			return
 		}
 		fc.Locals(principalKey{}, p)
 		next(huma.WithValue(ctx, principalKey{}, p))
 	}
+}
+
+// challenge adds the WWW-Authenticate header a 401 must carry (RFC 9110 §11.6.1, RFC 6750 §3):
+// `Bearer` when the request carried no bearer token, `Bearer error="invalid_token"` when the token
+// it carried is malformed, expired, revoked or of a deleted user.
+func challenge(err error, authorization string) error {
+	var e *httpx.Error
+	if !errors.As(err, &e) || e.Status != http.StatusUnauthorized {
+		return err
+	}
+	scheme, token, _ := strings.Cut(strings.TrimSpace(authorization), " ")
+	if strings.EqualFold(scheme, "Bearer") && strings.TrimSpace(token) != "" {
+		return e.WithHeader(fiber.HeaderWWWAuthenticate, `Bearer error="invalid_token"`)
+	}
+	return e.WithHeader(fiber.HeaderWWWAuthenticate, "Bearer")
 }
 
 // WriteError writes err as the envelope through huma, with the headers it carries.

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"math"
 	"net/http"
 	"reflect"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -69,7 +71,7 @@ type errorWriter struct {
 // WriteErrorsUnder makes every error the server answers under the path prefix (no route, method
 // not allowed, body too large, the per-IP limit, a panic) go through w instead of the envelope:
 // for routes that speak another API's format (the OpenAI-compatible pass-through). Call it from
-// Register, before the server starts; the prefix is matched case-insensitively, as routes are.
+// Register, before the server starts; the prefix is matched case-sensitively, as routes are.
 func (a *API) WriteErrorsUnder(prefix string, w ErrorWriter) {
 	a.errorWriters = append(a.errorWriters, errorWriter{prefix: prefix, write: w})
 }
@@ -77,7 +79,7 @@ func (a *API) WriteErrorsUnder(prefix string, w ErrorWriter) {
 // errorWriterFor returns the writer registered for path, or nil.
 func (a *API) errorWriterFor(path string) ErrorWriter {
 	for _, w := range a.errorWriters {
-		if len(path) >= len(w.prefix) && strings.EqualFold(path[:len(w.prefix)], w.prefix) {
+		if strings.HasPrefix(path, w.prefix) {
 			return w.write
 		}
 	}
@@ -121,6 +123,9 @@ func Register[I, O any](a *API, access Access, op huma.Operation, h func(context
 	if op.Method == http.MethodPost || op.Method == http.MethodPut || op.Method == http.MethodPatch {
 		errs = append(errs, http.StatusBadRequest, http.StatusRequestEntityTooLarge)
 	}
+	if names := integerPathParams(reflect.TypeFor[I]()); len(names) > 0 {
+		op.Middlewares = append(op.Middlewares, canonicalIntegers(a.API, names))
+	}
 	op.Errors = uniqueInts(errs)
 	// huma replaces the response of every error status with a generic one: keep the description
 	// and headers (say a 502's Retry-After) the caller documented for it.
@@ -130,6 +135,11 @@ func Register[I, O any](a *API, access Access, op huma.Operation, h func(context
 	}
 	huma.Register(a.API, op, h)
 	if doc := operationOf(a.OpenAPI(), op.Method, op.Path); doc != nil {
+		if r := doc.Responses["401"]; r != nil && (access == Authenticated || access == AdminOnly) {
+			r.Headers = map[string]*huma.Param{"WWW-Authenticate": {
+				Description: "`Bearer` without a token; `Bearer error=\"invalid_token\"` for a malformed, expired or revoked one.",
+				Schema:      &huma.Schema{Type: "string"}}}
+		}
 		for code, r := range given {
 			got := doc.Responses[code]
 			if got == nil || got == r {
@@ -143,6 +153,58 @@ func Register[I, O any](a *API, access Access, op huma.Operation, h func(context
 			}
 		}
 	}
+}
+
+// integerPathParams names the integer path parameters of an input type (embedded structs included).
+func integerPathParams(t reflect.Type) []string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t.Kind() != reflect.Struct {
+		return nil
+	}
+	var out []string
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if f.Anonymous {
+			out = append(out, integerPathParams(f.Type)...)
+			continue
+		}
+		if name := f.Tag.Get("path"); name != "" && f.Type.Kind() >= reflect.Int && f.Type.Kind() <= reflect.Uint64 {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// canonicalIntegers refuses an integer path parameter not written in canonical decimal: huma
+// would parse /api/users/01 and /api/users/+1 as user 1, so one resource had many URLs. Such a
+// value is answered as a non-numeric one is: 400, field "id", "invalid integer".
+func canonicalIntegers(api huma.API, names []string) func(huma.Context, func(huma.Context)) {
+	return func(ctx huma.Context, next func(huma.Context)) {
+		for _, n := range names {
+			if v := ctx.Param(n); !canonicalDecimal(v) {
+				_ = huma.WriteErr(api, ctx, http.StatusUnprocessableEntity, "validation failed",
+					&huma.ErrorDetail{Location: "path." + n, Message: "invalid integer", Value: v})
+				return
+			}
+		}
+		next(ctx)
+	}
+}
+
+// canonicalDecimal reports whether s is a non-negative integer in canonical decimal: digits only,
+// no sign, no leading zero (except "0" itself).
+func canonicalDecimal(s string) bool {
+	if s == "" || (len(s) > 1 && s[0] == '0') {
+		return false
+	}
+	for _, c := range []byte(s) {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // operationOf returns the documented operation of method on path, or nil.
@@ -211,6 +273,10 @@ func newAPI(app *fiber.App, title, version string, guard Guard) *API {
 		"tightest limit that applied; a 429 adds `Retry-After`. Limits are shared by every instance of " +
 		"the service; for the per-IP and per-user limits, `Remaining` counts hits another instance " +
 		"has reserved as spent.\n\n" +
+		"HTTP: paths are case-sensitive and a numeric path id is canonical decimal (`01`, `+1` are a 400, as `abc` is); " +
+		"every GET route also answers HEAD; `Content-Type` is matched case-insensitively. Every answer carries " +
+		"`Cache-Control: no-store`, `X-Content-Type-Options: nosniff` and `Referrer-Policy: no-referrer`; a 401 of a " +
+		"Bearer operation carries `WWW-Authenticate` (the X-API-Key operations send none, as OpenAI does).\n\n" +
 		"Consistency: once a request that changed something has been answered, every later request " +
 		"sees the change, whichever instance serves it (a revoked key or a demoted role is refused at once)."
 	cfg.Components.SecuritySchemes = map[string]*huma.SecurityScheme{
@@ -219,7 +285,19 @@ func newAPI(app *fiber.App, title, version string, guard Guard) *API {
 		SchemeAPIKey: {Type: "apiKey", In: "header", Name: "X-API-Key",
 			Description: "AI API key from POST /api/me/ai-keys."},
 	}
-	return &API{API: humafiber.New(app, cfg), guard: guard, app: app}
+	return &API{API: humafiber.NewWithGroup(app, headToo{app}, cfg), guard: guard, app: app}
+}
+
+// headToo registers every GET operation of huma for HEAD as well, as Fiber's own app.Get does
+// (RFC 9110: HEAD wherever GET): same handler, status and headers, and fasthttp sends no body.
+// The OpenAPI document lists only the GET.
+type headToo struct{ fiber.Router }
+
+func (r headToo) Add(method, path string, handlers ...fiber.Handler) fiber.Router {
+	if method == http.MethodGet {
+		r.Router.Add(http.MethodHead, path, handlers...)
+	}
+	return r.Router.Add(method, path, handlers...)
 }
 
 func init() {
@@ -254,7 +332,7 @@ func mapHumaError(hctx huma.Context, status int, msg string, errs ...error) huma
 	for _, err := range errs {
 		var d *huma.ErrorDetail
 		if errors.As(err, &d) {
-			field, message := fieldName(d.Location), d.Message
+			field, message := fieldName(d.Location), integralLimits(d.Message)
 			if m := requiredProperty.FindStringSubmatch(d.Message); m != nil {
 				// "expected required property email to be present" at "body": name the field itself.
 				if field == "body" || field == "" {
@@ -336,6 +414,21 @@ func upperFirst(s string) string {
 }
 
 var invalidSchemaChars = regexp.MustCompile(`[^a-zA-Z0-9._-]`)
+
+// exponentNumber is a number huma formatted with %v: a float64 of 1 MiB prints as 1.048576e+06.
+var exponentNumber = regexp.MustCompile(`-?[0-9]+(?:\.[0-9]+)?e[+-][0-9]+`)
+
+// integralLimits writes the whole numbers of a validation message as integers ("expected number >=
+// 1048576", not 1.048576e+06); other numbers are left as they are.
+func integralLimits(msg string) string {
+	return exponentNumber.ReplaceAllStringFunc(msg, func(n string) string {
+		f, err := strconv.ParseFloat(n, 64)
+		if err != nil || f != math.Trunc(f) || math.Abs(f) >= 1e21 {
+			return n
+		}
+		return strconv.FormatFloat(f, 'f', -1, 64)
+	})
+}
 
 var requiredProperty = regexp.MustCompile(`^expected required property (\S+) to be present$`)
 

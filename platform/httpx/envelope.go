@@ -1,6 +1,10 @@
 package httpx
 
-import "net/http"
+import (
+	"net/http"
+
+	"github.com/danielgtaylor/huma/v2"
+)
 
 // Envelope is the body of every JSON response: ServiceResponse<T> of the original service.
 type Envelope[T any] struct {
@@ -24,6 +28,21 @@ func OK[T any](message string, data T) *Response[T] {
 func Created[T any](message string, data T) *Response[T] {
 	return &Response[T]{Status: http.StatusCreated, Body: Envelope[T]{Success: true, Message: message, Data: data}}
 }
+
+// NoData is the data of an answer that has none: it is written as null, and the OpenAPI document
+// says so (`data: null`) rather than promising an object.
+type NoData struct{}
+
+// MarshalJSON writes null.
+func (NoData) MarshalJSON() ([]byte, error) { return []byte("null"), nil }
+
+// Schema implements huma.SchemaProvider.
+func (NoData) Schema(huma.Registry) *huma.Schema {
+	return &huma.Schema{Type: "null", Description: "Always null: this answer carries no data."}
+}
+
+// Done answers 200 with a message and no data (`data: null`).
+func Done(message string) *Response[NoData] { return OK(message, NoData{}) }
 
 // Page is the data of admin list endpoints.
 type Page[T any] struct {

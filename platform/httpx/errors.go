@@ -207,3 +207,18 @@ func isConnectionError(err error) bool {
 func Invalid(field, message string) error {
 	return &huma.ErrorDetail{Location: "body." + field, Message: message}
 }
+
+// WithArticle puts "a" or "an" before word, as its first sound asks: "an Active", "a Failed".
+// For the statuses and names that messages quote.
+func WithArticle(word string) string {
+	w := strings.ToLower(word)
+	switch {
+	case w == "":
+		return word
+	case strings.HasPrefix(w, "uni"), strings.HasPrefix(w, "use"), strings.HasPrefix(w, "usu"):
+		return "a " + word // "a user": the u sounds like "you"
+	case strings.ContainsRune("aeiou", rune(w[0])):
+		return "an " + word
+	}
+	return "a " + word
+}

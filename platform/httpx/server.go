@@ -75,6 +75,13 @@ func NewServer(o ServerOptions) (*Server, error) {
 		DisableStartupMessage: true,
 		ErrorHandler:          s.errorHandler,
 		ReadBufferSize:        16 << 10,
+		// Paths are case-sensitive (RFC 3986): /API/ENGINES is a 404, not /api/engines. A trailing
+		// slash is ignored (StrictRouting off): /api/engines/ is /api/engines.
+		CaseSensitive: true,
+		// fasthttp would parse a multipart/form-data body while reading the request and answer a
+		// bare 400 when it is not one; the API reads only JSON, so such a body reaches the route
+		// and is a 415 like any other type.
+		DisablePreParseMultipartForm: true,
 		// A client must send its request within ReadTimeout (slow-request floods); responses have
 		// no write timeout, so streamed AI answers are not cut.
 		ReadTimeout: 30 * time.Second,
@@ -82,6 +89,7 @@ func NewServer(o ServerOptions) (*Server, error) {
 	})
 	s.App = app
 	app.Use(requestContext(trusted))
+	app.Use(responseHeaders)
 	app.Use(accessLog(o.Logger, o.Metrics, s.errorHandler))
 	app.Use(recoverer(o.Logger))
 	app.Use(cors.New(cors.Config{
@@ -218,7 +226,7 @@ type routePattern struct {
 func (s *Server) allowedMethods(path string) []string {
 	s.once.Do(func() {
 		for _, r := range s.App.GetRoutes(true) {
-			if r.Method == http.MethodHead || r.Method == "USE" || strings.Contains(r.Path, "*") {
+			if r.Method == "USE" || strings.Contains(r.Path, "*") {
 				continue
 			}
 			var b strings.Builder

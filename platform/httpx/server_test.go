@@ -27,6 +27,7 @@ type widgetIn struct {
 		Name  string   `json:"name" minLength:"1" maxLength:"10"`
 		Email string   `json:"email" format:"email"`
 		Count int      `json:"count" minimum:"1" maximum:"5"`
+		Space int64    `json:"space,omitempty" minimum:"1048576"`
 	}
 }
 
@@ -77,6 +78,12 @@ func (routes) Register(api *httpx.API) {
 				return nil, fmt.Errorf("load widget: %w", &pgconn.PgError{Severity: "ERROR", Code: "42P01", Message: "relation \"secret_table\" does not exist"})
 			}
 			return nil, httpx.ErrNotFound
+		})
+	httpx.Register(api, httpx.Public, huma.Operation{OperationID: "deleteWidget", Method: http.MethodDelete, Path: "/api/widgets/{id}"},
+		func(ctx context.Context, in *struct {
+			ID int64 `path:"id" minimum:"1"`
+		}) (*httpx.Response[httpx.NoData], error) {
+			return httpx.Done("deleted"), nil
 		})
 	httpx.Register(api, httpx.Public, huma.Operation{OperationID: "pokeWidget", Method: http.MethodPost, Path: "/api/widgets/{id}/poke"},
 		func(ctx context.Context, in *struct {
@@ -265,7 +272,10 @@ func TestMethodNotAllowedListsAllow(t *testing.T) {
 	base := newServer(t)
 	res, _, _ := call(t, "PUT", base+"/api/widgets/1", "", nil)
 	assert.Equal(t, 405, res.StatusCode)
-	assert.Equal(t, "GET", res.Header.Get("Allow"))
+	assert.Equal(t, "DELETE, GET, HEAD", res.Header.Get("Allow"))
+	res, _, _ = call(t, "HEAD", base+"/api/widgets/1/poke", "", nil)
+	assert.Equal(t, 405, res.StatusCode)
+	assert.Equal(t, "POST", res.Header.Get("Allow"))
 }
 
 func TestRequestIDEchoed(t *testing.T) {
@@ -471,4 +481,137 @@ func TestOpenAPIDocumentsEveryBadRequest(t *testing.T) {
 	}
 	assert.Contains(t, doc.Paths["/api/widgets"]["post"].Responses, "415")
 	assert.NotContains(t, doc.Paths["/api/widgets"]["get"].Responses, "415")
+}
+
+// TestHeadAnswersLikeGet: HEAD answered 405 on every GET route huma registered (RFC 9110: HEAD
+// wherever GET), /healthz and /readyz included.
+func TestHeadAnswersLikeGet(t *testing.T) {
+	base := newServer(t)
+	for _, path := range []string{"/api/widgets/1", "/api/widgets/99", "/api/widgets?page=2"} {
+		get, _, raw := call(t, "GET", base+path, "", nil)
+		head, _, headRaw := call(t, "HEAD", base+path, "", nil)
+		assert.Equal(t, get.StatusCode, head.StatusCode, "%s: %s", path, raw)
+		assert.Empty(t, headRaw, "HEAD has no body")
+		assert.Equal(t, get.Header.Get("Content-Type"), head.Header.Get("Content-Type"), path)
+		assert.Equal(t, fmt.Sprint(len(raw)), head.Header.Get("Content-Length"), path)
+	}
+	res, err := http.Get(base + "/api/openapi.json")
+	require.NoError(t, err)
+	defer res.Body.Close()
+	doc, _ := io.ReadAll(res.Body)
+	assert.NotContains(t, string(doc), `"head"`, "the document lists the GET only")
+}
+
+// TestEveryAnswerForbidsCachingAndSniffing: answers carry tokens and secrets (register, login,
+// password reveal, AI keys), so none may be stored; JSON must never be sniffed as HTML.
+func TestEveryAnswerForbidsCachingAndSniffing(t *testing.T) {
+	base := newServer(t)
+	for _, c := range []struct{ method, path, body string }{
+		{"GET", "/api/widgets/1", ""},                                       // 200
+		{"POST", "/api/widgets", `{"name":"a","email":"a@b.co","count":2}`}, // 201
+		{"POST", "/api/widgets", `{}`},                                      // 400
+		{"GET", "/api/widgets/99", ""},                                      // 404
+		{"GET", "/api/nowhere", ""},                                         // no route
+		{"PUT", "/api/widgets/1", ""},                                       // 405
+		{"GET", "/api/widgets/3", ""},                                       // panic: 500
+	} {
+		res, _, raw := call(t, c.method, base+c.path, c.body, nil)
+		assert.Equal(t, "no-store", res.Header.Get("Cache-Control"), "%s %s: %s", c.method, c.path, raw)
+		assert.Equal(t, "nosniff", res.Header.Get("X-Content-Type-Options"), "%s %s", c.method, c.path)
+		assert.Equal(t, "no-referrer", res.Header.Get("Referrer-Policy"), "%s %s", c.method, c.path)
+	}
+}
+
+// TestMediaTypesAreCaseInsensitive: Application/JSON was a 415 (RFC 9110: media types and
+// parameter names are case-insensitive); multipart/form-data was a bare 400 "Malformed request".
+func TestMediaTypesAreCaseInsensitive(t *testing.T) {
+	base := newServer(t)
+	body := `{"name":"a","email":"a@b.co","count":2}`
+	for _, ct := range []string{"Application/JSON", "application/json; charset=UTF-8", "APPLICATION/JSON; CHARSET=utf-8", "application/json ; charset=utf-8"} {
+		res, _, raw := call(t, "POST", base+"/api/widgets", body, map[string]string{"Content-Type": ct})
+		assert.Equal(t, 201, res.StatusCode, "%s: %s", ct, raw)
+	}
+	for _, ct := range []string{"multipart/form-data; boundary=x", "application/x-www-form-urlencoded", "Text/Plain"} {
+		res, env, raw := call(t, "POST", base+"/api/widgets", body, map[string]string{"Content-Type": ct})
+		assert.Equal(t, 415, res.StatusCode, "%s: %s", ct, raw)
+		assert.Equal(t, "Unsupported Content-Type: send application/json", env.Message, ct)
+	}
+}
+
+// TestRoutesAndIDsHaveOneSpelling: /API/WIDGETS/1, /api/widgets/01 and /api/widgets/+1 all
+// answered widget 1. Paths are case-sensitive; an id must be canonical decimal, else it is the 400
+// a non-numeric id gets. A trailing slash is still ignored.
+func TestRoutesAndIDsHaveOneSpelling(t *testing.T) {
+	base := newServer(t)
+	res, _, raw := call(t, "GET", base+"/API/WIDGETS/1", "", nil)
+	assert.Equal(t, 404, res.StatusCode, raw)
+	res, _, raw = call(t, "GET", base+"/api/Widgets", "", nil)
+	assert.Equal(t, 404, res.StatusCode, raw)
+	for _, id := range []string{"01", "+1", "-1", "1e0", "abc", "%2B1", "00"} {
+		res, env, raw := call(t, "GET", base+"/api/widgets/"+id, "", nil)
+		assert.Equal(t, 400, res.StatusCode, "%s: %s", id, raw)
+		require.Len(t, env.Errors, 1, id)
+		assert.Equal(t, "id", env.Errors[0].Field, id)
+		assert.Equal(t, "invalid integer", env.Errors[0].Message, id)
+	}
+	res, _, raw = call(t, "POST", base+"/api/widgets/007/poke", "", nil)
+	assert.Equal(t, 400, res.StatusCode, raw)
+	res, _, raw = call(t, "GET", base+"/api/widgets/1/", "", nil)
+	assert.Equal(t, 200, res.StatusCode, "a trailing slash is ignored: %s", raw)
+	res, _, raw = call(t, "GET", base+"/api/widgets/0", "", nil)
+	assert.Equal(t, 400, res.StatusCode, "0 is canonical, and below the minimum: %s", raw)
+}
+
+// TestValidationPrintsWholeNumbers: a 1 MiB minimum read "expected number >= 1.048576e+06".
+func TestValidationPrintsWholeNumbers(t *testing.T) {
+	base := newServer(t)
+	res, env, raw := call(t, "POST", base+"/api/widgets", `{"name":"a","email":"a@b.co","count":2,"space":5}`, nil)
+	require.Equal(t, 400, res.StatusCode, raw)
+	require.Len(t, env.Errors, 1, raw)
+	assert.Equal(t, "space", env.Errors[0].Field)
+	assert.Equal(t, "expected number >= 1048576", env.Errors[0].Message)
+}
+
+// TestNoDataIsDocumentedAsNull: answers without data said `data` was a required object while
+// they carried null.
+func TestNoDataIsDocumentedAsNull(t *testing.T) {
+	base := newServer(t)
+	res, env, raw := call(t, "DELETE", base+"/api/widgets/1", "", nil)
+	require.Equal(t, 200, res.StatusCode, raw)
+	assert.Equal(t, "null", string(env.Data))
+	res, err := http.Get(base + "/api/openapi.json")
+	require.NoError(t, err)
+	defer res.Body.Close()
+	var doc struct {
+		Paths map[string]map[string]struct {
+			Responses map[string]struct {
+				Content map[string]struct {
+					Schema struct {
+						Ref string `json:"$ref"`
+					} `json:"schema"`
+				} `json:"content"`
+			} `json:"responses"`
+		} `json:"paths"`
+		Components struct {
+			Schemas map[string]struct {
+				Required   []string `json:"required"`
+				Properties map[string]struct {
+					Type any `json:"type"`
+				} `json:"properties"`
+			} `json:"schemas"`
+		} `json:"components"`
+	}
+	require.NoError(t, json.NewDecoder(res.Body).Decode(&doc))
+	ref := doc.Paths["/api/widgets/{id}"]["delete"].Responses["200"].Content["application/json"].Schema.Ref
+	env200 := doc.Components.Schemas[strings.TrimPrefix(ref, "#/components/schemas/")]
+	assert.Contains(t, env200.Required, "data", ref)
+	assert.Equal(t, "null", env200.Properties["data"].Type, ref)
+}
+
+// TestWithArticle: messages read "only a Active database".
+func TestWithArticle(t *testing.T) {
+	for word, want := range map[string]string{"Active": "an Active", "Paused": "a Paused", "Expired": "an Expired",
+		"Failed": "a Failed", "Unknown": "an Unknown", "User": "a User", "": ""} {
+		assert.Equal(t, want, httpx.WithArticle(word))
+	}
 }
