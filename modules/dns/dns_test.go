@@ -139,6 +139,9 @@ func TestValidation(t *testing.T) {
 		{"ttl 30", map[string]any{"label": "ok", "content": "203.0.113.1", "recordTtl": 30}, []string{"recordTtl"}},
 		{"ttl too big", map[string]any{"label": "ok", "content": "203.0.113.1", "recordTtl": 86401}, []string{"recordTtl"}},
 		{"all at once", map[string]any{"label": "-", "content": "10", "recordTtl": 2}, []string{"label", "content", "recordTtl"}},
+		{"A-label that is not punycode", map[string]any{"label": "xn--a", "content": "203.0.113.1"}, []string{"label"}},
+		{"A-label with bad punycode", map[string]any{"label": "xn--ab-cd", "content": "203.0.113.1"}, []string{"label"}},
+		{"reserved hyphens", map[string]any{"label": "ab--cd", "content": "203.0.113.1"}, []string{"label"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -151,6 +154,19 @@ func TestValidation(t *testing.T) {
 	var n int
 	require.NoError(t, a.DB.QueryRow("SELECT count(*) FROM dns_records WHERE user_id = ?", u.ID).Scan(&n))
 	assert.Zero(t, n, "nothing half-written")
+
+	// The content message names exactly what is refused: private and reserved ranges are accepted.
+	r := a.Post("/api/me/dns", u.Token, map[string]any{"label": "ok", "content": "127.0.0.1"})
+	require.Equal(t, http.StatusBadRequest, r.Status)
+	assert.NotContains(t, string(r.Raw), "public")
+	for _, s := range []string{"0.0.0.0", "127.0.0.0/8", "169.254.0.0/16", "224.0.0.0/4", "255.255.255.255"} {
+		assert.Contains(t, string(r.Raw), s)
+	}
+	fake.Fail(cloudflaretest.Fault{Status: 400, Method: "POST"}) // no record created: the cell stays clean
+	r = a.Post("/api/me/dns", u.Token, map[string]any{"label": label(), "content": "10.0.0.1"})
+	assert.NotEqual(t, http.StatusBadRequest, r.Status, "a private address is accepted: %s", r.Raw)
+	r = a.Post("/api/me/dns", u.Token, map[string]any{"label": "xn--bcher-kva", "content": "198.51.100.1"})
+	assert.NotEqual(t, http.StatusBadRequest, r.Status, "a valid A-label is accepted: %s", r.Raw)
 }
 
 func TestDuplicateLabelAndQuota(t *testing.T) {
@@ -614,16 +630,22 @@ func TestOutboundBudgetQueuesInsteadOfBursting(t *testing.T) {
 }
 
 func TestValidators(t *testing.T) {
-	for _, ok := range []string{"a", "a-b", "0", strings.Repeat("x", 63)} {
+	for _, ok := range []string{"a", "a-b", "0", strings.Repeat("x", 63), "a--b", "xn--bcher-kva", "XN--MNCHEN-3YA", "xn--nxasmq6b"} {
 		_, valid := dns.NormalizeLabel(ok)
 		assert.True(t, valid, ok)
 	}
-	for _, bad := range []string{"", "-a", "a-", "a.b", "ä", strings.Repeat("x", 64)} {
+	for _, bad := range []string{"", "-a", "a-", "a.b", "ä", strings.Repeat("x", 64),
+		// RFC 5891: "--" in the 3rd and 4th characters only in a valid A-label.
+		"xn--a", "xn--0", "xn--ab-cd", "xn--zz", "ab--cd", "xy--bcher-kva", "xn--abc"} {
 		_, valid := dns.NormalizeLabel(bad)
 		assert.False(t, valid, bad)
 	}
 	assert.True(t, dns.ValidContent("8.8.8.8"))
 	assert.False(t, dns.ValidContent("::ffff:8.8.8.8"))
+	// The contract refuses only unspecified, loopback, link-local, multicast and broadcast.
+	for _, ok := range []string{"10.0.0.1", "100.64.0.1", "240.0.0.1", "192.0.2.1", "172.16.0.1"} {
+		assert.True(t, dns.ValidContent(ok), ok)
+	}
 	_ = context.Background()
 }
 
