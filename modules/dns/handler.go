@@ -63,15 +63,18 @@ type dnsAdminListInput struct {
 }
 
 const createDoc = "The intent is stored as Pending, then the provider is called. 201 with the Active record; " +
-	"409 when the label is live in the cell or the quota `Dns:MaxRecordsPerUser` is reached; 502 when the provider " +
-	"failed — `data` is the record as stored: Failed with the provider's error in `errorMessage`, or still Pending " +
-	"(a transient failure, retried in the background)."
+	"409 when the label is live in the cell, when the provider already holds the name for a record not made by this " +
+	"service (81053/81057/81058, or found by the lookup before creating; nothing is stored), or when the quota " +
+	"`Dns:MaxRecordsPerUser` is reached; 502 when the provider failed — `data` is the record as stored: Failed with " +
+	"the provider's error in `errorMessage`, or still Pending (a transient failure, retried in the background)."
 
 // Register implements httpx.Routes.
 func (h *Handler) Register(api *httpx.API) {
 	tags := []string{"DNS"}
 	httpx.Register(api, httpx.Authenticated, huma.Operation{OperationID: "listMyDnsRecords", Method: http.MethodGet,
-		Path: "/api/me/dns", Tags: tags, Summary: "List my DNS records", Description: "Every state, including Failed (with its error) and Revoked."},
+		Path: "/api/me/dns", Tags: tags, Summary: "List my DNS records",
+		Description: "Pending, Active, Revoking and Failed records (a Failed one with its error, until it is revoked), oldest first. " +
+			"Revoked records are not listed (administrators still see them, `GET /api/dns/records?status=Revoked`)."},
 		func(ctx context.Context, _ *struct{}) (*httpx.Response[[]View], error) {
 			list, err := h.svc.List(ctx, authn.FromContext(ctx).UserID)
 			if err != nil {
@@ -125,8 +128,9 @@ func (h *Handler) Register(api *httpx.API) {
 		})
 	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "retryDnsRecord", Method: http.MethodPost,
 		Path: "/api/dns/records/{id}/retry", Tags: atags, Summary: "Retry a failed or stuck DNS record",
-		Description: "Failed → Pending, driven now; Pending or Revoking → driven now. Other states: 409.",
-		Errors:      []int{http.StatusNotFound, http.StatusConflict, http.StatusBadGateway}},
+		Description: "Failed → Pending, driven now; Pending or Revoking → driven now. Other states: 409. 409 also when the " +
+			"provider holds the name for a record not made by this service: the record is Failed again (in `data`).",
+		Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusBadGateway}},
 		func(ctx context.Context, in *idInput) (*httpx.Response[View], error) {
 			r, err := h.svc.Retry(ctx, in.ID)
 			if r == nil {

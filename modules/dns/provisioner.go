@@ -76,7 +76,7 @@ func (p *Provisioner) Create(ctx context.Context, req provision.CreateRequest) (
 		return p.active(ctx, req.Tx, r, ours.ID, true)
 	}
 	if len(found) > 0 {
-		return provision.CreateResponse{}, p.final(ctx, req.Tx, r, taken(r))
+		return provision.CreateResponse{}, p.nameTaken(ctx, req.Tx, r, taken(r))
 	}
 	ttl := r.RecordTTL
 	if r.Proxied {
@@ -100,7 +100,7 @@ func (p *Provisioner) Create(ctx context.Context, req provision.CreateRequest) (
 		if len(again) == 0 {
 			return provision.CreateResponse{}, fmt.Errorf("the provider reports %s as existing (%s) but lists no such record", r.Fqdn, ae.Error())
 		}
-		return provision.CreateResponse{}, p.final(ctx, req.Tx, r, ae.Error()+"; "+taken(r))
+		return provision.CreateResponse{}, p.nameTaken(ctx, req.Tx, r, ae.Error()+"; "+taken(r))
 	}
 	if err != nil {
 		return provision.CreateResponse{}, p.failed(ctx, req.Tx, r, err)
@@ -110,6 +110,45 @@ func (p *Provisioner) Create(ctx context.Context, req provision.CreateRequest) (
 
 func taken(r *Record) string {
 	return fmt.Sprintf("the name %s already exists at the provider and was not created for this record", r.Fqdn)
+}
+
+// waitingKey marks the context of a request that drives a record itself and answers its client.
+type waitingKey struct{}
+
+// waiting is what such a request learns about its record's create: a name held at the provider by
+// a record not ours is a conflict for that client, not a provider failure.
+type waiting struct {
+	id int64
+	// fresh: the row was stored by this very request (a create): on a conflict it is deleted, so
+	// the client's 409 leaves nothing behind. Otherwise (an administrator's retry) it ends Failed.
+	fresh bool
+	// taken is set when the name was found held by a record not made for this row.
+	taken bool
+}
+
+// withWaiting returns ctx marked for a request driving record id; the result tells what happened.
+func withWaiting(ctx context.Context, id int64, fresh bool) (context.Context, *waiting) {
+	w := &waiting{id: id, fresh: fresh}
+	return context.WithValue(ctx, waitingKey{}, w), w
+}
+
+// nameTaken ends a create whose name the provider holds for a record not made for r. A request
+// that stored r itself and waits for the outcome gets a conflict and r is deleted in the driving
+// transaction (never seen Failed); any other create (the finisher's, an administrator's retry)
+// leaves r Failed with msg, since no one else would learn why.
+func (p *Provisioner) nameTaken(ctx context.Context, tx bun.IDB, r *Record, msg string) error {
+	w, _ := ctx.Value(waitingKey{}).(*waiting)
+	if w == nil || w.id != r.ID {
+		return p.final(ctx, tx, r, msg)
+	}
+	w.taken = true
+	if !w.fresh {
+		return p.final(ctx, tx, r, msg)
+	}
+	if _, err := tx.NewDelete().Model(r).WherePK().Where("status = ?", StatusPending).Exec(ctx); err != nil {
+		return fmt.Errorf("drop record %d whose name is taken: %w", r.ID, err)
+	}
+	return nil
 }
 
 func (p *Provisioner) active(ctx context.Context, tx bun.IDB, r *Record, providerID string, adopted bool) (provision.CreateResponse, error) {
