@@ -82,11 +82,14 @@ func TestCreateListRevoke(t *testing.T) {
 	r.Decode(t, &prox)
 	assert.Equal(t, 1, fake.Records()[prox.ProviderRecordID].TTL)
 	assert.True(t, fake.Records()[prox.ProviderRecordID].Proxied)
+	assert.Equal(t, 1, prox.RecordTTL, "the TTL the provider holds (automatic), not the one asked")
+	assert.Equal(t, 300, got.RecordTTL, "a DNS-only record keeps the TTL asked")
 
 	list := a.Get("/api/me/dns", u.Token)
 	var items []rec
 	list.Decode(t, &items)
-	assert.Len(t, items, 2)
+	require.Len(t, items, 2)
+	assert.Equal(t, []int{300, 1}, []int{items[0].RecordTTL, items[1].RecordTTL})
 	assert.NotContains(t, string(list.Raw), token)
 
 	other := a.Register(t)

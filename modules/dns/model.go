@@ -43,7 +43,7 @@ type View struct {
 	Label            string    `json:"label" example:"myapp"`
 	Fqdn             string    `json:"fqdn" example:"myapp.cell.example.com"`
 	Content          string    `json:"content" example:"203.0.113.10"`
-	RecordTTL        int       `json:"recordTtl" example:"1"`
+	RecordTTL        int       `json:"recordTtl" example:"1" doc:"The TTL the provider holds, in seconds; 1 is automatic (always so for a proxied record, whatever was asked)."`
 	Proxied          bool      `json:"proxied"`
 	Status           string    `json:"status" enum:"Pending,Active,Failed,Revoking,Revoked" example:"Active"`
 	ProviderRecordID string    `json:"providerRecordId" doc:"The provider's id, once created."`

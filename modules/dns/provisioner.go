@@ -73,16 +73,12 @@ func (p *Provisioner) Create(ctx context.Context, req provision.CreateRequest) (
 		return provision.CreateResponse{}, p.failed(ctx, req.Tx, r, err)
 	}
 	if ours := findOurs(found, r); ours != nil {
-		return p.active(ctx, req.Tx, r, ours.ID, true)
+		return p.active(ctx, req.Tx, r, *ours, true)
 	}
 	if len(found) > 0 {
 		return provision.CreateResponse{}, p.nameTaken(ctx, req.Tx, r, taken(r))
 	}
-	ttl := r.RecordTTL
-	if r.Proxied {
-		ttl = 1 // the provider manages proxied TTLs
-	}
-	created, err := p.provider.Create(ctx, cloudflare.Record{Name: r.Name, Content: r.Content, TTL: ttl, Proxied: r.Proxied,
+	created, err := p.provider.Create(ctx, cloudflare.Record{Name: r.Name, Content: r.Content, TTL: sentTTL(r.RecordTTL, r.Proxied), Proxied: r.Proxied,
 		Comment: Marker(r)})
 	var ae *cloudflare.APIError
 	if errors.As(err, &ae) && (ae.Has(cloudflare.CodeIdenticalRecord) || ae.Has(cloudflare.CodeRecordExists) || ae.Has(cloudflare.CodeNameExists)) {
@@ -95,7 +91,7 @@ func (p *Provisioner) Create(ctx context.Context, req provision.CreateRequest) (
 			return provision.CreateResponse{}, fmt.Errorf("the provider reports %s as existing (%s); looking it up failed: %w", r.Fqdn, ae.Error(), lerr)
 		}
 		if ours := findOurs(again, r); ours != nil {
-			return p.active(ctx, req.Tx, r, ours.ID, true)
+			return p.active(ctx, req.Tx, r, *ours, true)
 		}
 		if len(again) == 0 {
 			return provision.CreateResponse{}, fmt.Errorf("the provider reports %s as existing (%s) but lists no such record", r.Fqdn, ae.Error())
@@ -105,7 +101,24 @@ func (p *Provisioner) Create(ctx context.Context, req provision.CreateRequest) (
 	if err != nil {
 		return provision.CreateResponse{}, p.failed(ctx, req.Tx, r, err)
 	}
-	return p.active(ctx, req.Tx, r, created.ID, false)
+	return p.active(ctx, req.Tx, r, created, false)
+}
+
+// sentTTL is the TTL sent to the provider: 1 (automatic) for a proxied record, whose TTL the
+// provider manages.
+func sentTTL(ttl int, proxied bool) int {
+	if proxied {
+		return 1
+	}
+	return ttl
+}
+
+// heldTTL is the TTL the provider answered for r's record, or what was sent when it gave none.
+func heldTTL(r *Record, held cloudflare.Record) int {
+	if held.TTL > 0 {
+		return held.TTL
+	}
+	return sentTTL(r.RecordTTL, r.Proxied)
 }
 
 func taken(r *Record) string {
@@ -151,9 +164,14 @@ func (p *Provisioner) nameTaken(ctx context.Context, tx bun.IDB, r *Record, msg 
 	return nil
 }
 
-func (p *Provisioner) active(ctx context.Context, tx bun.IDB, r *Record, providerID string, adopted bool) (provision.CreateResponse, error) {
+// active records the provider's record as r's: its id, and the TTL the provider holds (1,
+// automatic, for a proxied record whatever was asked), so what we show is what the zone serves.
+func (p *Provisioner) active(ctx context.Context, tx bun.IDB, r *Record, held cloudflare.Record, adopted bool) (provision.CreateResponse, error) {
+	providerID := held.ID
+	ttl := heldTTL(r, held)
 	if _, err := tx.NewUpdate().Model(r).Set("status = ?", StatusActive).Set("provider_record_id = ?", providerID).
-		Set("error_message = ''").Set("last_error = ''").Set("updated_at = now()").WherePK().Exec(ctx); err != nil {
+		Set("record_ttl = ?", ttl).Set("error_message = ''").Set("last_error = ''").Set("updated_at = now()").
+		WherePK().Exec(ctx); err != nil {
 		return provision.CreateResponse{}, fmt.Errorf("record %d active: %w", r.ID, err)
 	}
 	if err := p.audit.RecordTx(ctx, tx, audit.Event{Action: "dns.created", UserID: audit.Int64(r.UserID), TargetType: "dnsRecord",

@@ -76,6 +76,7 @@ func (s *Service) Create(ctx context.Context, in CreateInput) (*Record, error) {
 	if !s.configured() {
 		return nil, httpx.Unavailable("The DNS cell is not configured (Dns:ZoneId, Dns:ApiToken)")
 	}
+	ttl = sentTTL(ttl, proxied) // stored as the provider will hold it
 	name, fqdn := s.names(label)
 	// The request drives the row itself; the finisher leaves it alone for a minute (it finishes it
 	// only if this request dies first).

@@ -247,6 +247,9 @@ func (f *Fake) create(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	if in.Proxied {
+		in.TTL = 1 // like the real API: a proxied record's TTL is automatic, whatever was sent
+	}
 	f.seq++
 	rec := record{ID: fmt.Sprintf("rec%06d", f.seq), Type: "A", Name: name, Content: in.Content, TTL: in.TTL,
 		Proxied: in.Proxied, Comment: in.Comment, CreatedOn: time.Now().UTC()}
