@@ -3,6 +3,8 @@ package dns_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -36,7 +38,7 @@ type rec struct {
 	ErrorMessage     string `json:"errorMessage"`
 }
 
-func setup(t *testing.T, extra map[string]any) (*apptest.App, *cloudflaretest.Fake) {
+func setup(t *testing.T, extra map[string]any, opts ...apptest.Option) (*apptest.App, *cloudflaretest.Fake) {
 	t.Helper()
 	fake := cloudflaretest.New("zone123", token, "example.com")
 	t.Cleanup(fake.Close)
@@ -45,7 +47,7 @@ func setup(t *testing.T, extra map[string]any) (*apptest.App, *cloudflaretest.Fa
 	for k, v := range extra {
 		kv[k] = v
 	}
-	a := apptest.Start(t, apptest.With(kv))
+	a := apptest.Start(t, append([]apptest.Option{apptest.With(kv)}, opts...)...)
 	// Tests share the package database: rows a test leaves in flight must not be driven by the
 	// next test's finisher against its own fake provider.
 	t.Cleanup(func() {
@@ -420,6 +422,72 @@ func TestDeletedUsersFailedRecordLeavesTheLiveRecordOfItsLabelAlone(t *testing.T
 	assert.Equal(t, "Active", mine[0].Status)
 	assert.Equal(t, live.ProviderRecordID, mine[0].ProviderRecordID)
 	assert.Equal(t, http.StatusConflict, a.Post("/api/me/dns", v.Token, map[string]any{"label": l}).Status, "v still holds the label")
+}
+
+// syncBuffer is a log sink safe for the app's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestTransportErrorsShowNoInternals: a provider that cannot be reached or does not answer in
+// time gives a stored and returned errorMessage that names what happened ("DNS provider
+// unreachable", "DNS provider timed out") and nothing of our setup (the URL, the zone id, the
+// address); the details are in the server log, without the API token.
+func TestTransportErrorsShowNoInternals(t *testing.T) {
+	logs := &syncBuffer{}
+	capture := apptest.WithFx(fx.Decorate(func(*slog.Logger) *slog.Logger {
+		return slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}))
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	closed := "http://" + l.Addr().String()
+	require.NoError(t, l.Close())
+	internals := []string{"zone123", l.Addr().String(), "/zones/", "dns_records", token}
+
+	a, _ := setup(t, map[string]any{"Dns:BaseUrl": closed, "Finisher:MaxAttempts": 1}, capture)
+	u := a.Register(t)
+	r := a.Post("/api/me/dns", u.Token, map[string]any{"label": label()})
+	require.Equal(t, http.StatusBadGateway, r.Status, string(r.Raw))
+	var got rec
+	r.Decode(t, &got)
+	assert.Equal(t, "Failed", got.Status, "attempts ran out (Finisher:MaxAttempts 1)")
+	assert.Equal(t, "DNS provider unreachable", got.ErrorMessage)
+	var stored, last string
+	require.NoError(t, a.DB.QueryRow("SELECT error_message, last_error FROM dns_records WHERE id = ?", got.ID).Scan(&stored, &last))
+	for _, s := range internals {
+		assert.NotContains(t, string(r.Raw), s)
+		assert.NotContains(t, stored+" "+last, s)
+		assert.NotContains(t, string(a.Get("/api/me/dns", u.Token).Raw), s)
+	}
+	assert.Contains(t, logs.String(), "zone123", "the details are in the server log")
+	assert.Contains(t, logs.String(), "connection refused")
+
+	b, fake := setup(t, nil, capture)
+	v := b.Register(t)
+	slow := cloudflaretest.Fault{Delay: 1500 * time.Millisecond, Status: 200, Method: "GET"}
+	fake.Fail(slow, slow, slow)
+	r = b.Post("/api/me/dns", v.Token, map[string]any{"label": label()})
+	require.Equal(t, http.StatusBadGateway, r.Status, string(r.Raw))
+	r.Decode(t, &got)
+	assert.Equal(t, "Pending", got.Status)
+	assert.Equal(t, "DNS provider timed out", got.ErrorMessage)
+	for _, s := range internals {
+		assert.NotContains(t, string(r.Raw), s)
+	}
+	assert.NotContains(t, logs.String(), token, "never the API token in the log")
 }
 
 func TestTransientFailuresRetriedWithRetryAfter(t *testing.T) {
