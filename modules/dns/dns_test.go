@@ -340,6 +340,74 @@ func TestRevokingAFailedRecordDeletesOursAtTheProvider(t *testing.T) {
 	assert.Empty(t, fake.Records(), "every provider record of the deleted user is gone")
 }
 
+// TestLeftoverOfADeadRowIsRemovedByTheNextCreate: a Failed record whose create reached the
+// provider (its answer lost, then its attempts ran out) leaves our record at the provider. When
+// another row of its label is created (the Failed one no longer holds the label), the leftover,
+// carrying the marker of that non-live row, is deleted and the create proceeds instead of finding
+// the name taken for ever; a deleted user's Failed record revoked at once because another user's
+// Pending record holds its label is cleaned up the same way when that record is finished.
+func TestLeftoverOfADeadRowIsRemovedByTheNextCreate(t *testing.T) {
+	a, fake := setup(t, map[string]any{"Finisher:MaxAttempts": 1})
+	u, v := a.Register(t), a.Register(t)
+	failedWhileHeld := func(l string) rec {
+		t.Helper()
+		fake.SetAfterCreate(func(string) {
+			fake.Fail(cloudflaretest.Fault{Status: 500, Method: "GET"}, cloudflaretest.Fault{Status: 500, Method: "GET"},
+				cloudflaretest.Fault{Status: 500, Method: "GET"})
+			time.Sleep(1500 * time.Millisecond)
+		})
+		r := a.Post("/api/me/dns", u.Token, map[string]any{"label": l})
+		fake.SetAfterCreate(nil)
+		require.Equal(t, http.StatusBadGateway, r.Status, string(r.Raw))
+		var got rec
+		r.Decode(t, &got)
+		require.Equal(t, "Failed", got.Status)
+		return got
+	}
+	only := func(l string) cloudflaretest.Record {
+		t.Helper()
+		var at []cloudflaretest.Record
+		for _, x := range fake.Records() {
+			if x.Name == l+".cell.example.com" {
+				at = append(at, x)
+			}
+		}
+		require.Len(t, at, 1, "one record of %s at the provider", l)
+		return at[0]
+	}
+
+	l := label()
+	leftover := failedWhileHeld(l)
+	require.Contains(t, only(l).Comment, fmt.Sprintf("record:%d", leftover.ID))
+	r := a.Post("/api/me/dns", v.Token, map[string]any{"label": l, "content": "198.51.100.30"})
+	require.Equal(t, http.StatusCreated, r.Status, string(r.Raw))
+	var got rec
+	r.Decode(t, &got)
+	assert.Equal(t, got.ProviderRecordID, only(l).ID, "the leftover replaced by v's record")
+	// The Failed record cannot be revoked while v's holds the label (409), and deletes nothing.
+	r = a.Do(apptest.Request{Method: "DELETE", Path: fmt.Sprintf("/api/me/dns/%d", leftover.ID), Token: u.Token})
+	require.Equal(t, http.StatusConflict, r.Status, string(r.Raw))
+	assert.Equal(t, got.ProviderRecordID, only(l).ID)
+
+	// The deleted user's case: v's create of l2 is Pending (transient failure) when u, whose
+	// Failed record of l2 left ours at the provider, is deleted; the finisher then creates v's.
+	l2 := label()
+	failedWhileHeld(l2)
+	fake.Fail(cloudflaretest.Fault{Status: 500, Method: "GET"}, cloudflaretest.Fault{Status: 500, Method: "GET"}, cloudflaretest.Fault{Status: 500, Method: "GET"})
+	r = a.Post("/api/me/dns", v.Token, map[string]any{"label": l2, "content": "198.51.100.31"})
+	require.Equal(t, http.StatusBadGateway, r.Status, string(r.Raw))
+	var pending rec
+	r.Decode(t, &pending)
+	_, err := a.DB.Exec("UPDATE dns_records SET status = 'Pending', attempts = 0, next_attempt_at = now() + interval '1 hour' WHERE id = ?", pending.ID)
+	require.NoError(t, err, "v's record stays Pending (MaxAttempts 1 gave it up)")
+	admin := a.AdminToken(t)
+	require.Equal(t, http.StatusOK, a.Do(apptest.Request{Method: "DELETE", Path: fmt.Sprintf("/api/users/%d", u.ID), Token: admin}).Status)
+	assert.Equal(t, "Active", retryNow(t, a, pending.ID))
+	var pid string
+	require.NoError(t, a.DB.QueryRow("SELECT provider_record_id FROM dns_records WHERE id = ?", pending.ID).Scan(&pid))
+	assert.Equal(t, pid, only(l2).ID)
+}
+
 // TestRevokingAFailedRecordWhoseLabelIsLiveAgainIs409: a Failed record does not hold its label;
 // when another live record took it, revoking the Failed one is a 409 and changes nothing.
 func TestRevokingAFailedRecordWhoseLabelIsLiveAgainIs409(t *testing.T) {

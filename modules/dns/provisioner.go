@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 
 	"github.com/uptrace/bun"
@@ -75,6 +76,9 @@ func (p *Provisioner) Create(ctx context.Context, req provision.CreateRequest) (
 	if ours := findOurs(found, r); ours != nil {
 		return p.active(ctx, req.Tx, r, *ours, true)
 	}
+	if found, err = p.dropLeftovers(ctx, req.Tx, r, found); err != nil {
+		return provision.CreateResponse{}, p.failed(ctx, req.Tx, r, err)
+	}
 	if len(found) > 0 {
 		return provision.CreateResponse{}, p.nameTaken(ctx, req.Tx, r, taken(r))
 	}
@@ -102,6 +106,41 @@ func (p *Provisioner) Create(ctx context.Context, req provision.CreateRequest) (
 		return provision.CreateResponse{}, p.failed(ctx, req.Tx, r, err)
 	}
 	return p.active(ctx, req.Tx, r, created, false)
+}
+
+var markerRe = regexp.MustCompile(`^provisioner user:(\d+) record:(\d+)$`)
+
+// dropLeftovers deletes, among the provider's records named like r, those carrying the marker of
+// another of our rows that is no longer live (Failed or Revoked: its create reached the provider
+// but its outcome was lost, and its row ended without deleting it, e.g. a deleted user's Failed
+// row revoked at once because r held the label). Such a record is ours and nobody's now; left in
+// place it would block r's name forever. It returns the records that remain.
+func (p *Provisioner) dropLeftovers(ctx context.Context, tx bun.IDB, r *Record, found []cloudflare.Record) ([]cloudflare.Record, error) {
+	var rest []cloudflare.Record
+	for _, f := range found {
+		m := markerRe.FindStringSubmatch(f.Comment)
+		if m == nil || !strings.EqualFold(strings.TrimSuffix(f.Name, "."), r.Fqdn) {
+			rest = append(rest, f)
+			continue
+		}
+		dead, err := tx.NewSelect().Model((*Record)(nil)).Where("id = ?", m[2]).Where("user_id = ?", m[1]).
+			Where("id <> ?", r.ID).Where("fqdn = ?", r.Fqdn).Where("status IN (?)", bun.In([]string{StatusFailed, StatusRevoked})).Exists(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("look up the row of %q: %w", f.Comment, err)
+		}
+		if !dead {
+			rest = append(rest, f)
+			continue
+		}
+		if err := p.provider.Delete(ctx, f.ID); err != nil {
+			return nil, err
+		}
+		if err := p.audit.RecordTx(ctx, tx, audit.Event{Action: "dns.leftover.deleted", UserID: audit.Int64(r.UserID), TargetType: "dnsRecord",
+			TargetID: m[2], Details: map[string]any{"fqdn": r.Fqdn, "providerRecordId": f.ID, "for": r.ID}}); err != nil {
+			return nil, err
+		}
+	}
+	return rest, nil
 }
 
 // sentTTL is the TTL sent to the provider: 1 (automatic) for a proxied record, whose TTL the

@@ -115,7 +115,7 @@ func (s *Service) Create(ctx context.Context, in CreateInput) (*Record, error) {
 
 // nameTakenConflict is the 409 of a name the provider holds for a record not made by us.
 func nameTakenConflict(label, fqdn string) *httpx.Error {
-	return httpx.Conflict(fmt.Sprintf("The label %q is already in use: the DNS provider holds %s for a record not made by this service", label, fqdn))
+	return httpx.Conflict(fmt.Sprintf("The label %q is already in use: the DNS provider holds %s for a record not made for this one (another party's)", label, fqdn))
 }
 
 func (s *Service) drive(ctx context.Context, id int64) (*Record, error) {
