@@ -3,6 +3,8 @@ package dns_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -36,7 +38,7 @@ type rec struct {
 	ErrorMessage     string `json:"errorMessage"`
 }
 
-func setup(t *testing.T, extra map[string]any) (*apptest.App, *cloudflaretest.Fake) {
+func setup(t *testing.T, extra map[string]any, opts ...apptest.Option) (*apptest.App, *cloudflaretest.Fake) {
 	t.Helper()
 	fake := cloudflaretest.New("zone123", token, "example.com")
 	t.Cleanup(fake.Close)
@@ -45,7 +47,7 @@ func setup(t *testing.T, extra map[string]any) (*apptest.App, *cloudflaretest.Fa
 	for k, v := range extra {
 		kv[k] = v
 	}
-	a := apptest.Start(t, apptest.With(kv))
+	a := apptest.Start(t, append([]apptest.Option{apptest.With(kv)}, opts...)...)
 	// Tests share the package database: rows a test leaves in flight must not be driven by the
 	// next test's finisher against its own fake provider.
 	t.Cleanup(func() {
@@ -82,11 +84,14 @@ func TestCreateListRevoke(t *testing.T) {
 	r.Decode(t, &prox)
 	assert.Equal(t, 1, fake.Records()[prox.ProviderRecordID].TTL)
 	assert.True(t, fake.Records()[prox.ProviderRecordID].Proxied)
+	assert.Equal(t, 1, prox.RecordTTL, "the TTL the provider holds (automatic), not the one asked")
+	assert.Equal(t, 300, got.RecordTTL, "a DNS-only record keeps the TTL asked")
 
 	list := a.Get("/api/me/dns", u.Token)
 	var items []rec
 	list.Decode(t, &items)
-	assert.Len(t, items, 2)
+	require.Len(t, items, 2)
+	assert.Equal(t, []int{300, 1}, []int{items[0].RecordTTL, items[1].RecordTTL})
 	assert.NotContains(t, string(list.Raw), token)
 
 	other := a.Register(t)
@@ -139,6 +144,9 @@ func TestValidation(t *testing.T) {
 		{"ttl 30", map[string]any{"label": "ok", "content": "203.0.113.1", "recordTtl": 30}, []string{"recordTtl"}},
 		{"ttl too big", map[string]any{"label": "ok", "content": "203.0.113.1", "recordTtl": 86401}, []string{"recordTtl"}},
 		{"all at once", map[string]any{"label": "-", "content": "10", "recordTtl": 2}, []string{"label", "content", "recordTtl"}},
+		{"A-label that is not punycode", map[string]any{"label": "xn--a", "content": "203.0.113.1"}, []string{"label"}},
+		{"A-label with bad punycode", map[string]any{"label": "xn--ab-cd", "content": "203.0.113.1"}, []string{"label"}},
+		{"reserved hyphens", map[string]any{"label": "ab--cd", "content": "203.0.113.1"}, []string{"label"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -151,6 +159,19 @@ func TestValidation(t *testing.T) {
 	var n int
 	require.NoError(t, a.DB.QueryRow("SELECT count(*) FROM dns_records WHERE user_id = ?", u.ID).Scan(&n))
 	assert.Zero(t, n, "nothing half-written")
+
+	// The content message names exactly what is refused: private and reserved ranges are accepted.
+	r := a.Post("/api/me/dns", u.Token, map[string]any{"label": "ok", "content": "127.0.0.1"})
+	require.Equal(t, http.StatusBadRequest, r.Status)
+	assert.NotContains(t, string(r.Raw), "public")
+	for _, s := range []string{"0.0.0.0", "127.0.0.0/8", "169.254.0.0/16", "224.0.0.0/4", "255.255.255.255"} {
+		assert.Contains(t, string(r.Raw), s)
+	}
+	fake.Fail(cloudflaretest.Fault{Status: 400, Method: "POST"}) // no record created: the cell stays clean
+	r = a.Post("/api/me/dns", u.Token, map[string]any{"label": label(), "content": "10.0.0.1"})
+	assert.NotEqual(t, http.StatusBadRequest, r.Status, "a private address is accepted: %s", r.Raw)
+	r = a.Post("/api/me/dns", u.Token, map[string]any{"label": "xn--bcher-kva", "content": "198.51.100.1"})
+	assert.NotEqual(t, http.StatusBadRequest, r.Status, "a valid A-label is accepted: %s", r.Raw)
 }
 
 func TestDuplicateLabelAndQuota(t *testing.T) {
@@ -166,44 +187,101 @@ func TestDuplicateLabelAndQuota(t *testing.T) {
 func TestProviderFailureIsStoredAndListed(t *testing.T) {
 	a, fake := setup(t, nil)
 	u := a.Register(t)
-	// Another party already holds the name with other content: final, stored.
-	l := label()
-	fake.Put(l+".cell", "192.0.2.55")
-	r := a.Post("/api/me/dns", u.Token, map[string]any{"label": l})
-	require.Equal(t, http.StatusBadGateway, r.Status, string(r.Raw))
+	// A 4xx answer from the provider is final, with its code and message stored.
+	fake.Fail(cloudflaretest.Fault{Status: 400, Method: "POST"})
+	r := a.Post("/api/me/dns", u.Token, map[string]any{"label": label()})
+	require.Equal(t, http.StatusBadGateway, r.Status)
 	var got rec
 	r.Decode(t, &got)
 	assert.Equal(t, "Failed", got.Status)
-	assert.Contains(t, got.ErrorMessage, "already exists")
-	assert.False(t, r.Env.Success)
-
-	// A 4xx answer from the provider is final, with its code and message stored.
-	fake.Fail(cloudflaretest.Fault{Status: 400, Method: "POST"})
-	r = a.Post("/api/me/dns", u.Token, map[string]any{"label": label()})
-	require.Equal(t, http.StatusBadGateway, r.Status)
-	r.Decode(t, &got)
-	assert.Equal(t, "Failed", got.Status)
 	assert.Contains(t, got.ErrorMessage, "[10000]")
+	assert.False(t, r.Env.Success)
 
 	var list []rec
 	a.Get("/api/me/dns", u.Token).Decode(t, &list)
-	failed := 0
-	for _, x := range list {
-		if x.Status == "Failed" {
-			failed++
-			assert.NotEmpty(t, x.ErrorMessage)
-		}
-	}
-	assert.Equal(t, 2, failed)
+	require.Len(t, list, 1)
+	assert.Equal(t, "Failed", list[0].Status)
+	assert.NotEmpty(t, list[0].ErrorMessage)
 
-	// Revoking a Failed record checks the provider but never deletes another party's record.
-	theirs := fake.Records()
-	for _, x := range list {
-		r = a.Do(apptest.Request{Method: "DELETE", Path: fmt.Sprintf("/api/me/dns/%d", x.ID), Token: u.Token})
-		require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
-		assert.Contains(t, string(r.Raw), `"status":"Revoked"`)
+	// Revoking it dismisses it: Revoked records are not listed to their user.
+	r = a.Do(apptest.Request{Method: "DELETE", Path: fmt.Sprintf("/api/me/dns/%d", got.ID), Token: u.Token})
+	require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
+	assert.Contains(t, string(r.Raw), `"status":"Revoked"`)
+	r = a.Get("/api/me/dns", u.Token)
+	r.Decode(t, &list)
+	assert.Empty(t, list, "a revoked record is not listed: %s", r.Raw)
+	admin := a.AdminToken(t)
+	r = a.Get(fmt.Sprintf("/api/dns/records?userId=%d&status=Revoked", u.ID), admin)
+	assert.Contains(t, string(r.Raw), `"totalCount":1`, "administrators keep the trace")
+}
+
+// TestNameHeldAtTheProviderIs409: a name the provider holds for a record not made by us is a
+// conflict like a label taken in our own table: 409, nothing stored, however often it is tried,
+// and the other party's record is untouched. That holds when our lookup finds it and when it
+// appears between our lookup and our create (81053). Created by the finisher (no client waits),
+// the record ends Failed with the reason stored.
+func TestNameHeldAtTheProviderIs409(t *testing.T) {
+	a, fake := setup(t, map[string]any{"Dns:MaxRecordsPerUser": 2})
+	u := a.Register(t)
+	rows := func() int {
+		var n int
+		require.NoError(t, a.DB.QueryRow("SELECT count(*) FROM dns_records WHERE user_id = ?", u.ID).Scan(&n))
+		return n
 	}
-	assert.Equal(t, theirs, fake.Records(), "the other party's record is untouched")
+	l := label()
+	theirs := fake.Put(l+".cell", "192.0.2.55")
+	for i := 0; i < 3; i++ {
+		r := a.Post("/api/me/dns", u.Token, map[string]any{"label": l})
+		require.Equal(t, http.StatusConflict, r.Status, string(r.Raw))
+		assert.Contains(t, r.Env.Message, l+".cell.example.com")
+	}
+	// Identical content, no marker of ours: still not ours.
+	same := label()
+	fake.Put(same+".cell", "203.0.113.10")
+	assert.Equal(t, http.StatusConflict, a.Post("/api/me/dns", u.Token, map[string]any{"label": same}).Status)
+
+	// Taken between our lookup and our create: the provider answers 81053.
+	raced := label()
+	fake.SetBeforeCreate(func(name string) {
+		if name == raced+".cell.example.com" {
+			fake.Put(raced+".cell", "192.0.2.56")
+		}
+	})
+	r := a.Post("/api/me/dns", u.Token, map[string]any{"label": raced})
+	fake.SetBeforeCreate(nil)
+	require.Equal(t, http.StatusConflict, r.Status, string(r.Raw))
+
+	assert.Zero(t, rows(), "nothing stored")
+	var list []rec
+	a.Get("/api/me/dns", u.Token).Decode(t, &list)
+	assert.Empty(t, list)
+	assert.Contains(t, fake.Records(), theirs)
+	assert.Len(t, fake.Records(), 3, "only the other party's records")
+	assert.Zero(t, fake.Creates(), "we created nothing")
+	// The quota is untouched: the user can still create two records.
+	require.Equal(t, http.StatusCreated, a.Post("/api/me/dns", u.Token, map[string]any{"label": label()}).Status)
+
+	// The finisher's create (the request's attempt failed transiently, the name was taken since):
+	// Failed, with the reason.
+	late := label()
+	fake.Fail(cloudflaretest.Fault{Status: 500, Method: "GET"}, cloudflaretest.Fault{Status: 500, Method: "GET"}, cloudflaretest.Fault{Status: 500, Method: "GET"})
+	r = a.Post("/api/me/dns", u.Token, map[string]any{"label": late})
+	require.Equal(t, http.StatusBadGateway, r.Status, string(r.Raw))
+	var got rec
+	r.Decode(t, &got)
+	require.Equal(t, "Pending", got.Status)
+	fake.Put(late+".cell", "192.0.2.57")
+	assert.Equal(t, "Failed", retryNow(t, a, got.ID))
+	var msg string
+	require.NoError(t, a.DB.QueryRow("SELECT error_message FROM dns_records WHERE id = ?", got.ID).Scan(&msg))
+	assert.Contains(t, msg, "already exists at the provider and was not created for this record")
+
+	// An administrator's retry of it: 409 with the record, Failed again.
+	admin := a.AdminToken(t)
+	r = a.Post(fmt.Sprintf("/api/dns/records/%d/retry", got.ID), admin, nil)
+	require.Equal(t, http.StatusConflict, r.Status, string(r.Raw))
+	assert.Contains(t, string(r.Raw), `"status":"Failed"`)
+	assert.EqualValues(t, 1, fake.Creates(), "nothing created for the taken names")
 }
 
 // TestRevokingAFailedRecordDeletesOursAtTheProvider: a record whose create reached the provider
@@ -262,6 +340,74 @@ func TestRevokingAFailedRecordDeletesOursAtTheProvider(t *testing.T) {
 	assert.Empty(t, fake.Records(), "every provider record of the deleted user is gone")
 }
 
+// TestLeftoverOfADeadRowIsRemovedByTheNextCreate: a Failed record whose create reached the
+// provider (its answer lost, then its attempts ran out) leaves our record at the provider. When
+// another row of its label is created (the Failed one no longer holds the label), the leftover,
+// carrying the marker of that non-live row, is deleted and the create proceeds instead of finding
+// the name taken for ever; a deleted user's Failed record revoked at once because another user's
+// Pending record holds its label is cleaned up the same way when that record is finished.
+func TestLeftoverOfADeadRowIsRemovedByTheNextCreate(t *testing.T) {
+	a, fake := setup(t, map[string]any{"Finisher:MaxAttempts": 1})
+	u, v := a.Register(t), a.Register(t)
+	failedWhileHeld := func(l string) rec {
+		t.Helper()
+		fake.SetAfterCreate(func(string) {
+			fake.Fail(cloudflaretest.Fault{Status: 500, Method: "GET"}, cloudflaretest.Fault{Status: 500, Method: "GET"},
+				cloudflaretest.Fault{Status: 500, Method: "GET"})
+			time.Sleep(1500 * time.Millisecond)
+		})
+		r := a.Post("/api/me/dns", u.Token, map[string]any{"label": l})
+		fake.SetAfterCreate(nil)
+		require.Equal(t, http.StatusBadGateway, r.Status, string(r.Raw))
+		var got rec
+		r.Decode(t, &got)
+		require.Equal(t, "Failed", got.Status)
+		return got
+	}
+	only := func(l string) cloudflaretest.Record {
+		t.Helper()
+		var at []cloudflaretest.Record
+		for _, x := range fake.Records() {
+			if x.Name == l+".cell.example.com" {
+				at = append(at, x)
+			}
+		}
+		require.Len(t, at, 1, "one record of %s at the provider", l)
+		return at[0]
+	}
+
+	l := label()
+	leftover := failedWhileHeld(l)
+	require.Contains(t, only(l).Comment, fmt.Sprintf("record:%d", leftover.ID))
+	r := a.Post("/api/me/dns", v.Token, map[string]any{"label": l, "content": "198.51.100.30"})
+	require.Equal(t, http.StatusCreated, r.Status, string(r.Raw))
+	var got rec
+	r.Decode(t, &got)
+	assert.Equal(t, got.ProviderRecordID, only(l).ID, "the leftover replaced by v's record")
+	// The Failed record cannot be revoked while v's holds the label (409), and deletes nothing.
+	r = a.Do(apptest.Request{Method: "DELETE", Path: fmt.Sprintf("/api/me/dns/%d", leftover.ID), Token: u.Token})
+	require.Equal(t, http.StatusConflict, r.Status, string(r.Raw))
+	assert.Equal(t, got.ProviderRecordID, only(l).ID)
+
+	// The deleted user's case: v's create of l2 is Pending (transient failure) when u, whose
+	// Failed record of l2 left ours at the provider, is deleted; the finisher then creates v's.
+	l2 := label()
+	failedWhileHeld(l2)
+	fake.Fail(cloudflaretest.Fault{Status: 500, Method: "GET"}, cloudflaretest.Fault{Status: 500, Method: "GET"}, cloudflaretest.Fault{Status: 500, Method: "GET"})
+	r = a.Post("/api/me/dns", v.Token, map[string]any{"label": l2, "content": "198.51.100.31"})
+	require.Equal(t, http.StatusBadGateway, r.Status, string(r.Raw))
+	var pending rec
+	r.Decode(t, &pending)
+	_, err := a.DB.Exec("UPDATE dns_records SET status = 'Pending', attempts = 0, next_attempt_at = now() + interval '1 hour' WHERE id = ?", pending.ID)
+	require.NoError(t, err, "v's record stays Pending (MaxAttempts 1 gave it up)")
+	admin := a.AdminToken(t)
+	require.Equal(t, http.StatusOK, a.Do(apptest.Request{Method: "DELETE", Path: fmt.Sprintf("/api/users/%d", u.ID), Token: admin}).Status)
+	assert.Equal(t, "Active", retryNow(t, a, pending.ID))
+	var pid string
+	require.NoError(t, a.DB.QueryRow("SELECT provider_record_id FROM dns_records WHERE id = ?", pending.ID).Scan(&pid))
+	assert.Equal(t, pid, only(l2).ID)
+}
+
 // TestRevokingAFailedRecordWhoseLabelIsLiveAgainIs409: a Failed record does not hold its label;
 // when another live record took it, revoking the Failed one is a 409 and changes nothing.
 func TestRevokingAFailedRecordWhoseLabelIsLiveAgainIs409(t *testing.T) {
@@ -309,14 +455,16 @@ func TestDeletedUsersFailedRecordLeavesTheLiveRecordOfItsLabelAlone(t *testing.T
 	r.Decode(t, &live)
 	require.Equal(t, "Active", live.Status)
 
-	// u's create of l2 finds the name held by a record not made for it (Failed, "already exists").
+	// u's create of l2 fails transiently; the finisher then finds the name held by a record not
+	// made for it (Failed, "already exists").
 	l2 := label()
-	other := fake.Put(l2+".cell", "192.0.2.77")
+	fake.Fail(cloudflaretest.Fault{Status: 500, Method: "GET"}, cloudflaretest.Fault{Status: 500, Method: "GET"}, cloudflaretest.Fault{Status: 500, Method: "GET"})
 	r = a.Post("/api/me/dns", u.Token, map[string]any{"label": l2})
 	require.Equal(t, http.StatusBadGateway, r.Status, string(r.Raw))
 	var failed2 rec
 	r.Decode(t, &failed2)
-	require.Equal(t, "Failed", failed2.Status)
+	other := fake.Put(l2+".cell", "192.0.2.77")
+	require.Equal(t, "Failed", retryNow(t, a, failed2.ID))
 	atProvider := fake.Records()
 	require.Len(t, atProvider, 2)
 
@@ -342,6 +490,72 @@ func TestDeletedUsersFailedRecordLeavesTheLiveRecordOfItsLabelAlone(t *testing.T
 	assert.Equal(t, "Active", mine[0].Status)
 	assert.Equal(t, live.ProviderRecordID, mine[0].ProviderRecordID)
 	assert.Equal(t, http.StatusConflict, a.Post("/api/me/dns", v.Token, map[string]any{"label": l}).Status, "v still holds the label")
+}
+
+// syncBuffer is a log sink safe for the app's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestTransportErrorsShowNoInternals: a provider that cannot be reached or does not answer in
+// time gives a stored and returned errorMessage that names what happened ("DNS provider
+// unreachable", "DNS provider timed out") and nothing of our setup (the URL, the zone id, the
+// address); the details are in the server log, without the API token.
+func TestTransportErrorsShowNoInternals(t *testing.T) {
+	logs := &syncBuffer{}
+	capture := apptest.WithFx(fx.Decorate(func(*slog.Logger) *slog.Logger {
+		return slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}))
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	closed := "http://" + l.Addr().String()
+	require.NoError(t, l.Close())
+	internals := []string{"zone123", l.Addr().String(), "/zones/", "dns_records", token}
+
+	a, _ := setup(t, map[string]any{"Dns:BaseUrl": closed, "Finisher:MaxAttempts": 1}, capture)
+	u := a.Register(t)
+	r := a.Post("/api/me/dns", u.Token, map[string]any{"label": label()})
+	require.Equal(t, http.StatusBadGateway, r.Status, string(r.Raw))
+	var got rec
+	r.Decode(t, &got)
+	assert.Equal(t, "Failed", got.Status, "attempts ran out (Finisher:MaxAttempts 1)")
+	assert.Equal(t, "DNS provider unreachable", got.ErrorMessage)
+	var stored, last string
+	require.NoError(t, a.DB.QueryRow("SELECT error_message, last_error FROM dns_records WHERE id = ?", got.ID).Scan(&stored, &last))
+	for _, s := range internals {
+		assert.NotContains(t, string(r.Raw), s)
+		assert.NotContains(t, stored+" "+last, s)
+		assert.NotContains(t, string(a.Get("/api/me/dns", u.Token).Raw), s)
+	}
+	assert.Contains(t, logs.String(), "zone123", "the details are in the server log")
+	assert.Contains(t, logs.String(), "connection refused")
+
+	b, fake := setup(t, nil, capture)
+	v := b.Register(t)
+	slow := cloudflaretest.Fault{Delay: 1500 * time.Millisecond, Status: 200, Method: "GET"}
+	fake.Fail(slow, slow, slow)
+	r = b.Post("/api/me/dns", v.Token, map[string]any{"label": label()})
+	require.Equal(t, http.StatusBadGateway, r.Status, string(r.Raw))
+	r.Decode(t, &got)
+	assert.Equal(t, "Pending", got.Status)
+	assert.Equal(t, "DNS provider timed out", got.ErrorMessage)
+	for _, s := range internals {
+		assert.NotContains(t, string(r.Raw), s)
+	}
+	assert.NotContains(t, logs.String(), token, "never the API token in the log")
 }
 
 func TestTransientFailuresRetriedWithRetryAfter(t *testing.T) {
@@ -506,23 +720,6 @@ func TestLostCreateAnswerThenFailedLookupStaysPendingAndIsAdopted(t *testing.T) 
 	assert.EqualValues(t, 1, fake.Creates())
 }
 
-// TestAnotherPartysIdenticalRecordIsNotAdopted: a record with our name and content that does not
-// carry our marker (another party's, or another row's) is never taken over.
-func TestAnotherPartysIdenticalRecordIsNotAdopted(t *testing.T) {
-	a, fake := setup(t, nil)
-	u := a.Register(t)
-	l := label()
-	theirs := fake.Put(l+".cell", "203.0.113.10")
-	r := a.Post("/api/me/dns", u.Token, map[string]any{"label": l})
-	require.Equal(t, http.StatusBadGateway, r.Status, string(r.Raw))
-	var got rec
-	r.Decode(t, &got)
-	assert.Equal(t, "Failed", got.Status)
-	assert.Contains(t, got.ErrorMessage, "not created for this record")
-	assert.Empty(t, got.ProviderRecordID)
-	assert.Contains(t, fake.Records(), theirs)
-}
-
 func TestConcurrentCreatesNeverDuplicate(t *testing.T) {
 	a, fake := setup(t, map[string]any{"Dns:MaxRecordsPerUser": 100})
 	users := make([]apptest.User, 10)
@@ -616,16 +813,22 @@ func TestOutboundBudgetQueuesInsteadOfBursting(t *testing.T) {
 }
 
 func TestValidators(t *testing.T) {
-	for _, ok := range []string{"a", "a-b", "0", strings.Repeat("x", 63)} {
+	for _, ok := range []string{"a", "a-b", "0", strings.Repeat("x", 63), "a--b", "xn--bcher-kva", "XN--MNCHEN-3YA", "xn--nxasmq6b"} {
 		_, valid := dns.NormalizeLabel(ok)
 		assert.True(t, valid, ok)
 	}
-	for _, bad := range []string{"", "-a", "a-", "a.b", "ä", strings.Repeat("x", 64)} {
+	for _, bad := range []string{"", "-a", "a-", "a.b", "ä", strings.Repeat("x", 64),
+		// RFC 5891: "--" in the 3rd and 4th characters only in a valid A-label.
+		"xn--a", "xn--0", "xn--ab-cd", "xn--zz", "ab--cd", "xy--bcher-kva", "xn--abc"} {
 		_, valid := dns.NormalizeLabel(bad)
 		assert.False(t, valid, bad)
 	}
 	assert.True(t, dns.ValidContent("8.8.8.8"))
 	assert.False(t, dns.ValidContent("::ffff:8.8.8.8"))
+	// The contract refuses only unspecified, loopback, link-local, multicast and broadcast.
+	for _, ok := range []string{"10.0.0.1", "100.64.0.1", "240.0.0.1", "192.0.2.1", "172.16.0.1"} {
+		assert.True(t, dns.ValidContent(ok), ok)
+	}
 	_ = context.Background()
 }
 

@@ -5,12 +5,15 @@ import (
 	"strings"
 	"testing"
 
+	"golang.org/x/net/idna"
+
 	"provisioner/modules/dns"
 )
 
 // FuzzLabel: whatever a client sends, an accepted label is one valid DNS label.
 func FuzzLabel(f *testing.F) {
-	for _, s := range []string{"myapp", "A-B", "-x", "x-", "a.b", "ä", strings.Repeat("a", 64), ""} {
+	for _, s := range []string{"myapp", "A-B", "-x", "x-", "a.b", "ä", strings.Repeat("a", 64), "", "xn--a", "xn--0", "xn--ab-cd",
+		"ab--cd", "xn--bcher-kva", "XN--MNCHEN-3YA", "xn--aaa-"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
@@ -21,12 +24,22 @@ func FuzzLabel(f *testing.F) {
 		if len(l) < 1 || len(l) > 63 || strings.HasPrefix(l, "-") || strings.HasSuffix(l, "-") || strings.Trim(l, "abcdefghijklmnopqrstuvwxyz0123456789-") != "" {
 			t.Fatalf("accepted %q as %q", s, l)
 		}
+		if len(l) >= 4 && l[2:4] == "--" {
+			// RFC 5891 reserves "??--"; only a real A-label: valid Punycode that round-trips.
+			u, err := idna.Registration.ToUnicode(l)
+			back, err2 := idna.Registration.ToASCII(u)
+			if !strings.HasPrefix(l, "xn--") || err != nil || err2 != nil || back != l || u == l {
+				t.Fatalf("accepted %q as %q (reserved hyphens, not a valid A-label)", s, l)
+			}
+		}
 	})
 }
 
-// FuzzContent: an accepted content is a public-looking dotted IPv4 address.
+// FuzzContent: an accepted content is a dotted IPv4 address outside the classes the contract
+// refuses (unspecified, loopback, link-local, multicast, broadcast).
 func FuzzContent(f *testing.F) {
-	for _, s := range []string{"203.0.113.1", "127.0.0.1", "0.0.0.0", "255.255.255.255", "::1", "1.2.3", "01.2.3.4"} {
+	for _, s := range []string{"203.0.113.1", "127.0.0.1", "0.0.0.0", "255.255.255.255", "::1", "1.2.3", "01.2.3.4",
+		"10.0.0.1", "100.64.0.1", "240.0.0.1", "192.0.2.1", "169.254.0.1", "239.255.255.255", "127.255.255.254"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {

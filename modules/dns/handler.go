@@ -21,9 +21,9 @@ func init() {
 
 type recordBody struct {
 	_         struct{} `additionalProperties:"true"`
-	Label     string   `json:"label" minLength:"1" maxLength:"63" doc:"One DNS label: a-z, 0-9, '-', no hyphen at either end (lower-cased)." example:"myapp"`
-	Content   *string  `json:"content,omitempty" doc:"Public IPv4 the record points to; default Dns:DefaultContent." example:"203.0.113.10"`
-	RecordTTL *int     `json:"recordTtl,omitempty" doc:"1 (automatic) or 60–86400; default Dns:RecordTtl. Proxied records are sent with 1." example:"300"`
+	Label     string   `json:"label" minLength:"1" maxLength:"63" doc:"One DNS label: a-z, 0-9, '-', no hyphen at either end, '--' in the 3rd and 4th characters only in a valid IDN A-label (xn--…); lower-cased." example:"myapp"`
+	Content   *string  `json:"content,omitempty" doc:"IPv4 address (dotted decimal) the record points to, other than 0.0.0.0, loopback (127.0.0.0/8), link-local (169.254.0.0/16), multicast (224.0.0.0/4) and 255.255.255.255; default Dns:DefaultContent." example:"203.0.113.10"`
+	RecordTTL *int     `json:"recordTtl,omitempty" doc:"1 (automatic) or 60–86400; default Dns:RecordTtl. A proxied record is sent and stored with 1: the provider manages its TTL." example:"300"`
 	Proxied   *bool    `json:"proxied,omitempty" doc:"Route through the provider's proxy; default Dns:Proxied."`
 }
 
@@ -63,15 +63,18 @@ type dnsAdminListInput struct {
 }
 
 const createDoc = "The intent is stored as Pending, then the provider is called. 201 with the Active record; " +
-	"409 when the label is live in the cell or the quota `Dns:MaxRecordsPerUser` is reached; 502 when the provider " +
-	"failed — `data` is the record as stored: Failed with the provider's error in `errorMessage`, or still Pending " +
-	"(a transient failure, retried in the background)."
+	"409 when the label is live in the cell, when the provider already holds the name for a record not made by this " +
+	"service (81053/81057/81058, or found by the lookup before creating; nothing is stored), or when the quota " +
+	"`Dns:MaxRecordsPerUser` is reached; 502 when the provider failed — `data` is the record as stored: Failed with " +
+	"the provider's error in `errorMessage`, or still Pending (a transient failure, retried in the background)."
 
 // Register implements httpx.Routes.
 func (h *Handler) Register(api *httpx.API) {
 	tags := []string{"DNS"}
 	httpx.Register(api, httpx.Authenticated, huma.Operation{OperationID: "listMyDnsRecords", Method: http.MethodGet,
-		Path: "/api/me/dns", Tags: tags, Summary: "List my DNS records", Description: "Every state, including Failed (with its error) and Revoked."},
+		Path: "/api/me/dns", Tags: tags, Summary: "List my DNS records",
+		Description: "Pending, Active, Revoking and Failed records (a Failed one with its error, until it is revoked), oldest first. " +
+			"Revoked records are not listed (administrators still see them, `GET /api/dns/records?status=Revoked`)."},
 		func(ctx context.Context, _ *struct{}) (*httpx.Response[[]View], error) {
 			list, err := h.svc.List(ctx, authn.FromContext(ctx).UserID)
 			if err != nil {
@@ -125,8 +128,9 @@ func (h *Handler) Register(api *httpx.API) {
 		})
 	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "retryDnsRecord", Method: http.MethodPost,
 		Path: "/api/dns/records/{id}/retry", Tags: atags, Summary: "Retry a failed or stuck DNS record",
-		Description: "Failed → Pending, driven now; Pending or Revoking → driven now. Other states: 409.",
-		Errors:      []int{http.StatusNotFound, http.StatusConflict, http.StatusBadGateway}},
+		Description: "Failed → Pending, driven now; Pending or Revoking → driven now. Other states: 409. 409 also when the " +
+			"provider holds the name for a record not made by this service: the record is Failed again (in `data`).",
+		Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusBadGateway}},
 		func(ctx context.Context, in *idInput) (*httpx.Response[View], error) {
 			r, err := h.svc.Retry(ctx, in.ID)
 			if r == nil {

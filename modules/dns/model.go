@@ -43,11 +43,11 @@ type View struct {
 	Label            string    `json:"label" example:"myapp"`
 	Fqdn             string    `json:"fqdn" example:"myapp.cell.example.com"`
 	Content          string    `json:"content" example:"203.0.113.10"`
-	RecordTTL        int       `json:"recordTtl" example:"1"`
+	RecordTTL        int       `json:"recordTtl" example:"1" doc:"The TTL the provider holds, in seconds; 1 is automatic (always so for a proxied record, whatever was asked)."`
 	Proxied          bool      `json:"proxied"`
 	Status           string    `json:"status" enum:"Pending,Active,Failed,Revoking,Revoked" example:"Active"`
 	ProviderRecordID string    `json:"providerRecordId" doc:"The provider's id, once created."`
-	ErrorMessage     string    `json:"errorMessage" doc:"The provider's error codes and messages of the last failure; empty when none."`
+	ErrorMessage     string    `json:"errorMessage" doc:"The last failure: the provider's error codes and messages, or for a call without an answer 'DNS provider unreachable' / 'DNS provider timed out' (details only in the server log); empty when none."`
 	CreatedAt        time.Time `json:"createdAt"`
 	UpdatedAt        time.Time `json:"updatedAt"`
 	UserID           int64     `json:"userId" doc:"The owner."`

@@ -59,7 +59,7 @@ func newClient(cfg *config.Config, rc *redis.Client, log *slog.Logger) (*cloudfl
 	key := cfg.Dns.ZoneId
 	return cloudflare.New(cloudflare.Options{
 		BaseURL: cfg.Dns.BaseUrl, ZoneID: cfg.Dns.ZoneId, Token: cfg.Dns.ApiToken,
-		Timeout: time.Duration(cfg.Dns.TimeoutSeconds) * time.Second,
+		Timeout: time.Duration(cfg.Dns.TimeoutSeconds) * time.Second, Logger: log,
 		Budget: func(ctx context.Context) error {
 			for {
 				r, err := budget.Take(ctx, "DnsOutbound", key)

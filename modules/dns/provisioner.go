@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 
 	"github.com/uptrace/bun"
@@ -73,16 +74,15 @@ func (p *Provisioner) Create(ctx context.Context, req provision.CreateRequest) (
 		return provision.CreateResponse{}, p.failed(ctx, req.Tx, r, err)
 	}
 	if ours := findOurs(found, r); ours != nil {
-		return p.active(ctx, req.Tx, r, ours.ID, true)
+		return p.active(ctx, req.Tx, r, *ours, true)
+	}
+	if found, err = p.dropLeftovers(ctx, req.Tx, r, found); err != nil {
+		return provision.CreateResponse{}, p.failed(ctx, req.Tx, r, err)
 	}
 	if len(found) > 0 {
-		return provision.CreateResponse{}, p.final(ctx, req.Tx, r, taken(r))
+		return provision.CreateResponse{}, p.nameTaken(ctx, req.Tx, r, taken(r))
 	}
-	ttl := r.RecordTTL
-	if r.Proxied {
-		ttl = 1 // the provider manages proxied TTLs
-	}
-	created, err := p.provider.Create(ctx, cloudflare.Record{Name: r.Name, Content: r.Content, TTL: ttl, Proxied: r.Proxied,
+	created, err := p.provider.Create(ctx, cloudflare.Record{Name: r.Name, Content: r.Content, TTL: sentTTL(r.RecordTTL, r.Proxied), Proxied: r.Proxied,
 		Comment: Marker(r)})
 	var ae *cloudflare.APIError
 	if errors.As(err, &ae) && (ae.Has(cloudflare.CodeIdenticalRecord) || ae.Has(cloudflare.CodeRecordExists) || ae.Has(cloudflare.CodeNameExists)) {
@@ -95,26 +95,122 @@ func (p *Provisioner) Create(ctx context.Context, req provision.CreateRequest) (
 			return provision.CreateResponse{}, fmt.Errorf("the provider reports %s as existing (%s); looking it up failed: %w", r.Fqdn, ae.Error(), lerr)
 		}
 		if ours := findOurs(again, r); ours != nil {
-			return p.active(ctx, req.Tx, r, ours.ID, true)
+			return p.active(ctx, req.Tx, r, *ours, true)
 		}
 		if len(again) == 0 {
 			return provision.CreateResponse{}, fmt.Errorf("the provider reports %s as existing (%s) but lists no such record", r.Fqdn, ae.Error())
 		}
-		return provision.CreateResponse{}, p.final(ctx, req.Tx, r, ae.Error()+"; "+taken(r))
+		return provision.CreateResponse{}, p.nameTaken(ctx, req.Tx, r, ae.Error()+"; "+taken(r))
 	}
 	if err != nil {
 		return provision.CreateResponse{}, p.failed(ctx, req.Tx, r, err)
 	}
-	return p.active(ctx, req.Tx, r, created.ID, false)
+	return p.active(ctx, req.Tx, r, created, false)
+}
+
+var markerRe = regexp.MustCompile(`^provisioner user:(\d+) record:(\d+)$`)
+
+// dropLeftovers deletes, among the provider's records named like r, those carrying the marker of
+// another of our rows that is no longer live (Failed or Revoked: its create reached the provider
+// but its outcome was lost, and its row ended without deleting it, e.g. a deleted user's Failed
+// row revoked at once because r held the label). Such a record is ours and nobody's now; left in
+// place it would block r's name forever. It returns the records that remain.
+func (p *Provisioner) dropLeftovers(ctx context.Context, tx bun.IDB, r *Record, found []cloudflare.Record) ([]cloudflare.Record, error) {
+	var rest []cloudflare.Record
+	for _, f := range found {
+		m := markerRe.FindStringSubmatch(f.Comment)
+		if m == nil || !strings.EqualFold(strings.TrimSuffix(f.Name, "."), r.Fqdn) {
+			rest = append(rest, f)
+			continue
+		}
+		dead, err := tx.NewSelect().Model((*Record)(nil)).Where("id = ?", m[2]).Where("user_id = ?", m[1]).
+			Where("id <> ?", r.ID).Where("fqdn = ?", r.Fqdn).Where("status IN (?)", bun.In([]string{StatusFailed, StatusRevoked})).Exists(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("look up the row of %q: %w", f.Comment, err)
+		}
+		if !dead {
+			rest = append(rest, f)
+			continue
+		}
+		if err := p.provider.Delete(ctx, f.ID); err != nil {
+			return nil, err
+		}
+		if err := p.audit.RecordTx(ctx, tx, audit.Event{Action: "dns.leftover.deleted", UserID: audit.Int64(r.UserID), TargetType: "dnsRecord",
+			TargetID: m[2], Details: map[string]any{"fqdn": r.Fqdn, "providerRecordId": f.ID, "for": r.ID}}); err != nil {
+			return nil, err
+		}
+	}
+	return rest, nil
+}
+
+// sentTTL is the TTL sent to the provider: 1 (automatic) for a proxied record, whose TTL the
+// provider manages.
+func sentTTL(ttl int, proxied bool) int {
+	if proxied {
+		return 1
+	}
+	return ttl
+}
+
+// heldTTL is the TTL the provider answered for r's record, or what was sent when it gave none.
+func heldTTL(r *Record, held cloudflare.Record) int {
+	if held.TTL > 0 {
+		return held.TTL
+	}
+	return sentTTL(r.RecordTTL, r.Proxied)
 }
 
 func taken(r *Record) string {
 	return fmt.Sprintf("the name %s already exists at the provider and was not created for this record", r.Fqdn)
 }
 
-func (p *Provisioner) active(ctx context.Context, tx bun.IDB, r *Record, providerID string, adopted bool) (provision.CreateResponse, error) {
+// waitingKey marks the context of a request that drives a record itself and answers its client.
+type waitingKey struct{}
+
+// waiting is what such a request learns about its record's create: a name held at the provider by
+// a record not ours is a conflict for that client, not a provider failure.
+type waiting struct {
+	id int64
+	// fresh: the row was stored by this very request (a create): on a conflict it is deleted, so
+	// the client's 409 leaves nothing behind. Otherwise (an administrator's retry) it ends Failed.
+	fresh bool
+	// taken is set when the name was found held by a record not made for this row.
+	taken bool
+}
+
+// withWaiting returns ctx marked for a request driving record id; the result tells what happened.
+func withWaiting(ctx context.Context, id int64, fresh bool) (context.Context, *waiting) {
+	w := &waiting{id: id, fresh: fresh}
+	return context.WithValue(ctx, waitingKey{}, w), w
+}
+
+// nameTaken ends a create whose name the provider holds for a record not made for r. A request
+// that stored r itself and waits for the outcome gets a conflict and r is deleted in the driving
+// transaction (never seen Failed); any other create (the finisher's, an administrator's retry)
+// leaves r Failed with msg, since no one else would learn why.
+func (p *Provisioner) nameTaken(ctx context.Context, tx bun.IDB, r *Record, msg string) error {
+	w, _ := ctx.Value(waitingKey{}).(*waiting)
+	if w == nil || w.id != r.ID {
+		return p.final(ctx, tx, r, msg)
+	}
+	w.taken = true
+	if !w.fresh {
+		return p.final(ctx, tx, r, msg)
+	}
+	if _, err := tx.NewDelete().Model(r).WherePK().Where("status = ?", StatusPending).Exec(ctx); err != nil {
+		return fmt.Errorf("drop record %d whose name is taken: %w", r.ID, err)
+	}
+	return nil
+}
+
+// active records the provider's record as r's: its id, and the TTL the provider holds (1,
+// automatic, for a proxied record whatever was asked), so what we show is what the zone serves.
+func (p *Provisioner) active(ctx context.Context, tx bun.IDB, r *Record, held cloudflare.Record, adopted bool) (provision.CreateResponse, error) {
+	providerID := held.ID
+	ttl := heldTTL(r, held)
 	if _, err := tx.NewUpdate().Model(r).Set("status = ?", StatusActive).Set("provider_record_id = ?", providerID).
-		Set("error_message = ''").Set("last_error = ''").Set("updated_at = now()").WherePK().Exec(ctx); err != nil {
+		Set("record_ttl = ?", ttl).Set("error_message = ''").Set("last_error = ''").Set("updated_at = now()").
+		WherePK().Exec(ctx); err != nil {
 		return provision.CreateResponse{}, fmt.Errorf("record %d active: %w", r.ID, err)
 	}
 	if err := p.audit.RecordTx(ctx, tx, audit.Event{Action: "dns.created", UserID: audit.Int64(r.UserID), TargetType: "dnsRecord",

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/uptrace/bun"
 
@@ -75,9 +76,12 @@ func (s *Service) Create(ctx context.Context, in CreateInput) (*Record, error) {
 	if !s.configured() {
 		return nil, httpx.Unavailable("The DNS cell is not configured (Dns:ZoneId, Dns:ApiToken)")
 	}
+	ttl = sentTTL(ttl, proxied) // stored as the provider will hold it
 	name, fqdn := s.names(label)
+	// The request drives the row itself; the finisher leaves it alone for a minute (it finishes it
+	// only if this request dies first).
 	rec := &Record{UserID: in.UserID, Label: label, Name: name, Fqdn: fqdn, Content: content, RecordTTL: ttl,
-		Proxied: proxied, Status: StatusPending}
+		Proxied: proxied, Status: StatusPending, NextAttemptAt: time.Now().Add(time.Minute)}
 	err = s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
 		if err := db.LockLiveUser(ctx, tx, in.UserID); err != nil {
 			return err
@@ -101,7 +105,17 @@ func (s *Service) Create(ctx context.Context, in CreateInput) (*Record, error) {
 	if err != nil {
 		return nil, err
 	}
-	return s.drive(ctx, rec.ID)
+	wctx, w := withWaiting(ctx, rec.ID, true)
+	out, err := s.drive(wctx, rec.ID)
+	if w.taken {
+		return nil, nameTakenConflict(label, fqdn)
+	}
+	return out, err
+}
+
+// nameTakenConflict is the 409 of a name the provider holds for a record not made by us.
+func nameTakenConflict(label, fqdn string) *httpx.Error {
+	return httpx.Conflict(fmt.Sprintf("The label %q is already in use: the DNS provider holds %s for a record not made for this one (another party's)", label, fqdn))
 }
 
 func (s *Service) drive(ctx context.Context, id int64) (*Record, error) {
@@ -128,10 +142,13 @@ func (s *Service) get(ctx context.Context, id, userID int64) (*Record, error) {
 	return r, nil
 }
 
-// List returns the user's records, newest last.
+// List returns the user's records, newest last: all but the Revoked ones. A revoked record is
+// gone for its user (the administrators' list keeps the trace); so the list is bounded by the
+// quota plus the Failed records, each of which the user can revoke.
 func (s *Service) List(ctx context.Context, userID int64) ([]View, error) {
 	var rows []Record
-	if err := s.db.NewSelect().Model(&rows).Where("user_id = ?", userID).OrderExpr("id").Scan(ctx); err != nil {
+	if err := s.db.NewSelect().Model(&rows).Where("user_id = ?", userID).Where("status <> ?", StatusRevoked).
+		OrderExpr("id").Scan(ctx); err != nil {
 		return nil, fmt.Errorf("list records: %w", err)
 	}
 	out := make([]View, len(rows))
@@ -214,7 +231,12 @@ func (s *Service) Retry(ctx context.Context, id int64) (*Record, error) {
 	default:
 		return nil, httpx.Conflict(fmt.Sprintf("Nothing to retry: the record is %s", r.Status))
 	}
-	return s.drive(ctx, id)
+	wctx, w := withWaiting(ctx, id, false)
+	out, err := s.drive(wctx, id)
+	if w.taken && out != nil {
+		return nil, nameTakenConflict(out.Label, out.Fqdn).WithData(view(out))
+	}
+	return out, err
 }
 
 // AdminFilter narrows the administrators' list.

@@ -5,20 +5,45 @@ import (
 	"regexp"
 	"strings"
 
+	"golang.org/x/net/idna"
+
 	"provisioner/platform/httpx"
 )
 
 var labelRe = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
 
 // NormalizeLabel lower-cases a label and checks it is one DNS label: [a-z0-9-], 1–63 characters,
-// no hyphen at either end.
+// no hyphen at either end, and no hyphens in the third and fourth positions (reserved by RFC 5891
+// §4.2.3.1) unless it is an IDN A-label ("xn--…") that decodes to a valid internationalised label
+// and encodes back to itself.
 func NormalizeLabel(s string) (string, bool) {
 	l := strings.ToLower(strings.TrimSpace(s))
-	return l, labelRe.MatchString(l)
+	if !labelRe.MatchString(l) {
+		return l, false
+	}
+	if len(l) >= 4 && l[2:4] == "--" {
+		return l, validALabel(l)
+	}
+	return l, true
 }
 
-// ValidContent reports whether s is a dotted IPv4 address a public A record may point to: not
-// unspecified, loopback, link-local, multicast or broadcast.
+// validALabel reports whether l is an A-label under the IDNA registration rules: "xn--" followed
+// by valid Punycode of a permitted Unicode label, whose encoding is l itself.
+func validALabel(l string) bool {
+	if !strings.HasPrefix(l, "xn--") {
+		return false
+	}
+	u, err := idna.Registration.ToUnicode(l)
+	if err != nil || u == l {
+		return false
+	}
+	back, err := idna.Registration.ToASCII(u)
+	return err == nil && back == l
+}
+
+// ValidContent reports whether s is an IPv4 address in dotted-decimal form that is not
+// unspecified, loopback, link-local, multicast or broadcast (private and reserved ranges are
+// allowed, as the contract says).
 func ValidContent(s string) bool {
 	a, err := netip.ParseAddr(s)
 	if err != nil || !a.Is4() || a.String() != s {
@@ -33,9 +58,11 @@ func ValidTTL(ttl int) bool { return ttl == 1 || (ttl >= 60 && ttl <= 86400) }
 
 // Messages of the field checks, shared by validate and recordBody.Resolve.
 const (
-	msgLabel   = "must be one DNS label: a-z, 0-9 and '-', 1–63 characters, no hyphen at either end"
-	msgContent = "must be a public dotted IPv4 address (not unspecified, loopback, link-local, multicast or broadcast)"
-	msgTTL     = "must be 1 (automatic) or between 60 and 86400"
+	msgLabel = "must be one DNS label: a-z, 0-9 and '-', 1–63 characters, no hyphen at either end, " +
+		"and '--' in the third and fourth characters only in a valid IDN A-label (xn--…)"
+	msgContent = "must be an IPv4 address in dotted-decimal form, other than 0.0.0.0 (unspecified), 127.0.0.0/8 (loopback), " +
+		"169.254.0.0/16 (link-local), 224.0.0.0/4 (multicast) and 255.255.255.255 (broadcast)"
+	msgTTL = "must be 1 (automatic) or between 60 and 86400"
 )
 
 // validate checks a create request after defaults, listing every bad field.

@@ -10,6 +10,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -83,6 +85,33 @@ func (e *APIError) Has(code int) bool {
 	return false
 }
 
+// TransportError is a call that got no (whole) answer from the provider: unreachable, timed out,
+// cut off. Its message is what we store and show ("DNS provider timed out"); the cause (the URL
+// with the zone id, addresses, the transport's wording) is only logged by the client.
+type TransportError struct {
+	Msg string
+	Err error
+}
+
+func (e *TransportError) Error() string { return e.Msg }
+
+// Unwrap returns the cause, for logs and errors.Is.
+func (e *TransportError) Unwrap() error { return e.Err }
+
+// transportError classifies a failed call's cause into a TransportError: a timeout, a call
+// cancelled by its caller, or otherwise msg.
+func transportError(ctx context.Context, err error, msg string) *TransportError {
+	var ne net.Error
+	switch {
+	case errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()):
+		return &TransportError{Msg: "DNS provider timed out", Err: err}
+	case ctx.Err() != nil:
+		return &TransportError{Msg: "DNS provider call cancelled", Err: err}
+	default:
+		return &TransportError{Msg: msg, Err: err}
+	}
+}
+
 // Transient reports whether a later attempt may succeed (429, 5xx, network, timeout).
 func Transient(err error) bool {
 	var ae *APIError
@@ -105,10 +134,13 @@ type Options struct {
 	// Budget is asked before every call; it may wait (queue) and fails only when ctx ends.
 	Budget func(ctx context.Context) error
 	HTTP   *http.Client
+	// Logger gets the details of calls that got no answer (never the token); default: discarded.
+	Logger *slog.Logger
 }
 
 // Client calls the provider for one zone. Safe for concurrent use. The token is sent only in
-// the Authorization header and never appears in errors.
+// the Authorization header and never appears in errors or logs; errors name neither the URL nor
+// the zone id (a call without an answer is a TransportError, its details logged).
 type Client struct{ o Options }
 
 // New builds a Client.
@@ -126,6 +158,9 @@ func New(o Options) *Client {
 	}
 	if o.HTTP == nil {
 		o.HTTP = &http.Client{}
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	o.BaseURL = strings.TrimRight(o.BaseURL, "/")
 	return &Client{o: o}
@@ -174,19 +209,19 @@ func (c *Client) once(ctx context.Context, method, path string, body []byte, out
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, method, c.o.BaseURL+path, bytes.NewReader(body))
 	if err != nil {
-		return fmt.Errorf("build request: %w", err)
+		return c.failed(method, path, &TransportError{Msg: "DNS provider request could not be built (check Dns:BaseUrl)", Err: err})
 	}
 	req.Header.Set("Authorization", "Bearer "+c.o.Token)
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json")
 	res, err := c.o.HTTP.Do(req)
 	if err != nil {
-		return fmt.Errorf("%s %s: %w", method, redactPath(path), scrub(err, c.o.Token))
+		return c.failed(method, path, transportError(ctx, err, "DNS provider unreachable"))
 	}
 	defer res.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(res.Body, 4<<20))
 	if err != nil {
-		return fmt.Errorf("read answer of %s: %w", redactPath(path), err)
+		return c.failed(method, path, transportError(ctx, err, "DNS provider connection lost while answering"))
 	}
 	var env envelope
 	jerr := json.Unmarshal(data, &env)
@@ -205,6 +240,13 @@ func (c *Client) once(ctx context.Context, method, path string, body []byte, out
 		}
 	}
 	return nil
+}
+
+// failed logs the details of a call that got no answer and returns its sanitised error.
+func (c *Client) failed(method, path string, te *TransportError) error {
+	c.o.Logger.Warn("dns provider call failed", "method", method, "path", redactPath(path), "result", te.Msg,
+		"error", scrub(te.Err, c.o.Token).Error())
+	return te
 }
 
 func scrub(err error, token string) error {

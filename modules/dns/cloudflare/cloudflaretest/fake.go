@@ -32,11 +32,22 @@ type Fake struct {
 	seq     int
 	faults  []Fault
 	// FaultRate, when > 0, fails that fraction of calls with a random fault of FaultMix.
-	calls       atomic.Int64
-	creates     atomic.Int64
-	Delay       time.Duration // every answer this late
-	RandFault   func() *Fault // called per request when set; nil result = no fault
-	afterCreate atomic.Pointer[func(id string)]
+	calls        atomic.Int64
+	creates      atomic.Int64
+	Delay        time.Duration // every answer this late
+	RandFault    func() *Fault // called per request when set; nil result = no fault
+	afterCreate  atomic.Pointer[func(id string)]
+	beforeCreate atomic.Pointer[func(name string)]
+}
+
+// SetBeforeCreate sets a hook run when a create arrives, before the name is checked (e.g. another
+// party takes the name between our lookup and our create); nil removes it.
+func (f *Fake) SetBeforeCreate(h func(name string)) {
+	if h == nil {
+		f.beforeCreate.Store(nil)
+		return
+	}
+	f.beforeCreate.Store(&h)
 }
 
 // SetAfterCreate sets a hook run after a record was stored and before the answer is written
@@ -221,6 +232,9 @@ func (f *Fake) create(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	name := f.fqdn(in.Name)
+	if h := f.beforeCreate.Load(); h != nil {
+		(*h)(name)
+	}
 	f.mu.Lock()
 	for _, rec := range f.records {
 		if rec.Name == name {
@@ -232,6 +246,9 @@ func (f *Fake) create(w http.ResponseWriter, r *http.Request) {
 			}
 			return
 		}
+	}
+	if in.Proxied {
+		in.TTL = 1 // like the real API: a proxied record's TTL is automatic, whatever was sent
 	}
 	f.seq++
 	rec := record{ID: fmt.Sprintf("rec%06d", f.seq), Type: "A", Name: name, Content: in.Content, TTL: in.TTL,
