@@ -18,7 +18,7 @@ start_tenant_pg() {
   local as=()
   if [[ $(id -u) == 0 ]]; then as=(runuser -u postgres --); fi
   "${as[@]}" "$bin/initdb" -D "$dir/data" -U postgres --auth-host=scram-sha-256 --auth-local=scram-sha-256 \
-    --pwfile="$dir/pw" -E UTF8 >"$dir/initdb.log" 2>&1 || { cat "$dir/initdb.log" >&2; return 1; }
+    --pwfile="$dir/pw" -E UTF8 >"$dir/initdb.log" 2>&1 || { cat "$dir/initdb.log" >&2; rm -rf "$dir"; return 1; }
   # Another run may take the port between the check and the start (initdb takes seconds): try
   # again on another one.
   local try
@@ -30,6 +30,7 @@ start_tenant_pg() {
     fi
     if [[ $try == 5 ]] || ! grep -q "Address already in use" "$dir/server.log"; then
       cat "$dir/server.log" >&2
+      rm -rf "$dir"
       return 1
     fi
     port=$(free_port $((55432 + RANDOM % 4000)))
