@@ -95,7 +95,9 @@ func NewServer(o ServerOptions) (*Server, error) {
 	app.Use(cors.New(cors.Config{
 		AllowOriginsFunc: originMatcher(o.Origins),
 		AllowMethods:     "GET,POST,PUT,DELETE,OPTIONS",
-		AllowHeaders:     "Authorization,Content-Type,X-API-Key,X-Request-Id",
+		// Empty: a preflight from an allowed origin gets the headers it asks for. The OpenAI SDKs
+		// send their own (x-stainless-os, x-stainless-retry-count, …), which a fixed list refused.
+		AllowHeaders: "",
 		ExposeHeaders: "X-Request-Id,X-RateLimit-Limit,X-RateLimit-Remaining,X-RateLimit-Reset," +
 			"RateLimit,RateLimit-Policy,Retry-After",
 		AllowCredentials: true,

@@ -292,10 +292,17 @@ func TestCORS(t *testing.T) {
 		"Origin": "https://app.example.com", "Access-Control-Request-Method": "POST",
 	})
 	assert.Equal(t, "https://app.example.com", res.Header.Get("Access-Control-Allow-Origin"))
+	// The headers an OpenAI SDK sends from a browser, on top of the key and the body's type.
+	sdk := "authorization,content-type,x-stainless-os,x-stainless-lang,x-stainless-retry-count"
 	res, _, _ = call(t, "OPTIONS", base+"/api/widgets", "", map[string]string{
-		"Origin": "https://evil.example.com", "Access-Control-Request-Method": "POST",
+		"Origin": "https://app.example.com", "Access-Control-Request-Method": "POST", "Access-Control-Request-Headers": sdk,
 	})
-	assert.Empty(t, res.Header.Get("Access-Control-Allow-Origin"))
+	assert.Equal(t, "https://app.example.com", res.Header.Get("Access-Control-Allow-Origin"))
+	assert.Equal(t, sdk, res.Header.Get("Access-Control-Allow-Headers"), "every requested header is allowed")
+	res, _, _ = call(t, "OPTIONS", base+"/api/widgets", "", map[string]string{
+		"Origin": "https://evil.example.com", "Access-Control-Request-Method": "POST", "Access-Control-Request-Headers": sdk,
+	})
+	assert.Empty(t, res.Header.Get("Access-Control-Allow-Origin"), "an origin not allowed gets no grant (the browser refuses it)")
 }
 
 func TestClientIPBehindTrustedProxyOnly(t *testing.T) {
