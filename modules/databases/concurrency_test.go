@@ -2,6 +2,7 @@ package databases_test
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"net/http"
 	"strings"
@@ -48,6 +49,18 @@ func waitForEngineLock(t *testing.T, prefix string) {
 	}, 10*time.Second, 50*time.Millisecond, "%s waits on the engine", prefix)
 }
 
+// holdInTx runs stmt on the tenant PostgreSQL cluster in a transaction left open, so the locks it
+// took are held until the caller rolls back (or the test ends).
+func holdInTx(t *testing.T, stmt string) *sql.Tx {
+	t.Helper()
+	tx, err := enginePool(t, "postgres").BeginTx(context.Background(), nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = tx.Rollback() })
+	_, err = tx.Exec(stmt)
+	require.NoError(t, err, stmt)
+	return tx
+}
+
 // TestParallelChangesOfOneCredentialAreSerialised: eight rotations of one credential at once,
 // while the engine is slow, answer one 200 and seven 409 (another change is in progress) at
 // once, never 502, with one audit event; a later rotation's password logs in; eight deletes at once answer 200, 404 or 409,
@@ -60,14 +73,7 @@ func TestParallelChangesOfOneCredentialAreSerialised(t *testing.T) {
 	cr := createCredential(t, a, admin, it, "")
 
 	// The engine is slow: the test holds the role's catalogue row, so ALTER ROLE waits.
-	ctx := context.Background()
-	holder, err := enginePool(t, "postgres").Conn(ctx)
-	require.NoError(t, err)
-	defer holder.Close()
-	tx, err := holder.BeginTx(ctx, nil)
-	require.NoError(t, err)
-	_, err = tx.Exec(fmt.Sprintf(`ALTER ROLE %q VALID UNTIL 'infinity'`, cr.Username))
-	require.NoError(t, err)
+	tx := holdInTx(t, fmt.Sprintf(`ALTER ROLE %q VALID UNTIL 'infinity'`, cr.Username))
 	go func() {
 		waitForEngineLock(t, "ALTER ROLE")
 		time.Sleep(time.Second) // every rotation has arrived
@@ -86,7 +92,7 @@ func TestParallelChangesOfOneCredentialAreSerialised(t *testing.T) {
 	require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
 	var last credView
 	r.Decode(t, &last)
-	_, err = connect(t, "postgres", it, cr.Username, last.Password)
+	_, err := connect(t, "postgres", it, cr.Username, last.Password)
 	assert.NoError(t, err)
 
 	deleted := 0
@@ -112,14 +118,7 @@ func TestBusyDatabaseAnswers409AtOnce(t *testing.T) {
 	admin := a.AdminToken(t)
 	u := a.Register(t)
 	it := create(t, a, u.Token, "postgres")
-	ctx := context.Background()
-	holder, err := enginePool(t, "postgres").Conn(ctx)
-	require.NoError(t, err)
-	defer holder.Close()
-	tx, err := holder.BeginTx(ctx, nil)
-	require.NoError(t, err)
-	_, err = tx.Exec(fmt.Sprintf(`COMMENT ON DATABASE %q IS 'held'`, it.DatabaseName))
-	require.NoError(t, err)
+	tx := holdInTx(t, fmt.Sprintf(`COMMENT ON DATABASE %q IS 'held'`, it.DatabaseName))
 
 	done := make(chan *apptest.Resp, 1)
 	go func() {

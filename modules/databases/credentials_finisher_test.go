@@ -141,14 +141,7 @@ func TestCrashedCredentialCreateIsUndone(t *testing.T) {
 			}
 			assert.Empty(t, listCredentials(t, a, admin, it))
 
-			strangerDB := it
-			strangerDB.DatabaseName = ""
-			if engine == "postgres" {
-				strangerDB.DatabaseName = "postgres"
-				_, err = enginePool(t, engine).Exec("GRANT CONNECT ON DATABASE postgres TO " + stranger)
-				require.NoError(t, err)
-			}
-			_, err = connect(t, engine, strangerDB, stranger, strangerPw)
+			err = connectAsStranger(t, engine, it, stranger, strangerPw)
 			assert.NoError(t, err, "a role of that name the credential did not make is left alone")
 			_, err = connect(t, engine, it, rv.DatabaseUser, rv.Password)
 			assert.NoError(t, err, "the owner is untouched")

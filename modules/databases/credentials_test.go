@@ -101,14 +101,7 @@ func TestCredentialCannotTakeOverExistingRoles(t *testing.T) {
 			assert.NoError(t, err, "and writable")
 			_, err = connect(t, engine, bobs, bobRv.DatabaseUser, bobRv.Password)
 			assert.NoError(t, err, "the other tenant still logs in")
-			strangerDB := it
-			strangerDB.DatabaseName = ""
-			if engine == "postgres" {
-				strangerDB.DatabaseName = "postgres"
-				_, err = enginePool(t, engine).Exec("GRANT CONNECT ON DATABASE postgres TO " + stranger)
-				require.NoError(t, err)
-			}
-			_, err = connect(t, engine, strangerDB, stranger, strangerPw)
+			err = connectAsStranger(t, engine, it, stranger, strangerPw)
 			assert.NoError(t, err, "the hand-made role still logs in")
 			require.NoError(t, enginePool(t, engine).Ping(), "the superuser still logs in")
 
@@ -243,4 +236,18 @@ func TestCredentialOnReadOnlyDatabase(t *testing.T) {
 			assert.False(t, existsOnEngine(t, engine, ro.Username), "deleted on the engine, nothing left behind")
 		})
 	}
+}
+
+// connectAsStranger logs in as a role made by hand (not by the service), to the engine's own
+// database: PostgreSQL's postgres (CONNECT granted for the check), MySQL with no schema.
+func connectAsStranger(t *testing.T, engine string, it item, role, password string) error {
+	t.Helper()
+	it.DatabaseName = ""
+	if engine == "postgres" {
+		it.DatabaseName = "postgres"
+		_, err := enginePool(t, engine).Exec("GRANT CONNECT ON DATABASE postgres TO " + role)
+		require.NoError(t, err)
+	}
+	_, err := connect(t, engine, it, role, password)
+	return err
 }

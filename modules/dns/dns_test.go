@@ -284,6 +284,25 @@ func TestNameHeldAtTheProviderIs409(t *testing.T) {
 	assert.EqualValues(t, 1, fake.Creates(), "nothing created for the taken names")
 }
 
+// failedWhileHeld creates a record of label l whose create reaches the provider but whose answer
+// is lost (the lookups after it fail until the request times out), so with Finisher:MaxAttempts 1
+// the row ends Failed while the provider holds our record.
+func failedWhileHeld(t *testing.T, a *apptest.App, fake *cloudflaretest.Fake, token, l string) rec {
+	t.Helper()
+	fake.SetAfterCreate(func(string) {
+		fake.Fail(cloudflaretest.Fault{Status: 500, Method: "GET"}, cloudflaretest.Fault{Status: 500, Method: "GET"},
+			cloudflaretest.Fault{Status: 500, Method: "GET"})
+		time.Sleep(1500 * time.Millisecond)
+	})
+	r := a.Post("/api/me/dns", token, map[string]any{"label": l})
+	fake.SetAfterCreate(nil)
+	require.Equal(t, http.StatusBadGateway, r.Status, string(r.Raw))
+	var got rec
+	r.Decode(t, &got)
+	require.Equal(t, "Failed", got.Status, "attempts ran out (Finisher:MaxAttempts 1)")
+	return got
+}
+
 // TestRevokingAFailedRecordDeletesOursAtTheProvider: a record whose create reached the provider
 // but whose attempts ran out (answers lost, lookups failing) ends Failed while the provider holds
 // it. Revoking it deletes that provider record, so the label can be created again; a deleted
@@ -291,23 +310,8 @@ func TestNameHeldAtTheProviderIs409(t *testing.T) {
 func TestRevokingAFailedRecordDeletesOursAtTheProvider(t *testing.T) {
 	a, fake := setup(t, map[string]any{"Finisher:MaxAttempts": 1})
 	u := a.Register(t)
-	failedWhileHeld := func(l string) rec {
-		t.Helper()
-		fake.SetAfterCreate(func(string) {
-			fake.Fail(cloudflaretest.Fault{Status: 500, Method: "GET"}, cloudflaretest.Fault{Status: 500, Method: "GET"},
-				cloudflaretest.Fault{Status: 500, Method: "GET"})
-			time.Sleep(1500 * time.Millisecond)
-		})
-		r := a.Post("/api/me/dns", u.Token, map[string]any{"label": l})
-		fake.SetAfterCreate(nil)
-		require.Equal(t, http.StatusBadGateway, r.Status, string(r.Raw))
-		var got rec
-		r.Decode(t, &got)
-		require.Equal(t, "Failed", got.Status, "attempts ran out (Finisher:MaxAttempts 1)")
-		return got
-	}
 	l := label()
-	got := failedWhileHeld(l)
+	got := failedWhileHeld(t, a, fake, u.Token, l)
 	require.Len(t, fake.Records(), 1, "the provider holds it")
 
 	r := a.Do(apptest.Request{Method: "DELETE", Path: fmt.Sprintf("/api/me/dns/%d", got.ID), Token: u.Token})
@@ -320,7 +324,7 @@ func TestRevokingAFailedRecordDeletesOursAtTheProvider(t *testing.T) {
 
 	// A provider failure while revoking a Failed record: Revoking, finished by the finisher.
 	l2 := label()
-	got = failedWhileHeld(l2)
+	got = failedWhileHeld(t, a, fake, u.Token, l2)
 	fake.Fail(cloudflaretest.Fault{Status: 503, Method: "GET"}, cloudflaretest.Fault{Status: 503, Method: "GET"}, cloudflaretest.Fault{Status: 503, Method: "GET"})
 	r = a.Do(apptest.Request{Method: "DELETE", Path: fmt.Sprintf("/api/me/dns/%d", got.ID), Token: u.Token})
 	require.Equal(t, http.StatusBadGateway, r.Status, string(r.Raw))
@@ -333,7 +337,7 @@ func TestRevokingAFailedRecordDeletesOursAtTheProvider(t *testing.T) {
 
 	// A deleted user's Failed record is checked at the provider too.
 	l3 := label()
-	failedWhileHeld(l3)
+	failedWhileHeld(t, a, fake, u.Token, l3)
 	admin := a.AdminToken(t)
 	require.Equal(t, http.StatusOK, a.Do(apptest.Request{Method: "DELETE", Path: fmt.Sprintf("/api/users/%d", u.ID), Token: admin}).Status)
 	a.Settle(5 * time.Second)
@@ -349,21 +353,6 @@ func TestRevokingAFailedRecordDeletesOursAtTheProvider(t *testing.T) {
 func TestLeftoverOfADeadRowIsRemovedByTheNextCreate(t *testing.T) {
 	a, fake := setup(t, map[string]any{"Finisher:MaxAttempts": 1})
 	u, v := a.Register(t), a.Register(t)
-	failedWhileHeld := func(l string) rec {
-		t.Helper()
-		fake.SetAfterCreate(func(string) {
-			fake.Fail(cloudflaretest.Fault{Status: 500, Method: "GET"}, cloudflaretest.Fault{Status: 500, Method: "GET"},
-				cloudflaretest.Fault{Status: 500, Method: "GET"})
-			time.Sleep(1500 * time.Millisecond)
-		})
-		r := a.Post("/api/me/dns", u.Token, map[string]any{"label": l})
-		fake.SetAfterCreate(nil)
-		require.Equal(t, http.StatusBadGateway, r.Status, string(r.Raw))
-		var got rec
-		r.Decode(t, &got)
-		require.Equal(t, "Failed", got.Status)
-		return got
-	}
 	only := func(l string) cloudflaretest.Record {
 		t.Helper()
 		var at []cloudflaretest.Record
@@ -377,7 +366,7 @@ func TestLeftoverOfADeadRowIsRemovedByTheNextCreate(t *testing.T) {
 	}
 
 	l := label()
-	leftover := failedWhileHeld(l)
+	leftover := failedWhileHeld(t, a, fake, u.Token, l)
 	require.Contains(t, only(l).Comment, fmt.Sprintf("record:%d", leftover.ID))
 	r := a.Post("/api/me/dns", v.Token, map[string]any{"label": l, "content": "198.51.100.30"})
 	require.Equal(t, http.StatusCreated, r.Status, string(r.Raw))
@@ -392,7 +381,7 @@ func TestLeftoverOfADeadRowIsRemovedByTheNextCreate(t *testing.T) {
 	// The deleted user's case: v's create of l2 is Pending (transient failure) when u, whose
 	// Failed record of l2 left ours at the provider, is deleted; the finisher then creates v's.
 	l2 := label()
-	failedWhileHeld(l2)
+	failedWhileHeld(t, a, fake, u.Token, l2)
 	fake.Fail(cloudflaretest.Fault{Status: 500, Method: "GET"}, cloudflaretest.Fault{Status: 500, Method: "GET"}, cloudflaretest.Fault{Status: 500, Method: "GET"})
 	r = a.Post("/api/me/dns", v.Token, map[string]any{"label": l2, "content": "198.51.100.31"})
 	require.Equal(t, http.StatusBadGateway, r.Status, string(r.Raw))

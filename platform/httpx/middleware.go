@@ -263,25 +263,17 @@ func accessLog(log *slog.Logger, m *Metrics, errorHandler fiber.ErrorHandler) fi
 	}
 }
 
-// methodLabel is the metrics label of a request method: a constant for the standard methods
-// (never a string backed by fasthttp's reused buffer), "other" for the rest, which also bounds
-// the label's values.
+// methodLabels are the request methods with a metrics label of their own.
+var methodLabels = [...]string{fiber.MethodGet, fiber.MethodHead, fiber.MethodPost, fiber.MethodPut,
+	fiber.MethodPatch, fiber.MethodDelete, fiber.MethodOptions}
+
+// methodLabel is the metrics label of a request method: one of methodLabels, a constant (never a
+// string backed by fasthttp's reused buffer), or "other", which also bounds the label's values.
 func methodLabel(m string) string {
-	switch m {
-	case fiber.MethodGet:
-		return fiber.MethodGet
-	case fiber.MethodHead:
-		return fiber.MethodHead
-	case fiber.MethodPost:
-		return fiber.MethodPost
-	case fiber.MethodPut:
-		return fiber.MethodPut
-	case fiber.MethodPatch:
-		return fiber.MethodPatch
-	case fiber.MethodDelete:
-		return fiber.MethodDelete
-	case fiber.MethodOptions:
-		return fiber.MethodOptions
+	for _, l := range methodLabels {
+		if m == l {
+			return l
+		}
 	}
 	return "other"
 }
