@@ -53,6 +53,7 @@ func setup(t *testing.T, extra map[string]any, opts ...apptest.Option) (*apptest
 	t.Cleanup(func() {
 		_, _ = a.DB.Exec("UPDATE dns_records SET status = 'Failed' WHERE status = 'Pending'")
 		_, _ = a.DB.Exec("UPDATE dns_records SET status = 'Revoked' WHERE status = 'Revoking'")
+		_, _ = a.DB.Exec("UPDATE dns_leftovers SET status = 'Swept' WHERE status = 'Sweeping'")
 	})
 	return a, fake
 }
@@ -395,6 +396,119 @@ func TestLeftoverOfADeadRowIsRemovedByTheNextCreate(t *testing.T) {
 	var pid string
 	require.NoError(t, a.DB.QueryRow("SELECT provider_record_id FROM dns_records WHERE id = ?", pending.ID).Scan(&pid))
 	assert.Equal(t, pid, only(l2).ID)
+}
+
+// at returns the provider's records named l in the cell.
+func at(fake *cloudflaretest.Fake, l string) []cloudflaretest.Record {
+	var out []cloudflaretest.Record
+	for _, x := range fake.Records() {
+		if x.Name == l+".cell.example.com" {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// TestDeletedUsersLeftoverIsDeletedByTheFinisher: a deleted user's Failed record whose create
+// reached the provider, revoked at once because another user's record held its label, does not
+// leave its record in the zone when nobody creates that label again (the other record is revoked
+// before it was ever created): the finisher deletes it. A provider fault during that cleanup is
+// retried with backoff, and another party's record at the same name is untouched.
+func TestDeletedUsersLeftoverIsDeletedByTheFinisher(t *testing.T) {
+	a, fake := setup(t, map[string]any{"Finisher:MaxAttempts": 1})
+	admin := a.AdminToken(t)
+	u, v := a.Register(t), a.Register(t)
+	l := label()
+	failed := failedWhileHeld(t, a, fake, u.Token, l)
+	require.Len(t, at(fake, l), 1, "the provider holds u's record")
+	theirs := fake.Put(l+".cell", "192.0.2.66") // another party's record at the same name
+	var held int64
+	require.NoError(t, a.DB.QueryRow(`INSERT INTO dns_records (user_id, label, name, fqdn, content, record_ttl, status, next_attempt_at)
+		VALUES (?, ?, ?, ?, '198.51.100.40', 1, 'Pending', now() + interval '1 hour') RETURNING id`, v.ID, l, l+".cell", l+".cell.example.com").Scan(&held))
+
+	r := a.Do(apptest.Request{Method: "DELETE", Path: fmt.Sprintf("/api/users/%d", u.ID), Token: admin})
+	require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
+	var status string
+	require.NoError(t, a.DB.QueryRow("SELECT status FROM dns_records WHERE id = ?", failed.ID).Scan(&status))
+	require.Equal(t, "Revoked", status, "revoked at once: v's record holds the label")
+	r = a.Do(apptest.Request{Method: "DELETE", Path: fmt.Sprintf("/api/me/dns/%d", held), Token: v.Token})
+	require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
+	require.Len(t, at(fake, l), 2, "v's revocation deleted nothing: neither record is v's")
+
+	// The provider fails the cleanup's lookup: nothing is deleted, the cleanup is tried again.
+	fake.Fail(cloudflaretest.Fault{Status: 500, Method: "GET"}, cloudflaretest.Fault{Status: 500, Method: "GET"}, cloudflaretest.Fault{Status: 500, Method: "GET"})
+	a.Settle(5 * time.Second)
+	require.Len(t, at(fake, l), 2, "the failed cleanup deleted nothing")
+	_, err := a.DB.Exec("UPDATE dns_leftovers SET next_attempt_at = now() WHERE record_id = ? AND status = 'Sweeping'", failed.ID)
+	require.NoError(t, err)
+	a.Settle(5 * time.Second)
+	left := at(fake, l)
+	require.Len(t, left, 1, "u's leftover is gone: %v", left)
+	assert.Equal(t, theirs, left[0].ID, "the other party's record is untouched")
+	var n int
+	require.NoError(t, a.DB.QueryRow("SELECT count(*) FROM audit_events WHERE action = 'dns.leftover.deleted' AND target_id = ?", fmt.Sprint(failed.ID)).Scan(&n))
+	assert.Equal(t, 1, n, "audited")
+}
+
+// TestFailedRecordsLeftoverIsDeletedByTheFinisher: a live user's record whose create reached the
+// provider but whose attempts ran out is Failed; it does not stay in the zone. When its label is
+// held by another record, so that its owner's DELETE is a 409, the finisher still deletes our
+// record at the provider. A Failed record retried meanwhile (Active again, our record adopted)
+// keeps its record.
+func TestFailedRecordsLeftoverIsDeletedByTheFinisher(t *testing.T) {
+	a, fake := setup(t, map[string]any{"Finisher:MaxAttempts": 1})
+	admin := a.AdminToken(t)
+	u, v := a.Register(t), a.Register(t)
+
+	retried := label()
+	got := failedWhileHeld(t, a, fake, u.Token, retried)
+	r := a.Post(fmt.Sprintf("/api/dns/records/%d/retry", got.ID), admin, nil)
+	require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
+	r.Decode(t, &got)
+	require.Equal(t, "Active", got.Status)
+
+	l := label()
+	failed := failedWhileHeld(t, a, fake, u.Token, l)
+	_, err := a.DB.Exec(`INSERT INTO dns_records (user_id, label, name, fqdn, content, record_ttl, status, next_attempt_at)
+		VALUES (?, ?, ?, ?, '198.51.100.41', 1, 'Pending', now() + interval '1 hour')`, v.ID, l, l+".cell", l+".cell.example.com")
+	require.NoError(t, err)
+	r = a.Do(apptest.Request{Method: "DELETE", Path: fmt.Sprintf("/api/me/dns/%d", failed.ID), Token: u.Token})
+	require.Equal(t, http.StatusConflict, r.Status, string(r.Raw))
+	require.Len(t, at(fake, l), 1, "the provider holds u's record")
+
+	a.Settle(5 * time.Second)
+	assert.Empty(t, at(fake, l), "the Failed record's leftover is deleted")
+	var status string
+	require.NoError(t, a.DB.QueryRow("SELECT status FROM dns_records WHERE id = ?", failed.ID).Scan(&status))
+	assert.Equal(t, "Failed", status)
+	assert.Contains(t, fake.Records(), got.ProviderRecordID, "the retried record, Active, keeps its record")
+	require.NoError(t, a.DB.QueryRow("SELECT status FROM dns_records WHERE id = ?", got.ID).Scan(&status))
+	assert.Equal(t, "Active", status)
+}
+
+// TestFailedAfterALostAnswerLeavesNoRecord: a create whose answer was lost (the provider made the
+// record) is retried; the retry's lookup is refused (4xx), so the record ends Failed. Our record
+// at the provider is then deleted by the finisher.
+func TestFailedAfterALostAnswerLeavesNoRecord(t *testing.T) {
+	a, fake := setup(t, nil)
+	u := a.Register(t)
+	fake.SetAfterCreate(func(string) {
+		fake.Fail(cloudflaretest.Fault{Status: 500, Method: "GET"}, cloudflaretest.Fault{Status: 500, Method: "GET"},
+			cloudflaretest.Fault{Status: 500, Method: "GET"})
+		time.Sleep(1500 * time.Millisecond)
+	})
+	l := label()
+	r := a.Post("/api/me/dns", u.Token, map[string]any{"label": l})
+	fake.SetAfterCreate(nil)
+	require.Equal(t, http.StatusBadGateway, r.Status, string(r.Raw))
+	var got rec
+	r.Decode(t, &got)
+	require.Equal(t, "Pending", got.Status)
+	require.Len(t, at(fake, l), 1)
+
+	fake.Fail(cloudflaretest.Fault{Status: 403, Method: "GET"})
+	assert.Equal(t, "Failed", retryNow(t, a, got.ID))
+	assert.Empty(t, at(fake, l), "the Failed record's leftover is deleted")
 }
 
 // TestRevokingAFailedRecordWhoseLabelIsLiveAgainIs409: a Failed record does not hold its label;

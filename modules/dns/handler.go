@@ -66,7 +66,9 @@ const createDoc = "The intent is stored as Pending, then the provider is called.
 	"409 when the label is live in the cell, when the provider already holds the name for a record not made by this " +
 	"service (81053/81057/81058, or found by the lookup before creating; nothing is stored), or when the quota " +
 	"`Dns:MaxRecordsPerUser` is reached; 502 when the provider failed — `data` is the record as stored: Failed with " +
-	"the provider's error in `errorMessage`, or still Pending (a transient failure, retried in the background)."
+	"the provider's error in `errorMessage`, or still Pending (a transient failure, retried in the background). " +
+	"A Failed record does not stay in the zone: a record its unanswered attempts may have made at the provider " +
+	"(carrying its marker comment) is deleted in the background."
 
 // Register implements httpx.Routes.
 func (h *Handler) Register(api *httpx.API) {
@@ -93,7 +95,8 @@ func (h *Handler) Register(api *httpx.API) {
 		Path: "/api/me/dns/{id}", Tags: tags, Summary: "Revoke a DNS record",
 		Description: "Active, Pending or Failed → Revoking → deleted at the provider → Revoked (200). A Failed record is checked at the provider " +
 			"too (its create may have reached it): the name is looked up and only a record carrying this record's marker comment is deleted. " +
-			"409 when already revoked, or when the record is Failed and another live record now uses its label. " +
+			"409 when already revoked, or when the record is Failed and another live record now uses its label (a record of " +
+			"this one at the provider is deleted in the background all the same). " +
 			"502 when the provider failed: the record stays Revoking with the error and is retried in the background.",
 		Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusBadGateway}},
 		func(ctx context.Context, in *idInput) (*httpx.Response[View], error) {

@@ -1,7 +1,8 @@
 // Package dns is the DNS cell: A records in a Cloudflare zone, with our own trace of every state.
 // The intent is stored (Pending), the provider is called, the outcome is recorded; the background
 // finisher completes whatever a crash or a timeout left Pending or Revoking, looking the name up
-// first so nothing is created twice.
+// first so nothing is created twice, and deletes the records at the provider of rows that ended
+// Failed (or Revoked at once) while their create may have reached it (Sweeper).
 package dns
 
 import (
@@ -31,6 +32,7 @@ var Module = fx.Module("dns",
 		newClient,
 		func(c *cloudflare.Client, a *audit.Recorder) *Provisioner { return &Provisioner{provider: c, audit: a} },
 		provision.AsProvisioner(func(p *Provisioner) *Provisioner { return p }),
+		provision.AsProvisioner(func(c *cloudflare.Client, a *audit.Recorder) *Sweeper { return &Sweeper{provider: c, audit: a} }),
 		provision.AsUserReleaser(func(p *Provisioner) *Provisioner { return p }),
 		func(d *bun.DB, cfg *config.Config, a *audit.Recorder, f *provision.Finisher) *Service {
 			return &Service{db: d, cfg: cfg.Dns, audit: a, finisher: f}

@@ -220,11 +220,18 @@ func (p *Provisioner) active(ctx context.Context, tx bun.IDB, r *Record, held cl
 	return provision.CreateResponse{ExternalID: providerID}, nil
 }
 
-// final records a failure no retry can fix (a 4xx): Failed with the provider's message.
+// final records a failure no retry can fix (a 4xx): Failed with the provider's message. When an
+// earlier attempt ended without an answer (its create may have reached the provider), a sweep is
+// queued: the finisher deletes the record carrying r's comment, if the provider holds one.
 func (p *Provisioner) final(ctx context.Context, tx bun.IDB, r *Record, msg string) error {
 	if _, err := tx.NewUpdate().Model(r).Set("status = ?", StatusFailed).Set("error_message = ?", msg).
 		Set("updated_at = now()").WherePK().Exec(ctx); err != nil {
 		return fmt.Errorf("record %d failed: %w", r.ID, err)
+	}
+	if r.Attempts > 0 {
+		if err := queueSweeps(ctx, tx, "r.id = ?", r.ID); err != nil {
+			return err
+		}
 	}
 	return p.audit.RecordTx(ctx, tx, audit.Event{Action: "dns.failed", UserID: audit.Int64(r.UserID), TargetType: "dnsRecord",
 		TargetID: fmt.Sprint(r.ID), Details: map[string]any{"fqdn": r.Fqdn, "error": msg}})
@@ -272,19 +279,28 @@ func (p *Provisioner) Delete(ctx context.Context, req provision.DeleteRequest) (
 	return provision.DeleteResponse{}, nil
 }
 
-// GiveUp marks a record that could not be created Failed with its last error. Revocations are
-// never given up: they keep being retried at the capped backoff.
+// GiveUp marks a record that could not be created Failed with its last error, and queues a sweep:
+// an attempt without an answer may have created the record at the provider, and a Failed record
+// must not resolve, so the finisher deletes the record carrying its comment if there is one.
+// Revocations are never given up: they keep being retried at the capped backoff.
 func (p *Provisioner) GiveUp(ctx context.Context, tx bun.IDB, id int64, lastErr error) error {
-	_, err := tx.NewUpdate().Model((*Record)(nil)).Set("status = ?", StatusFailed).Set("error_message = ?", lastErr.Error()).
+	res, err := tx.NewUpdate().Model((*Record)(nil)).Set("status = ?", StatusFailed).Set("error_message = ?", lastErr.Error()).
 		Set("updated_at = now()").Where("id = ?", id).Where("status = ?", StatusPending).Exec(ctx)
-	return err
+	if err != nil {
+		return err
+	}
+	if n, err := res.RowsAffected(); err != nil || n == 0 {
+		return err
+	}
+	return queueSweeps(ctx, tx, "r.id = ?", id)
 }
 
 // ReleaseUser marks a deleted user's records for revocation at the provider: live ones, and
 // Failed ones too (their create may have reached the provider; the finisher looks the name up and
 // deletes only a record carrying the row's marker). A Failed record whose label another live
-// record holds now is Revoked at once: that record's own create found the name free of records
-// not its own.
+// record holds now cannot be Revoking (one live row per label): it is Revoked at once and a sweep
+// is queued, so the finisher deletes its leftover at the provider (only a record carrying its
+// marker) whether or not that other record is ever created.
 func (p *Provisioner) ReleaseUser(ctx context.Context, tx bun.IDB, userID int64) error {
 	if _, err := tx.NewUpdate().Model((*Record)(nil)).Set("status = ?", StatusRevoking).Set("attempts = 0").
 		Set("error_message = ''").Set("last_error = ''").Set("next_attempt_at = now()").Set("updated_at = now()").
@@ -295,6 +311,9 @@ func (p *Provisioner) ReleaseUser(ctx context.Context, tx bun.IDB, userID int64)
 					StatusFailed, bun.In([]string{StatusPending, StatusActive, StatusRevoking}))
 		}).Exec(ctx); err != nil {
 		return fmt.Errorf("release records of user %d: %w", userID, err)
+	}
+	if err := queueSweeps(ctx, tx, "r.user_id = ? AND r.status = ?", userID, StatusFailed); err != nil {
+		return err
 	}
 	_, err := tx.NewUpdate().Model((*Record)(nil)).Set("status = ?", StatusRevoked).Set("updated_at = now()").
 		Where("user_id = ?", userID).Where("status = ?", StatusFailed).Exec(ctx)
