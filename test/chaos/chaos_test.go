@@ -390,6 +390,7 @@ func TestChaos(t *testing.T) {
 		require.NoError(t, ctl.QueryRow(`SELECT
 			(SELECT count(*) FROM database_instances WHERE status IN ('Provisioning','Deleting')) +
 			(SELECT count(*) FROM dns_records WHERE status IN ('Pending','Revoking')) +
+			(SELECT count(*) FROM dns_leftovers WHERE status = 'Sweeping') +
 			(SELECT count(*) FROM wfauto_accounts WHERE status IN ('Pending','Deprovisioning'))`).Scan(&n))
 		return n
 	}
@@ -401,6 +402,7 @@ func TestChaos(t *testing.T) {
 	for inflight() > 0 && time.Now().Before(deadline) {
 		_, _ = ctl.Exec(`UPDATE database_instances SET next_attempt_at = now() WHERE status IN ('Provisioning','Deleting')`)
 		_, _ = ctl.Exec(`UPDATE dns_records SET next_attempt_at = now() WHERE status IN ('Pending','Revoking')`)
+		_, _ = ctl.Exec(`UPDATE dns_leftovers SET next_attempt_at = now() WHERE status = 'Sweeping'`)
 		_, _ = ctl.Exec(`UPDATE wfauto_accounts SET next_attempt_at = now() WHERE status IN ('Pending','Deprovisioning')`)
 		time.Sleep(500 * time.Millisecond)
 	}
