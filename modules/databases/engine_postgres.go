@@ -187,9 +187,43 @@ func (e *postgresEngine) Create(ctx context.Context, dbName, role, password stri
 			return err
 		}
 	}
-	return e.exec(ctx,
+	if err := e.exec(ctx,
 		fmt.Sprintf("REVOKE ALL ON DATABASE %s FROM PUBLIC", qi(dbName)),
-		fmt.Sprintf("GRANT CONNECT, TEMPORARY ON DATABASE %s TO %s", qi(dbName), qi(role)))
+		fmt.Sprintf("GRANT CONNECT, TEMPORARY ON DATABASE %s TO %s", qi(dbName), qi(role))); err != nil {
+		return err
+	}
+	return e.ownPublicSchema(ctx, dbName, role)
+}
+
+// ownPublicSchema gives the schema public of a new tenant database the shape PostgreSQL 15 gives
+// it, whatever the server's version: owned by pg_database_owner (the database's owner, so the
+// quota holder while it is over its quota; the login role itself before PostgreSQL 14), and no
+// CREATE for PUBLIC. PostgreSQL 14 and older let PUBLIC create there (the schema belonged to the
+// bootstrap superuser), so a read-only credential could create tables in the owner's database.
+// A database made from a template without the schema is left alone. Repeatable.
+func (e *postgresEngine) ownPublicSchema(ctx context.Context, dbName, role string) error {
+	t, err := e.tenant(dbName)
+	if err != nil {
+		return err
+	}
+	var hasSchema, hasDatabaseOwner bool
+	if err := t.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = 'public'),
+		EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'pg_database_owner')`).Scan(&hasSchema, &hasDatabaseOwner); err != nil {
+		return fmt.Errorf("postgres: schema public of %s: %w", dbName, err)
+	}
+	if !hasSchema {
+		return nil
+	}
+	owner := qi(role)
+	if hasDatabaseOwner {
+		owner = "pg_database_owner"
+	}
+	for _, s := range []string{"ALTER SCHEMA public OWNER TO " + owner, "REVOKE CREATE ON SCHEMA public FROM PUBLIC"} {
+		if _, err := t.ExecContext(ctx, s); err != nil {
+			return fmt.Errorf("postgres: %s: %w", s, err)
+		}
+	}
+	return nil
 }
 
 func (e *postgresEngine) terminate(ctx context.Context, where string, arg string) error {
