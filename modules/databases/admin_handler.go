@@ -153,7 +153,7 @@ func (h *Handler) registerAdmin(api *httpx.API) {
 		})
 	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "rotateAccessCredential", Method: http.MethodPut,
 		Path: "/api/access-credentials/{id}", Tags: ctags, Summary: "Rotate an access credential's password",
-		Description: "`{rotatePassword: true}` sets a new password, in this answer only. 409 when the credential is not Active (Creating or Deleting), when the role on the engine was not made for this credential (it is left alone), or while another change of this credential or its database is in progress (one rotation at a time; try again). " +
+		Description: "`{rotatePassword: true}` sets a new password, in this answer only. 409 when the credential is not Active (Creating or Deleting), when the role on the engine was not made for this credential (it is left alone; a role made for it before roles were marked is recognised by its footprint and marked), or while another change of this credential or its database is in progress (one rotation at a time; try again). " +
 			"On a Paused database the credential stays login-blocked.",
 		Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusBadGateway}},
 		func(ctx context.Context, in *credUpdateInput) (*httpx.Response[CredentialView], error) {
@@ -168,7 +168,7 @@ func (h *Handler) registerAdmin(api *httpx.API) {
 		})
 	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "deleteAccessCredential", Method: http.MethodDelete,
 		Path: "/api/access-credentials/{id}", Tags: ctags, Summary: "Remove an access credential",
-		Description: "Drops the credential's login role on the engine. What it created there (tables of a full-access credential) stays and belongs to the database's owner. " +
+		Description: "Drops the credential's login role on the engine, only if it was made for this credential (a role of that name that was not is left alone). What it created there (tables of a full-access credential) stays and belongs to the database's owner. " +
 			"502 when the engine failed: the credential stays Deleting (in the answer's data; it can no longer be rotated) and the drop is retried in the background, or by deleting it again. " +
 			"409 while another change of this credential is in progress (try again); 404 once it is deleted.",
 		Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusBadGateway}},

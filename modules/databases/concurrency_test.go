@@ -41,12 +41,20 @@ func audited(t *testing.T, a *apptest.App, action string, id int64) int {
 // waitForEngineLock waits until a statement starting with prefix waits for a lock on the tenant
 // PostgreSQL cluster.
 func waitForEngineLock(t *testing.T, prefix string) {
-	pool := enginePool(t, "postgres")
-	assert.Eventually(t, func() bool {
+	waitForLock(t, enginePool(t, "postgres"), "$1", prefix)
+}
+
+// waitForLock waits until a statement starting with prefix waits for a lock on the server of
+// pool (param is the driver's placeholder).
+func waitForLock(t *testing.T, pool interface {
+	QueryRow(query string, args ...any) *sql.Row
+}, param, prefix string) {
+	t.Helper()
+	require.Eventually(t, func() bool {
 		var waiting bool
-		_ = pool.QueryRow(`SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE $1)`, prefix+"%").Scan(&waiting)
+		_ = pool.QueryRow(`SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE `+param+`)`, prefix+"%").Scan(&waiting)
 		return waiting
-	}, 10*time.Second, 50*time.Millisecond, "%s waits on the engine", prefix)
+	}, 10*time.Second, 50*time.Millisecond, "%s waits for a lock", prefix)
 }
 
 // holdInTx runs stmt on the tenant PostgreSQL cluster in a transaction left open, so the locks it
@@ -143,4 +151,89 @@ func TestBusyDatabaseAnswers409AtOnce(t *testing.T) {
 	require.NoError(t, tx.Rollback())
 	r := <-done
 	assert.Equal(t, http.StatusOK, r.Status, string(r.Raw))
+}
+
+// TestCredentialCreateRacingDatabaseDelete: a credential create and a delete of its database at
+// the same time never leave a role on the engine without a live credential, a live credential of
+// a deleted database, or a 500.
+//   - The delete finishes after the create has checked the database (Active) and before it stores
+//     its row: the create answers 404 and makes nothing (the test holds the create's insert: its
+//     own uncommitted row of the same username blocks it on the unique index). Without the
+//     create's second look at the database, under its row lock, the role was made on the engine
+//     after the drop (and its grant then failed on the missing database, 502), and the undo
+//     skipped the engine because the database was Deleted: the role stayed.
+//   - The delete arrives while the engine makes the role (the test holds an uncommitted role of
+//     the same name, so CREATE ROLE waits): the delete answers 409 "being changed" at once, the
+//     create completes, and a delete afterwards drops the credential's role with the database.
+func TestCredentialCreateRacingDatabaseDelete(t *testing.T) {
+	a := start(t, nil)
+	admin := a.AdminToken(t)
+	deleteDatabase := func(token string, it item) *apptest.Resp {
+		return a.Do(apptest.Request{Method: http.MethodDelete, Path: fmt.Sprintf("/api/me/databases/%d", it.ID), Token: token})
+	}
+	liveCredentials := func(it item) int {
+		var n int
+		require.NoError(t, a.DB.QueryRow("SELECT count(*) FROM access_credentials WHERE database_instance_id = ? AND status <> 'Deleted'", it.ID).Scan(&n))
+		return n
+	}
+
+	t.Run("delete between the check and the insert", func(t *testing.T) {
+		u := a.Register(t)
+		it := create(t, a, u.Token, "postgres")
+		other := create(t, a, u.Token, "postgres")
+		username := it.DatabaseName + "_race"
+		hold, err := a.DB.BeginTx(context.Background(), nil)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = hold.Rollback() })
+		_, err = hold.Exec(`INSERT INTO access_credentials (database_instance_id, username, password_sealed, status) VALUES (?, ?, 'held', 'Creating')`,
+			other.ID, username)
+		require.NoError(t, err)
+
+		done := make(chan *apptest.Resp, 1)
+		go func() {
+			done <- a.Post("/api/access-credentials", admin, map[string]any{"databaseInstanceId": it.ID, "username": username})
+		}()
+		waitForLock(t, a.DB, "?", `INSERT INTO "access_credentials"`)
+		r := deleteDatabase(u.Token, it)
+		require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
+		require.False(t, existsOnEngine(t, "postgres", it.DatabaseName), "the database is dropped")
+		require.NoError(t, hold.Rollback())
+
+		r = <-done
+		assert.Equal(t, http.StatusNotFound, r.Status, string(r.Raw))
+		assert.Contains(t, string(r.Raw), `"success":false`)
+		assert.False(t, existsOnEngine(t, "postgres", username), "no role is left on the engine")
+		assert.Zero(t, liveCredentials(it), "no live credential of the deleted database")
+		assert.Empty(t, listCredentials(t, a, admin, it))
+	})
+
+	t.Run("delete while the engine makes the role", func(t *testing.T) {
+		u := a.Register(t)
+		it := create(t, a, u.Token, "postgres")
+		username := it.DatabaseName + "_race"
+		tx := holdInTx(t, fmt.Sprintf(`CREATE ROLE %q`, username))
+
+		done := make(chan *apptest.Resp, 1)
+		go func() {
+			done <- a.Post("/api/access-credentials", admin, map[string]any{"databaseInstanceId": it.ID, "username": username})
+		}()
+		waitForEngineLock(t, "CREATE ROLE")
+		r := deleteDatabase(u.Token, it)
+		assert.Equal(t, http.StatusConflict, r.Status, string(r.Raw))
+		assert.Contains(t, string(r.Raw), "being changed")
+		require.NoError(t, tx.Rollback())
+
+		r = <-done
+		require.Equal(t, http.StatusCreated, r.Status, string(r.Raw))
+		var cr credView
+		r.Decode(t, &cr)
+		_, err := connect(t, "postgres", it, username, cr.Password)
+		require.NoError(t, err, "the credential logs in")
+
+		r = deleteDatabase(u.Token, it)
+		require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
+		assert.False(t, existsOnEngine(t, "postgres", username), "the credential's role went with the database")
+		assert.False(t, existsOnEngine(t, "postgres", it.DatabaseName))
+		assert.Zero(t, liveCredentials(it))
+	})
 }

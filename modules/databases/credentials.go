@@ -146,14 +146,19 @@ func (c *Credentials) make(ctx context.Context, inst *Instance, engine Engine, c
 	if cerr == nil && cur.Status == StatusPaused {
 		// A paused database lets no credential in: the role is made login-blocked, and resume
 		// allows it with the other Active ones.
-		cerr = engine.SetUserLogin(ectx, cr.Username, CredentialMarker(cr.ID), false)
+		cerr = engine.SetUserLogin(ectx, inst.DatabaseName, cr.Username, CredentialMarker(cr.ID), false)
 	}
 	if cerr != nil {
 		c.logEngine(ctx, "create", cr, cerr)
-		// Undone at once: DropUser removes only a role this credential made, never the one that
-		// took the name. When the engine cannot say whether the role was made (a timeout, an
-		// outage), the credential is Deleting: the finisher drops it once the engine answers.
-		if derr := dropCredential(dctx, tx, c.engines, cr); derr != nil {
+		// Undone at once: DropUser removes only a role this credential made; when the name was
+		// taken (ErrRoleTaken) nothing was made and the engine is not asked again. When the
+		// engine cannot say whether the role was made (a timeout, an outage), the credential is
+		// Deleting: the finisher drops it once the engine answers.
+		if errors.Is(cerr, ErrRoleTaken) {
+			if _, err := tx.NewUpdate().Model(cr).Set("status = ?", CredentialDeleted).Set("updated_at = now()").WherePK().Exec(dctx); err != nil {
+				return fmt.Errorf("record credential %d undone: %w", cr.ID, err)
+			}
+		} else if derr := dropCredential(dctx, tx, c.engines, cr); derr != nil {
 			if _, err := tx.NewUpdate().Model(cr).Set("status = ?", CredentialDeleting).Set("next_attempt_at = now()").
 				Set("last_error = ?", derr.Error()).Set("updated_at = now()").WherePK().Exec(dctx); err != nil {
 				return fmt.Errorf("record credential %d undo: %w", cr.ID, err)
@@ -294,7 +299,7 @@ func (c *Credentials) Rotate(ctx context.Context, id int64) (*CredentialView, er
 		}
 		ectx, cancel := context.WithTimeout(ctx, engineTimeout)
 		defer cancel()
-		if err := engine.SetPassword(ectx, cr.Username, password, CredentialMarker(cr.ID)); err != nil {
+		if err := engine.SetPassword(ectx, inst.DatabaseName, cr.Username, password, CredentialMarker(cr.ID)); err != nil {
 			if errors.Is(err, ErrRoleTaken) {
 				return httpx.Conflict("The credential's role on the engine was not made by this service (or is gone); its password is left alone")
 			}

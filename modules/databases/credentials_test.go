@@ -147,7 +147,7 @@ func TestCredentialRolesAreMarked(t *testing.T) {
 			_, err := connect(t, engine, it, user, "Second-pw-123456")
 			require.NoError(t, err)
 			assert.ErrorIs(t, e.CreateUser(ctx, it.DatabaseName, it.DatabaseUser, user, "Third-pw-123456", false, other), databases.ErrRoleTaken)
-			assert.ErrorIs(t, e.SetPassword(ctx, user, "Third-pw-123456", other), databases.ErrRoleTaken)
+			assert.ErrorIs(t, e.SetPassword(ctx, it.DatabaseName, user, "Third-pw-123456", other), databases.ErrRoleTaken)
 			assert.ErrorIs(t, e.DropUser(ctx, it.DatabaseName, user, other), databases.ErrRoleTaken)
 			_, err = connect(t, engine, it, user, "Second-pw-123456")
 			require.NoError(t, err, "another credential's calls left the role alone")
@@ -157,7 +157,7 @@ func TestCredentialRolesAreMarked(t *testing.T) {
 
 			// The owner carries no mark: never adopted, re-passworded or stripped.
 			assert.ErrorIs(t, e.CreateUser(ctx, it.DatabaseName, it.DatabaseUser, it.DatabaseUser, "Stolen-pw-123456", true, mine), databases.ErrRoleTaken)
-			assert.ErrorIs(t, e.SetPassword(ctx, it.DatabaseUser, "Stolen-pw-123456", mine), databases.ErrRoleTaken)
+			assert.ErrorIs(t, e.SetPassword(ctx, it.DatabaseName, it.DatabaseUser, "Stolen-pw-123456", mine), databases.ErrRoleTaken)
 			assert.ErrorIs(t, e.DropUser(ctx, it.DatabaseName, it.DatabaseUser, mine), databases.ErrRoleTaken)
 			owner, err = connect(t, engine, it, rv.DatabaseUser, rv.Password)
 			require.NoError(t, err)
@@ -250,4 +250,97 @@ func connectAsStranger(t *testing.T, engine string, it item, role, password stri
 	}
 	_, err := connect(t, engine, it, role, password)
 	return err
+}
+
+// TestUnmarkedCredentialsOfBeforeTheMark: a credential role made before roles were marked (here:
+// a credential's role with its mark removed, which is exactly what the code of then made) is
+// recognised by its footprint (PostgreSQL: CONNECT on its database, nothing elsewhere, a member
+// of the database's login role at most; MySQL: privileges on its schema and nothing else): it can
+// be rotated (was 409), pausing the database stops it (it kept logging in), and deleting it or
+// its database drops it (it stayed on the engine). A role that has anything elsewhere (a
+// hand-made role that also reaches another database, another tenant's owner that a credential of
+// then adopted) is never taken for one: rotating it is 409, deleting its credential leaves it.
+func TestUnmarkedCredentialsOfBeforeTheMark(t *testing.T) {
+	a := start(t, nil)
+	admin := a.AdminToken(t)
+	for _, engine := range []string{"postgres", "mysql"} {
+		t.Run(engine, func(t *testing.T) {
+			pool := enginePool(t, engine)
+			unmark := func(role string) {
+				stmt := fmt.Sprintf("COMMENT ON ROLE %q IS NULL", role)
+				if engine == "mysql" {
+					stmt = fmt.Sprintf("DELETE FROM provisioner_meta.credential_users WHERE user_name = '%s'", role)
+				}
+				_, err := pool.Exec(stmt)
+				require.NoError(t, err)
+			}
+			grantOn := func(it item, role string) {
+				stmt := fmt.Sprintf("GRANT CONNECT ON DATABASE %q TO %q", it.DatabaseName, role)
+				if engine == "mysql" {
+					stmt = fmt.Sprintf("GRANT SELECT ON `%s`.* TO '%s'@'%%'", it.DatabaseName, role)
+				}
+				_, err := pool.Exec(stmt)
+				require.NoError(t, err)
+			}
+			u := a.Register(t)
+			it := create(t, a, u.Token, engine)
+			full := createCredential(t, a, admin, it, "")
+			ro := createCredentialRO(t, a, admin, it)
+			fullConn, err := connect(t, engine, it, full.Username, full.Password)
+			require.NoError(t, err)
+			_, err = fullConn.Exec("CREATE TABLE cred_made (id int)")
+			require.NoError(t, err)
+			fullConn.Close()
+			unmark(full.Username)
+			unmark(ro.Username)
+
+			r := rotateCredential(t, a, admin, full.ID)
+			require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
+			r.Decode(t, &full)
+			_, err = connect(t, engine, it, full.Username, full.Password)
+			require.NoError(t, err, "the rotated password logs in")
+
+			setPaused(t, a, u.Token, it.ID, true)
+			for _, c := range []credView{full, ro} {
+				_, err = connect(t, engine, it, c.Username, c.Password)
+				assert.Error(t, err, "%s: a paused database lets no credential in", c.Username)
+			}
+			setPaused(t, a, u.Token, it.ID, false)
+			for _, c := range []credView{full, ro} {
+				_, err = connect(t, engine, it, c.Username, c.Password)
+				assert.NoError(t, err, "%s: back after resume", c.Username)
+			}
+
+			r = a.Do(apptest.Request{Method: http.MethodDelete, Path: fmt.Sprintf("/api/access-credentials/%d", ro.ID), Token: admin})
+			require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
+			assert.False(t, existsOnEngine(t, engine, ro.Username), "the deleted credential's role is dropped")
+
+			// Roles with a footprint elsewhere, named by credentials of then.
+			bob := a.Register(t)
+			bobs := create(t, a, bob.Token, engine)
+			bobRv := revealPassword(t, a, bob.Token, bobs.ID)
+			stranger, strangerPw := "stranger_"+testutil.RandomSuffix(), "Stranger-pw-"+testutil.RandomSuffix()
+			strangerRole(t, engine, stranger, strangerPw)
+			if engine == "mysql" {
+				grantOn(bobs, stranger) // the hand-made user reaches another schema
+			}
+			require.NoError(t, connectAsStranger(t, engine, it, stranger, strangerPw))
+			for _, victim := range []string{stranger, bobs.DatabaseUser} {
+				grantOn(it, victim)
+				id := leftCredential(t, a, it, victim, "Active")
+				r = rotateCredential(t, a, admin, id)
+				assert.Equal(t, http.StatusConflict, r.Status, "%s: %s", victim, r.Raw)
+				r = a.Do(apptest.Request{Method: http.MethodDelete, Path: fmt.Sprintf("/api/access-credentials/%d", id), Token: admin})
+				assert.Equal(t, http.StatusOK, r.Status, "%s: %s", victim, r.Raw)
+				assert.True(t, existsOnEngine(t, engine, victim), "%s is left alone", victim)
+			}
+			assert.NoError(t, connectAsStranger(t, engine, it, stranger, strangerPw), "the hand-made role still logs in")
+			_, err = connect(t, engine, bobs, bobRv.DatabaseUser, bobRv.Password)
+			assert.NoError(t, err, "the other tenant's owner still logs in")
+
+			r = a.Do(apptest.Request{Method: http.MethodDelete, Path: fmt.Sprintf("/api/me/databases/%d", it.ID), Token: u.Token})
+			require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
+			assert.False(t, existsOnEngine(t, engine, full.Username), "the credential's role went with its database")
+		})
+	}
 }

@@ -43,14 +43,17 @@ type Engine interface {
 	// that mark is never adopted: ErrRoleTaken. SetPassword changes the password of a role marked
 	// with marker; DropUser removes it, leaving what it created in db to the database's owner
 	// (PostgreSQL: REASSIGN OWNED; a MySQL table never belongs to a user). Neither touches a
-	// role that is not so marked (ErrRoleTaken), and both are no-ops for a role that is gone.
+	// role that is not so marked (ErrRoleTaken), and both are no-ops for a role that is gone
+	// (SetPassword: ErrRoleTaken). A role with no mark at all that has exactly the footprint of
+	// a credential role of db made before roles were marked is that credential's: it is marked
+	// with marker, then changed (see postgresEngine.credentialRole, mysqlEngine.credentialUser).
 	CreateUser(ctx context.Context, db, owner, user, password string, readOnly bool, marker string) error
-	SetPassword(ctx context.Context, user, password, marker string) error
+	SetPassword(ctx context.Context, db, user, password, marker string) error
 	DropUser(ctx context.Context, db, user, marker string) error
-	// SetUserLogin allows or refuses the logins of a role marked with marker (a credential's);
-	// refusing also ends its open sessions. A role that is gone is a no-op; one not so marked is
-	// ErrRoleTaken and left alone.
-	SetUserLogin(ctx context.Context, user, marker string, enabled bool) error
+	// SetUserLogin allows or refuses the logins of a role of db marked with marker (a
+	// credential's); refusing also ends its open sessions. A role that is gone is a no-op; one
+	// not so marked is ErrRoleTaken and left alone (with the exception DropUser makes).
+	SetUserLogin(ctx context.Context, db, user, marker string, enabled bool) error
 	// ConnectionString is what a client uses to connect.
 	ConnectionString(db, user, password string) string
 	Close() error

@@ -295,6 +295,72 @@ func (e *mysqlEngine) userMark(ctx context.Context, user string) (bool, string, 
 	return exists, mark, nil
 }
 
+// credentialUser tells whether user exists; it is ErrRoleTaken when it does but was not made for
+// the credential of marker. A user without any mark, made before users were marked, is that
+// credential's (and is marked now) only when it has exactly the footprint the service gave the
+// credential users it made then: one account, user@'%', that is not dbName's own login user
+// (named after the database), with USAGE on *.* and privileges on every table of dbName's schema
+// (named escaped or not) and nothing else, none with GRANT OPTION. A tenant's owner, a role, or
+// a user made by hand that has anything elsewhere is never taken for one.
+func (e *mysqlEngine) credentialUser(ctx context.Context, dbName, user, marker string) (bool, error) {
+	exists, mark, err := e.userMark(ctx, user)
+	if err != nil || !exists {
+		return false, err
+	}
+	if mark == marker {
+		return true, nil
+	}
+	if mark != "" || user == dbName {
+		return false, ErrRoleTaken
+	}
+	var accounts int
+	var anyHost bool
+	if err := e.pool.QueryRowContext(ctx, "SELECT COUNT(*), COALESCE(MAX(host = '%'), 0) FROM mysql.user WHERE user = ?", user).
+		Scan(&accounts, &anyHost); err != nil {
+		return false, fmt.Errorf("mysql: %w", err)
+	}
+	if accounts != 1 || !anyHost {
+		return false, ErrRoleTaken
+	}
+	rows, err := e.pool.QueryContext(ctx, "SHOW GRANTS FOR "+mqa(user))
+	if err != nil {
+		return false, fmt.Errorf("mysql: grants of %s: %w", user, err)
+	}
+	var grants []string
+	for rows.Next() {
+		var g string
+		if err := rows.Scan(&g); err != nil {
+			rows.Close()
+			return false, fmt.Errorf("mysql: grants of %s: %w", user, err)
+		}
+		grants = append(grants, g)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return false, fmt.Errorf("mysql: grants of %s: %w", user, err)
+	}
+	onSchemas := []string{" ON " + mqi(dbName) + ".* TO ", " ON " + onSchema(dbName) + " TO "}
+	onDB := false
+	for _, g := range grants {
+		switch {
+		case strings.Contains(g, "WITH GRANT OPTION"):
+			return false, ErrRoleTaken
+		case strings.HasPrefix(g, "GRANT USAGE ON *.* TO "):
+		case strings.HasPrefix(g, "GRANT ") && (strings.Contains(g, onSchemas[0]) || strings.Contains(g, onSchemas[1])):
+			onDB = true
+		default:
+			return false, ErrRoleTaken
+		}
+	}
+	if !onDB {
+		return false, ErrRoleTaken
+	}
+	if _, err := e.pool.ExecContext(ctx, "REPLACE INTO "+mysqlMarks+" (user_name, marker) VALUES (?, ?)", user, marker); err != nil {
+		return false, fmt.Errorf("mysql: mark user: %w", err)
+	}
+	return true, nil
+}
+
 func (e *mysqlEngine) RoleExists(ctx context.Context, user string) (bool, error) {
 	var exists bool
 	if err := e.pool.QueryRowContext(ctx, "SELECT EXISTS (SELECT 1 FROM mysql.user WHERE user = ?)", user).Scan(&exists); err != nil {
@@ -362,30 +428,27 @@ func (e *mysqlEngine) CreateUser(ctx context.Context, dbName, owner, user, passw
 	return e.exec(ctx, fmt.Sprintf("GRANT %s ON %s TO %s", privs, onSchema(dbName), mqa(user)))
 }
 
-func (e *mysqlEngine) SetPassword(ctx context.Context, user, password, marker string) error {
-	if err := checkNames(user); err != nil {
+func (e *mysqlEngine) SetPassword(ctx context.Context, dbName, user, password, marker string) error {
+	if err := checkNames(dbName, user); err != nil {
 		return err
 	}
-	exists, mark, err := e.userMark(ctx, user)
+	ok, err := e.credentialUser(ctx, dbName, user, marker)
 	if err != nil {
 		return err
 	}
-	if !exists || mark != marker {
+	if !ok {
 		return ErrRoleTaken
 	}
 	return e.exec(ctx, fmt.Sprintf("ALTER USER %s IDENTIFIED BY %s", mqa(user), ql(password)))
 }
 
-func (e *mysqlEngine) SetUserLogin(ctx context.Context, user, marker string, enabled bool) error {
-	if err := checkNames(user); err != nil {
+func (e *mysqlEngine) SetUserLogin(ctx context.Context, dbName, user, marker string, enabled bool) error {
+	if err := checkNames(dbName, user); err != nil {
 		return err
 	}
-	exists, mark, err := e.userMark(ctx, user)
-	if err != nil || !exists {
+	ok, err := e.credentialUser(ctx, dbName, user, marker)
+	if err != nil || !ok {
 		return err
-	}
-	if mark != marker {
-		return ErrRoleTaken
 	}
 	lock := "LOCK"
 	if enabled {
@@ -404,15 +467,12 @@ func (e *mysqlEngine) SetUserLogin(ctx context.Context, user, marker string, ena
 }
 
 func (e *mysqlEngine) DropUser(ctx context.Context, dbName, user, marker string) error {
-	if err := checkNames(user); err != nil {
+	if err := checkNames(dbName, user); err != nil {
 		return err
 	}
-	exists, mark, err := e.userMark(ctx, user)
+	exists, err := e.credentialUser(ctx, dbName, user, marker) // never drop a user this credential did not make
 	if err != nil {
 		return err
-	}
-	if exists && mark != marker {
-		return ErrRoleTaken // never drop a user this credential did not make
 	}
 	if exists {
 		if err := e.kill(ctx, user); err != nil {

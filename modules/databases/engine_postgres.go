@@ -187,9 +187,43 @@ func (e *postgresEngine) Create(ctx context.Context, dbName, role, password stri
 			return err
 		}
 	}
-	return e.exec(ctx,
+	if err := e.exec(ctx,
 		fmt.Sprintf("REVOKE ALL ON DATABASE %s FROM PUBLIC", qi(dbName)),
-		fmt.Sprintf("GRANT CONNECT, TEMPORARY ON DATABASE %s TO %s", qi(dbName), qi(role)))
+		fmt.Sprintf("GRANT CONNECT, TEMPORARY ON DATABASE %s TO %s", qi(dbName), qi(role))); err != nil {
+		return err
+	}
+	return e.ownPublicSchema(ctx, dbName, role)
+}
+
+// ownPublicSchema gives the schema public of a new tenant database the shape PostgreSQL 15 gives
+// it, whatever the server's version: owned by pg_database_owner (the database's owner, so the
+// quota holder while it is over its quota; the login role itself before PostgreSQL 14), and no
+// CREATE for PUBLIC. PostgreSQL 14 and older let PUBLIC create there (the schema belonged to the
+// bootstrap superuser), so a read-only credential could create tables in the owner's database.
+// A database made from a template without the schema is left alone. Repeatable.
+func (e *postgresEngine) ownPublicSchema(ctx context.Context, dbName, role string) error {
+	t, err := e.tenant(dbName)
+	if err != nil {
+		return err
+	}
+	var hasSchema, hasDatabaseOwner bool
+	if err := t.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = 'public'),
+		EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'pg_database_owner')`).Scan(&hasSchema, &hasDatabaseOwner); err != nil {
+		return fmt.Errorf("postgres: schema public of %s: %w", dbName, err)
+	}
+	if !hasSchema {
+		return nil
+	}
+	owner := qi(role)
+	if hasDatabaseOwner {
+		owner = "pg_database_owner"
+	}
+	for _, s := range []string{"ALTER SCHEMA public OWNER TO " + owner, "REVOKE CREATE ON SCHEMA public FROM PUBLIC"} {
+		if _, err := t.ExecContext(ctx, s); err != nil {
+			return fmt.Errorf("postgres: %s: %w", s, err)
+		}
+	}
+	return nil
 }
 
 func (e *postgresEngine) terminate(ctx context.Context, where string, arg string) error {
@@ -455,6 +489,52 @@ func (e *postgresEngine) roleMark(ctx context.Context, role string) (bool, strin
 	return true, mark, nil
 }
 
+// credentialRole tells whether the role user exists; it is ErrRoleTaken when it does but was not
+// made for the credential of marker. A role without any mark, made before roles were marked, is
+// that credential's (and is marked now) only when it has exactly the footprint the service gave
+// the credential roles it made then: a login role with no attribute beyond LOGIN, privileges
+// (CONNECT) on database dbName and nothing in any other database, owning no database, a member of
+// nothing but dbName's login role (named after the database; full access) and with no member. A
+// tenant's owner, a superuser, another tenant's or a hand-made role that has anything elsewhere is
+// never taken for one.
+func (e *postgresEngine) credentialRole(ctx context.Context, dbName, user, marker string) (bool, error) {
+	ok, mark, err := e.roleMark(ctx, user)
+	if err != nil || !ok {
+		return false, err
+	}
+	if mark == marker {
+		return true, nil
+	}
+	if mark != "" {
+		return false, ErrRoleTaken
+	}
+	var legacy bool
+	err = e.pool.QueryRowContext(ctx, `
+		SELECT EXISTS (
+			SELECT 1 FROM pg_roles r, pg_database d
+			WHERE r.rolname = $1 AND d.datname = $2
+			  AND r.rolcanlogin AND NOT (r.rolsuper OR r.rolcreaterole OR r.rolcreatedb OR r.rolreplication OR r.rolbypassrls)
+			  AND shobj_description(r.oid, 'pg_authid') IS NULL
+			  AND EXISTS (SELECT 1 FROM aclexplode(d.datacl) a WHERE a.grantee = r.oid AND a.privilege_type = 'CONNECT')
+			  AND NOT EXISTS (SELECT 1 FROM pg_shdepend s
+			                  WHERE s.refclassid = 'pg_authid'::regclass AND s.refobjid = r.oid
+			                    AND s.dbid <> d.oid
+			                    AND NOT (s.dbid = 0 AND s.classid = 'pg_database'::regclass AND s.objid = d.oid AND s.deptype = 'a'))
+			  AND NOT EXISTS (SELECT 1 FROM pg_auth_members m WHERE m.roleid = r.oid)
+			  AND NOT EXISTS (SELECT 1 FROM pg_auth_members m JOIN pg_roles g ON g.oid = m.roleid
+			                  WHERE m.member = r.oid AND g.rolname <> $2))`, user, dbName).Scan(&legacy)
+	if err != nil {
+		return false, fmt.Errorf("postgres: %w", err)
+	}
+	if !legacy {
+		return false, ErrRoleTaken
+	}
+	if err := e.exec(ctx, fmt.Sprintf("COMMENT ON ROLE %s IS %s", qi(user), ql(marker))); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
 func (e *postgresEngine) RoleExists(ctx context.Context, role string) (bool, error) {
 	ok, _, err := e.roleMark(ctx, role)
 	return ok, err
@@ -533,30 +613,27 @@ func (e *postgresEngine) CreateUser(ctx context.Context, dbName, owner, user, pa
 	return nil
 }
 
-func (e *postgresEngine) SetPassword(ctx context.Context, user, password, marker string) error {
-	if err := checkNames(user); err != nil {
+func (e *postgresEngine) SetPassword(ctx context.Context, dbName, user, password, marker string) error {
+	if err := checkNames(dbName, user); err != nil {
 		return err
 	}
-	ok, mark, err := e.roleMark(ctx, user)
+	ok, err := e.credentialRole(ctx, dbName, user, marker)
 	if err != nil {
 		return err
 	}
-	if !ok || mark != marker {
+	if !ok {
 		return ErrRoleTaken
 	}
 	return e.exec(ctx, fmt.Sprintf("ALTER ROLE %s WITH PASSWORD %s", qi(user), ql(password)))
 }
 
-func (e *postgresEngine) SetUserLogin(ctx context.Context, user, marker string, enabled bool) error {
-	if err := checkNames(user); err != nil {
+func (e *postgresEngine) SetUserLogin(ctx context.Context, dbName, user, marker string, enabled bool) error {
+	if err := checkNames(dbName, user); err != nil {
 		return err
 	}
-	ok, mark, err := e.roleMark(ctx, user)
+	ok, err := e.credentialRole(ctx, dbName, user, marker)
 	if err != nil || !ok {
 		return err
-	}
-	if mark != marker {
-		return ErrRoleTaken
 	}
 	login := "NOLOGIN"
 	if enabled {
@@ -586,12 +663,9 @@ func (e *postgresEngine) DropUser(ctx context.Context, dbName, user, marker stri
 	if err := checkNames(dbName, user); err != nil {
 		return err
 	}
-	ok, mark, err := e.roleMark(ctx, user)
+	ok, err := e.credentialRole(ctx, dbName, user, marker) // never drop, or strip, a role this credential did not make
 	if err != nil || !ok {
 		return err
-	}
-	if mark != marker {
-		return ErrRoleTaken // never drop, or strip, a role this credential did not make
 	}
 	if err := e.exec(ctx, fmt.Sprintf("ALTER ROLE %s WITH NOLOGIN", qi(user))); err != nil {
 		if db.IsCode(err, "42704") { // dropped meanwhile

@@ -160,7 +160,7 @@ func (p *Provisioner) setLogin(ctx context.Context, tx bun.IDB, id int64, enable
 	if err := engine.SetLogin(ectx, inst.DatabaseName, inst.DatabaseUser, enabled); err != nil {
 		return engineError(ctx, p.log, op, inst.ID, err)
 	}
-	if err := setCredentialsLogin(ectx, tx, engine, inst.ID, enabled); err != nil {
+	if err := setCredentialsLogin(ectx, tx, engine, inst, enabled); err != nil {
 		return engineError(ctx, p.log, op, inst.ID, err)
 	}
 	status := StatusPaused
@@ -173,8 +173,9 @@ func (p *Provisioner) setLogin(ctx context.Context, tx bun.IDB, id int64, enable
 }
 
 // setCredentialsLogin allows (Active credentials) or refuses (every credential not Deleted) the
-// logins of the credential roles of database id.
-func setCredentialsLogin(ctx context.Context, tx bun.IDB, engine Engine, id int64, enabled bool) error {
+// logins of the credential roles of database inst.
+func setCredentialsLogin(ctx context.Context, tx bun.IDB, engine Engine, inst *Instance, enabled bool) error {
+	id := inst.ID
 	var creds []Credential
 	q := tx.NewSelect().Model(&creds).Where("database_instance_id = ?", id)
 	if enabled {
@@ -186,7 +187,7 @@ func setCredentialsLogin(ctx context.Context, tx bun.IDB, engine Engine, id int6
 		return fmt.Errorf("list credentials of database %d: %w", id, err)
 	}
 	for _, c := range creds {
-		if err := engine.SetUserLogin(ctx, c.Username, CredentialMarker(c.ID), enabled); err != nil && !errors.Is(err, ErrRoleTaken) {
+		if err := engine.SetUserLogin(ctx, inst.DatabaseName, c.Username, CredentialMarker(c.ID), enabled); err != nil && !errors.Is(err, ErrRoleTaken) {
 			return fmt.Errorf("set login of credential %d on %s: %w", c.ID, engine.ID(), err)
 		}
 	}

@@ -2,15 +2,20 @@ package databases_test
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"net/http"
+	"net/url"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/fx"
 
 	"provisioner/modules/databases"
+	"provisioner/platform/db"
+	"provisioner/platform/testutil"
 	"provisioner/platform/testutil/apptest"
 )
 
@@ -100,4 +105,71 @@ func TestPostgresReadOnlyCannotBeSwitchedOff(t *testing.T) {
 	require.NoError(t, enginePool(t, "postgres").QueryRow("SELECT count(*) FROM pg_roles WHERE rolname = $1",
 		fmt.Sprintf("%s_quota", it.DatabaseName)).Scan(&holders))
 	assert.Zero(t, holders, "the quota holder is gone")
+}
+
+// TestPublicSchemaIsTheOwnersOnly: in a tenant PostgreSQL database only the owner (and its
+// full-access credentials) may create in schema public, whatever the server's version. The
+// database is left as PostgreSQL 14 and older make it (public owned by the bootstrap superuser,
+// CREATE granted to PUBLIC) and adopted by the finisher, as after a crash between CREATE
+// DATABASE and recording the outcome; then a read-only credential that switches its session's
+// read-only setting off cannot create a table there, and the owner still can. Before, the create
+// path left public as the server's template made it: on PostgreSQL 14 a read-only credential
+// created tables in the owner's database.
+func TestPublicSchemaIsTheOwnersOnly(t *testing.T) {
+	a := start(t, nil)
+	admin := a.AdminToken(t)
+	it, rv, _ := ownedDatabase(t, a, "postgres")
+
+	// What PostgreSQL 14's template1 gives every new database (the cluster here is 15 or newer).
+	u, err := url.Parse(testutil.TenantPostgresURL(t))
+	require.NoError(t, err)
+	u.Path = "/" + it.DatabaseName
+	conn, err := db.Connector(u.String())
+	require.NoError(t, err)
+	tenantAdmin := sql.OpenDB(conn)
+	t.Cleanup(func() { tenantAdmin.Close() })
+	for _, s := range []string{"ALTER SCHEMA public OWNER TO " + bootstrapSuperuser(t, tenantAdmin), "GRANT ALL ON SCHEMA public TO PUBLIC"} {
+		_, err := tenantAdmin.Exec(s)
+		require.NoError(t, err, s)
+	}
+	_, err = a.DB.Exec("UPDATE database_instances SET status = 'Provisioning', next_attempt_at = now() WHERE id = ?", it.ID)
+	require.NoError(t, err)
+	a.Settle(5 * time.Second)
+	var status string
+	require.NoError(t, a.DB.QueryRow("SELECT status FROM database_instances WHERE id = ?", it.ID).Scan(&status))
+	require.Equal(t, "Active", status, "the database is adopted")
+
+	ro := createCredentialRO(t, a, admin, it)
+	roConn, err := connect(t, "postgres", it, ro.Username, ro.Password)
+	require.NoError(t, err)
+	_, err = roConn.Exec("SET default_transaction_read_only = off")
+	require.NoError(t, err)
+	var canCreate bool
+	require.NoError(t, roConn.QueryRow("SELECT has_schema_privilege('public', 'CREATE')").Scan(&canCreate))
+	assert.False(t, canCreate, "the read-only credential has no CREATE on public")
+	_, err = roConn.Exec("CREATE TABLE public.ro_made (id int)")
+	assert.Error(t, err, "the read-only credential cannot create a table in public")
+
+	owner, err := connect(t, "postgres", it, rv.DatabaseUser, rv.Password)
+	require.NoError(t, err)
+	_, err = owner.Exec("CREATE TABLE public.owner_made (id int)")
+	assert.NoError(t, err, "the owner still creates in public")
+}
+
+// bootstrapSuperuser names the role that owns schema public in PostgreSQL 14 and older.
+func bootstrapSuperuser(t *testing.T, pool *sql.DB) string {
+	t.Helper()
+	var name string
+	require.NoError(t, pool.QueryRow("SELECT quote_ident(rolname) FROM pg_roles WHERE oid = 10").Scan(&name))
+	return name
+}
+
+// createCredentialRO creates a read-only credential of it.
+func createCredentialRO(t *testing.T, a *apptest.App, admin string, it item) credView {
+	t.Helper()
+	r := a.Post("/api/access-credentials", admin, map[string]any{"databaseInstanceId": it.ID, "readOnly": true})
+	require.Equal(t, http.StatusCreated, r.Status, string(r.Raw))
+	var v credView
+	r.Decode(t, &v)
+	return v
 }
