@@ -76,8 +76,30 @@ type NoteInput struct {
 	UserID     *int64
 }
 
+// validate refuses an action in the service's own namespaces (an admin could otherwise forge, say,
+// an aikey.rotated event; renaming is left alone when the action does not change) and details
+// nested too deeply or too long.
+func validate(in NoteInput, current string) error {
+	var invalid []httpx.FieldError
+	if in.Action != nil && *in.Action != current && audit.Reserved(*in.Action) {
+		invalid = append(invalid, httpx.FieldError{Field: "action", Message: audit.ReservedMessage()})
+	}
+	if in.Details != nil {
+		if msg := audit.ClientDetailsProblem(in.Details); msg != "" {
+			invalid = append(invalid, httpx.FieldError{Field: "details", Message: msg})
+		}
+	}
+	if len(invalid) > 0 {
+		return httpx.BadRequest("Validation failed", invalid...)
+	}
+	return nil
+}
+
 // Create records a manual note by the acting admin.
 func (s *AuditEvents) Create(ctx context.Context, in NoteInput) (*audit.Event, error) {
+	if err := validate(in, ""); err != nil {
+		return nil, err
+	}
 	e := audit.Event{Action: deref(in.Action), TargetType: deref(in.TargetType), TargetID: deref(in.TargetID),
 		Details: in.Details, UserID: in.UserID}
 	if e.Details == nil {
@@ -100,6 +122,9 @@ func (s *AuditEvents) Update(ctx context.Context, id int64, in NoteInput) (*audi
 			return err
 		}
 		original := *e
+		if err := validate(in, e.Action); err != nil {
+			return err
+		}
 		if in.Action != nil {
 			e.Action = *in.Action
 		}

@@ -78,11 +78,11 @@ type eventPath struct {
 
 type noteBody struct {
 	_          struct{}       `additionalProperties:"true"`
-	Action     string         `json:"action" minLength:"1" maxLength:"100" example:"note.manual"`
+	Action     string         `json:"action" minLength:"1" maxLength:"100" example:"note.manual" doc:"Not in a namespace of the service's own events (user.*, aikey.*, …)."`
 	TargetType string         `json:"targetType,omitempty" maxLength:"100"`
 	TargetID   string         `json:"targetId,omitempty" maxLength:"100"`
 	UserID     *int64         `json:"userId,omitempty" minimum:"1" doc:"The user the note is about."`
-	Details    map[string]any `json:"details,omitempty"`
+	Details    map[string]any `json:"details,omitempty" doc:"At most 32 levels of nesting and 64 KiB as JSON."`
 }
 
 type createEventInput struct {
@@ -96,7 +96,7 @@ type updateEventInput struct {
 		Action     *string        `json:"action,omitempty" minLength:"1" maxLength:"100"`
 		TargetType *string        `json:"targetType,omitempty" maxLength:"100"`
 		TargetID   *string        `json:"targetId,omitempty" maxLength:"100"`
-		Details    map[string]any `json:"details,omitempty"`
+		Details    map[string]any `json:"details,omitempty" doc:"At most 32 levels of nesting and 64 KiB as JSON."`
 	}
 }
 
@@ -189,7 +189,10 @@ func (h *Handler) Register(api *httpx.API) {
 			return httpx.OK("OK", *e), nil
 		})
 	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "createAuditEvent", Method: http.MethodPost, Path: "/api/audit-events",
-		Tags: events, Summary: "Record a manual note", DefaultStatus: http.StatusCreated},
+		Tags: events, Summary: "Record a manual note", DefaultStatus: http.StatusCreated,
+		Description: "Stored with `details.manual: true`. 400 (naming the field) for an `action` in a namespace of the events the service records itself " +
+			"(`access_credential.*`, `aikey.*`, `audit.*`, `database.*`, `dns.*`, `user.*`, `wfauto.*`, compared case-insensitively), so a note cannot pass for one, " +
+			"and for `details` nested more than 32 objects/arrays deep or over 64 KiB as JSON."},
 		func(ctx context.Context, in *createEventInput) (*httpx.Response[audit.Event], error) {
 			b := in.Body
 			e, err := h.events.Create(ctx, NoteInput{Action: &b.Action, TargetType: &b.TargetType, TargetID: &b.TargetID,
@@ -201,8 +204,9 @@ func (h *Handler) Register(api *httpx.API) {
 		})
 	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "updateAuditEvent", Method: http.MethodPut, Path: "/api/audit-events/{id}",
 		Tags: events, Summary: "Amend an audit event",
-		Description: "The change is itself recorded as a new `audit.event.updated` event holding the original.",
-		Errors:      []int{http.StatusNotFound}},
+		Description: "The change is itself recorded as a new `audit.event.updated` event holding the original. " +
+			"The same limits as a new note: `action` cannot change to a reserved one (an event's own action may be sent back unchanged), and `details` are bounded.",
+		Errors: []int{http.StatusNotFound}},
 		func(ctx context.Context, in *updateEventInput) (*httpx.Response[audit.Event], error) {
 			b := in.Body
 			e, err := h.events.Update(ctx, in.ID, NoteInput{Action: b.Action, TargetType: b.TargetType, TargetID: b.TargetID, Details: b.Details})

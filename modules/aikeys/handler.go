@@ -54,7 +54,7 @@ type aiKeyRotateInput struct {
 	ID   int64 `path:"id" minimum:"1"`
 	Body *struct {
 		_                  struct{} `additionalProperties:"true"`
-		GracePeriodSeconds int      `json:"gracePeriodSeconds,omitempty" minimum:"0" maximum:"86400" doc:"How long the old key keeps working; 0 (default): it stops at once."`
+		GracePeriodSeconds int      `json:"gracePeriodSeconds,omitempty" minimum:"0" maximum:"86400" doc:"How long the old key text keeps working; 0 (default): it stops at once. Earlier rotated-out texts keep their own grace periods either way."`
 	} `required:"false"`
 }
 
@@ -114,8 +114,11 @@ func (h *Handler) Register(api *httpx.API) {
 		})
 	httpx.Register(api, httpx.Authenticated, huma.Operation{OperationID: "rotateMyAiKey", Method: http.MethodPost,
 		Path: "/api/me/ai-keys/{id}/rotate", Tags: tags, Summary: "Rotate an AI key",
-		Description: "Answers the new key text once. The old text stops working at once (on every replica), or when `gracePeriodSeconds` ends; the key's id, usage and limits carry over. 409 for a revoked or expired key.",
-		Errors:      []int{http.StatusNotFound, http.StatusConflict}},
+		Description: "Answers the new key text once. The old text stops working at once (on every replica), or when `gracePeriodSeconds` ends; the key's id, usage and limits carry over. " +
+			"Every rotated-out text keeps its own grace period whatever later rotations do: a rotation with `gracePeriodSeconds` 0 ends only the text it rotates out. " +
+			"Revoking the key, deleting its user or the key's `expiresAt` ends every grace period at once. " +
+			"409 for a revoked or expired key, and for a rotation with a grace period while 10 rotated-out texts of the key are still in theirs.",
+		Errors: []int{http.StatusNotFound, http.StatusConflict}},
 		func(ctx context.Context, in *aiKeyRotateInput) (*httpx.Response[View], error) {
 			grace := 0
 			if in.Body != nil {

@@ -24,7 +24,8 @@ import (
 // A key check looks the SHA-256 of the presented key up (no password-grade KDF: the keys carry
 // ~190 bits of randomness) in a cache kept coherent with the ai_keys table on every replica
 // (platform/coherent): a rotation, revocation or user deletion drops the entry everywhere once
-// committed, and the answer to that request waits until every replica has, so the old key is
+// committed (rotated-out texts in their grace period, in ai_key_retired_hashes, are tagged by their
+// key's id too), and the answer to that request waits until every replica has, so the old key is
 // refused on the next request whichever replica serves it. A check costs no network round trip.
 type Keys struct {
 	db         *bun.DB
@@ -36,7 +37,7 @@ type Keys struct {
 // NewKeys builds the key service; bus keeps its cache coherent (nil: every check reads the row).
 func NewKeys(d *bun.DB, a *audit.Recorder, bus *coherent.Bus, maxPerUser int) *Keys {
 	return &Keys{db: d, audit: a, maxPerUser: maxPerUser, byHash: coherent.NewCache(bus, coherent.CacheOptions[[32]byte, Principal]{
-		Table: "ai_keys", Tag: func(_ [32]byte, p Principal) string { return strconv.FormatInt(p.KeyID, 10) }, TTL: CacheTTL,
+		Table: "ai_keys", Also: []string{"ai_key_retired_hashes"}, Tag: func(_ [32]byte, p Principal) string { return strconv.FormatInt(p.KeyID, 10) }, TTL: CacheTTL,
 	})}
 }
 
@@ -44,7 +45,7 @@ func NewKeys(d *bun.DB, a *audit.Recorder, bus *coherent.Bus, maxPerUser int) *K
 type Principal struct {
 	KeyID, UserID int64
 	ExpiresAt     *time.Time
-	// ValidUntil, when set, ends a rotated-out key's grace period.
+	// ValidUntil, when set, ends the grace period of the rotated-out text presented.
 	ValidUntil *time.Time
 }
 
@@ -79,23 +80,20 @@ func (s *Keys) Authenticate(ctx context.Context, presented string) (Principal, e
 	return p, nil
 }
 
-// lookup reads the active key whose current hash, or previous hash within its grace period, is h.
+// lookup reads the active key whose current text, or a rotated-out text still in its grace
+// period, hashes to h.
 func (s *Keys) lookup(ctx context.Context, h [32]byte) (Principal, error) {
-	k := new(Key)
-	err := s.db.NewSelect().Model(k).Column("id", "user_id", "key_hash", "previous_hash", "previous_valid_until", "expires_at").
-		Where("status = ?", StatusActive).
-		WhereGroup(" AND ", func(q *bun.SelectQuery) *bun.SelectQuery {
-			return q.Where("key_hash = ?", h[:]).WhereOr("previous_hash = ? AND previous_valid_until > now()", h[:])
-		}).Limit(1).Scan(ctx)
+	var p Principal
+	err := s.db.NewRaw(`SELECT id, user_id, expires_at, NULL::timestamptz AS valid_until FROM ai_keys WHERE key_hash = ? AND status = ?
+UNION ALL
+SELECT k.id, k.user_id, k.expires_at, r.valid_until FROM ai_key_retired_hashes r JOIN ai_keys k ON k.id = r.key_id
+ WHERE r.hash = ? AND r.valid_until > now() AND k.status = ?
+LIMIT 1`, h[:], StatusActive, h[:], StatusActive).Scan(ctx, &p.KeyID, &p.UserID, &p.ExpiresAt, &p.ValidUntil)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Principal{}, errUnknownKey
 	}
 	if err != nil {
 		return Principal{}, fmt.Errorf("look up ai key: %w", errors.Join(httpx.ErrUnavailable, err))
-	}
-	p := Principal{KeyID: k.ID, UserID: k.UserID, ExpiresAt: k.ExpiresAt}
-	if string(k.KeyHash) != string(h[:]) {
-		p.ValidUntil = k.PreviousValidUntil
 	}
 	return p, nil
 }
@@ -165,8 +163,23 @@ func (s *Keys) lockOwn(ctx context.Context, tx bun.Tx, id, userID int64) (*Key, 
 	return k, nil
 }
 
-// Rotate gives the key new text; the old text works for gracePeriod more (0: stops at once). The
-// key's id, usage and limits carry over.
+// MaxGraceTexts bounds the rotated-out texts of a key that are in their grace period at once.
+const MaxGraceTexts = 10
+
+// retiredHash is a rotated-out key text that works until ValidUntil (its grace period).
+type retiredHash struct {
+	bun.BaseModel `bun:"table:ai_key_retired_hashes,alias:r"`
+
+	Hash       []byte    `bun:"hash,pk"`
+	KeyID      int64     `bun:"key_id,notnull"`
+	ValidUntil time.Time `bun:"valid_until,notnull"`
+}
+
+// Rotate gives the key new text; the old text works for gracePeriod more (0: stops at once). Every
+// rotated-out text keeps its own grace period whatever later rotations do (a rotation without grace
+// ends only the text it rotates out); revocation, user deletion and the key's expiresAt end them
+// all. At most MaxGraceTexts texts are in their grace period at once (409 past it). The key's id,
+// usage and limits carry over.
 func (s *Keys) Rotate(ctx context.Context, id, userID int64, grace time.Duration) (*View, error) {
 	text := newKeyText()
 	h := hashKey(text)
@@ -182,13 +195,26 @@ func (s *Keys) Rotate(ctx context.Context, id, userID int64, grace time.Duration
 		if k.ExpiresAt != nil && !time.Now().Before(*k.ExpiresAt) {
 			return httpx.Conflict("An expired key cannot be rotated (its new text would be refused too)")
 		}
-		q := tx.NewUpdate().Model(k).Set("key_hash = ?", h[:]).Set("prefix = ?", displayPrefix(text)).Set("updated_at = now()")
-		if grace > 0 {
-			q = q.Set("previous_hash = key_hash").Set("previous_valid_until = ?", time.Now().Add(grace))
-		} else {
-			q = q.Set("previous_hash = NULL").Set("previous_valid_until = NULL")
+		// Texts whose grace ended are refused already; forget them.
+		if _, err := tx.NewDelete().Model((*retiredHash)(nil)).Where("key_id = ?", id).Where("valid_until <= now()").Exec(ctx); err != nil {
+			return fmt.Errorf("prune rotated-out texts of ai key %d: %w", id, err)
 		}
-		if _, err := q.WherePK().Returning("*").Exec(ctx); err != nil {
+		if grace > 0 {
+			n, err := tx.NewSelect().Model((*retiredHash)(nil)).Where("key_id = ?", id).Count(ctx)
+			if err != nil {
+				return fmt.Errorf("count rotated-out texts of ai key %d: %w", id, err)
+			}
+			if n >= MaxGraceTexts {
+				return httpx.Conflict(fmt.Sprintf("At most %d rotated-out texts of a key can be in their grace period at once: "+
+					"rotate with gracePeriodSeconds 0, or wait until a grace period ends", MaxGraceTexts))
+			}
+			r := &retiredHash{Hash: k.KeyHash, KeyID: id, ValidUntil: time.Now().Add(grace)}
+			if _, err := tx.NewInsert().Model(r).Exec(ctx); err != nil {
+				return fmt.Errorf("keep rotated-out text of ai key %d: %w", id, err)
+			}
+		}
+		if _, err := tx.NewUpdate().Model(k).Set("key_hash = ?", h[:]).Set("prefix = ?", displayPrefix(text)).Set("updated_at = now()").
+			WherePK().Returning("*").Exec(ctx); err != nil {
 			return fmt.Errorf("rotate ai key %d: %w", id, err)
 		}
 		out = k
@@ -214,9 +240,13 @@ func (s *Keys) Revoke(ctx context.Context, id, userID int64) (*View, error) {
 		if k.Status == StatusRevoked {
 			return httpx.Conflict("The key is already revoked")
 		}
-		if _, err := tx.NewUpdate().Model(k).Set("status = ?", StatusRevoked).Set("revoked_at = now()").Set("previous_hash = NULL").
+		if _, err := tx.NewUpdate().Model(k).Set("status = ?", StatusRevoked).Set("revoked_at = now()").
 			Set("updated_at = now()").WherePK().Returning("*").Exec(ctx); err != nil {
 			return fmt.Errorf("revoke ai key %d: %w", id, err)
+		}
+		// Its rotated-out texts end with it (refused already: the key is no longer Active).
+		if _, err := tx.NewDelete().Model((*retiredHash)(nil)).Where("key_id = ?", id).Exec(ctx); err != nil {
+			return fmt.Errorf("end grace periods of ai key %d: %w", id, err)
 		}
 		out = k
 		return s.audit.RecordTx(ctx, tx, audit.Event{Action: "aikey.revoked", UserID: audit.Int64(userID), TargetType: "aiKey", TargetID: fmt.Sprint(id)})
@@ -243,9 +273,13 @@ func (s *Keys) List(ctx context.Context, userID int64) ([]View, error) {
 
 // ReleaseUser revokes every key of a deleted user, in the deleting transaction.
 func (s *Keys) ReleaseUser(ctx context.Context, tx bun.IDB, userID int64) error {
-	if _, err := tx.NewUpdate().Model((*Key)(nil)).Set("status = ?", StatusRevoked).Set("revoked_at = now()").Set("previous_hash = NULL").
+	if _, err := tx.NewUpdate().Model((*Key)(nil)).Set("status = ?", StatusRevoked).Set("revoked_at = now()").
 		Where("user_id = ?", userID).Where("status = ?", StatusActive).Exec(ctx); err != nil {
 		return fmt.Errorf("revoke ai keys of user %d: %w", userID, err)
+	}
+	if _, err := tx.NewDelete().Model((*retiredHash)(nil)).
+		Where("key_id IN (SELECT id FROM ai_keys WHERE user_id = ?)", userID).Exec(ctx); err != nil {
+		return fmt.Errorf("end grace periods of the ai keys of user %d: %w", userID, err)
 	}
 	return nil
 }

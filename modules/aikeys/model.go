@@ -18,6 +18,8 @@ const (
 const KeyPrefix = "sk-prov-"
 
 // Key is an AI key as stored: only the SHA-256 of the key text, and its first characters for display.
+// PreviousHash and PreviousValidUntil are no longer used (always NULL): rotated-out texts in their
+// grace period are in ai_key_retired_hashes.
 type Key struct {
 	bun.BaseModel `bun:"table:ai_keys,alias:k"`
 

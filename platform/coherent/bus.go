@@ -181,12 +181,14 @@ func (b *Bus) Fresh() bool {
 	return c != 0 && b.mono()-c < int64(b.o.Window/2)
 }
 
-// subscribe registers a cache: the invalidation of its table's entries (nil tags: all of them),
+// subscribe registers a cache: the invalidation of its entries on a change to any of its tables (nil tags: all of them),
 // the reset that empties it when the listener was lost, and its statistics.
-func (b *Bus) subscribe(table string, inval func(tags []string), reset func(), s stats) {
+func (b *Bus) subscribe(tables []string, inval func(tags []string), reset func(), s stats) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.tables[table] = append(b.tables[table], inval)
+	for _, table := range tables {
+		b.tables[table] = append(b.tables[table], inval)
+	}
 	b.resets = append(b.resets, reset)
 	b.caches = append(b.caches, s)
 }

@@ -11,6 +11,9 @@ type CacheOptions[K comparable, V any] struct {
 	// Table is the table whose changes invalidate entries (it must carry the coherent_notify
 	// trigger).
 	Table string
+	// Also lists further tables whose changes invalidate entries: their coherent_notify trigger
+	// must name rows by the same tag (e.g. a child table watched by its parent's id).
+	Also []string
 	// Tag names the row an entry was loaded from, as the trigger of Table names it (the value of
 	// the column given to coherent_notify). A change notified for a tag drops its entries.
 	Tag func(K, V) string
@@ -53,7 +56,7 @@ func NewCache[K comparable, V any](bus *Bus, o CacheOptions[K, V]) *Cache[K, V] 
 	}
 	c := &Cache[K, V]{bus: bus, o: o, entries: map[K]entry[V]{}, byTag: map[string][]K{}, dropped: map[string]uint64{}}
 	if bus != nil {
-		bus.subscribe(o.Table, c.invalidate, c.reset, c)
+		bus.subscribe(append([]string{o.Table}, o.Also...), c.invalidate, c.reset, c)
 	}
 	return c
 }

@@ -269,7 +269,7 @@ func newAPI(app *fiber.App, title, version string, guard Guard) *API {
 		"databases, DNS records, workflow-automation accounts and AI API keys. Every response is the " +
 		"envelope `{success, message, data}`; errors add `errors` for validation failures.\n\n" +
 		"Rate limits: every response carries `X-RateLimit-Limit`, `X-RateLimit-Remaining`, " +
-		"`X-RateLimit-Reset` (seconds) and the IETF draft's `RateLimit-Policy`/`RateLimit` for the " +
+		"`X-RateLimit-Reset` (seconds until the window resets, at most its length) and the IETF draft's `RateLimit-Policy`/`RateLimit` for the " +
 		"tightest limit that applied; a 429 adds `Retry-After`. Limits are shared by every instance of " +
 		"the service; for the per-IP and per-user limits, `Remaining` counts hits another instance " +
 		"has reserved as spent.\n\n" +

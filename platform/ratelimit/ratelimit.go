@@ -98,7 +98,8 @@ type Result struct {
 	Limit int64
 	// Remaining is the number of hits left in the current window (0 once reached).
 	Remaining int64
-	// Reset is when the current window ends, rounded up to the second.
+	// Reset is when the current window ends, rounded up to the second, and at most Period after
+	// the hit (so X-RateLimit-Reset never exceeds the window's length).
 	Reset time.Time
 	// Reached reports that this hit was past the limit.
 	Reached bool
@@ -142,6 +143,20 @@ func (e *LimitError) HTTPError() *httpx.Error {
 // retrySeconds is d in whole seconds, rounded up, at least 1.
 func retrySeconds(d time.Duration) int {
 	return max(1, ceilSeconds(d))
+}
+
+// roundUpReset is the window's end, end, rounded up to the second, but no later than a window
+// from now: the window began at the latest now, so it ends by then too (rounding alone said 61 s
+// for a 60 s window that had just begun).
+func roundUpReset(end time.Time, period time.Duration) time.Time {
+	return minTime(time.Unix(end.Unix()+1, 0), time.Now().Add(period))
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
 }
 
 // ceilSeconds is d in whole seconds, rounded up, at least 0.
@@ -318,7 +333,7 @@ func (l *Limiter) do(ctx context.Context, verb, name string, op func(limiter.Sto
 	return Result{Name: name, Limit: c.Limit, Remaining: c.Remaining, Reached: c.Reached, Period: rate.Period,
 		// ulule truncates the window's end to the second: round it up instead, so that a client
 		// waiting until Reset (or for Retry-After) finds the window over.
-		Reset: time.Unix(c.Reset+1, 0)}, nil
+		Reset: roundUpReset(time.Unix(c.Reset, 0), rate.Period)}, nil
 }
 
 // Take counts one hit of the named limit for key and reports the state. An unknown name is an
@@ -427,7 +442,7 @@ func (sh *share) result(name string, rate limiter.Rate, reached bool) Result {
 		remaining = 0
 	}
 	return Result{Name: name, Limit: rate.Limit, Remaining: remaining, Reached: reached, Period: rate.Period,
-		Reset: time.Unix(sh.end.Unix()+1, 0)} // rounded up to the second, like the hit-by-hit path
+		Reset: roundUpReset(sh.end, rate.Period)}
 }
 
 // sweep drops the shares of ended windows, at most once a minute.

@@ -283,6 +283,44 @@ func TestWriteHeaders(t *testing.T) {
 	}, h)
 }
 
+// TestResetNeverExceedsTheWindow: X-RateLimit-Reset (and Retry-After) said 61 for a 60 s window
+// that had just begun (its end rounded up to the second, plus one): seconds until the window
+// resets can be at most the window's length. Hit by hit, through shares, and in process.
+func TestResetNeverExceedsTheWindow(t *testing.T) {
+	rc, _ := redisClient(t, "")
+	for _, tc := range []struct {
+		name  string
+		redis *redis.Client
+		rate  string
+	}{{"hit by hit", rc, "3-M"}, {"shares", rc, "1000-M"}, {"in process", nil, "3-M"}} {
+		o := ratelimit.Options{Prefix: uniquePrefix(t), Rates: map[string]string{"Test": tc.rate}}
+		if tc.redis != nil {
+			o.Redis = tc.redis
+		}
+		l, err := ratelimit.New(o)
+		require.NoError(t, err)
+		var last ratelimit.Result
+		for i := range 4 {
+			r, err := l.Take(context.Background(), "Test", "k")
+			require.NoError(t, err)
+			h := map[string]string{}
+			ratelimit.WriteHeaders(func(k, v string) { h[k] = v }, r)
+			reset, err := strconv.Atoi(h["X-RateLimit-Reset"])
+			require.NoError(t, err)
+			assert.True(t, reset >= 1 && reset <= 60, "%s, hit %d: X-RateLimit-Reset %d for a 60 s window", tc.name, i+1, reset)
+			last = r
+		}
+		if tc.rate == "3-M" {
+			require.True(t, last.Reached)
+			_, err := l.Enforce(context.Background(), "Test", "k")
+			var le *ratelimit.LimitError
+			require.ErrorAs(t, err, &le)
+			ra, _ := strconv.Atoi(le.GetHeaders().Get("Retry-After"))
+			assert.True(t, ra >= 1 && ra <= 60, "%s: Retry-After %d for a 60 s window", tc.name, ra)
+		}
+	}
+}
+
 func TestLimitErrorCarriesTheHeaders(t *testing.T) {
 	l := newLimiter(t, limiterOpts{})
 	ctx := context.Background()
@@ -293,7 +331,7 @@ func TestLimitErrorCarriesTheHeaders(t *testing.T) {
 	h := le.GetHeaders()
 	ra, _ := strconv.Atoi(h.Get("Retry-After"))
 	assert.GreaterOrEqual(t, ra, 1)
-	assert.LessOrEqual(t, ra, 61)
+	assert.LessOrEqual(t, ra, 60)
 	assert.Equal(t, "0", h.Get("X-RateLimit-Remaining"))
 	assert.Equal(t, "3;w=60", h.Get("RateLimit-Policy"))
 
@@ -340,7 +378,7 @@ func TestMiddlewareHeadersAnd429(t *testing.T) {
 			assert.Equal(t, strconv.Itoa(2-i), h["X-RateLimit-Remaining"], path)
 			reset, err := strconv.Atoi(h["X-RateLimit-Reset"])
 			require.NoError(t, err)
-			assert.True(t, reset >= 1 && reset <= 61, "X-RateLimit-Reset is seconds until reset: %d", reset)
+			assert.True(t, reset >= 1 && reset <= 60, "X-RateLimit-Reset is seconds until reset: %d", reset)
 			assert.Equal(t, "3;w=60", h["RateLimit-Policy"])
 			assert.Equal(t, "limit=3, remaining="+strconv.Itoa(2-i)+", reset="+h["X-RateLimit-Reset"], h["RateLimit"])
 			assert.Empty(t, h["Retry-After"])
@@ -348,7 +386,7 @@ func TestMiddlewareHeadersAnd429(t *testing.T) {
 		status, h, body := get(t, app, path)
 		assert.Equal(t, 429, status, path)
 		ra, _ := strconv.Atoi(h["Retry-After"])
-		assert.True(t, ra >= 1 && ra <= 61, "Retry-After %q", h["Retry-After"])
+		assert.True(t, ra >= 1 && ra <= 60, "Retry-After %q", h["Retry-After"])
 		assert.Equal(t, "0", h["X-RateLimit-Remaining"])
 		assert.Equal(t, "3", h["X-RateLimit-Limit"])
 		assert.Equal(t, "Too many requests: rate limit Test exceeded", body)

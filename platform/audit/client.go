@@ -1,0 +1,72 @@
+package audit
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+)
+
+// Bounds of details posted by a client (an admin's manual note or amendment): JSON nested
+// thousands of levels deep was stored as is, to be walked by every reader of the log.
+const (
+	MaxClientDetailsDepth = 32
+	MaxClientDetailsBytes = 64 << 10
+)
+
+// SystemNamespaces are the first segments of the actions the service records itself
+// (aikey.rotated, user.deleted, …). A module that records a new namespace adds it here.
+var SystemNamespaces = []string{"access_credential", "aikey", "audit", "database", "dns", "user", "wfauto"}
+
+// Reserved reports whether action is in one of SystemNamespaces (compared case-insensitively), so
+// that an event with it could pass for one the service recorded.
+func Reserved(action string) bool {
+	a := strings.ToLower(strings.TrimSpace(action))
+	for _, ns := range SystemNamespaces {
+		if a == ns || strings.HasPrefix(a, ns+".") {
+			return true
+		}
+	}
+	return false
+}
+
+// ReservedMessage explains a refused action.
+func ReservedMessage() string {
+	return fmt.Sprintf("is reserved for the events the service records itself (namespaces %s.*); use another, e.g. note.manual",
+		strings.Join(SystemNamespaces, ".*, "))
+}
+
+// ClientDetailsProblem says what is wrong with details posted by a client ("" when nothing is):
+// nested more than MaxClientDetailsDepth objects and arrays deep, or longer than
+// MaxClientDetailsBytes as JSON.
+func ClientDetailsProblem(details map[string]any) string {
+	if depth(details, 0) > MaxClientDetailsDepth {
+		return fmt.Sprintf("must not nest objects and arrays more than %d levels deep", MaxClientDetailsDepth)
+	}
+	raw, err := json.Marshal(details)
+	if err != nil || len(raw) > MaxClientDetailsBytes {
+		return fmt.Sprintf("must be at most %d KiB as JSON", MaxClientDetailsBytes>>10)
+	}
+	return ""
+}
+
+// depth is the nesting depth of v (an object or array counts one level), given that v is at
+// level d; it stops counting past MaxClientDetailsDepth.
+func depth(v any, d int) int {
+	if d > MaxClientDetailsDepth {
+		return d
+	}
+	deepest := d
+	switch x := v.(type) {
+	case map[string]any:
+		for _, c := range x {
+			deepest = max(deepest, depth(c, d+1))
+		}
+		deepest = max(deepest, d+1)
+	case []any:
+		for _, c := range x {
+			deepest = max(deepest, depth(c, d+1))
+		}
+		deepest = max(deepest, d+1)
+	}
+	return deepest
+}
