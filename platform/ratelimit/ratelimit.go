@@ -198,6 +198,9 @@ type share struct {
 	end       time.Time // end of the window
 	last      int64     // size of the last share granted
 	refilling bool      // a background fetch of the next share is under way
+	// dropped: Reset removed this share; a fetch that has not run yet must not take a new one
+	// (it would land after the reset and count hits that nobody can spend).
+	dropped bool
 }
 
 // storeRef boxes the Redis store for atomic.Pointer.
@@ -362,6 +365,9 @@ func (l *Limiter) takeShared(ctx context.Context, name, key string, rate limiter
 	sh := v.(*share)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
+	if sh.dropped { // reset while this hit waited: counted one by one
+		return Result{}, false
+	}
 	now := time.Now()
 	if !now.Before(sh.end) {
 		sh.left, sh.count, sh.last = 0, 0, 0
@@ -404,7 +410,7 @@ func (l *Limiter) refill(id string, sh *share, n int64, rate limiter.Rate) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	defer func() { sh.refilling = false }()
-	if _, isRedis := l.store(); isRedis {
+	if _, isRedis := l.store(); isRedis && !sh.dropped {
 		l.fetchShare(ctx, id, sh, n, rate)
 	}
 }
@@ -473,7 +479,14 @@ func (l *Limiter) Peek(ctx context.Context, name, key string) (Result, error) {
 // Reset clears the named limit for key (e.g. after a successful login), in Redis, in the
 // in-process fallback and this replica's share.
 func (l *Limiter) Reset(ctx context.Context, name, key string) error {
-	l.shares.Delete(name + ":" + key)
+	if v, ok := l.shares.LoadAndDelete(name + ":" + key); ok {
+		// Under the share's lock: a background fetch under way ends before the count is cleared
+		// below, and one that has not started yet sees dropped and takes nothing.
+		sh := v.(*share)
+		sh.mu.Lock()
+		sh.dropped, sh.left = true, 0
+		sh.mu.Unlock()
+	}
 	_, err := l.do(ctx, "reset", name, func(s limiter.Store, r limiter.Rate) (limiter.Context, error) {
 		if s != l.memory {
 			if _, err := l.memory.Reset(ctx, name+":"+key, r); err != nil {
