@@ -19,7 +19,9 @@ func init() {
 	httpx.TagDescriptions["Admin: DNS records"] = "Every DNS record (role Admin)."
 }
 
-type recordBody struct {
+// RecordBody is the body of a record's create. Exported because the administrators' body embeds
+// it: huma documents and validates the members of an embedded struct only when it is exported.
+type RecordBody struct {
 	_         struct{} `additionalProperties:"true"`
 	Label     string   `json:"label" minLength:"1" maxLength:"63" doc:"One DNS label: a-z, 0-9, '-', no hyphen at either end, '--' in the 3rd and 4th characters only in a valid IDN A-label (xn--…); lower-cased." example:"myapp"`
 	Content   *string  `json:"content,omitempty" doc:"IPv4 address (dotted decimal) the record points to, other than 0.0.0.0, loopback (127.0.0.0/8), link-local (169.254.0.0/16), multicast (224.0.0.0/4) and 255.255.255.255; default Dns:DefaultContent." example:"203.0.113.10"`
@@ -29,7 +31,7 @@ type recordBody struct {
 
 // Resolve checks what the schema cannot, alongside it, for the members given (defaults are checked
 // by the service): a 400 lists them with the schema's errors.
-func (b *recordBody) Resolve(huma.Context) []error {
+func (b *RecordBody) Resolve(huma.Context) []error {
 	var errs []error
 	if _, ok := NormalizeLabel(b.Label); b.Label != "" && !ok {
 		errs = append(errs, httpx.Invalid("label", msgLabel))
@@ -43,7 +45,7 @@ func (b *recordBody) Resolve(huma.Context) []error {
 	return errs
 }
 
-type dnsCreateInput struct{ Body recordBody }
+type dnsCreateInput struct{ Body RecordBody }
 
 type idInput struct {
 	ID int64 `path:"id" minimum:"1"`
@@ -51,7 +53,7 @@ type idInput struct {
 
 type dnsAdminCreateInput struct {
 	Body struct {
-		recordBody
+		RecordBody
 		UserID int64 `json:"userId" minimum:"1"`
 	}
 }
