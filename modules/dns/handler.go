@@ -2,8 +2,11 @@ package dns
 
 import (
 	"context"
+	"fmt"
+	"math"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/danielgtaylor/huma/v2"
 
@@ -19,7 +22,9 @@ func init() {
 	httpx.TagDescriptions["Admin: DNS records"] = "Every DNS record (role Admin)."
 }
 
-type recordBody struct {
+// RecordBody is the body of a record's create. Exported because the administrators' body embeds
+// it: huma documents and validates the members of an embedded struct only when it is exported.
+type RecordBody struct {
 	_         struct{} `additionalProperties:"true"`
 	Label     string   `json:"label" minLength:"1" maxLength:"63" doc:"One DNS label: a-z, 0-9, '-', no hyphen at either end, '--' in the 3rd and 4th characters only in a valid IDN A-label (xn--…); lower-cased." example:"myapp"`
 	Content   *string  `json:"content,omitempty" doc:"IPv4 address (dotted decimal) the record points to, other than 0.0.0.0, loopback (127.0.0.0/8), link-local (169.254.0.0/16), multicast (224.0.0.0/4) and 255.255.255.255; default Dns:DefaultContent." example:"203.0.113.10"`
@@ -29,7 +34,7 @@ type recordBody struct {
 
 // Resolve checks what the schema cannot, alongside it, for the members given (defaults are checked
 // by the service): a 400 lists them with the schema's errors.
-func (b *recordBody) Resolve(huma.Context) []error {
+func (b *RecordBody) Resolve(huma.Context) []error {
 	var errs []error
 	if _, ok := NormalizeLabel(b.Label); b.Label != "" && !ok {
 		errs = append(errs, httpx.Invalid("label", msgLabel))
@@ -43,7 +48,7 @@ func (b *recordBody) Resolve(huma.Context) []error {
 	return errs
 }
 
-type dnsCreateInput struct{ Body recordBody }
+type dnsCreateInput struct{ Body RecordBody }
 
 type idInput struct {
 	ID int64 `path:"id" minimum:"1"`
@@ -51,7 +56,7 @@ type idInput struct {
 
 type dnsAdminCreateInput struct {
 	Body struct {
-		recordBody
+		RecordBody
 		UserID int64 `json:"userId" minimum:"1"`
 	}
 }
@@ -66,9 +71,18 @@ const createDoc = "The intent is stored as Pending, then the provider is called.
 	"409 when the label is live in the cell, when the provider already holds the name for a record not made by this " +
 	"service (81053/81057/81058, or found by the lookup before creating; nothing is stored), or when the quota " +
 	"`Dns:MaxRecordsPerUser` is reached; 502 when the provider failed — `data` is the record as stored: Failed with " +
-	"the provider's error in `errorMessage`, or still Pending (a transient failure, retried in the background). " +
+	"the provider's error in `errorMessage`, or still Pending (a transient failure, retried in the background; then " +
+	"`Retry-After` says when, never sooner than the provider's own `Retry-After`). " +
 	"A Failed record does not stay in the zone: a record its unanswered attempts may have made at the provider " +
 	"(carrying its marker comment) is deleted in the background."
+
+// providerFailedResponse documents the 502 of the operations that call the provider.
+var providerFailedResponse = map[string]*huma.Response{
+	"502": {Description: "The DNS provider failed; `data` is the record as stored.",
+		Headers: map[string]*huma.Param{"Retry-After": {Description: "Only while the record is Pending or Revoking: seconds " +
+			"until the background finisher tries the provider again (at least the provider's own `Retry-After`). Nothing " +
+			"needs to be sent again: read the record after it.", Schema: &huma.Schema{Type: "integer"}}}},
+}
 
 // Register implements httpx.Routes.
 func (h *Handler) Register(api *httpx.API) {
@@ -86,7 +100,7 @@ func (h *Handler) Register(api *httpx.API) {
 		})
 	httpx.Register(api, httpx.Authenticated, huma.Operation{OperationID: "createMyDnsRecord", Method: http.MethodPost,
 		Path: "/api/me/dns", Tags: tags, Summary: "Create a DNS A record", Description: createDoc, DefaultStatus: http.StatusCreated,
-		Errors: []int{http.StatusConflict, http.StatusBadGateway, http.StatusServiceUnavailable}},
+		Errors: []int{http.StatusConflict, http.StatusBadGateway, http.StatusServiceUnavailable}, Responses: providerFailedResponse},
 		func(ctx context.Context, in *dnsCreateInput) (*httpx.Response[View], error) {
 			b := in.Body
 			return h.created(ctx, CreateInput{UserID: authn.FromContext(ctx).UserID, Label: b.Label, Content: b.Content, RecordTTL: b.RecordTTL, Proxied: b.Proxied})
@@ -97,8 +111,9 @@ func (h *Handler) Register(api *httpx.API) {
 			"too (its create may have reached it): the name is looked up and only a record carrying this record's marker comment is deleted. " +
 			"409 when already revoked, or when the record is Failed and another live record now uses its label (a record of " +
 			"this one at the provider is deleted in the background all the same). " +
-			"502 when the provider failed: the record stays Revoking with the error and is retried in the background.",
-		Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusBadGateway}},
+			"502 when the provider failed: the record stays Revoking with the error and is retried in the background " +
+			"(`Retry-After` says when).",
+		Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusBadGateway}, Responses: providerFailedResponse},
 		func(ctx context.Context, in *idInput) (*httpx.Response[View], error) {
 			return h.revoked(ctx, in.ID, authn.FromContext(ctx).UserID)
 		})
@@ -124,7 +139,8 @@ func (h *Handler) Register(api *httpx.API) {
 		})
 	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "createDnsRecord", Method: http.MethodPost,
 		Path: "/api/dns/records", Tags: atags, Summary: "Create a DNS record for a user", Description: createDoc,
-		DefaultStatus: http.StatusCreated, Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusBadGateway, http.StatusServiceUnavailable}},
+		DefaultStatus: http.StatusCreated, Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusBadGateway, http.StatusServiceUnavailable},
+		Responses: providerFailedResponse},
 		func(ctx context.Context, in *dnsAdminCreateInput) (*httpx.Response[View], error) {
 			b := in.Body
 			return h.created(ctx, CreateInput{UserID: b.UserID, Label: b.Label, Content: b.Content, RecordTTL: b.RecordTTL, Proxied: b.Proxied})
@@ -133,7 +149,7 @@ func (h *Handler) Register(api *httpx.API) {
 		Path: "/api/dns/records/{id}/retry", Tags: atags, Summary: "Retry a failed or stuck DNS record",
 		Description: "Failed → Pending, driven now; Pending or Revoking → driven now. Other states: 409. 409 also when the " +
 			"provider holds the name for a record not made by this service: the record is Failed again (in `data`).",
-		Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusBadGateway}},
+		Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusBadGateway}, Responses: providerFailedResponse},
 		func(ctx context.Context, in *idInput) (*httpx.Response[View], error) {
 			r, err := h.svc.Retry(ctx, in.ID)
 			if r == nil {
@@ -143,7 +159,7 @@ func (h *Handler) Register(api *httpx.API) {
 			case StatusActive, StatusRevoked:
 				return httpx.OK("Record "+r.Status, view(r)), nil
 			}
-			return nil, httpx.BadGateway("The DNS provider failed; the record is "+r.Status, view(r))
+			return nil, providerFailed("The DNS provider failed; the record is "+r.Status, r)
 		})
 }
 
@@ -155,7 +171,7 @@ func (h *Handler) created(ctx context.Context, in CreateInput) (*httpx.Response[
 	if r.Status == StatusActive {
 		return httpx.Created("DNS record created", view(r)), nil
 	}
-	return nil, httpx.BadGateway("The DNS provider failed; the record is "+r.Status, view(r))
+	return nil, providerFailed("The DNS provider failed; the record is "+r.Status, r)
 }
 
 func (h *Handler) revoked(ctx context.Context, id, userID int64) (*httpx.Response[View], error) {
@@ -166,5 +182,17 @@ func (h *Handler) revoked(ctx context.Context, id, userID int64) (*httpx.Respons
 	if r.Status == StatusRevoked {
 		return httpx.OK("DNS record revoked", view(r)), nil
 	}
-	return nil, httpx.BadGateway("The DNS provider failed; the record stays Revoking and is retried in the background", view(r))
+	return nil, providerFailed("The DNS provider failed; the record stays Revoking and is retried in the background", r)
+}
+
+// providerFailed is the 502 of a call to the provider that did not succeed, with the record as
+// stored. A record the finisher will try again (Pending, Revoking) carries Retry-After: the
+// seconds until that attempt, which honours the provider's own Retry-After.
+func providerFailed(msg string, r *Record) error {
+	e := httpx.BadGateway(msg, view(r))
+	if r.Status == StatusPending || r.Status == StatusRevoking {
+		wait := time.Until(r.NextAttemptAt)
+		e = e.WithHeader("Retry-After", fmt.Sprint(max(1, int64(math.Ceil(wait.Seconds())))))
+	}
+	return e
 }

@@ -56,7 +56,7 @@ func ValidContent(s string) bool {
 // ValidTTL is 1 (automatic) or 60–86400.
 func ValidTTL(ttl int) bool { return ttl == 1 || (ttl >= 60 && ttl <= 86400) }
 
-// Messages of the field checks, shared by validate and recordBody.Resolve.
+// Messages of the field checks, shared by validate and RecordBody.Resolve.
 const (
 	msgLabel = "must be one DNS label: a-z, 0-9 and '-', 1–63 characters, no hyphen at either end, " +
 		"and '--' in the third and fourth characters only in a valid IDN A-label (xn--…)"

@@ -9,13 +9,11 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"regexp"
 	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"provisioner/platform/provision"
+	"provisioner/platform/redact"
 )
 
 // CellRequest is the body of POST {BaseUrl}/accounts.
@@ -120,7 +118,7 @@ func (c *Cell) statusError(a answer) *CellError {
 		Message string `json:"message"`
 	}
 	if json.Unmarshal(data, &e) == nil {
-		msg = sanitize(e.Error+" "+e.Message, c.key)
+		msg = redact.Message(e.Error+" "+e.Message, maxCellMessage, c.key)
 	}
 	if msg == "" {
 		msg = strings.ToLower(http.StatusText(status))
@@ -132,47 +130,8 @@ func (c *Cell) statusError(a answer) *CellError {
 		Wait: provision.ParseRetryAfter(a.header.Get("Retry-After"), time.Now())}
 }
 
-var (
-	bearerRe  = regexp.MustCompile(`(?i)\b(bearer|basic)\s+\S+`)
-	secretKV  = regexp.MustCompile(`(?i)\b(api[_-]?key|key|token|secret|password|passwd|pwd|authorization|credentials?)(\s*[:=]\s*|\s+)("[^"]*"|'[^']*'|\S+)`)
-	tokenish  = regexp.MustCompile(`[A-Za-z0-9_\-+/=.~]{24,}`)
-	spaceRuns = regexp.MustCompile(`\s+`)
-)
-
 // maxCellMessage bounds the cell's words kept in an error.
 const maxCellMessage = 200
-
-// sanitize makes a cell's message fit to store and show: key redacted, token-like words and
-// credentials after key=, token:, Bearer redacted, one line, at most maxCellMessage bytes.
-func sanitize(msg, key string) string {
-	msg = strings.ToValidUTF8(msg, "")
-	if key != "" {
-		msg = strings.ReplaceAll(msg, key, "[redacted]")
-	}
-	msg = strings.Map(func(r rune) rune {
-		if unicode.IsControl(r) || !unicode.IsPrint(r) {
-			return ' '
-		}
-		return r
-	}, msg)
-	msg = bearerRe.ReplaceAllString(msg, "$1 [redacted]")
-	msg = secretKV.ReplaceAllString(msg, "$1$2[redacted]")
-	msg = tokenish.ReplaceAllStringFunc(msg, func(w string) string {
-		if strings.ContainsAny(w, "0123456789") || strings.ContainsAny(w, "_-+/=") {
-			return "[redacted]"
-		}
-		return w
-	})
-	msg = strings.TrimSpace(spaceRuns.ReplaceAllString(msg, " "))
-	if len(msg) > maxCellMessage {
-		cut := maxCellMessage
-		for cut > 0 && !utf8.RuneStart(msg[cut]) {
-			cut--
-		}
-		msg = msg[:cut] + "…"
-	}
-	return msg
-}
 
 // Provision asks the cell for an account; the idempotency key makes a repeated call return the
 // same account rather than a second one.

@@ -3,6 +3,7 @@ package httpx
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math"
 	"net/http"
@@ -123,6 +124,9 @@ func Register[I, O any](a *API, access Access, op huma.Operation, h func(context
 	if op.Method == http.MethodPost || op.Method == http.MethodPut || op.Method == http.MethodPatch {
 		errs = append(errs, http.StatusBadRequest, http.StatusRequestEntityTooLarge)
 	}
+	if hidden := hiddenEmbedded(reflect.TypeFor[I](), map[reflect.Type]bool{}); hidden != "" {
+		panic(fmt.Sprintf("httpx: %s %s: %s", op.Method, op.Path, hidden))
+	}
 	if names := integerPathParams(reflect.TypeFor[I]()); len(names) > 0 {
 		op.Middlewares = append(op.Middlewares, canonicalIntegers(a.API, names))
 	}
@@ -175,6 +179,36 @@ func integerPathParams(t reflect.Type) []string {
 		}
 	}
 	return out
+}
+
+// hiddenEmbedded names a struct embedded without a json tag whose type is unexported, anywhere in
+// t: encoding/json decodes its members, but huma neither documents nor validates them (its schema
+// skips unexported fields), so the body would be served unchecked under a schema that omits them.
+// Such an input is a programming error, refused when the route is registered.
+func hiddenEmbedded(t reflect.Type, seen map[reflect.Type]bool) string {
+	for t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice || t.Kind() == reflect.Array || t.Kind() == reflect.Map {
+		t = t.Elem()
+	}
+	if t.Kind() != reflect.Struct || seen[t] {
+		return ""
+	}
+	seen[t] = true
+	for i := range t.NumField() {
+		f := t.Field(i)
+		ft := f.Type
+		for ft.Kind() == reflect.Pointer {
+			ft = ft.Elem()
+		}
+		if f.Anonymous && !f.IsExported() && ft.Kind() == reflect.Struct && f.Tag.Get("json") == "" {
+			return fmt.Sprintf("%s embeds the unexported %s, whose members huma neither documents nor validates: export it", t, ft)
+		}
+		if f.IsExported() || f.Anonymous {
+			if hidden := hiddenEmbedded(f.Type, seen); hidden != "" {
+				return hidden
+			}
+		}
+	}
+	return ""
 }
 
 // canonicalIntegers refuses an integer path parameter not written in canonical decimal: huma

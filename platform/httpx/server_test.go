@@ -622,3 +622,31 @@ func TestWithArticle(t *testing.T) {
 		assert.Equal(t, want, httpx.WithArticle(word))
 	}
 }
+
+type hiddenMembers struct {
+	Name string `json:"name" minLength:"1"`
+}
+
+type hiddenIn struct {
+	Body struct {
+		hiddenMembers
+		UserID int64 `json:"userId"`
+	}
+}
+
+// TestEmbeddedUnexportedBodyIsRefused: a body embedding an unexported struct would be decoded
+// (encoding/json fills its members) but neither documented nor validated by huma; registering it
+// fails at once instead of serving it unchecked.
+func TestEmbeddedUnexportedBodyIsRefused(t *testing.T) {
+	s, err := httpx.NewServer(httpx.ServerOptions{Title: "t", Version: "1"})
+	require.NoError(t, err)
+	var msg any
+	func() {
+		defer func() { msg = recover() }()
+		httpx.Register(s.API, httpx.Public, huma.Operation{OperationID: "hidden", Method: http.MethodPost, Path: "/api/hidden"},
+			func(context.Context, *hiddenIn) (*httpx.Response[widget], error) { return nil, nil })
+	}()
+	require.NotNil(t, msg, "registered")
+	assert.Contains(t, msg, "POST /api/hidden")
+	assert.Contains(t, msg, "embeds the unexported httpx_test.hiddenMembers")
+}

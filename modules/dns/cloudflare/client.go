@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"provisioner/platform/provision"
+	"provisioner/platform/redact"
 )
 
 // Error codes the provider uses for DNS records.
@@ -52,7 +53,8 @@ type envelope struct {
 	Result   json.RawMessage `json:"result"`
 }
 
-// APIError is a failed call: the HTTP status and the provider's errors.
+// APIError is a failed call: the HTTP status and the provider's errors, their messages sanitised
+// (no token, nothing credential-like, bounded), so its text may be stored, shown and logged.
 type APIError struct {
 	Status int
 	Errors []Message
@@ -226,7 +228,7 @@ func (c *Client) once(ctx context.Context, method, path string, body []byte, out
 	var env envelope
 	jerr := json.Unmarshal(data, &env)
 	if res.StatusCode >= 300 || jerr != nil || !env.Success {
-		ae := &APIError{Status: res.StatusCode, Errors: env.Errors}
+		ae := &APIError{Status: res.StatusCode, Errors: c.sanitized(env.Errors)}
 		if jerr != nil && res.StatusCode < 300 {
 			ae.Status = http.StatusBadGateway
 			ae.Errors = []Message{{Message: "malformed answer from the provider"}}
@@ -240,6 +242,26 @@ func (c *Client) once(ctx context.Context, method, path string, body []byte, out
 		}
 	}
 	return nil
+}
+
+// Bounds of the provider's errors kept in an APIError.
+const (
+	maxErrors       = 3
+	maxErrorMessage = 200
+)
+
+// sanitized returns the provider's first errors with their messages made fit to store, show and
+// log (redact.Message): a provider that echoes what it was sent (the Authorization header, the
+// token) never gets our token into a record, an answer or the log. The codes are kept as sent.
+func (c *Client) sanitized(errs []Message) []Message {
+	if len(errs) > maxErrors {
+		errs = errs[:maxErrors]
+	}
+	out := make([]Message, len(errs))
+	for i, m := range errs {
+		out[i] = Message{Code: m.Code, Message: redact.Message(m.Message, maxErrorMessage, c.o.Token)}
+	}
+	return out
 }
 
 // failed logs the details of a call that got no answer and returns its sanitised error.

@@ -17,9 +17,12 @@ import (
 // Fault is one injected failure.
 type Fault struct {
 	Status     int           // 500, 503, 429…
-	RetryAfter int           // seconds, for 429
+	RetryAfter int           // seconds: a 429 always carries Retry-After, another status when > 0
 	Delay      time.Duration // answer this late (a client timeout)
 	Method     string        // only for this method ("" = any)
+	// Echo answers Status (default 400) with an error whose message repeats the request's
+	// Authorization header, as a careless provider or proxy may.
+	Echo bool
 }
 
 // Fake is the fake provider.
@@ -173,6 +176,17 @@ func (f *Fake) serve(w http.ResponseWriter, r *http.Request) {
 			case <-r.Context().Done():
 				return
 			}
+		}
+		if ft.RetryAfter > 0 {
+			w.Header().Set("Retry-After", fmt.Sprint(ft.RetryAfter))
+		}
+		if ft.Echo {
+			status := ft.Status
+			if status == 0 {
+				status = http.StatusBadRequest
+			}
+			write(w, status, nil, msg{9005, "Content for A record is invalid. token=" + r.Header.Get("Authorization")})
+			return
 		}
 		if ft.Status != 0 {
 			if ft.Status == http.StatusTooManyRequests {

@@ -1,0 +1,57 @@
+// Package redact makes a provider's error text fit to store, show to users and log: the secrets
+// we sent it (an API key, a token it may echo back) and anything credential-like are replaced by
+// "[redacted]", control characters dropped, the text one bounded line.
+package redact
+
+import (
+	"regexp"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Mark replaces what is redacted.
+const Mark = "[redacted]"
+
+var (
+	bearerRe  = regexp.MustCompile(`(?i)\b(bearer|basic)\s+\S+`)
+	secretKV  = regexp.MustCompile(`(?i)\b(api[_-]?key|key|token|secret|password|passwd|pwd|authorization|credentials?)(\s*[:=]\s*|\s+)("[^"]*"|'[^']*'|\S+)`)
+	tokenish  = regexp.MustCompile(`[A-Za-z0-9_\-+/=.~]{24,}`)
+	spaceRuns = regexp.MustCompile(`\s+`)
+)
+
+// Message returns msg with every non-empty secret redacted, token-like words (24 or more
+// characters with a digit or one of _-+/=) and credentials after key=, token:, Bearer, Basic,
+// Authorization redacted, control characters replaced by spaces, as one line of at most max bytes
+// (cut on a character boundary, then "…"; max <= 0: no bound).
+func Message(msg string, max int, secrets ...string) string {
+	msg = strings.ToValidUTF8(msg, "")
+	for _, s := range secrets {
+		if s != "" {
+			msg = strings.ReplaceAll(msg, s, Mark)
+		}
+	}
+	msg = strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) || !unicode.IsPrint(r) {
+			return ' '
+		}
+		return r
+	}, msg)
+	msg = bearerRe.ReplaceAllString(msg, "$1 "+Mark)
+	msg = secretKV.ReplaceAllString(msg, "$1$2"+Mark)
+	msg = tokenish.ReplaceAllStringFunc(msg, func(w string) string {
+		if strings.ContainsAny(w, "0123456789") || strings.ContainsAny(w, "_-+/=") {
+			return Mark
+		}
+		return w
+	})
+	msg = strings.TrimSpace(spaceRuns.ReplaceAllString(msg, " "))
+	if max > 0 && len(msg) > max {
+		cut := max
+		for cut > 0 && !utf8.RuneStart(msg[cut]) {
+			cut--
+		}
+		msg = msg[:cut] + "…"
+	}
+	return msg
+}
