@@ -106,6 +106,31 @@ func TestEveryAPIKeyRouteRefusesMissingKeysAndJWTs(t *testing.T) {
 	}
 }
 
+// TestLoginRefusalSaysWhyItNamesNoChallenge: a wrong password is a 401 without WWW-Authenticate
+// (the credentials travel in the body, no HTTP authentication scheme: a Bearer challenge would ask
+// for a token sign-in does not take), and the OpenAPI document says so where it describes that
+// 401, as it does for the X-API-Key operations, so a client is not left guessing at RFC 9110's
+// challenge.
+func TestLoginRefusalSaysWhyItNamesNoChallenge(t *testing.T) {
+	a := apptest.Start(t)
+	u := a.Register(t)
+	r := a.Post("/api/auth/login", "", map[string]any{"email": u.Email, "password": "not-" + u.Password})
+	require.Equal(t, http.StatusUnauthorized, r.Status, string(r.Raw))
+	assert.Empty(t, r.Header.Get("WWW-Authenticate"))
+
+	var doc struct {
+		Info  struct{ Description string } `json:"info"`
+		Paths map[string]map[string]struct {
+			Responses map[string]struct {
+				Description string `json:"description"`
+			} `json:"responses"`
+		} `json:"paths"`
+	}
+	require.NoError(t, json.Unmarshal(a.Get("/api/openapi.json", "").Raw, &doc))
+	assert.Contains(t, doc.Paths["/api/auth/login"]["post"].Responses["401"].Description, "no `WWW-Authenticate`")
+	assert.Contains(t, doc.Info.Description, "`POST /api/auth/login` send none")
+}
+
 // TestBadInputNeverAnswers500 sends malformed and hostile bodies to every route that takes one, as
 // an admin (so the guard lets the request reach validation): a 4xx in the envelope, never a 500,
 // and no internals in any body.

@@ -8,12 +8,14 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/uptrace/bun"
 	"go.uber.org/fx"
 
+	"provisioner/platform/coherent"
 	"provisioner/platform/provision"
 	"provisioner/platform/summary"
 	"provisioner/platform/testutil"
@@ -347,4 +349,54 @@ func TestEveryAdminRouteGuarded(t *testing.T) {
 		}
 	}
 	assert.GreaterOrEqual(t, checked, 11)
+}
+
+// TestOwnAccountDeletedInFlightIs401: an admin whose own account is deleted while a request is in
+// flight (it passed the guard on the cached principal) and who reads, changes or deletes that
+// account gets the guard's 401 for a token whose subject is gone, like every other route, never
+// 404 "User not found" about themself. Another admin naming the deleted user gets the 404.
+func TestOwnAccountDeletedInFlightIs401(t *testing.T) {
+	// The change feed reaches this replica a second late: the window in which a request passes the
+	// guard with the deleted admin's cached principal.
+	const lag = time.Second
+	a := apptest.Start(t, apptest.WithFx(fx.Decorate(func(db *bun.DB) *coherent.Bus {
+		return coherent.New(db, coherent.Options{Lag: lag, Window: 10 * time.Second})
+	})))
+	admin := a.AdminToken(t)
+	email := "gone-admin-" + testutil.RandomSuffix() + "@corp.test"
+	r := a.Post("/api/users", admin, map[string]any{"fullName": "Gone Admin", "email": email,
+		"password": "long-enough-password-42", "role": "Admin"})
+	require.Equal(t, http.StatusCreated, r.Status, string(r.Raw))
+	var me struct{ ID int64 }
+	r.Decode(t, &me)
+	r = a.Post("/api/auth/login", "", map[string]any{"email": email, "password": "long-enough-password-42"})
+	require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
+	var tok struct {
+		AccessToken string `json:"accessToken"`
+	}
+	r.Decode(t, &tok)
+	own := fmt.Sprintf("/api/users/%d", me.ID)
+	require.Equal(t, http.StatusOK, a.Get(own, tok.AccessToken).Status) // its principal is cached
+
+	// Deleted the way DELETE /api/users/{id} deletes it, by a request this replica did not serve.
+	start := time.Now()
+	_, err := a.DB.ExecContext(context.Background(),
+		"UPDATE users SET deleted_at = now(), security_stamp = security_stamp + 1 WHERE id = ?", me.ID)
+	require.NoError(t, err)
+	for _, c := range []apptest.Request{
+		{Method: http.MethodGet, Path: own},
+		{Method: http.MethodGet, Path: own + "/dashboard"},
+		{Method: http.MethodPut, Path: own, Body: map[string]any{"fullName": "Still Here"}},
+		{Method: http.MethodDelete, Path: own},
+	} {
+		c.Token, c.SkipSync = tok.AccessToken, true
+		r := a.Do(c)
+		assert.Equal(t, http.StatusUnauthorized, r.Status, "%s %s: %s", c.Method, c.Path, r.Raw)
+		assert.Equal(t, "Invalid or expired token", r.Env.Message, "%s %s", c.Method, c.Path)
+	}
+	require.Less(t, time.Since(start), lag, "the requests above went through the handlers, not the guard")
+
+	r = a.Get(own, admin)
+	assert.Equal(t, http.StatusNotFound, r.Status, string(r.Raw))
+	assert.Equal(t, "User not found", r.Env.Message)
 }

@@ -61,7 +61,8 @@ func escapeLike(s string) string {
 	return strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(s)
 }
 
-// Get returns a live user or 404.
+// Get returns a live user, or 404 "User not found" (the guard's 401 when it is the caller's own
+// account, deleted while the request was in flight: authn.UserGone).
 func (s *Users) Get(ctx context.Context, id int64) (*userRow, error) {
 	return s.get(ctx, s.db, id, false)
 }
@@ -74,7 +75,8 @@ func (s *Users) get(ctx context.Context, db bun.IDB, id int64, lock bool) (*user
 	}
 	if err := q.Scan(ctx); err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
-			return nil, httpx.NotFound("User not found")
+			// 401 when it is the caller's own account, deleted while the request was in flight.
+			return nil, authn.UserGone(ctx, id)
 		}
 		return nil, fmt.Errorf("get user %d: %w", id, err)
 	}

@@ -104,6 +104,9 @@ func (h *Handler) Register(api *httpx.API) {
 		Summary:     "Sign in with email and password",
 		Description: "A wrong password and an unknown email get the same 401. An email that is not a bare address is a 400.",
 		Errors:      []int{http.StatusUnauthorized},
+		Responses: map[string]*huma.Response{"401": {Description: "Wrong email or password. It carries no `WWW-Authenticate`: " +
+			"the credentials travel in the body, which is no HTTP authentication scheme, so no challenge applies " +
+			"(`Bearer` would ask for a token, which this operation does not take)."}},
 	}, func(ctx context.Context, in *loginInput) (*httpx.Response[AuthResult], error) {
 		if err := h.limiter.Check(ctx, "Login", httpx.ClientIP(ctx)+"|"+normalizeEmail(in.Body.Email)); err != nil {
 			return nil, err

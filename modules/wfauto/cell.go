@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"provisioner/platform/provision"
@@ -37,6 +39,14 @@ type CellError struct {
 	Final  bool
 	// Wait is the cell's Retry-After (a 429, a 503), 0 when it sent none.
 	Wait time.Duration
+	// NotSent means the request never left: no connection to the cell was ever obtained.
+	NotSent bool
+}
+
+// madeNothing reports whether the call certainly made nothing at the cell: it was never sent, or
+// the cell refused it (a final 4xx; a malformed 2xx answer may come with an account made).
+func (e *CellError) madeNothing() bool {
+	return e.NotSent || (e.Final && e.Status >= 400 && e.Status < 500)
 }
 
 // RetryAfter implements provision.RetryAfterer: the background finisher schedules the next
@@ -80,9 +90,13 @@ func (c *Cell) call(ctx context.Context, method, path, idemKey string, body any)
 		}
 		r = bytes.NewReader(raw)
 	}
+	// A request for which no connection was ever obtained cannot have reached the cell (the
+	// transport may retry on a new connection one whose first connection broke: that one had one).
+	var connected atomic.Bool
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotConn: func(httptrace.GotConnInfo) { connected.Store(true) }})
 	req, err := http.NewRequestWithContext(ctx, method, c.base+path, r)
 	if err != nil {
-		return answer{}, &CellError{Msg: "bad cell address", Final: true}
+		return answer{}, &CellError{Msg: "bad cell address", Final: true, NotSent: true}
 	}
 	req.Header.Set("Authorization", "Bearer "+c.key)
 	req.Header.Set("Accept", "application/json")
@@ -96,9 +110,9 @@ func (c *Cell) call(ctx context.Context, method, path, idemKey string, body any)
 	if err != nil {
 		var ue *url.Error
 		if errors.As(err, &ue) && ue.Timeout() {
-			return answer{}, &CellError{Msg: "timed out"}
+			return answer{}, &CellError{Msg: "timed out", NotSent: !connected.Load()}
 		}
-		return answer{}, &CellError{Msg: "unreachable"}
+		return answer{}, &CellError{Msg: "unreachable", NotSent: !connected.Load()}
 	}
 	defer res.Body.Close()
 	data, _ := io.ReadAll(io.LimitReader(res.Body, 1<<20))

@@ -49,7 +49,9 @@ const provisionDoc = "The account is stored as Pending, then the cell receives `
 	"this tries again (same account, same Idempotency-Key); 502 when the cell failed, timed out, was rate limiting " +
 	"(429) or answered garbage — `data` is the account as stored (Failed with the error, or Pending when it will be " +
 	"retried in the background; then `Retry-After` says when, never sooner than the cell's own `Retry-After`); " +
-	"503 when no cell is configured."
+	"503 when no cell is configured. A user deleted while the request is in flight is a 404 \"User not found\" (on " +
+	"`/api/me/wfauto/provision`, the 401 of a token whose user is gone), whatever the cell did: what it made is " +
+	"deleted there by the background finisher, and an account never sent to it is not sent at all."
 
 // cellFailedResponse documents the 502 of the operations that call the cell.
 var cellFailedResponse = map[string]*huma.Response{

@@ -28,7 +28,9 @@ var Module = fx.Module("wfauto",
 			w := cfg.WfautoProvisioning
 			return NewCell(w.BaseUrl, w.ApiKey, time.Duration(w.TimeoutSeconds)*time.Second)
 		},
-		func(c *Cell, a *audit.Recorder) *Provisioner { return &Provisioner{cell: c, audit: a} },
+		func(d *bun.DB, c *Cell, a *audit.Recorder) *Provisioner {
+			return &Provisioner{db: d, cell: c, audit: a}
+		},
 		provision.AsProvisioner(func(p *Provisioner) *Provisioner { return p }),
 		provision.AsUserReleaser(func(p *Provisioner) *Provisioner { return p }),
 		func(d *bun.DB, c *Cell, a *audit.Recorder, f *provision.Finisher) *Service {

@@ -12,8 +12,11 @@ import (
 )
 
 // Provisioner provisions accounts at the cell, with the row's id as Idempotency-Key: an attempt
-// repeated after a crash gets the same account back, never a second one.
+// repeated after a crash gets the same account back, never a second one. Before each create it
+// commits a row in wfauto_cell_creates (the intent of that call), so a delete knows whether the
+// cell may hold the account at all.
 type Provisioner struct {
+	db    *bun.DB
 	cell  *Cell
 	audit *audit.Recorder
 }
@@ -30,6 +33,35 @@ func (p *Provisioner) InFlight() map[string]provision.Verb {
 }
 
 func idemKey(id int64) string { return fmt.Sprint(id) }
+
+// markSent commits, on a connection of its own (the row's transaction would roll it back with a
+// crash), that a create of account id may reach the cell. fresh reports that no earlier attempt
+// may have reached it.
+func (p *Provisioner) markSent(ctx context.Context, id int64) (fresh bool, err error) {
+	res, err := p.db.ExecContext(ctx, "INSERT INTO wfauto_cell_creates (account_id) VALUES (?) ON CONFLICT DO NOTHING", id)
+	if err != nil {
+		return false, fmt.Errorf("record the create of account %d: %w", id, err)
+	}
+	n, err := res.RowsAffected()
+	return n == 1, err
+}
+
+// unmarkSent records, within tx, that the cell holds nothing for account id.
+func unmarkSent(ctx context.Context, tx bun.IDB, id int64) error {
+	if _, err := tx.ExecContext(ctx, "DELETE FROM wfauto_cell_creates WHERE account_id = ?", id); err != nil {
+		return fmt.Errorf("record that account %d is not at the cell: %w", id, err)
+	}
+	return nil
+}
+
+// mayBeSent reports whether a create of account id may have reached the cell.
+func mayBeSent(ctx context.Context, tx bun.IDB, id int64) (bool, error) {
+	n, err := tx.NewSelect().Table("wfauto_cell_creates").Where("account_id = ?", id).Count(ctx)
+	if err != nil {
+		return false, fmt.Errorf("was account %d sent: %w", id, err)
+	}
+	return n > 0, nil
+}
 
 func (p *Provisioner) load(ctx context.Context, tx bun.IDB, id int64) (*Account, CellRequest, error) {
 	a := new(Account)
@@ -50,8 +82,18 @@ func (p *Provisioner) Create(ctx context.Context, req provision.CreateRequest) (
 	if err != nil {
 		return provision.CreateResponse{}, err
 	}
+	fresh, err := p.markSent(ctx, a.ID)
+	if err != nil {
+		return provision.CreateResponse{}, err // nothing sent: retried
+	}
 	got, err := p.cell.Provision(ctx, idemKey(a.ID), in)
 	var ce *CellError
+	if errors.As(err, &ce) && fresh && ce.madeNothing() {
+		// Only this attempt could have reached the cell, and it made nothing there.
+		if uerr := unmarkSent(ctx, req.Tx, a.ID); uerr != nil {
+			return provision.CreateResponse{}, uerr
+		}
+	}
 	if errors.As(err, &ce) && ce.Final {
 		if _, uerr := req.Tx.NewUpdate().Model(a).Set("status = ?", StatusFailed).Set("error_message = ?", ce.Error()).
 			Set("updated_at = now()").WherePK().Exec(ctx); uerr != nil {
@@ -74,15 +116,23 @@ func (p *Provisioner) Create(ctx context.Context, req provision.CreateRequest) (
 	return provision.CreateResponse{ExternalID: got.AccountID}, nil
 }
 
-// Delete implements provision.Provisioner. An account whose outcome was never recorded may still
-// exist at the cell: re-posting its Idempotency-Key returns it (or makes it), and it is deleted.
+// Delete implements provision.Provisioner. An account never sent to the cell (its owner deleted
+// before the first attempt), or whose only attempt was refused or never left, is not at the cell:
+// the cell is not called. One whose outcome was never recorded may still exist there: re-posting
+// its Idempotency-Key returns it (the cell has no lookup), and it is deleted.
 func (p *Provisioner) Delete(ctx context.Context, req provision.DeleteRequest) (provision.DeleteResponse, error) {
 	a, in, err := p.load(ctx, req.Tx, req.ResourceID)
 	if err != nil {
 		return provision.DeleteResponse{}, err
 	}
 	accountID := a.ExternalAccountID
-	if accountID == "" {
+	sent := accountID != ""
+	if !sent {
+		if sent, err = mayBeSent(ctx, req.Tx, a.ID); err != nil {
+			return provision.DeleteResponse{}, err
+		}
+	}
+	if accountID == "" && sent {
 		// Never recorded (a crash, a timeout, or a Failed account whose attempts ran out after
 		// its create may have reached the cell): the Idempotency-Key tells us its id.
 		got, err := p.cell.Provision(ctx, idemKey(a.ID), in)
@@ -105,6 +155,9 @@ func (p *Provisioner) Delete(ctx context.Context, req provision.DeleteRequest) (
 		Set("updated_at = now()").WherePK().Exec(ctx); err != nil {
 		return provision.DeleteResponse{}, fmt.Errorf("record account %d deprovisioned: %w", a.ID, err)
 	}
+	if err := unmarkSent(ctx, req.Tx, a.ID); err != nil {
+		return provision.DeleteResponse{}, err
+	}
 	return provision.DeleteResponse{}, p.audit.RecordTx(ctx, req.Tx, audit.Event{Action: "wfauto.deprovisioned",
 		UserID: audit.Int64(a.UserID), TargetType: "wfautoAccount", TargetID: fmt.Sprint(a.ID)})
 }
@@ -119,7 +172,7 @@ func (p *Provisioner) GiveUp(ctx context.Context, tx bun.IDB, id int64, lastErr 
 // ReleaseUser marks a deleted user's account for deprovisioning at the cell: Pending, Active and
 // Failed alike. A Failed account's create may have reached the cell (a timeout, then attempts ran
 // out): the finisher re-posts its Idempotency-Key to learn its id and deletes it there before it
-// is Deprovisioned.
+// is Deprovisioned. One never sent (or only refused) is Deprovisioned without calling the cell.
 func (p *Provisioner) ReleaseUser(ctx context.Context, tx bun.IDB, userID int64) error {
 	if _, err := tx.NewUpdate().Model((*Account)(nil)).Set("status = ?", StatusDeprovisioning).Set("attempts = 0").
 		Set("error_message = ''").Set("last_error = ''").Set("next_attempt_at = now()").Set("updated_at = now()").

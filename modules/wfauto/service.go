@@ -9,6 +9,7 @@ import (
 	"github.com/uptrace/bun"
 
 	"provisioner/platform/audit"
+	"provisioner/platform/authn"
 	"provisioner/platform/db"
 	"provisioner/platform/httpx"
 	"provisioner/platform/provision"
@@ -26,7 +27,10 @@ type Service struct {
 }
 
 // Provision stores (or, after a failure, reuses) the user's Pending account and drives it once.
-// It returns the account as it then stands and the attempt's error.
+// It returns the account as it then stands and the attempt's error. When the user was deleted
+// meanwhile (the account then goes Deprovisioning: the finisher deletes it at the cell if the
+// create reached it), the answer is that of a missing user: 404 "User not found", or 401 for the
+// user's own request (authn.UserGone).
 func (s *Service) Provision(ctx context.Context, userID int64) (*Account, error) {
 	if !s.cell.Configured() {
 		return nil, httpx.Unavailable("Workflow automation is not configured (WfautoProvisioning:BaseUrl)")
@@ -66,7 +70,11 @@ func (s *Service) Provision(ctx context.Context, userID int64) (*Account, error)
 	if err != nil {
 		return nil, err
 	}
-	return s.drive(ctx, id)
+	a, err := s.drive(ctx, id)
+	if a != nil && (a.Status == StatusDeprovisioning || a.Status == StatusDeprovisioned) {
+		return nil, authn.UserGone(ctx, userID)
+	}
+	return a, err
 }
 
 func (s *Service) drive(ctx context.Context, id int64) (*Account, error) {

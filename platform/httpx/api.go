@@ -310,7 +310,8 @@ func newAPI(app *fiber.App, title, version string, guard Guard) *API {
 		"HTTP: paths are case-sensitive and a numeric path id is canonical decimal (`01`, `+1` are a 400, as `abc` is); " +
 		"every GET route also answers HEAD; `Content-Type` is matched case-insensitively. Every answer carries " +
 		"`Cache-Control: no-store`, `X-Content-Type-Options: nosniff` and `Referrer-Policy: no-referrer`; a 401 of a " +
-		"Bearer operation carries `WWW-Authenticate` (the X-API-Key operations send none: an API key is no HTTP authentication scheme).\n\n" +
+		"Bearer operation carries `WWW-Authenticate`; the X-API-Key operations and `POST /api/auth/login` send none: neither an API " +
+		"key nor a password in the body is an HTTP authentication scheme, so no challenge applies.\n\n" +
 		"Consistency: once a request that changed something has been answered, every later request " +
 		"sees the change, whichever instance serves it (a revoked key or a demoted role is refused at once)."
 	cfg.Components.SecuritySchemes = map[string]*huma.SecurityScheme{
