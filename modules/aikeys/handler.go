@@ -44,10 +44,14 @@ type aiKeyCreateInput struct {
 
 // Resolve checks what the schema cannot, alongside it.
 func (in *aiKeyCreateInput) Resolve(huma.Context) []error {
-	if in.Body.ExpiresAt != nil && !in.Body.ExpiresAt.After(time.Now()) {
-		return []error{httpx.Invalid("expiresAt", "must be in the future")}
+	var errs []error
+	if msg := httpx.DisplayTextProblem(in.Body.Name); msg != "" {
+		errs = append(errs, httpx.Invalid("name", msg))
 	}
-	return nil
+	if in.Body.ExpiresAt != nil && !in.Body.ExpiresAt.After(time.Now()) {
+		errs = append(errs, httpx.Invalid("expiresAt", "must be in the future"))
+	}
+	return errs
 }
 
 type aiKeyRotateInput struct {
@@ -102,7 +106,8 @@ func (h *Handler) Register(api *httpx.API) {
 		})
 	httpx.Register(api, httpx.Authenticated, huma.Operation{OperationID: "createMyAiKey", Method: http.MethodPost,
 		Path: "/api/me/ai-keys", Tags: tags, Summary: "Create an AI key", DefaultStatus: http.StatusCreated,
-		Description: "The key text (`sk-prov-…`) is in this answer only; only its SHA-256 is stored. The name is trimmed; a blank one is a 400. " +
+		Description: "The key text (`sk-prov-…`) is in this answer only; only its SHA-256 is stored. The name is trimmed; a blank one is a 400, " +
+			"and so is one holding a control character or a bidirectional override or isolate (U+202A–U+202E, U+2066–U+2069). " +
 			"409 at `AiKeys:MaxPerUser` usable keys (Active and not expired: expired and revoked keys do not count).",
 		Errors: []int{http.StatusConflict}},
 		func(ctx context.Context, in *aiKeyCreateInput) (*httpx.Response[View], error) {
