@@ -205,7 +205,9 @@ func (u *Upstream) Generate(ctx context.Context, in GenerateInput) (*Generation,
 		return nil, httpx.NewError(http.StatusTooManyRequests, "The AI upstream is rate limiting; retry later").WithHeader(fiber.HeaderRetryAfter, retry)
 	}
 	if refusedInput(a.status) {
-		return nil, u.refusal(a)
+		if err := u.refusal(a); err != nil {
+			return nil, err
+		}
 	}
 	if a.status != http.StatusOK {
 		return nil, upstreamError(fmt.Sprintf("the AI upstream answered %d", a.status), nil)
@@ -242,31 +244,37 @@ func refusedInput(status int) bool {
 const maxRefusal = 300
 
 // refusal is the 400 for an upstream answer that refused the client's input: the upstream's own
-// message (OpenAI's error.message, or an error string as Ollama and others send), one line, at
-// most maxRefusal runes, without control or bidi characters and without Ai:ApiKey, and, when the
-// upstream names the parameter at fault (or the model is not found), the field it is.
+// message (OpenAI's error.message, an error string as Ollama sends, or a top-level message as
+// vLLM sends), one line, at most maxRefusal runes, without control or bidi characters and without
+// Ai:ApiKey, and, when the upstream names the parameter at fault (or the model is not found), the
+// field it is. An answer that is not a JSON error (an HTML 404 from a wrong Ai:BaseUrl, a proxy's
+// page) is no refusal of the input: nil, and the caller answers 502.
 func (u *Upstream) refusal(a answer) error {
-	var body struct {
-		Error   json.RawMessage `json:"error"`
-		Message string          `json:"message"`
+	var body map[string]json.RawMessage
+	if json.Unmarshal(a.body, &body) != nil || (body["error"] == nil && body["message"] == nil && body["detail"] == nil) {
+		return nil
 	}
-	var detail struct{ Message, Param, Code string }
-	if json.Unmarshal(a.body, &body) == nil {
-		if json.Unmarshal(body.Error, &detail) != nil {
-			_ = json.Unmarshal(body.Error, &detail.Message) // {"error": "model 'x' not found"}
-		}
-		if detail.Message == "" {
-			detail.Message = body.Message
-		}
+	var detail struct {
+		Message string `json:"message"`
+		Param   any    `json:"param"`
+		Code    any    `json:"code"`
+	}
+	if json.Unmarshal(body["error"], &detail) != nil {
+		_ = json.Unmarshal(body["error"], &detail.Message) // {"error": "model 'x' not found"}
+	}
+	if detail.Message == "" {
+		_ = json.Unmarshal(body["message"], &detail.Message)
+		_ = json.Unmarshal(body["param"], &detail.Param)
 	}
 	msg := fmt.Sprintf("The AI upstream refused the request (%d)", a.status)
 	if said := u.sanitize(detail.Message); said != "" {
 		msg += ": " + said
 	}
+	param, _ := detail.Param.(string)
 	field := map[string]string{"model": "model", "max_tokens": "maxTokens", "max_completion_tokens": "maxTokens",
-		"temperature": "temperature", "messages": "prompt"}[detail.Param]
-	if field == "" && detail.Code == "model_not_found" {
-		field = "model"
+		"temperature": "temperature", "messages": "prompt"}[param]
+	if field == "" && (a.status == http.StatusNotFound || detail.Code == "model_not_found") {
+		field = "model" // the one thing a chat completion names that can be not found
 	}
 	if field != "" {
 		return httpx.BadRequest(msg, httpx.FieldError{Field: field, Message: "refused by the AI upstream"})

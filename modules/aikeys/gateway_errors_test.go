@@ -58,11 +58,17 @@ func TestUpstreamRefusalOfTheInputIsA400(t *testing.T) {
 	require.Len(t, r.Env.Errors, 1)
 	assert.Equal(t, "temperature", r.Env.Errors[0].Field)
 
-	// Not JSON: the status alone.
-	fail(http.StatusNotFound, `<html>not here</html>`)
+	// vLLM's shape, a 404 without a code: the model is what was not found.
+	fail(http.StatusNotFound, `{"object":"error","message":"The model `+"`nope`"+` does not exist.","type":"NotFoundError","param":null,"code":404}`)
 	r = gen("nope")
 	require.Equal(t, http.StatusBadRequest, r.Status, string(r.Raw))
-	assert.Equal(t, "The AI upstream refused the request (404)", r.Env.Message)
+	assert.Equal(t, "The AI upstream refused the request (404): The model `nope` does not exist.", r.Env.Message)
+	assert.Equal(t, []string{"model"}, r.Fields())
+
+	// Not a JSON error (a wrong Ai:BaseUrl, a proxy's page): the upstream failing, not the input.
+	fail(http.StatusNotFound, `<html>not here</html>`)
+	r = gen("nope")
+	require.Equal(t, http.StatusBadGateway, r.Status, string(r.Raw))
 
 	for _, status := range []int{http.StatusUnauthorized, http.StatusForbidden} {
 		fail(status, "")

@@ -147,10 +147,10 @@ func (h *Handler) Register(api *httpx.API) {
 	httpx.Register(api, httpx.APIKey, huma.Operation{OperationID: "generate", Method: http.MethodPost, Path: "/api/ai/generate",
 		Tags: gen, Summary: "Generate text", Middlewares: huma.Middlewares{h.requireKey(api.API)},
 		Description: "Runs one chat completion at `{Ai:BaseUrl}/chat/completions`. 401 for a bad, revoked or expired key; 429 past `RateLimit:AiGenerate` per key, " +
-			"or when the upstream answers 429 (with its `Retry-After`, else 1); 400 when the upstream refuses the request itself (any 4xx but 401, 403, 407, 408 and 429: " +
-			"an unknown `model`, a prompt beyond the model's context), the message quoting the upstream's (one line, at most 300 characters, `Ai:ApiKey` redacted) and " +
-			"`errors` naming the field when the upstream names its parameter or the model is not found; " +
-			"502 when the upstream fails (5xx), refuses the gateway's own `Ai:ApiKey` (401, 403), times out (`Ai:TimeoutSeconds` for the whole answer) or answers more than 16 MiB. " +
+			"or when the upstream answers 429 (with its `Retry-After`, else 1); 400 when the upstream refuses the request itself (any 4xx but 401, 403, 407, 408 and 429, " +
+			"with a JSON error body: an unknown `model`, a prompt beyond the model's context), the message quoting the upstream's (one line, at most 300 characters, `Ai:ApiKey` redacted) and " +
+			"`errors` naming the field when the upstream names its parameter or the model is not found (404); " +
+			"502 when the upstream fails (5xx, or a 4xx without a JSON error: a wrong `Ai:BaseUrl`), refuses the gateway's own `Ai:ApiKey` (401, 403), times out (`Ai:TimeoutSeconds` for the whole answer) or answers more than 16 MiB. " +
 			"Only an answered generation counts in the key's usage (requests and tokens), on this route and on the pass-through alike. " +
 			"A request that meets a keep-alive connection the upstream closed while idle is sent again once, on a fresh connection.",
 		Errors: []int{http.StatusBadRequest, http.StatusBadGateway, http.StatusServiceUnavailable}},
