@@ -238,6 +238,21 @@ func TestAuditEventsAndTheAuditOfTheirChanges(t *testing.T) {
 	}
 	r.Decode(t, &note)
 	assert.NotZero(t, note.ActorUserID)
+	// The create answer is the event as a later read answers it: occurredAt was set in Go with
+	// nanoseconds (…03.758883344Z), which PostgreSQL keeps to the microsecond (…03.758883Z).
+	created := r.Env.Data
+	r = a.Get(fmt.Sprintf("/api/audit-events/%d", note.ID), admin)
+	require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
+	assert.JSONEq(t, string(created), string(r.Env.Data), "the create answer equals the read")
+
+	// The texts audit lists show refuse control and bidi characters ("\u202egnp.exe" shows as "exe.png").
+	r = a.Post("/api/audit-events", admin, map[string]any{"action": "note\u202emanual", "targetType": "user\u0007", "targetId": "1"})
+	require.Equal(t, http.StatusBadRequest, r.Status, string(r.Raw))
+	assert.ElementsMatch(t, []string{"action", "targetType"}, r.Fields())
+	r = a.Do(apptest.Request{Method: "PUT", Path: fmt.Sprintf("/api/audit-events/%d", note.ID), Token: admin,
+		Body: map[string]any{"targetId": "7\u2066"}})
+	require.Equal(t, http.StatusBadRequest, r.Status, string(r.Raw))
+	assert.Equal(t, []string{"targetId"}, r.Fields())
 
 	r = a.Do(apptest.Request{Method: "PUT", Path: fmt.Sprintf("/api/audit-events/%d", note.ID), Token: admin,
 		Body: map[string]any{"details": map[string]any{"text": "emailed the user"}}})

@@ -89,6 +89,29 @@ type createEventInput struct {
 	Body noteBody
 }
 
+// Resolve refuses control and bidi characters in the texts audit lists show.
+func (in *createEventInput) Resolve(huma.Context) []error {
+	return displayTexts(map[string]*string{"action": &in.Body.Action, "targetType": &in.Body.TargetType, "targetId": &in.Body.TargetID})
+}
+
+// Resolve refuses control and bidi characters in the texts audit lists show.
+func (in *updateEventInput) Resolve(huma.Context) []error {
+	return displayTexts(map[string]*string{"action": in.Body.Action, "targetType": in.Body.TargetType, "targetId": in.Body.TargetID})
+}
+
+// displayTexts checks each given (non-nil) text with httpx.DisplayTextProblem, in field order.
+func displayTexts(texts map[string]*string) []error {
+	var errs []error
+	for _, f := range []string{"action", "targetType", "targetId"} {
+		if v := texts[f]; v != nil {
+			if msg := httpx.DisplayTextProblem(*v); msg != "" {
+				errs = append(errs, httpx.Invalid(f, msg))
+			}
+		}
+	}
+	return errs
+}
+
 type updateEventInput struct {
 	ID   int64 `path:"id" minimum:"1"`
 	Body struct {
@@ -192,7 +215,9 @@ func (h *Handler) Register(api *httpx.API) {
 		Tags: events, Summary: "Record a manual note", DefaultStatus: http.StatusCreated,
 		Description: "Stored with `details.manual: true`. 400 (naming the field) for an `action` in a namespace of the events the service records itself " +
 			"(`access_credential.*`, `aikey.*`, `audit.*`, `database.*`, `dns.*`, `user.*`, `wfauto.*`, compared case-insensitively), so a note cannot pass for one, " +
-			"and for `details` nested more than 32 objects/arrays deep or over 64 KiB as JSON."},
+			"and for `details` nested more than 32 objects/arrays deep or over 64 KiB as JSON. " +
+			"`action`, `targetType` and `targetId` are shown in audit lists: a control character or a bidirectional override or isolate " +
+			"(U+202A–U+202E, U+2066–U+2069) in them is a 400 (here and when amending)."},
 		func(ctx context.Context, in *createEventInput) (*httpx.Response[audit.Event], error) {
 			b := in.Body
 			e, err := h.events.Create(ctx, NoteInput{Action: &b.Action, TargetType: &b.TargetType, TargetID: &b.TargetID,

@@ -49,6 +49,10 @@ type upstream struct {
 	// usageInLast puts the usage on the last content chunk (as some OpenAI-compatible servers
 	// do) instead of a usage-only chunk of its own.
 	usageInLast bool
+	// failBody, with fail, is the error body (default: an "upstream exploded" OpenAI error).
+	failBody string
+	// ignoreStream answers a stream request with the plain JSON completion (status 200).
+	ignoreStream bool
 }
 
 type connRequests struct{}
@@ -91,6 +95,7 @@ func (u *upstream) serve(w http.ResponseWriter, r *http.Request) {
 	u.bodies = append(u.bodies, body)
 	fail, huge, delay, release, finished := u.fail, u.huge, u.delay, u.release, u.finished
 	ticks, tick, usageInLast := u.ticks, u.tick, u.usageInLast
+	failBody, ignoreStream := u.failBody, u.ignoreStream
 	u.mu.Unlock()
 	if delay > 0 {
 		time.Sleep(delay)
@@ -115,10 +120,14 @@ func (u *upstream) serve(w http.ResponseWriter, r *http.Request) {
 			_, _ = fmt.Fprintf(w, `{"error":{"message":"Incorrect API key provided: %s","type":"invalid_request_error","code":"invalid_api_key"}}`, upstreamKey)
 			return
 		}
+		if failBody != "" {
+			_, _ = w.Write([]byte(failBody))
+			return
+		}
 		_, _ = w.Write([]byte(`{"error":{"message":"upstream exploded","type":"server_error"}}`))
 		return
 	}
-	if body["stream"] != true {
+	if body["stream"] != true || ignoreStream {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write([]byte(`{"id":"chatcmpl-1","object":"chat.completion","model":"fake-model","choices":[{"index":0,"message":{"role":"assistant","content":"Hello there"},"finish_reason":"stop"}],"usage":{"prompt_tokens":11,"completion_tokens":2,"total_tokens":13}}`))
 		return

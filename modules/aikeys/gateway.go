@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"mime"
 	"net"
 	"net/http"
 	"net/http/httptrace"
@@ -203,6 +204,11 @@ func (u *Upstream) Generate(ctx context.Context, in GenerateInput) (*Generation,
 		}
 		return nil, httpx.NewError(http.StatusTooManyRequests, "The AI upstream is rate limiting; retry later").WithHeader(fiber.HeaderRetryAfter, retry)
 	}
+	if refusedInput(a.status) {
+		if err := u.refusal(a); err != nil {
+			return nil, err
+		}
+	}
 	if a.status != http.StatusOK {
 		return nil, upstreamError(fmt.Sprintf("the AI upstream answered %d", a.status), nil)
 	}
@@ -221,6 +227,79 @@ func (u *Upstream) Generate(ctx context.Context, in GenerateInput) (*Generation,
 }
 
 func upstreamError(msg string, data any) error { return httpx.BadGateway(msg, data) }
+
+// refusedInput reports whether an upstream status refuses the client's own input (an unknown
+// model: 404, or 400 or 422; a prompt beyond the model's context: 400 or 413), not the upstream
+// failing: a 4xx other than 401 and 403 (the gateway's Ai:ApiKey refused), 407 (a proxy's
+// credentials), 408 (the upstream's timeout) and 429 (its rate limit, answered as such).
+func refusedInput(status int) bool {
+	switch status {
+	case http.StatusUnauthorized, http.StatusForbidden, http.StatusProxyAuthRequired, http.StatusRequestTimeout, http.StatusTooManyRequests:
+		return false
+	}
+	return status >= 400 && status < 500
+}
+
+// maxRefusal bounds the upstream's words quoted in a refusal, in runes.
+const maxRefusal = 300
+
+// refusal is the 400 for an upstream answer that refused the client's input: the upstream's own
+// message (OpenAI's error.message, an error string as Ollama sends, or a top-level message as
+// vLLM sends), one line, at most maxRefusal runes, without control or bidi characters and without
+// Ai:ApiKey, and, when the upstream names the parameter at fault (or the model is not found), the
+// field it is. An answer that is not a JSON error (an HTML 404 from a wrong Ai:BaseUrl, a proxy's
+// page) is no refusal of the input: nil, and the caller answers 502.
+func (u *Upstream) refusal(a answer) error {
+	var body map[string]json.RawMessage
+	if json.Unmarshal(a.body, &body) != nil || (body["error"] == nil && body["message"] == nil && body["detail"] == nil) {
+		return nil
+	}
+	var detail struct {
+		Message string `json:"message"`
+		Param   any    `json:"param"`
+		Code    any    `json:"code"`
+	}
+	if json.Unmarshal(body["error"], &detail) != nil {
+		_ = json.Unmarshal(body["error"], &detail.Message) // {"error": "model 'x' not found"}
+	}
+	if detail.Message == "" {
+		_ = json.Unmarshal(body["message"], &detail.Message)
+		_ = json.Unmarshal(body["param"], &detail.Param)
+	}
+	msg := fmt.Sprintf("The AI upstream refused the request (%d)", a.status)
+	if said := u.sanitize(detail.Message); said != "" {
+		msg += ": " + said
+	}
+	param, _ := detail.Param.(string)
+	field := map[string]string{"model": "model", "max_tokens": "maxTokens", "max_completion_tokens": "maxTokens",
+		"temperature": "temperature", "messages": "prompt"}[param]
+	if field == "" && (a.status == http.StatusNotFound || detail.Code == "model_not_found") {
+		field = "model" // the one thing a chat completion names that can be not found
+	}
+	if field != "" {
+		return httpx.BadRequest(msg, httpx.FieldError{Field: field, Message: "refused by the AI upstream"})
+	}
+	return httpx.BadRequest(msg)
+}
+
+// sanitize makes the upstream's words fit to quote: valid UTF-8, Ai:ApiKey redacted, control and
+// bidi characters as spaces, spaces collapsed, at most maxRefusal runes.
+func (u *Upstream) sanitize(s string) string {
+	s = strings.ToValidUTF8(s, "")
+	if u.key != "" {
+		s = strings.ReplaceAll(s, u.key, "[redacted]")
+	}
+	s = strings.Join(strings.Fields(strings.Map(func(r rune) rune {
+		if httpx.Deceptive(r) {
+			return ' '
+		}
+		return r
+	}, s)), " ")
+	if r := []rune(s); len(r) > maxRefusal {
+		s = string(r[:maxRefusal-1]) + "…"
+	}
+	return s
+}
 
 // Passthrough serves POST /api/ai/v1/chat/completions: an OpenAI-compatible relay. Errors are in
 // OpenAI's format ({error: {message, type, code}}) so OpenAI SDKs understand them.
@@ -408,6 +487,14 @@ func (p *Passthrough) relayStream(c *fiber.Ctx, keyID int64, raw []byte, promptE
 			retryAfter: res.Header.Get(fiber.HeaderRetryAfter), body: data})
 	}
 
+	if mt, _, _ := mime.ParseMediaType(res.Header.Get("Content-Type")); mt != "text/event-stream" {
+		// A 200 that is not a stream (a server that ignores `stream`, a proxy's page): an SDK
+		// reading events would find none and take it for an empty answer. Not relayed, not metered.
+		idle.Stop()
+		cancel()
+		_ = res.Body.Close()
+		return openAIError(c, http.StatusBadGateway, "server_error", "upstream_not_streaming", "", "The AI upstream answered without a stream")
+	}
 	c.Set(fiber.HeaderContentType, "text/event-stream")
 	c.Set(fiber.HeaderCacheControl, "no-cache")
 	c.Set("X-Accel-Buffering", "no")
@@ -540,7 +627,8 @@ func (p *Passthrough) relayAnswer(c *fiber.Ctx, keyID int64, raw []byte) error {
 // sendAnswer relays a whole upstream answer. A 5xx becomes 502; so does a 401 or 403, which
 // refuses the gateway's own credentials (Ai:ApiKey), not the client's, and may quote them. Anything
 // else (the answer, or the upstream's 4xx in OpenAI's format, with its Retry-After) goes through
-// as it is. Every answer is metered.
+// as it is. Only a 2xx is metered (the one rule of both routes: a request counts when the client
+// got the upstream's generation).
 func (p *Passthrough) sendAnswer(c *fiber.Ctx, keyID int64, a answer) error {
 	if a.status >= 500 || a.status == http.StatusUnauthorized || a.status == http.StatusForbidden {
 		return openAIError(c, http.StatusBadGateway, "server_error", "upstream_error", "", fmt.Sprintf("The AI upstream answered %d", a.status))
@@ -548,11 +636,13 @@ func (p *Passthrough) sendAnswer(c *fiber.Ctx, keyID int64, a answer) error {
 	if a.retryAfter != "" {
 		c.Set(fiber.HeaderRetryAfter, a.retryAfter)
 	}
-	var cr chatResponse
-	if a.status == http.StatusOK && json.Unmarshal(a.body, &cr) == nil && cr.Usage != nil {
-		p.meter.Add(keyID, cr.Usage.PromptTokens, cr.Usage.CompletionTokens)
-	} else {
-		p.meter.Add(keyID, 0, 0)
+	if a.status >= 200 && a.status < 300 {
+		var cr chatResponse
+		if json.Unmarshal(a.body, &cr) == nil && cr.Usage != nil {
+			p.meter.Add(keyID, cr.Usage.PromptTokens, cr.Usage.CompletionTokens)
+		} else {
+			p.meter.Add(keyID, 0, 0)
+		}
 	}
 	if a.contentType != "" {
 		c.Set(fiber.HeaderContentType, a.contentType)

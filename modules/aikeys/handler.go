@@ -44,10 +44,14 @@ type aiKeyCreateInput struct {
 
 // Resolve checks what the schema cannot, alongside it.
 func (in *aiKeyCreateInput) Resolve(huma.Context) []error {
-	if in.Body.ExpiresAt != nil && !in.Body.ExpiresAt.After(time.Now()) {
-		return []error{httpx.Invalid("expiresAt", "must be in the future")}
+	var errs []error
+	if msg := httpx.DisplayTextProblem(in.Body.Name); msg != "" {
+		errs = append(errs, httpx.Invalid("name", msg))
 	}
-	return nil
+	if in.Body.ExpiresAt != nil && !in.Body.ExpiresAt.After(time.Now()) {
+		errs = append(errs, httpx.Invalid("expiresAt", "must be in the future"))
+	}
+	return errs
 }
 
 type aiKeyRotateInput struct {
@@ -102,7 +106,8 @@ func (h *Handler) Register(api *httpx.API) {
 		})
 	httpx.Register(api, httpx.Authenticated, huma.Operation{OperationID: "createMyAiKey", Method: http.MethodPost,
 		Path: "/api/me/ai-keys", Tags: tags, Summary: "Create an AI key", DefaultStatus: http.StatusCreated,
-		Description: "The key text (`sk-prov-…`) is in this answer only; only its SHA-256 is stored. The name is trimmed; a blank one is a 400. " +
+		Description: "The key text (`sk-prov-…`) is in this answer only; only its SHA-256 is stored. The name is trimmed; a blank one is a 400, " +
+			"and so is one holding a control character or a bidirectional override or isolate (U+202A–U+202E, U+2066–U+2069). " +
 			"409 at `AiKeys:MaxPerUser` usable keys (Active and not expired: expired and revoked keys do not count).",
 		Errors: []int{http.StatusConflict}},
 		func(ctx context.Context, in *aiKeyCreateInput) (*httpx.Response[View], error) {
@@ -145,9 +150,13 @@ func (h *Handler) Register(api *httpx.API) {
 	httpx.Register(api, httpx.APIKey, huma.Operation{OperationID: "generate", Method: http.MethodPost, Path: "/api/ai/generate",
 		Tags: gen, Summary: "Generate text", Middlewares: huma.Middlewares{h.requireKey(api.API)},
 		Description: "Runs one chat completion at `{Ai:BaseUrl}/chat/completions`. 401 for a bad, revoked or expired key; 429 past `RateLimit:AiGenerate` per key, " +
-			"or when the upstream answers 429 (with its `Retry-After`, else 1); 502 when the upstream fails, times out (`Ai:TimeoutSeconds` for the whole answer) or answers more than 16 MiB. " +
+			"or when the upstream answers 429 (with its `Retry-After`, else 1); 400 when the upstream refuses the request itself (any 4xx but 401, 403, 407, 408 and 429, " +
+			"with a JSON error body: an unknown `model`, a prompt beyond the model's context), the message quoting the upstream's (one line, at most 300 characters, `Ai:ApiKey` redacted) and " +
+			"`errors` naming the field when the upstream names its parameter or the model is not found (404); " +
+			"502 when the upstream fails (5xx, or a 4xx without a JSON error: a wrong `Ai:BaseUrl`), refuses the gateway's own `Ai:ApiKey` (401, 403), times out (`Ai:TimeoutSeconds` for the whole answer) or answers more than 16 MiB. " +
+			"Only an answered generation counts in the key's usage (requests and tokens), on this route and on the pass-through alike. " +
 			"A request that meets a keep-alive connection the upstream closed while idle is sent again once, on a fresh connection.",
-		Errors: []int{http.StatusBadGateway, http.StatusServiceUnavailable}},
+		Errors: []int{http.StatusBadRequest, http.StatusBadGateway, http.StatusServiceUnavailable}},
 		func(ctx context.Context, in *generateInput) (*httpx.Response[Generation], error) {
 			p, _ := ctx.Value(apiKeyPrincipal{}).(Principal)
 			if !h.upstream.Configured() {
@@ -155,8 +164,7 @@ func (h *Handler) Register(api *httpx.API) {
 			}
 			g, err := h.upstream.Generate(ctx, in.Body)
 			if err != nil {
-				h.meter.Add(p.KeyID, 0, 0)
-				return nil, err
+				return nil, err // not metered: only a generation answered counts
 			}
 			h.meter.Add(p.KeyID, g.Usage.PromptTokens, g.Usage.CompletionTokens)
 			return httpx.OK("OK", *g), nil
@@ -174,6 +182,8 @@ func (h *Handler) Register(api *httpx.API) {
 			"or `Authorization: Bearer`. `stream: true` is relayed as server-sent events chunk by chunk; usage is metered from the " +
 			"final usage chunk, which the gateway always requests (`stream_options.include_usage`) but relays only to a client that asked for it. " +
 			"A client that disconnects mid-stream is charged for what was generated, estimated as one completion token per content delta. " +
+			"Only a 2xx answer counts in the key's usage: a refusal or failure (the upstream's 4xx and 5xx included) does not. " +
+			"A `stream: true` request the upstream answers with a 200 that is not `text/event-stream` is a 502 (`upstream_not_streaming`), not relayed. " +
 			"`Ai:TimeoutSeconds` bounds each wait for the upstream (for the answer to begin, then between two chunks), not a stream's length; " +
 			"a stream the upstream stalls (`upstream_timeout`) or breaks off (`upstream_cut`) ends with an error event " +
 			"`data: {\"error\": {message, type, param, code}}` and no `[DONE]`, so SDKs raise. " +
@@ -200,7 +210,7 @@ func (h *Handler) Register(api *httpx.API) {
 			"429": {Description: "Per-key rate limit (OpenAI error format), or the upstream's own 429, relayed with its `Retry-After`.",
 				Headers: map[string]*huma.Param{"Retry-After": {Description: "Seconds to wait.", Schema: &huma.Schema{Type: "integer"}}}},
 			"502": {Description: "The upstream failed, timed out, refused the gateway's credentials or answered more than 16 MiB without streaming (OpenAI error format, " +
-				"`code` one of `upstream_error`, `upstream_unavailable`, `upstream_cut`, `upstream_too_large`)."},
+				"`code` one of `upstream_error`, `upstream_unavailable`, `upstream_cut`, `upstream_too_large`), or answered a stream request without a stream (`upstream_not_streaming`)."},
 			"503": {Description: "The key cannot be checked (control database down) or no upstream is configured (OpenAI error format)."},
 		},
 	})

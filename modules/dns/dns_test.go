@@ -2,6 +2,7 @@ package dns_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net"
@@ -145,6 +146,9 @@ func TestValidation(t *testing.T) {
 		{"ttl 30", map[string]any{"label": "ok", "content": "203.0.113.1", "recordTtl": 30}, []string{"recordTtl"}},
 		{"ttl too big", map[string]any{"label": "ok", "content": "203.0.113.1", "recordTtl": 86401}, []string{"recordTtl"}},
 		{"all at once", map[string]any{"label": "-", "content": "10", "recordTtl": 2}, []string{"label", "content", "recordTtl"}},
+		// One entry, under the field (there was a second on "body" naming int64's range).
+		{"ttl beyond int64", map[string]any{"label": "ok", "content": "203.0.113.1", "recordTtl": 1e308}, []string{"recordTtl"}},
+		{"ttl a fraction a float64 cannot hold", map[string]any{"label": "ok", "content": "203.0.113.1", "recordTtl": json.Number("300.0000000000000001")}, []string{"recordTtl"}},
 		{"A-label that is not punycode", map[string]any{"label": "xn--a", "content": "203.0.113.1"}, []string{"label"}},
 		{"A-label with bad punycode", map[string]any{"label": "xn--ab-cd", "content": "203.0.113.1"}, []string{"label"}},
 		{"reserved hyphens", map[string]any{"label": "ab--cd", "content": "203.0.113.1"}, []string{"label"}},

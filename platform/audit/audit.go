@@ -84,6 +84,8 @@ func (r *Recorder) Stored(ctx context.Context, tx bun.IDB, e Event) (Event, erro
 	if e.OccurredAt.IsZero() {
 		e.OccurredAt = time.Now().UTC()
 	}
+	// PostgreSQL keeps microseconds: the event answered is the event a later read answers.
+	e.OccurredAt = e.OccurredAt.Truncate(time.Microsecond)
 	// The details go in as one string literal cast to jsonb, not through bun's AppendJSON, which
 	// rewrites the JSON escapes of a backslash followed by "u0000" into text PostgreSQL refuses.
 	if _, err := tx.NewInsert().Model(&e).Value("details", "?::jsonb", text).Returning("id").Exec(ctx); err != nil {

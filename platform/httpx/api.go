@@ -364,10 +364,29 @@ func mapHumaError(hctx huma.Context, status int, msg string, errs ...error) huma
 		return out
 	}
 	var fields []FieldError
+	add := func(field, message string) {
+		if !slices.ContainsFunc(fields, func(f FieldError) bool { return f.Field == field }) {
+			// One entry per field: the schema's comes first; a Resolve check of the same
+			// field (a common password that is also too short) adds nothing.
+			fields = append(fields, FieldError{Field: field, Message: message})
+		}
+	}
+	// A number beyond the Go type's range says what the type holds, not what the field accepts:
+	// listed only for a field nothing else names (a Resolve check of the field says its own range).
+	var beyondType []FieldError
 	for _, err := range errs {
 		var d *huma.ErrorDetail
 		if errors.As(err, &d) {
 			field, message := fieldName(d.Location), integralLimits(d.Message)
+			if field == "body" {
+				if f, m, ok := memberMessage(d.Message); ok {
+					if beyondTypeRange(m) {
+						beyondType = append(beyondType, FieldError{Field: f, Message: m})
+						continue
+					}
+					field, message = f, m
+				}
+			}
 			if m := requiredProperty.FindStringSubmatch(d.Message); m != nil {
 				// "expected required property email to be present" at "body": name the field itself.
 				if field == "body" || field == "" {
@@ -377,16 +396,24 @@ func mapHumaError(hctx huma.Context, status int, msg string, errs ...error) huma
 				}
 				message = "is required"
 			}
-			if !slices.ContainsFunc(fields, func(f FieldError) bool { return f.Field == field }) {
-				// One entry per field: the schema's comes first; a Resolve check of the same
-				// field (a common password that is also too short) adds nothing.
-				fields = append(fields, FieldError{Field: field, Message: message})
-			}
+			add(field, message)
 			continue
 		}
 		if err != nil && status < 500 {
-			fields = append(fields, FieldError{Field: "body", Message: err.Error()})
+			// The decoder's error for one member (5.5 or 1e30 in an integer field) goes under it.
+			f, m, ok := memberMessage(err.Error())
+			switch {
+			case ok && beyondTypeRange(m):
+				beyondType = append(beyondType, FieldError{Field: f, Message: m})
+			case ok:
+				add(f, m)
+			default:
+				add("body", err.Error())
+			}
 		}
+	}
+	for _, f := range beyondType {
+		add(f.Field, f.Message)
 	}
 	switch status {
 	case http.StatusUnprocessableEntity:
@@ -463,6 +490,29 @@ func integralLimits(msg string) string {
 		}
 		return strconv.FormatFloat(f, 'f', -1, 64)
 	})
+}
+
+// memberMessage splits a decoding error about one member, as decodeError words it ("\"ttl\" must
+// be an integer"), into the field and what is wrong with it. huma keeps only the text of the
+// errors of its validation pass, hence the parsing.
+func memberMessage(msg string) (field, message string, ok bool) {
+	m := quotedMember.FindStringSubmatch(msg)
+	if m == nil {
+		return "", "", false
+	}
+	field, err := strconv.Unquote(m[1])
+	if err != nil || field == "" || strings.ContainsRune(field, 0) {
+		return "", "", false
+	}
+	return field, m[2], true
+}
+
+var quotedMember = regexp.MustCompile(`^("(?:[^"\\]|\\.)*") (.+)$`)
+
+// beyondTypeRange reports whether a decoding message is about a number beyond what the field's
+// Go type (or a float64) holds.
+func beyondTypeRange(message string) bool {
+	return strings.HasPrefix(message, "must be an integer from ") || message == "is a number out of range"
 }
 
 var requiredProperty = regexp.MustCompile(`^expected required property (\S+) to be present$`)

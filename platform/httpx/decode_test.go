@@ -52,16 +52,16 @@ func TestWholeNumbersDecodeIntoIntegers(t *testing.T) {
 
 	for _, c := range []struct{ name, body, field, message string }{
 		{"a fraction", `{"int":5.5}`, "int", "expected integer"},
-		{"a fraction a float64 cannot hold", `{"int":1.0000000000000000001}`, "body", `"int" must be an integer`},
+		{"a fraction a float64 cannot hold", `{"int":1.0000000000000000001}`, "int", "must be an integer"},
 		{"a fraction in a list", `{"list":[1,2,3e-1]}`, "list[2]", "expected integer"},
-		{"beyond int64", `{"i64":1e30}`, "body", `"i64" must be an integer from -9223372036854775808 to 9223372036854775807`},
-		{"beyond int8", `{"i8":1.28e2}`, "body", `"i8" must be an integer from -128 to 127`},
-		{"beyond int8 written plainly", `{"i8":-129}`, "body", `"i8" must be an integer from -128 to 127`},
-		{"beyond uint16 in a named type", `{"port":65536.0}`, "body", `"port" must be an integer from 0 to 65535`},
-		{"beyond int16 in a list", `{"list":[1,3.2768e4]}`, "body", `"list[1]" must be an integer from -32768 to 32767`},
-		{"beyond uint64", `{"u64":1.8446744073709551616e19}`, "body", `"u64" must be an integer from 0 to 18446744073709551615`},
-		{"a huge exponent", `{"int":1e999999999999}`, "body", `"int" is a number out of range`},
-		{"a tiny exponent", `{"int":1e-999999999999}`, "body", `"int" must be an integer`},
+		{"beyond int64", `{"i64":1e30}`, "i64", "must be an integer from -9223372036854775808 to 9223372036854775807"},
+		{"beyond int8", `{"i8":1.28e2}`, "i8", "must be an integer from -128 to 127"},
+		{"beyond int8 written plainly", `{"i8":-129}`, "i8", "must be an integer from -128 to 127"},
+		{"beyond uint16 in a named type", `{"port":65536.0}`, "port", "must be an integer from 0 to 65535"},
+		{"beyond int16 in a list", `{"list":[1,3.2768e4]}`, "list[1]", "must be an integer from -32768 to 32767"},
+		{"beyond uint64", `{"u64":1.8446744073709551616e19}`, "u64", "must be an integer from 0 to 18446744073709551615"},
+		{"a huge exponent", `{"int":1e999999999999}`, "int", "is a number out of range"},
+		{"a tiny exponent", `{"int":1e-999999999999}`, "int", "must be an integer"},
 		{"negative into uint", `{"u":-1}`, "u", "expected number >= 0"},
 		{"negative into uint, whole", `{"u":-1.0}`, "u", "expected number >= 0"},
 	} {
@@ -72,6 +72,27 @@ func TestWholeNumbersDecodeIntoIntegers(t *testing.T) {
 			require.Len(t, env.Errors, 1, raw)
 			assert.Equal(t, c.field, env.Errors[0].Field)
 			assert.Contains(t, env.Errors[0].Message, c.message)
+		})
+	}
+}
+
+// TestOneEntryForANumberTheFieldRefuses: a number an integer field cannot hold was listed twice,
+// once under "body" with the Go type's range ("\"ttl\" must be an integer from
+// -9223372036854775808 to …") and once under the field by its Resolve check; now once, under the
+// field, with the field's own range (or "must be an integer" for a fraction).
+func TestOneEntryForANumberTheFieldRefuses(t *testing.T) {
+	base := newServer(t)
+	for _, c := range []struct{ name, body, message string }{
+		{"beyond int", `{"ttl":1e308}`, "must be from 60 to 86400"},
+		{"beyond float64", `{"ttl":1e400}`, "must be from 60 to 86400"},
+		{"a fraction a float64 cannot hold", `{"ttl":300.0000000000000001}`, "must be an integer"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			res, env, raw := call(t, "POST", base+"/api/widgets", `{"name":"a","email":"a@b.example","count":1,`+c.body[1:], nil)
+			require.Equal(t, 400, res.StatusCode, raw)
+			require.Len(t, env.Errors, 1, raw)
+			assert.Equal(t, "ttl", env.Errors[0].Field, raw)
+			assert.Equal(t, c.message, env.Errors[0].Message, raw)
 		})
 	}
 }

@@ -28,6 +28,7 @@ type widgetIn struct {
 		Email string   `json:"email" format:"email"`
 		Count int      `json:"count" minimum:"1" maximum:"5"`
 		Space int64    `json:"space,omitempty" minimum:"1048576"`
+		TTL   *int     `json:"ttl,omitempty" doc:"Bounded by Resolve alone."`
 	}
 }
 
@@ -35,6 +36,9 @@ type widgetIn struct {
 func (in *widgetIn) Resolve(huma.Context) []error {
 	if strings.HasSuffix(in.Body.Email, ".invalid") {
 		return []error{httpx.Invalid("email", "must not be an .invalid address")}
+	}
+	if in.Body.TTL != nil && (*in.Body.TTL < 60 || *in.Body.TTL > 86400) {
+		return []error{httpx.Invalid("ttl", "must be from 60 to 86400")}
 	}
 	return nil
 }
@@ -424,7 +428,7 @@ func TestNULIsRefused(t *testing.T) {
 		})
 	}
 	_, env, _ := call(t, "POST", base+"/api/widgets", `{"name":"ab","email":"a@b.co","count":2,"note":{"list":["x","\u0000"]}}`, nil)
-	assert.Contains(t, env.Errors[0].Message, `"note.list[1]"`, "the error says where")
+	assert.Equal(t, "note.list[1]", env.Errors[0].Field, "the error says where")
 
 	for _, path := range []string{"/api/widgets/1%00", "/api/widgets?page=1%00", "/api/nothing%00here", "/api/widgets/1?x=%00"} {
 		res, env, raw := call(t, "GET", base+path, "", nil)
