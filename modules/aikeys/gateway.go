@@ -23,6 +23,7 @@ import (
 
 	"provisioner/platform/httpx"
 	"provisioner/platform/ratelimit"
+	"provisioner/platform/redact"
 )
 
 // Upstream calls the OpenAI-compatible generation service: fasthttp's client for plain answers
@@ -287,7 +288,7 @@ func (u *Upstream) refusal(a answer) error {
 func (u *Upstream) sanitize(s string) string {
 	s = strings.ToValidUTF8(s, "")
 	if u.key != "" {
-		s = strings.ReplaceAll(s, u.key, "[redacted]")
+		s = strings.ReplaceAll(s, u.key, redact.Mark)
 	}
 	s = strings.Join(strings.Fields(strings.Map(func(r rune) rune {
 		if httpx.Deceptive(r) {
@@ -646,6 +647,10 @@ func (p *Passthrough) sendAnswer(c *fiber.Ctx, keyID int64, a answer) error {
 	}
 	if a.contentType != "" {
 		c.Set(fiber.HeaderContentType, a.contentType)
+	}
+	if a.status >= 300 && p.upstream.key != "" {
+		// A refusal is relayed as the upstream wrote it, and some quote the Authorization they got.
+		a.body = bytes.ReplaceAll(a.body, []byte(p.upstream.key), []byte(redact.Mark))
 	}
 	return c.Status(a.status).Send(a.body)
 }

@@ -189,7 +189,7 @@ func (h *Handler) Register(api *httpx.API) {
 			"`data: {\"error\": {message, type, param, code}}` and no `[DONE]`, so SDKs raise. " +
 			"Every error, including those raised before the handler (404 under `/api/ai/v1/`, 405, 413 over 1 MiB, the per-IP 429, 500), follows OpenAI's " +
 			"`{error: {message, type, param, code}}`: 400 bad body (`messages` missing, not an array, or empty), 401 bad key, 429 rate limit, 502 upstream failure, 503 key check or upstream unavailable. " +
-			"The upstream's own 4xx answers (say 400 or 404 for an unknown model, 429 with its `Retry-After`) are relayed as they are, " +
+			"The upstream's own 4xx answers (say 400 or 404 for an unknown model, 429 with its `Retry-After`) are relayed as they are (the gateway's own upstream key redacted, should the upstream quote it), " +
 			"except 401 and 403, which refuse the gateway's credentials and answer 502. A non-streamed answer, or the error refusing a stream, larger than 16 MiB is a 502; a stream is relayed whatever its length.",
 		Security: []map[string][]string{{httpx.SchemeAPIKey: {}}, {httpx.SchemeBearer: {}}},
 		RequestBody: &huma.RequestBody{Required: true, Content: map[string]*huma.MediaType{"application/json": {

@@ -204,3 +204,27 @@ func TestPassthroughErrorsAreOpenAIFormat(t *testing.T) {
 	assert.Equal(t, http.StatusRequestEntityTooLarge, res.StatusCode, raw)
 	assert.Contains(t, raw, `"success":false`)
 }
+
+// TestRelayedRefusalNeverShowsOurUpstreamKey: the pass-through relays an upstream 4xx as the
+// upstream wrote it, and an upstream (or a proxy before it) may quote the Authorization it got:
+// our Ai:ApiKey then reached the client. Streamed or not, it is redacted, the rest kept.
+func TestRelayedRefusalNeverShowsOurUpstreamKey(t *testing.T) {
+	a, up := setup(t, nil)
+	u := a.Register(t)
+	k := newKey(t, a, u.Token, nil)
+	up.mu.Lock()
+	up.fail = http.StatusUnprocessableEntity
+	up.failBody = `{"error":{"message":"bad temperature (request had Authorization: Bearer ` + upstreamKey + `)","type":"invalid_request_error","param":"temperature","code":null}}`
+	up.mu.Unlock()
+	for _, body := range []string{
+		`{"messages":[{"role":"user","content":"hi"}],"temperature":9}`,
+		`{"messages":[{"role":"user","content":"hi"}],"temperature":9,"stream":true}`,
+	} {
+		res, raw := chatRaw(t, a, k.Key, []byte(body))
+		assert.Equal(t, http.StatusUnprocessableEntity, res.StatusCode, raw)
+		assert.NotContains(t, raw, upstreamKey)
+		var oe openAIError
+		require.NoError(t, json.Unmarshal([]byte(raw), &oe), raw)
+		assert.Equal(t, "bad temperature (request had Authorization: Bearer [redacted])", oe.Error.Message)
+	}
+}
