@@ -4,11 +4,16 @@ package mail
 
 import (
 	"context"
+	"encoding/base64"
+	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	gomail "github.com/wneessen/go-mail"
+
+	"provisioner/platform/redact"
 )
 
 // Message is one plain-text mail, with an optional HTML alternative.
@@ -77,9 +82,30 @@ func (s *SMTPSender) Send(ctx context.Context, m Message) error {
 		return fmt.Errorf("smtp client for %s: %w", s.cfg.Host, err)
 	}
 	if err := c.DialAndSendWithContext(ctx, msg); err != nil {
-		return fmt.Errorf("send mail via %s:%d: %w", s.cfg.Host, s.cfg.Port, err)
+		return fmt.Errorf("send mail via %s:%d: %w", s.cfg.Host, s.cfg.Port, s.scrub(err))
 	}
 	return nil
+}
+
+// scrub keeps the password out of err: a server refusing the login may quote what it got, the
+// password itself or the base64 line of AUTH PLAIN or LOGIN carrying it.
+func (s *SMTPSender) scrub(err error) error {
+	pw := s.cfg.Password
+	if pw == "" {
+		return err
+	}
+	msg := err.Error()
+	b64 := base64.StdEncoding.EncodeToString
+	secrets := []string{pw, b64([]byte(pw)), b64([]byte("\x00" + s.cfg.Username + "\x00" + pw)),
+		b64([]byte(s.cfg.Username + "\x00" + s.cfg.Username + "\x00" + pw))}
+	clean := msg
+	for _, x := range secrets {
+		clean = strings.ReplaceAll(clean, x, redact.Mark)
+	}
+	if clean == msg {
+		return err
+	}
+	return errors.New(clean) // not wrapped: the original text holds the password
 }
 
 // LogSender writes mail to the log: the development fallback.

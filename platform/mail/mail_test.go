@@ -3,7 +3,12 @@ package mail_test
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"encoding/base64"
+	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -13,6 +18,27 @@ import (
 	"provisioner/platform/mail"
 	"provisioner/platform/testutil"
 )
+
+// localCert is trusted by this test process (SSL_CERT_FILE), for a server offering STARTTLS.
+var localCert tls.Certificate
+
+func TestMain(m *testing.M) {
+	cert, pemBytes, err := testutil.LocalCert()
+	f := filepath.Join(os.TempDir(), fmt.Sprintf("mail-test-ca-%d.pem", os.Getpid()))
+	if err == nil {
+		if err = os.WriteFile(f, pemBytes, 0o600); err == nil {
+			err = os.Setenv("SSL_CERT_FILE", f)
+		}
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "test certificate:", err)
+		os.Exit(1)
+	}
+	localCert = cert
+	code := m.Run()
+	_ = os.Remove(f)
+	os.Exit(code)
+}
 
 func TestSMTPDelivers(t *testing.T) {
 	srv := testutil.StartSMTP(t)
@@ -24,13 +50,30 @@ func TestSMTPDelivers(t *testing.T) {
 	assert.Contains(t, body, "https://app.test/x#token=abc")
 }
 
-func TestSMTPRejectionIsAnErrorWithoutThePassword(t *testing.T) {
+func TestSMTPRejectionIsAnError(t *testing.T) {
 	srv := testutil.StartSMTP(t)
 	srv.Reject = true
 	s := mail.New(mail.SMTPConfig{Host: srv.Host, Port: srv.Port, From: "no-reply@provisioner.test"}, nil)
 	err := s.Send(context.Background(), mail.Message{To: "ada@example.test", Subject: "x", Text: "y"})
 	require.Error(t, err)
-	assert.NotContains(t, err.Error(), "s3cret")
+	assert.Contains(t, err.Error(), "550")
+}
+
+// TestRefusedLoginIsAnErrorWithoutThePassword: a server that refuses the login quoting what it got
+// (the password, or the base64 AUTH line carrying it) does not put the password into our error,
+// which is logged.
+func TestRefusedLoginIsAnErrorWithoutThePassword(t *testing.T) {
+	srv := testutil.StartSMTP(t)
+	srv.RefuseAuth = true
+	srv.OfferTLS(localCert) // the password is only ever sent over TLS
+	s := mail.New(mail.SMTPConfig{Host: srv.Host, Port: srv.Port, Username: "mailer", Password: "s3cret-Pa55",
+		From: "no-reply@provisioner.test"}, nil)
+	err := s.Send(context.Background(), mail.Message{To: "ada@example.test", Subject: "x", Text: "y"})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "535", "the server's refusal is kept")
+	assert.NotContains(t, err.Error(), "s3cret-Pa55")
+	assert.NotContains(t, err.Error(), base64.StdEncoding.EncodeToString([]byte("\x00mailer\x00s3cret-Pa55")))
+	assert.Zero(t, srv.CountTo("ada@example.test"))
 }
 
 func TestLogSenderWhenNoHost(t *testing.T) {

@@ -1,6 +1,8 @@
 package testutil
 
 import (
+	"crypto/tls"
+	"encoding/base64"
 	"io"
 	"mime"
 	"mime/quotedprintable"
@@ -11,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/emersion/go-sasl"
 	"github.com/emersion/go-smtp"
 )
 
@@ -23,6 +26,16 @@ type SMTPServer struct {
 	msgs []smtpMessage
 	// Reject, when set, makes RCPT answer 550.
 	Reject bool
+	// RefuseAuth, when set before the client connects, offers AUTH PLAIN and refuses every login
+	// with a 535 that quotes what the client sent, raw and as the base64 line, as some servers do.
+	RefuseAuth bool
+
+	srv *smtp.Server
+}
+
+// OfferTLS makes the server offer STARTTLS with cert (call it before the client connects).
+func (s *SMTPServer) OfferTLS(cert tls.Certificate) {
+	s.srv.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 }
 
 type smtpMessage struct {
@@ -34,7 +47,13 @@ type smtpMessage struct {
 func StartSMTP(t testing.TB) *SMTPServer {
 	t.Helper()
 	s := &SMTPServer{}
-	srv := smtp.NewServer(smtp.BackendFunc(func(*smtp.Conn) (smtp.Session, error) { return &smtpSession{s: s}, nil }))
+	srv := smtp.NewServer(smtp.BackendFunc(func(*smtp.Conn) (smtp.Session, error) {
+		if s.RefuseAuth {
+			return &refusingAuthSession{smtpSession{s: s}}, nil
+		}
+		return &smtpSession{s: s}, nil
+	}))
+	s.srv = srv
 	srv.Domain = "localhost"
 	srv.AllowInsecureAuth = true
 	srv.ReadTimeout = 10 * time.Second
@@ -118,6 +137,18 @@ func (s *SMTPServer) CountTo(addr string) int {
 type smtpSession struct {
 	s  *SMTPServer
 	to []string
+}
+
+// refusingAuthSession offers AUTH PLAIN and refuses every login, quoting the credentials.
+type refusingAuthSession struct{ smtpSession }
+
+func (x *refusingAuthSession) AuthMechanisms() []string { return []string{sasl.Plain} }
+func (x *refusingAuthSession) Auth(string) (sasl.Server, error) {
+	return sasl.NewPlainServer(func(identity, username, password string) error {
+		line := base64.StdEncoding.EncodeToString([]byte(identity + "\x00" + username + "\x00" + password))
+		return &smtp.SMTPError{Code: 535, EnhancedCode: smtp.EnhancedCode{5, 7, 8},
+			Message: "authentication failed for " + username + " with password " + password + " (" + line + ")"}
+	}), nil
 }
 
 func (x *smtpSession) Reset()        { x.to = nil }
