@@ -378,9 +378,11 @@ func TestLeftoverOfADeadRowIsRemovedByTheNextCreate(t *testing.T) {
 	var got rec
 	r.Decode(t, &got)
 	assert.Equal(t, got.ProviderRecordID, only(l).ID, "the leftover replaced by v's record")
-	// The Failed record cannot be revoked while v's holds the label (409), and deletes nothing.
+	// Revoking the Failed record while v's holds the label revokes it at once and deletes nothing
+	// of v's, not even once the finisher has swept it.
 	r = a.Do(apptest.Request{Method: "DELETE", Path: fmt.Sprintf("/api/me/dns/%d", leftover.ID), Token: u.Token})
-	require.Equal(t, http.StatusConflict, r.Status, string(r.Raw))
+	require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
+	a.Settle(5 * time.Second)
 	assert.Equal(t, got.ProviderRecordID, only(l).ID)
 
 	// The deleted user's case: v's create of l2 is Pending (transient failure) when u, whose
@@ -476,8 +478,6 @@ func TestFailedRecordsLeftoverIsDeletedByTheFinisher(t *testing.T) {
 	_, err := a.DB.Exec(`INSERT INTO dns_records (user_id, label, name, fqdn, content, record_ttl, status, next_attempt_at)
 		VALUES (?, ?, ?, ?, '198.51.100.41', 1, 'Pending', now() + interval '1 hour')`, v.ID, l, l+".cell", l+".cell.example.com")
 	require.NoError(t, err)
-	r = a.Do(apptest.Request{Method: "DELETE", Path: fmt.Sprintf("/api/me/dns/%d", failed.ID), Token: u.Token})
-	require.Equal(t, http.StatusConflict, r.Status, string(r.Raw))
 	require.Len(t, at(fake, l), 1, "the provider holds u's record")
 
 	a.Settle(5 * time.Second)
@@ -515,26 +515,36 @@ func TestFailedAfterALostAnswerLeavesNoRecord(t *testing.T) {
 	assert.Empty(t, at(fake, l), "the Failed record's leftover is deleted")
 }
 
-// TestRevokingAFailedRecordWhoseLabelIsLiveAgainIs409: a Failed record does not hold its label;
-// when another live record took it, revoking the Failed one is a 409 and changes nothing.
-func TestRevokingAFailedRecordWhoseLabelIsLiveAgainIs409(t *testing.T) {
-	a, fake := setup(t, nil)
-	u := a.Register(t)
+// TestRevokingAFailedRecordWhoseLabelIsLiveAgain: a Failed record does not hold its label; when
+// another live record took it, revoking the Failed one revokes it at once (it was a 409, and the
+// user could never remove the row while the other record lived), leaves the other record alone and
+// has the finisher delete only what the Failed one's create left at the provider.
+func TestRevokingAFailedRecordWhoseLabelIsLiveAgain(t *testing.T) {
+	a, fake := setup(t, map[string]any{"Finisher:MaxAttempts": 1})
+	u, v := a.Register(t), a.Register(t)
 	l := label()
-	fake.Fail(cloudflaretest.Fault{Status: 400, Method: "POST"})
-	r := a.Post("/api/me/dns", u.Token, map[string]any{"label": l})
-	require.Equal(t, http.StatusBadGateway, r.Status)
-	var failed rec
-	r.Decode(t, &failed)
-	require.Equal(t, "Failed", failed.Status)
+	failed := failedWhileHeld(t, a, fake, u.Token, l)
+	require.Len(t, at(fake, l), 1, "its create reached the provider")
 	_, err := a.DB.Exec(`INSERT INTO dns_records (user_id, label, name, fqdn, content, record_ttl, status, next_attempt_at)
-		VALUES (?, ?, ?, ?, '203.0.113.10', 1, 'Pending', now() + interval '1 hour')`, u.ID, l, l+".cell", l+".cell.example.com")
+		VALUES (?, ?, ?, ?, '203.0.113.10', 1, 'Pending', now() + interval '1 hour')`, v.ID, l, l+".cell", l+".cell.example.com")
 	require.NoError(t, err)
-	r = a.Do(apptest.Request{Method: "DELETE", Path: fmt.Sprintf("/api/me/dns/%d", failed.ID), Token: u.Token})
-	require.Equal(t, http.StatusConflict, r.Status, string(r.Raw))
+	r := a.Do(apptest.Request{Method: "DELETE", Path: fmt.Sprintf("/api/me/dns/%d", failed.ID), Token: u.Token})
+	require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
+	var got rec
+	r.Decode(t, &got)
+	assert.Equal(t, "Revoked", got.Status)
+	r = a.Get("/api/me/dns", u.Token)
+	require.Equal(t, http.StatusOK, r.Status)
+	assert.NotContains(t, string(r.Raw), fmt.Sprintf(`"id":%d,`, failed.ID), "gone from the user's list")
+	var events int
+	require.NoError(t, a.DB.QueryRow("SELECT count(*) FROM audit_events WHERE action = 'dns.revoked' AND target_id = ?", fmt.Sprint(failed.ID)).Scan(&events))
+	assert.Equal(t, 1, events)
+
+	a.Settle(5 * time.Second)
+	assert.Empty(t, at(fake, l), "the Failed record's leftover is deleted")
 	var status string
-	require.NoError(t, a.DB.QueryRow("SELECT status FROM dns_records WHERE id = ?", failed.ID).Scan(&status))
-	assert.Equal(t, "Failed", status)
+	require.NoError(t, a.DB.QueryRow("SELECT status FROM dns_records WHERE user_id = ? AND label = ?", v.ID, l).Scan(&status))
+	assert.Equal(t, "Pending", status, "the other record is left alone")
 }
 
 // TestDeletedUsersFailedRecordLeavesTheLiveRecordOfItsLabelAlone: a deleted user's Failed record

@@ -109,8 +109,8 @@ func (h *Handler) Register(api *httpx.API) {
 		Path: "/api/me/dns/{id}", Tags: tags, Summary: "Revoke a DNS record",
 		Description: "Active, Pending or Failed → Revoking → deleted at the provider → Revoked (200). A Failed record is checked at the provider " +
 			"too (its create may have reached it): the name is looked up and only a record carrying this record's marker comment is deleted. " +
-			"409 when already revoked, or when the record is Failed and another live record now uses its label (a record of " +
-			"this one at the provider is deleted in the background all the same). " +
+			"A Failed record whose label another live record now uses is Revoked at once (200): the finisher then deletes in the " +
+			"background only a record carrying this one's marker, never the other one's. 409 when already revoked. " +
 			"502 when the provider failed: the record stays Revoking with the error and is retried in the background " +
 			"(`Retry-After` says when).",
 		Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusBadGateway}, Responses: providerFailedResponse},

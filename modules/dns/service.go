@@ -182,7 +182,24 @@ func (s *Service) Revoke(ctx context.Context, id, userID int64) (*Record, error)
 		case StatusRevoking:
 			return nil
 		case StatusFailed:
-			// A Failed record does not hold its label; another live record may have taken it.
+			// A Failed record does not hold its label; another live record may have taken it. Then
+			// this one cannot be Revoking (one live row per label): it is Revoked at once, and a sweep
+			// deletes at the provider whatever record of its own its create may have left (only a
+			// record carrying its marker, never the other one's), as for a deleted user's.
+			taken, err := tx.NewSelect().Model((*Record)(nil)).Where("label = ?", r.Label).Where("id <> ?", r.ID).
+				Where("status IN (?)", bun.In([]string{StatusPending, StatusActive, StatusRevoking})).Exists(ctx)
+			if err != nil {
+				return fmt.Errorf("find the live record of label %q: %w", r.Label, err)
+			}
+			if taken {
+				if err := queueSweeps(ctx, tx, "r.id = ?", r.ID); err != nil {
+					return err
+				}
+				if _, err := tx.NewUpdate().Model(r).Set("status = ?", StatusRevoked).Set("updated_at = now()").WherePK().Exec(ctx); err != nil {
+					return err
+				}
+				break
+			}
 			if _, err := tx.NewUpdate().Model(r).Set("status = ?", StatusRevoking).Set("attempts = 0").Set("error_message = ''").
 				Set("last_error = ''").Set("next_attempt_at = now()").Set("updated_at = now()").WherePK().Exec(ctx); err != nil {
 				if db.IsUniqueViolation(err) {
