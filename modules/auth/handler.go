@@ -133,7 +133,9 @@ func (h *Handler) Register(api *httpx.API) {
 		OperationID: "resetPassword", Method: http.MethodPost, Path: "/api/auth/reset-password", Tags: tags,
 		Summary: "Choose a new password with a reset token",
 		Description: "Spends the token and every other reset token of the account; every access token issued before is " +
-			"refused from then on. An unknown, expired or already spent token is a 400 on the `token` field.",
+			"refused from then on. The reset proves the account's email (the link reached it), so signing in with GitHub or " +
+			"Google with that verified email links to the account afterwards. An unknown, expired or already spent token " +
+			"is a 400 on the `token` field.",
 	}, func(ctx context.Context, in *resetInput) (*httpx.Response[httpx.NoData], error) {
 		if err := h.svc.ResetPassword(ctx, in.Body.Token, in.Body.NewPassword); err != nil {
 			return nil, err

@@ -195,6 +195,7 @@ func (s *Service) ForgotPassword(ctx context.Context, email string) error {
 
 // ResetPassword spends a reset token and every other outstanding reset token of the account, sets
 // the new password and invalidates every access token issued before (the security stamp changes).
+// The reset proves the account's email (users.email_verified_at): the link reached that mailbox.
 func (s *Service) ResetPassword(ctx context.Context, token, newPassword string) error {
 	if secrets.IsCommon(newPassword) {
 		return httpx.BadRequest("Validation failed",
@@ -218,6 +219,7 @@ func (s *Service) ResetPassword(ctx context.Context, token, newPassword string) 
 		}
 		res, err := tx.NewUpdate().Model((*User)(nil)).
 			Set("password_hash = ?", hash).Set("security_stamp = security_stamp + 1").Set("updated_at = now()").
+			Set("email_verified_at = now()").
 			Where("id = ?", rt.UserID).Where("deleted_at IS NULL").Exec(ctx)
 		if err != nil {
 			return fmt.Errorf("set password: %w", err)
