@@ -134,8 +134,11 @@ func (h *Handler) Register(api *httpx.API) {
 		})
 	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "updateUser", Method: http.MethodPut, Path: "/api/users/{id}",
 		Tags: users, Summary: "Update a user",
-		Description: "Absent fields are left alone. A role change applies on the user's next request. The last Admin cannot be demoted (409).",
-		Errors:      []int{http.StatusNotFound, http.StatusConflict}},
+		Description: "Absent fields are left alone. A role change applies on the user's next request. The last Admin cannot be demoted (409). " +
+			"A change of the email spends every outstanding password-reset link of the user (they were mailed to the old address) and " +
+			"leaves the new address unproven: signing in with GitHub or Google links to the account only after a password reset " +
+			"through a link mailed to it.",
+		Errors: []int{http.StatusNotFound, http.StatusConflict}},
 		func(ctx context.Context, in *updateUserInput) (*httpx.Response[User], error) {
 			b := in.Body
 			u, err := h.users.Update(ctx, in.ID, UpdateUserInput{FullName: b.FullName, Organization: b.Organization, Email: b.Email, Role: b.Role})

@@ -134,8 +134,9 @@ func (h *Handler) Register(api *httpx.API) {
 		Summary: "Choose a new password with a reset token",
 		Description: "Spends the token and every other reset token of the account; every access token issued before is " +
 			"refused from then on. The reset proves the account's email (the link reached it), so signing in with GitHub or " +
-			"Google with that verified email links to the account afterwards. An unknown, expired or already spent token " +
-			"is a 400 on the `token` field.",
+			"Google with that verified email links to the account afterwards. A link mailed to an address the account no " +
+			"longer has (an admin changed the email, which spends the account's links), or an unknown, expired or already " +
+			"spent token, is a 400 on the `token` field.",
 	}, func(ctx context.Context, in *resetInput) (*httpx.Response[httpx.NoData], error) {
 		if err := h.svc.ResetPassword(ctx, in.Body.Token, in.Body.NewPassword); err != nil {
 			return nil, err

@@ -33,6 +33,7 @@ type resetToken struct {
 	ID        int64      `bun:"id,pk,autoincrement"`
 	UserID    int64      `bun:"user_id,notnull"`
 	TokenHash []byte     `bun:"token_hash,notnull"`
+	Email     string     `bun:"email,notnull"` // the address the link was mailed to
 	ExpiresAt time.Time  `bun:"expires_at,notnull"`
 	UsedAt    *time.Time `bun:"used_at"`
 	CreatedAt time.Time  `bun:"created_at,nullzero,notnull,default:current_timestamp"`
