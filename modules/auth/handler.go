@@ -3,6 +3,7 @@ package auth
 import (
 	"context"
 	"net/http"
+	"strings"
 
 	"github.com/danielgtaylor/huma/v2"
 
@@ -34,10 +35,15 @@ type registerInput struct {
 	}
 }
 
-// Resolve checks what the schema cannot, alongside it: a 400 lists a common password with the
-// schema's errors.
+// Resolve checks what the schema cannot, alongside it: a 400 lists a common password, or a
+// fullName of white space only (stored trimmed, it would be the empty name minLength refuses), with
+// the schema's errors.
 func (in *registerInput) Resolve(huma.Context) []error {
-	return commonPassword("password", in.Body.Password)
+	errs := commonPassword("password", in.Body.Password)
+	if in.Body.FullName != "" && strings.TrimSpace(in.Body.FullName) == "" {
+		errs = append(errs, httpx.Invalid("fullName", "must not be blank (white space only)"))
+	}
+	return errs
 }
 
 type loginInput struct {

@@ -55,6 +55,10 @@ type RegisterInput struct {
 // Register creates a local account, gives it its tenant database (never failing because of the
 // engine) and signs it in.
 func (s *Service) Register(ctx context.Context, in RegisterInput) (*RegisterResult, error) {
+	if strings.TrimSpace(in.FullName) == "" {
+		// Stored trimmed, a name of white space would be the empty name the schema refuses.
+		return nil, httpx.BadRequest("Validation failed", httpx.FieldError{Field: "fullName", Message: "must not be blank (white space only)"})
+	}
 	email, err := parseEmail(in.Email)
 	if err != nil {
 		return nil, err
