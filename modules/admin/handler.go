@@ -151,7 +151,9 @@ func (h *Handler) Register(api *httpx.API) {
 		Description: "Absent fields are left alone. A role change applies on the user's next request. The last Admin cannot be demoted (409). " +
 			"A change of the email spends every outstanding password-reset link of the user (they were mailed to the old address) and " +
 			"leaves the new address unproven: signing in with GitHub or Google links to the account only after a password reset " +
-			"through a link mailed to it. A fullName of white space only is refused like an empty one (400).",
+			"through a link mailed to it. A body that changes nothing (`{}`, only unknown members, the values the user already " +
+			"has) answers 200 with the user and changes nothing: updatedAt stays and no audit event is written. A fullName of " +
+			"white space only is refused like an empty one (400).",
 		Errors: []int{http.StatusNotFound, http.StatusConflict}},
 		func(ctx context.Context, in *updateUserInput) (*httpx.Response[User], error) {
 			b := in.Body

@@ -135,7 +135,8 @@ type UpdateUserInput struct {
 }
 
 // Update changes an account. A role change applies on the user's next request (the guard reads
-// the stored role); demoting the last Admin is a 409.
+// the stored role); demoting the last Admin is a 409. An update that changes nothing writes
+// nothing: updatedAt stays, and no user.updated event is recorded.
 func (s *Users) Update(ctx context.Context, id int64, in UpdateUserInput) (*userRow, error) {
 	if in.FullName != nil && strings.TrimSpace(*in.FullName) == "" {
 		return nil, errBlankName
@@ -176,6 +177,11 @@ func (s *Users) Update(ctx context.Context, id int64, in UpdateUserInput) (*user
 			}
 			u.Role = *in.Role
 		}
+		changed := changes(&before, u)
+		if len(changed) == 0 {
+			out = u // nothing to change: updatedAt and the audit log stay as they are
+			return nil
+		}
 		if _, err := tx.NewUpdate().Model(u).Column("full_name", "organization", "email", "role").
 			Set("updated_at = now()").WherePK().Returning("*").Exec(ctx); err != nil {
 			if db.IsUniqueViolation(err) {
@@ -191,7 +197,7 @@ func (s *Users) Update(ctx context.Context, id int64, in UpdateUserInput) (*user
 		}
 		out = u
 		return s.audit.RecordTx(ctx, tx, audit.Event{Action: "user.updated", UserID: audit.Int64(u.ID),
-			TargetType: "user", TargetID: fmt.Sprint(u.ID), Details: changes(&before, u)})
+			TargetType: "user", TargetID: fmt.Sprint(u.ID), Details: changed})
 	})
 	return out, err
 }
