@@ -3,6 +3,7 @@ package admin
 import (
 	"context"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -40,11 +41,24 @@ type createUserInput struct {
 	}
 }
 
-// Resolve checks what the schema cannot, alongside it: a 400 lists a common password with the
-// schema's errors.
+// Resolve checks what the schema cannot, alongside it: a 400 lists a common password, or a
+// fullName of white space only, with the schema's errors.
 func (in *createUserInput) Resolve(huma.Context) []error {
+	var errs []error
 	if secrets.IsCommon(in.Body.Password) {
-		return []error{httpx.Invalid("password", "is too common; choose a less guessable password")}
+		errs = append(errs, httpx.Invalid("password", "is too common; choose a less guessable password"))
+	}
+	return append(errs, blankName(&in.Body.FullName)...)
+}
+
+// Resolve checks what the schema cannot, alongside it: a fullName of white space only.
+func (in *updateUserInput) Resolve(huma.Context) []error { return blankName(in.Body.FullName) }
+
+// blankName refuses a fullName of white space only: stored trimmed, it would be the empty name
+// minLength refuses (which reports the empty one).
+func blankName(name *string) []error {
+	if name != nil && *name != "" && strings.TrimSpace(*name) == "" {
+		return []error{httpx.Invalid("fullName", "must not be blank (white space only)")}
 	}
 	return nil
 }
@@ -157,8 +171,13 @@ func (h *Handler) Register(api *httpx.API) {
 		})
 	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "updateUser", Method: http.MethodPut, Path: "/api/users/{id}",
 		Tags: users, Summary: "Update a user",
-		Description: "Absent fields are left alone. A role change applies on the user's next request. The last Admin cannot be demoted (409).",
-		Errors:      []int{http.StatusNotFound, http.StatusConflict}},
+		Description: "Absent fields are left alone. A role change applies on the user's next request. The last Admin cannot be demoted (409). " +
+			"A change of the email spends every outstanding password-reset link of the user (they were mailed to the old address) and " +
+			"leaves the new address unproven: signing in with GitHub or Google links to the account only after a password reset " +
+			"through a link mailed to it. A body that changes nothing (`{}`, only unknown members, the values the user already " +
+			"has) answers 200 with the user and changes nothing: updatedAt stays and no audit event is written. A fullName of " +
+			"white space only is refused like an empty one (400).",
+		Errors: []int{http.StatusNotFound, http.StatusConflict}},
 		func(ctx context.Context, in *updateUserInput) (*httpx.Response[User], error) {
 			b := in.Body
 			u, err := h.users.Update(ctx, in.ID, UpdateUserInput{FullName: b.FullName, Organization: b.Organization, Email: b.Email, Role: b.Role})

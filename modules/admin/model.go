@@ -10,16 +10,18 @@ import (
 type userRow struct {
 	bun.BaseModel `bun:"table:users,alias:u"`
 
-	ID            int64      `bun:"id,pk,autoincrement"`
-	Email         string     `bun:"email,notnull"`
-	FullName      string     `bun:"full_name,notnull"`
-	Organization  string     `bun:"organization,notnull"`
-	Role          string     `bun:"role,notnull"`
-	PasswordHash  *string    `bun:"password_hash"`
-	SecurityStamp int64      `bun:"security_stamp,notnull"`
-	CreatedAt     time.Time  `bun:"created_at,nullzero,notnull,default:current_timestamp"`
-	UpdatedAt     time.Time  `bun:"updated_at,nullzero,notnull,default:current_timestamp"`
-	DeletedAt     *time.Time `bun:"deleted_at"`
+	ID            int64   `bun:"id,pk,autoincrement"`
+	Email         string  `bun:"email,notnull"`
+	FullName      string  `bun:"full_name,notnull"`
+	Organization  string  `bun:"organization,notnull"`
+	Role          string  `bun:"role,notnull"`
+	PasswordHash  *string `bun:"password_hash"`
+	SecurityStamp int64   `bun:"security_stamp,notnull"`
+	// EmailVerifiedAt is the auth module's proof of the email; a change of the email clears it.
+	EmailVerifiedAt *time.Time `bun:"email_verified_at"`
+	CreatedAt       time.Time  `bun:"created_at,nullzero,notnull,default:current_timestamp"`
+	UpdatedAt       time.Time  `bun:"updated_at,nullzero,notnull,default:current_timestamp"`
+	DeletedAt       *time.Time `bun:"deleted_at"`
 }
 
 // User is an account as the admin API shows it (never the password hash).

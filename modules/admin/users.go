@@ -48,6 +48,10 @@ func (s *Users) List(ctx context.Context, f UserFilter) (httpx.Page[User], error
 	return db.ListPage(ctx, q, &rows, f.PageQuery, viewUser)
 }
 
+// errBlankName refuses a fullName of white space, stored trimmed as the empty name the schema
+// refuses.
+var errBlankName = httpx.BadRequest("Validation failed", httpx.FieldError{Field: "fullName", Message: "must not be blank (white space only)"})
+
 // parseEmail is a bare address as stored (emailaddr.Normalize), or a 400 naming the field.
 func parseEmail(s string) (string, error) {
 	email, err := emailaddr.Normalize(s)
@@ -90,6 +94,9 @@ type CreateUserInput struct {
 
 // Create adds an account with the given role.
 func (s *Users) Create(ctx context.Context, in CreateUserInput) (*userRow, error) {
+	if strings.TrimSpace(in.FullName) == "" {
+		return nil, errBlankName
+	}
 	email, err := parseEmail(in.Email)
 	if err != nil {
 		return nil, err
@@ -130,8 +137,12 @@ type UpdateUserInput struct {
 }
 
 // Update changes an account. A role change applies on the user's next request (the guard reads
-// the stored role); demoting the last Admin is a 409.
+// the stored role); demoting the last Admin is a 409. An update that changes nothing writes
+// nothing: updatedAt stays, and no user.updated event is recorded.
 func (s *Users) Update(ctx context.Context, id int64, in UpdateUserInput) (*userRow, error) {
+	if in.FullName != nil && strings.TrimSpace(*in.FullName) == "" {
+		return nil, errBlankName
+	}
 	var email string
 	if in.Email != nil {
 		var err error
@@ -168,6 +179,11 @@ func (s *Users) Update(ctx context.Context, id int64, in UpdateUserInput) (*user
 			}
 			u.Role = *in.Role
 		}
+		changed := changes(&before, u)
+		if len(changed) == 0 {
+			out = u // nothing to change: updatedAt and the audit log stay as they are
+			return nil
+		}
 		if _, err := tx.NewUpdate().Model(u).Column("full_name", "organization", "email", "role").
 			Set("updated_at = now()").WherePK().Returning("*").Exec(ctx); err != nil {
 			if db.IsUniqueViolation(err) {
@@ -183,7 +199,7 @@ func (s *Users) Update(ctx context.Context, id int64, in UpdateUserInput) (*user
 		}
 		out = u
 		return s.audit.RecordTx(ctx, tx, audit.Event{Action: "user.updated", UserID: audit.Int64(u.ID),
-			TargetType: "user", TargetID: fmt.Sprint(u.ID), Details: changes(&before, u)})
+			TargetType: "user", TargetID: fmt.Sprint(u.ID), Details: changed})
 	})
 	return out, err
 }

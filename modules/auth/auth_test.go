@@ -100,6 +100,9 @@ func TestRegisterValidation(t *testing.T) {
 		{"long password", map[string]any{"fullName": "A", "email": email(), "password": strings.Repeat("x", 129)}, []string{"password"}},
 		{"common password", map[string]any{"fullName": "A", "email": email(), "password": "password123"}, []string{"password"}},
 		{"empty name", map[string]any{"fullName": "", "email": email(), "password": goodPassword}, []string{"fullName"}},
+		{"blank name", map[string]any{"fullName": " \t ", "email": email(), "password": goodPassword}, []string{"fullName"}},
+		{"blank name (Unicode spaces)", map[string]any{"fullName": "\u00a0\u2003", "email": email(), "password": goodPassword}, []string{"fullName"}},
+		{"blank name and common password", map[string]any{"fullName": "  ", "email": email(), "password": "password123"}, []string{"fullName", "password"}},
 		{"wrong types", map[string]any{"fullName": 5, "email": true, "password": goodPassword}, []string{"fullName", "email"}},
 	}
 	for _, tc := range cases {

@@ -3,6 +3,7 @@ package auth
 import (
 	"context"
 	"net/http"
+	"strings"
 
 	"github.com/danielgtaylor/huma/v2"
 
@@ -34,10 +35,15 @@ type registerInput struct {
 	}
 }
 
-// Resolve checks what the schema cannot, alongside it: a 400 lists a common password with the
-// schema's errors.
+// Resolve checks what the schema cannot, alongside it: a 400 lists a common password, or a
+// fullName of white space only (stored trimmed, it would be the empty name minLength refuses), with
+// the schema's errors.
 func (in *registerInput) Resolve(huma.Context) []error {
-	return commonPassword("password", in.Body.Password)
+	errs := commonPassword("password", in.Body.Password)
+	if in.Body.FullName != "" && strings.TrimSpace(in.Body.FullName) == "" {
+		errs = append(errs, httpx.Invalid("fullName", "must not be blank (white space only)"))
+	}
+	return errs
 }
 
 type loginInput struct {
@@ -136,7 +142,10 @@ func (h *Handler) Register(api *httpx.API) {
 		OperationID: "resetPassword", Method: http.MethodPost, Path: "/api/auth/reset-password", Tags: tags,
 		Summary: "Choose a new password with a reset token",
 		Description: "Spends the token and every other reset token of the account; every access token issued before is " +
-			"refused from then on. An unknown, expired or already spent token is a 400 on the `token` field.",
+			"refused from then on. The reset proves the account's email (the link reached it), so signing in with GitHub or " +
+			"Google with that verified email links to the account afterwards. A link mailed to an address the account no " +
+			"longer has (an admin changed the email, which spends the account's links), or an unknown, expired or already " +
+			"spent token, is a 400 on the `token` field.",
 	}, func(ctx context.Context, in *resetInput) (*httpx.Response[httpx.NoData], error) {
 		if err := h.svc.ResetPassword(ctx, in.Body.Token, in.Body.NewPassword); err != nil {
 			return nil, err

@@ -10,16 +10,20 @@ import (
 type User struct {
 	bun.BaseModel `bun:"table:users,alias:u"`
 
-	ID            int64      `bun:"id,pk,autoincrement"`
-	Email         string     `bun:"email,notnull"`
-	FullName      string     `bun:"full_name,notnull"`
-	Organization  string     `bun:"organization,notnull"`
-	Role          string     `bun:"role,notnull"`
-	PasswordHash  *string    `bun:"password_hash"`
-	SecurityStamp int64      `bun:"security_stamp,notnull"`
-	CreatedAt     time.Time  `bun:"created_at,nullzero,notnull,default:current_timestamp"`
-	UpdatedAt     time.Time  `bun:"updated_at,nullzero,notnull,default:current_timestamp"`
-	DeletedAt     *time.Time `bun:"deleted_at"`
+	ID            int64   `bun:"id,pk,autoincrement"`
+	Email         string  `bun:"email,notnull"`
+	FullName      string  `bun:"full_name,notnull"`
+	Organization  string  `bun:"organization,notnull"`
+	Role          string  `bun:"role,notnull"`
+	PasswordHash  *string `bun:"password_hash"`
+	SecurityStamp int64   `bun:"security_stamp,notnull"`
+	// EmailVerifiedAt is when Email was last proven to reach the account's owner (an account made
+	// from a provider's verified email, a reset through the mailed link); nil while it is not. A
+	// change of the email clears it (trigger users_email_changed).
+	EmailVerifiedAt *time.Time `bun:"email_verified_at"`
+	CreatedAt       time.Time  `bun:"created_at,nullzero,notnull,default:current_timestamp"`
+	UpdatedAt       time.Time  `bun:"updated_at,nullzero,notnull,default:current_timestamp"`
+	DeletedAt       *time.Time `bun:"deleted_at"`
 }
 
 // resetToken is a single-use password reset token; only its SHA-256 is stored.
@@ -29,6 +33,7 @@ type resetToken struct {
 	ID        int64      `bun:"id,pk,autoincrement"`
 	UserID    int64      `bun:"user_id,notnull"`
 	TokenHash []byte     `bun:"token_hash,notnull"`
+	Email     string     `bun:"email,notnull"` // the address the link was mailed to
 	ExpiresAt time.Time  `bun:"expires_at,notnull"`
 	UsedAt    *time.Time `bun:"used_at"`
 	CreatedAt time.Time  `bun:"created_at,nullzero,notnull,default:current_timestamp"`

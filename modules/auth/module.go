@@ -27,7 +27,9 @@ var Module = fx.Module("auth",
 		NewService,
 		newOAuth,
 		httpx.AsRoutes(NewHandler),
-		db.AsMigrations(func() db.Migrations { return db.Migrations{Module: "auth", FS: migrations.FS} }),
+		db.AsMigrations(func() db.Migrations {
+			return db.Migrations{Module: "auth", FS: migrations.FS, Go: []db.GoMigration{emailForms}}
+		}),
 	),
 	fx.Invoke(bootstrapAdmin),
 )

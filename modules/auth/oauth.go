@@ -341,9 +341,14 @@ type identity struct {
 	CreatedAt      time.Time `bun:"created_at,nullzero,notnull,default:current_timestamp"`
 }
 
-// SignInExternal signs in the account of a provider identity: the same identity → its user; else
-// a verified email equal to an existing account's → link it; else a new account (with a tenant
-// database, like any registration). An unverified email that matches an account never links.
+// SignInExternal signs in the account of a provider identity: the same identity → its user; else,
+// when the provider's email is verified, an existing account with that email whose own email is
+// proven (users.email_verified_at) → link it, or a new account (with a tenant database, like any
+// registration; its email proven by the provider). An unverified provider email neither links nor
+// creates an account (email_unverified): created, it would squat the address and collect its
+// owner's identity later. An account whose email is not proven (a password registration, an
+// admin's change) is not linked (account_exists): its maker need not own the mailbox; the owner
+// proves it by a password reset through the mailed link, then signs in with the provider.
 // The identity of a deleted account no longer binds: it is unlinked, and the provider account
 // signs up afresh (a new account with none of the deleted one's resources), as a deleted password
 // account's email may register again. A database failure is an error (temporarily_unavailable at
@@ -382,15 +387,18 @@ func (s *Service) SignInExternal(ctx context.Context, id Identity) (*AuthResult,
 			return err
 		}
 		switch {
-		case match != nil && id.EmailVerified:
+		case !id.EmailVerified:
+			return &flowError{"email_unverified"}
+		case match != nil && match.EmailVerifiedAt != nil:
 			u, linked = match, true
 		case match != nil:
-			return &flowError{"email_unverified"}
+			return &flowError{"account_exists"}
 		default:
-			u = &User{Email: email, FullName: firstNonEmpty(id.Name, email), Role: authn.RoleUser, SecurityStamp: 1}
+			now := time.Now()
+			u = &User{Email: email, FullName: firstNonEmpty(id.Name, email), Role: authn.RoleUser, SecurityStamp: 1, EmailVerifiedAt: &now}
 			if _, err := tx.NewInsert().Model(u).Returning("*").Exec(ctx); err != nil {
 				if db.IsUniqueViolation(err) {
-					return &flowError{"email_unverified"}
+					return &flowError{"account_exists"} // registered meanwhile, its email not proven
 				}
 				return fmt.Errorf("create user: %w", err)
 			}

@@ -71,12 +71,17 @@ func (h *Handler) registerOAuth(api *httpx.API) {
 	httpx.Register(api, httpx.Public, huma.Operation{OperationID: "oauthCallback", Method: http.MethodGet,
 		Path: "/api/auth/callback/{provider}", Tags: tags, Summary: "Finish signing in with GitHub or Google",
 		Description: "Checks and spends the state, exchanges the code (with the PKCE verifier), fetches the user and signs them in: " +
-			"the same provider identity → its account; else a verified email equal to an existing account's → linked; else a new " +
-			"account with a tenant database. Then 302 to `{Frontend:BaseUrl}/auth/callback#access_token=…&expires_at=…&provider=…` " +
+			"the same provider identity → its account; else, only when the provider's email is verified: an existing account with " +
+			"that email whose email is proven (by a password reset through the mailed link, or because the account was created " +
+			"from a provider's verified email) → linked; else a new account with a tenant database. Then 302 to `{Frontend:BaseUrl}/auth/callback#access_token=…&expires_at=…&provider=…` " +
 			"(or to the allowed `returnUrl` given to the login route, with the same fragment). Failures go to the same place with " +
 			"`#error=<code>`: access_denied, invalid_state, missing_code, provider_error, email_missing, email_invalid " +
 			"(the provider's email is not a bare address such as ada@example.com), email_unverified " +
-			"(the provider's email matches an account but is not verified: never linked), temporarily_unavailable " +
+			"(the provider's email is not verified: no account is linked or created through it; verify it at the provider), " +
+			"account_exists (an account with the provider's verified email exists but its email was never proven, e.g. it was " +
+			"registered with a password, which does not prove the address, or an admin changed it: it is not linked; sign in " +
+			"with its password, or reset the password through POST /api/auth/forgot-password (the mailed link proves the " +
+			"address), then sign in with the provider again), temporarily_unavailable " +
 			"(a dependency of the service, such as its database, is down: try again later), server_error (anything else unexpected). " +
 			"The provider identity of a deleted account no longer binds: signing in with it again creates a new account, " +
 			"with none of the deleted account's resources.",

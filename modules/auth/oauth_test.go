@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -24,20 +25,20 @@ type providers struct {
 	github, google *oauthtest.Provider
 }
 
-func startOAuth(t *testing.T) (*apptest.App, providers) {
+func startOAuth(t *testing.T, opts ...apptest.Option) (*apptest.App, providers) {
 	t.Helper()
 	gh, gg := oauthtest.New("github"), oauthtest.New("google")
 	t.Cleanup(gh.Close)
 	t.Cleanup(gg.Close)
 	client := &http.Client{Transport: gg.GoogleTransport(nil)}
-	a := apptest.Start(t, apptest.With(map[string]any{
+	a := apptest.Start(t, append([]apptest.Option{apptest.With(map[string]any{
 		"GitHub:ClientId": gh.ClientID, "GitHub:ClientSecret": gh.ClientSecret,
 		"GitHub:AuthUrl": gh.URL + "/login/oauth/authorize", "GitHub:TokenUrl": gh.URL + "/login/oauth/access_token",
 		"GitHub:ProfileUrl": gh.URL + "/user", "GitHub:EmailUrl": gh.URL + "/user/emails",
 		"Google:ClientId": gg.ClientID, "Google:ClientSecret": gg.ClientSecret,
 		"Frontend:BaseUrl": frontend, "Frontend:Origins": []string{frontend, "https://app.example.com"},
 		"RateLimit:Register": "1000-M",
-	}), apptest.WithFx(fx.Supply(fx.Annotate(client, fx.ResultTags(`name:"oauth"`)))))
+	}), apptest.WithFx(fx.Supply(fx.Annotate(client, fx.ResultTags(`name:"oauth"`))))}, opts...)...)
 	// The service's own address is only known once it listens: callbacks are built from it.
 	a.Cfg.Server.PublicUrl = a.URL
 	return a, providers{gh, gg}
@@ -122,25 +123,111 @@ func TestOAuthRoundTripBothProviders(t *testing.T) {
 	assert.Equal(t, 2, n)
 }
 
-func TestOAuthLinksOnlyVerifiedEmails(t *testing.T) {
-	a, p := startOAuth(t)
-	local := a.Register(t)
-
-	p.github.SetUser(oauthtest.User{ID: "7001" + testutil.RandomSuffix()[:3], Login: "x", Email: local.Email, EmailVerified: false})
-	end := signIn(t, a, browser(t, p), "github", "")
-	assert.Equal(t, "email_unverified", fragment(end).Get("error"), "an unverified email never links")
-
-	p.github.SetUser(oauthtest.User{ID: "7002" + testutil.RandomSuffix()[:3], Login: "x", Email: local.Email, EmailVerified: true})
-	f := fragment(signIn(t, a, browser(t, p), "github", ""))
-	require.NotEmpty(t, f.Get("access_token"))
+// signedInAs is the account id a finished sign-in reached, or 0 with the error code.
+func signedInAs(t *testing.T, a *apptest.App, end *url.URL) (int64, string) {
+	t.Helper()
+	f := fragment(end)
+	if f.Get("error") != "" {
+		require.Empty(t, f.Get("access_token"), end.String())
+		return 0, f.Get("error")
+	}
 	var me struct{ ID int64 }
-	a.Get("/api/me", f.Get("access_token")).Decode(t, &me)
-	assert.Equal(t, local.ID, me.ID, "a verified email links to the existing account")
-	var linked int
-	require.NoError(t, a.DB.QueryRow("SELECT count(*) FROM audit_events WHERE action = 'user.identity.linked' AND user_id = ?", local.ID).Scan(&linked))
-	assert.Equal(t, 1, linked)
-	// The local password still works.
-	assert.Equal(t, http.StatusOK, a.Post("/api/auth/login", "", map[string]any{"email": local.Email, "password": local.Password}).Status)
+	r := a.Get("/api/me", f.Get("access_token"))
+	require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
+	r.Decode(t, &me)
+	return me.ID, ""
+}
+
+func countRows(t *testing.T, a *apptest.App, query string, args ...any) int {
+	t.Helper()
+	var n int
+	require.NoError(t, a.DB.QueryRow(query, args...).Scan(&n))
+	return n
+}
+
+// Pre-account takeover through a provider that has not verified the email: a GitHub account whose
+// primary email is someone else's address, unverified, used to create an account with it; when the
+// owner of the mailbox later signed in with their own (verified) GitHub account, it was linked into
+// that account, which the squatter still signed in to, seeing everything the owner made.
+func TestOAuthUnverifiedEmailCreatesNoAccount(t *testing.T) {
+	a, p := startOAuth(t)
+	victim := "owner-" + testutil.RandomSuffix() + "@example.test"
+	squatter := oauthtest.User{ID: "7101" + testutil.RandomSuffix()[:3], Login: "squat", Email: victim, EmailVerified: false}
+	p.github.SetUser(squatter)
+	id, code := signedInAs(t, a, signIn(t, a, browser(t, p), "github", ""))
+	assert.Equal(t, "email_unverified", code, "no account from an unverified email (signed in as %d)", id)
+	assert.Zero(t, countRows(t, a, "SELECT count(*) FROM users WHERE email = ?", victim), "the address is not squatted")
+
+	p.github.SetUser(oauthtest.User{ID: "7102" + testutil.RandomSuffix()[:3], Login: "owner", Email: victim, EmailVerified: true})
+	owner, code := signedInAs(t, a, signIn(t, a, browser(t, p), "github", ""))
+	require.Empty(t, code)
+	require.NotZero(t, owner)
+
+	p.github.SetUser(squatter)
+	again, code := signedInAs(t, a, signIn(t, a, browser(t, p), "github", ""))
+	assert.Equal(t, "email_unverified", code, "the squatter's identity reaches no account (signed in as %d)", again)
+	assert.NotEqual(t, owner, again)
+	assert.Zero(t, countRows(t, a, "SELECT count(*) FROM user_identities WHERE provider_user_id = ?", squatter.ID))
+}
+
+// Pre-account takeover through a password registration: an attacker registers the victim's address
+// with a password (which never proves the address); the victim's verified GitHub sign-in used to
+// be linked into it. It is refused (account_exists) until the mailbox's owner proves the address
+// by a password reset through the mailed link: then the same sign-in links, and the attacker's
+// password and earlier tokens are dead.
+func TestOAuthDoesNotLinkAnAccountWhoseEmailIsNotProven(t *testing.T) {
+	smtp := testutil.StartSMTP(t)
+	a, p := startOAuth(t, apptest.With(map[string]any{"Smtp:Host": smtp.Host, "Smtp:Port": smtp.Port}))
+	attacker := a.Register(t) // the victim's address, registered by someone else
+	victim := oauthtest.User{ID: "7201" + testutil.RandomSuffix()[:3], Login: "victim", Email: attacker.Email, EmailVerified: true}
+	p.github.SetUser(victim)
+	id, code := signedInAs(t, a, signIn(t, a, browser(t, p), "github", ""))
+	assert.Equal(t, "account_exists", code, "not linked into an account whose email is unproven (signed in as %d)", id)
+	assert.Zero(t, countRows(t, a, "SELECT count(*) FROM user_identities WHERE user_id = ?", attacker.ID), "nothing linked")
+	assert.Equal(t, 1, countRows(t, a, "SELECT count(*) FROM users WHERE email = ?", attacker.Email), "no second account either")
+
+	// The owner of the mailbox takes the account over by a reset, then the provider links.
+	require.Equal(t, http.StatusOK, a.Post("/api/auth/forgot-password", "", map[string]any{"email": attacker.Email}).Status)
+	msg := smtp.WaitFor(t, attacker.Email, 10*time.Second)
+	_, after, found := strings.Cut(msg, "/auth/reset-password#token=")
+	require.True(t, found, msg)
+	r := a.Post("/api/auth/reset-password", "", map[string]any{"token": strings.Fields(after)[0], "newPassword": "the-owners-own-passphrase-3"})
+	require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
+
+	id, code = signedInAs(t, a, signIn(t, a, browser(t, p), "github", ""))
+	require.Empty(t, code, "the reset proved the address")
+	assert.Equal(t, attacker.ID, id, "linked to the account now proven")
+	assert.Equal(t, http.StatusUnauthorized, a.Get("/api/me", attacker.Token).Status, "the attacker's token is dead")
+	assert.Equal(t, http.StatusUnauthorized, a.Post("/api/auth/login", "", map[string]any{"email": attacker.Email, "password": attacker.Password}).Status)
+	assert.Equal(t, 1, countRows(t, a, "SELECT count(*) FROM audit_events WHERE action = 'user.identity.linked' AND user_id = ?", attacker.ID))
+}
+
+// An account whose email is proven (made from Google's verified email) is linked when the same
+// verified address signs in with GitHub; its password, if any, keeps working.
+func TestOAuthLinksAVerifiedEmailToAProvenAccount(t *testing.T) {
+	a, p := startOAuth(t)
+	addr := "both-" + testutil.RandomSuffix() + "@example.test"
+	p.google.SetUser(oauthtest.User{ID: "7301" + testutil.RandomSuffix()[:3], Email: addr, EmailVerified: true})
+	first, code := signedInAs(t, a, signIn(t, a, browser(t, p), "google", ""))
+	require.Empty(t, code)
+
+	p.github.SetUser(oauthtest.User{ID: "7302" + testutil.RandomSuffix()[:3], Login: "both", Email: addr, EmailVerified: false})
+	_, code = signedInAs(t, a, signIn(t, a, browser(t, p), "github", ""))
+	assert.Equal(t, "email_unverified", code, "an unverified email never links")
+
+	p.github.SetUser(oauthtest.User{ID: "7303" + testutil.RandomSuffix()[:3], Login: "both", Email: addr, EmailVerified: true})
+	second, code := signedInAs(t, a, signIn(t, a, browser(t, p), "github", ""))
+	require.Empty(t, code)
+	assert.Equal(t, first, second, "a verified email links to the proven account")
+	assert.Equal(t, 1, countRows(t, a, "SELECT count(*) FROM audit_events WHERE action = 'user.identity.linked' AND user_id = ?", first))
+
+	// An admin's change of the email un-proves it: the new address's owner has proven nothing.
+	moved := "moved-" + testutil.RandomSuffix() + "@example.test"
+	r := a.Do(apptest.Request{Method: http.MethodPut, Path: fmt.Sprintf("/api/users/%d", first), Token: a.AdminToken(t), Body: map[string]any{"email": moved}})
+	require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
+	p.github.SetUser(oauthtest.User{ID: "7304" + testutil.RandomSuffix()[:3], Login: "moved", Email: moved, EmailVerified: true})
+	_, code = signedInAs(t, a, signIn(t, a, browser(t, p), "github", ""))
+	assert.Equal(t, "account_exists", code, "not linked after an admin changed the email")
 }
 
 func TestOAuthStateChecks(t *testing.T) {

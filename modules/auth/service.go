@@ -55,6 +55,10 @@ type RegisterInput struct {
 // Register creates a local account, gives it its tenant database (never failing because of the
 // engine) and signs it in.
 func (s *Service) Register(ctx context.Context, in RegisterInput) (*RegisterResult, error) {
+	if strings.TrimSpace(in.FullName) == "" {
+		// Stored trimmed, a name of white space would be the empty name the schema refuses.
+		return nil, httpx.BadRequest("Validation failed", httpx.FieldError{Field: "fullName", Message: "must not be blank (white space only)"})
+	}
 	email, err := parseEmail(in.Email)
 	if err != nil {
 		return nil, err
@@ -169,7 +173,7 @@ func (s *Service) ForgotPassword(ctx context.Context, email string) error {
 		return nil
 	}
 	sum := sha256.Sum256([]byte(token))
-	rt := &resetToken{UserID: u.ID, TokenHash: sum[:], ExpiresAt: time.Now().Add(ResetTokenTTL)}
+	rt := &resetToken{UserID: u.ID, TokenHash: sum[:], Email: u.Email, ExpiresAt: time.Now().Add(ResetTokenTTL)}
 	if _, err := s.db.NewInsert().Model(rt).Exec(ctx); err != nil {
 		return fmt.Errorf("store reset token: %w", err)
 	}
@@ -195,6 +199,9 @@ func (s *Service) ForgotPassword(ctx context.Context, email string) error {
 
 // ResetPassword spends a reset token and every other outstanding reset token of the account, sets
 // the new password and invalidates every access token issued before (the security stamp changes).
+// The reset proves the account's email (users.email_verified_at): the link reached that mailbox. A
+// link mailed to an address the account no longer has resets nothing (a change of the email
+// spends the links too; this also covers one mailed while the email was being changed).
 func (s *Service) ResetPassword(ctx context.Context, token, newPassword string) error {
 	if secrets.IsCommon(newPassword) {
 		return httpx.BadRequest("Validation failed",
@@ -209,7 +216,7 @@ func (s *Service) ResetPassword(ctx context.Context, token, newPassword string) 
 		var rt resetToken
 		err := tx.NewUpdate().Model(&rt).Set("used_at = now()").
 			Where("token_hash = ?", sum[:]).Where("used_at IS NULL").Where("expires_at > now()").
-			Returning("user_id").Scan(ctx)
+			Returning("user_id, email").Scan(ctx)
 		if errors.Is(err, sql.ErrNoRows) {
 			return errBadResetCode
 		}
@@ -218,7 +225,8 @@ func (s *Service) ResetPassword(ctx context.Context, token, newPassword string) 
 		}
 		res, err := tx.NewUpdate().Model((*User)(nil)).
 			Set("password_hash = ?", hash).Set("security_stamp = security_stamp + 1").Set("updated_at = now()").
-			Where("id = ?", rt.UserID).Where("deleted_at IS NULL").Exec(ctx)
+			Set("email_verified_at = now()").
+			Where("id = ?", rt.UserID).Where("email = ?", rt.Email).Where("deleted_at IS NULL").Exec(ctx)
 		if err != nil {
 			return fmt.Errorf("set password: %w", err)
 		}

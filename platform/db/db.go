@@ -35,6 +35,30 @@ import (
 type Migrations struct {
 	Module string
 	FS     fs.FS
+	// Go are migrations written in Go, for what SQL cannot do (such as spelling stored emails as
+	// platform/emailaddr does); ordered with the SQL files by their timestamps.
+	Go []GoMigration
+}
+
+// GoMigration is a migration written in Go. Name is <YYYYMMDDHHMMSS>_<name>, unique like a file
+// name; Up and Down each run in a transaction of their own; a nil Down has nothing to undo.
+type GoMigration struct {
+	Name     string
+	Up, Down func(ctx context.Context, tx bun.Tx) error
+}
+
+// add registers g with ms, its steps in transactions of bdb.
+func (g GoMigration) add(bdb *bun.DB, ms *migrate.Migrations) {
+	stamp, comment, _ := strings.Cut(g.Name, "_")
+	inTx := func(f func(context.Context, bun.Tx) error) func(context.Context, *migrate.Migrator, *migrate.Migration) error {
+		if f == nil {
+			return nil
+		}
+		return func(ctx context.Context, _ *migrate.Migrator, _ *migrate.Migration) error {
+			return bdb.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error { return f(ctx, tx) })
+		}
+	}
+	ms.Add(migrate.Migration{Name: stamp, Comment: comment, Up: inTx(g.Up), Down: inTx(g.Down)})
 }
 
 // AsMigrations provides a module's migrations to the platform's migrator.
@@ -284,8 +308,17 @@ type Migrator struct {
 // NewMigrator collects the migrations of the platform and every module.
 func NewMigrator(bdb *bun.DB, sets []Migrations) (*Migrator, error) {
 	ms := migrate.NewMigrations()
-	seen := map[string]string{}
+	seen := map[string]string{}   // SQL file names → module
+	stamps := map[string]string{} // timestamps → module (Go) or "<module>'s SQL"
 	for _, set := range sets {
+		for _, g := range set.Go {
+			stamp, _, _ := strings.Cut(g.Name, "_")
+			if other, ok := stamps[stamp]; ok {
+				return nil, fmt.Errorf("migration %s of %s clashes with %s", g.Name, set.Module, other)
+			}
+			stamps[stamp] = set.Module
+			g.add(bdb, ms)
+		}
 		if set.FS == nil {
 			continue
 		}
@@ -294,10 +327,15 @@ func NewMigrator(bdb *bun.DB, sets []Migrations) (*Migrator, error) {
 			return nil, fmt.Errorf("list migrations of %s: %w", set.Module, err)
 		}
 		for _, n := range names {
-			if other, ok := seen[n]; ok {
+			stamp, _, _ := strings.Cut(n, "_")
+			other, ok := seen[n]
+			if o := stamps[stamp]; o != "" && o != set.Module+"'s SQL" {
+				other, ok = o, true // a Go migration, or another module's file, with this timestamp
+			}
+			if ok {
 				return nil, fmt.Errorf("migration %s of %s clashes with %s", n, set.Module, other)
 			}
-			seen[n] = set.Module
+			seen[n], stamps[stamp] = set.Module, set.Module+"'s SQL"
 		}
 		if err := ms.Discover(set.FS); err != nil {
 			return nil, fmt.Errorf("discover migrations of %s: %w", set.Module, err)

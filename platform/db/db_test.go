@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/uptrace/bun"
 
 	"provisioner/migrations"
 	"provisioner/platform/db"
@@ -80,6 +81,23 @@ func TestClashingMigrationNamesAreRefused(t *testing.T) {
 	fs := fstest.MapFS{"20260101000000_x.up.sql": {Data: []byte("SELECT 1")}}
 	_, err := db.NewMigrator(nil, []db.Migrations{{Module: "a", FS: fs}, {Module: "b", FS: fs}})
 	assert.Error(t, err)
+}
+
+// A Go migration is ordered with the SQL files by its timestamp, so it may not share one with a
+// file (of its module or another) or another Go migration.
+func TestGoMigrationTimestampsMustBeUnique(t *testing.T) {
+	files := fstest.MapFS{"20260101000000_x.up.sql": {Data: []byte("SELECT 1")}, "20260101000000_x.down.sql": {Data: []byte("SELECT 1")}}
+	goAt := func(name string) []db.GoMigration {
+		return []db.GoMigration{{Name: name, Up: func(context.Context, bun.Tx) error { return nil }}}
+	}
+	_, err := db.NewMigrator(nil, []db.Migrations{{Module: "a", FS: files}, {Module: "b", Go: goAt("20260101000000_y")}})
+	assert.Error(t, err, "a Go migration after another module's file")
+	_, err = db.NewMigrator(nil, []db.Migrations{{Module: "b", Go: goAt("20260101000000_y")}, {Module: "a", FS: files}})
+	assert.Error(t, err, "a file after another module's Go migration")
+	_, err = db.NewMigrator(nil, []db.Migrations{{Module: "a", FS: files, Go: goAt("20260101000000_y")}})
+	assert.Error(t, err, "a Go migration and a file of one module")
+	_, err = db.NewMigrator(nil, []db.Migrations{{Module: "a", FS: files, Go: goAt("20260101000001_y")}})
+	assert.NoError(t, err)
 }
 
 func TestRedactHidesPasswords(t *testing.T) {

@@ -3,6 +3,13 @@
 // which uses it) also takes a display name, angle brackets, comments and quoted local parts
 // ("Eve <ada@example.com>"); stored as typed, such a value would bypass the uniqueness of
 // lower(email) and send mail to a mailbox other than the one it reads as.
+//
+// One mailbox has one spelling: the local part is lower-cased and put in Unicode NFC (so "nü"
+// typed precomposed or with a combining diaeresis is the same address), and the domain is an
+// internationalised domain name in its Unicode form (U-labels, IDNA2008 with the UTS #46 lookup
+// mapping: "x@xn--bcher-kva.example" and "x@BÜCHER.example" are stored as "x@bücher.example").
+// The Unicode form is the one people type and read, and the one addresses with a non-ASCII local
+// part (which need SMTPUTF8 anyway) carry.
 package emailaddr
 
 import (
@@ -11,6 +18,9 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"golang.org/x/net/idna"
+	"golang.org/x/text/unicode/norm"
 )
 
 // MaxLen is the longest address accepted (RFC 5321's path limit less the angle brackets).
@@ -22,9 +32,17 @@ const Message = "must be a plain email address such as ada@example.com (no displ
 // ErrInvalid is returned for anything but a bare address.
 var ErrInvalid = errors.New("email: " + Message)
 
-// Normalize returns s as stored and compared: surrounding white space trimmed, lower-cased. It
-// returns ErrInvalid unless what remains is a bare local@domain of at most MaxLen bytes whose
-// local part is a dot-atom (no quoted string) and whose domain is a host name (letters, digits and hyphens in dot-separated labels).
+// domains maps a domain name to one form for lookup (UTS #46, non-transitional: "ß" stays) and
+// checks it (IDNA2008 label rules, the Bidi rule, the DNS lengths of its ASCII form). Hyphens in
+// the third and fourth place ("r3---sn-ab") are allowed, as browsers allow them.
+var domains = idna.New(idna.MapForLookup(), idna.BidiRule(), idna.Transitional(false),
+	idna.CheckHyphens(false), idna.VerifyDNSLength(true))
+
+// Normalize returns s as stored and compared: surrounding white space trimmed, the local part
+// lower-cased in NFC, the domain in its Unicode form (see the package comment). It returns
+// ErrInvalid unless s is a bare local@domain whose local part is a dot-atom (no quoted string) of at
+// most 64 bytes, whose domain is a valid host name (letters, digits and hyphens in dot-separated
+// labels), and which is at most MaxLen bytes as typed and as stored.
 func Normalize(s string) (string, error) {
 	s = strings.TrimSpace(s)
 	if s == "" || len(s) > MaxLen || !utf8.ValidString(s) {
@@ -41,21 +59,36 @@ func Normalize(s string) (string, error) {
 		return "", ErrInvalid
 	}
 	at := strings.LastIndexByte(s, '@')
-	local, domain := s[:at], s[at+1:]
+	local, domain := norm.NFC.String(strings.ToLower(s[:at])), s[at+1:]
 	if local == "" || len(local) > 64 || domain == "" || strings.HasPrefix(domain, ".") || strings.HasSuffix(domain, ".") {
 		return "", ErrInvalid
 	}
+	ascii, err := domains.ToASCII(domain)
+	if err != nil {
+		return "", ErrInvalid
+	}
+	if domain, err = domains.ToUnicode(ascii); err != nil {
+		return "", ErrInvalid
+	}
 	for _, label := range strings.Split(domain, ".") {
-		if label == "" || len(label) > 63 || strings.HasPrefix(label, "-") || strings.HasSuffix(label, "-") {
+		if label == "" || strings.HasPrefix(label, "-") || strings.HasSuffix(label, "-") {
 			return "", ErrInvalid
 		}
 		for _, r := range label {
-			if r != '-' && !unicode.IsLetter(r) && !unicode.IsDigit(r) {
+			if r != '-' && !unicode.IsLetter(r) && !unicode.IsDigit(r) && !unicode.IsMark(r) {
 				return "", ErrInvalid
 			}
 		}
 	}
-	return strings.ToLower(s), nil
+	out := local + "@" + domain
+	if len(out) > MaxLen {
+		return "", ErrInvalid
+	}
+	// What is stored must read back as itself: the same bare address, nothing around it.
+	if a, err := mail.ParseAddress(out); err != nil || a.Name != "" || a.Address != out {
+		return "", ErrInvalid
+	}
+	return out, nil
 }
 
 // Valid reports whether Normalize accepts s.

@@ -20,6 +20,16 @@ func TestNormalizeAcceptsBareAddresses(t *testing.T) {
 		"admin@provisioner.test":       "admin@provisioner.test",
 		"x@localhost":                  "x@localhost",
 		"jürgen@bücher.example":        "jürgen@bücher.example",
+		// One mailbox, one spelling: the local part in NFC, the domain in its Unicode form.
+		"nu\u0308@probe.test":     "n\u00fc@probe.test",
+		"n\u00fc@probe.test":      "n\u00fc@probe.test",
+		"x@xn--bcher-kva.example": "x@bücher.example",
+		"x@XN--BCHER-KVA.example": "x@bücher.example",
+		"x@BÜCHER.example":        "x@bücher.example",
+		"x@bu\u0308cher.example":  "x@bücher.example",
+		"x@ｅｘａｍｐｌｅ.com":           "x@example.com",
+		"x@straße.example":        "x@straße.example",
+		"x@r3---sn-ab.example":    "x@r3---sn-ab.example",
 	} {
 		got, err := emailaddr.Normalize(in)
 		require.NoError(t, err, in)
@@ -62,6 +72,10 @@ func TestNormalizeRefusesAnythingButABareAddress(t *testing.T) {
 		"a@" + strings.Repeat("b", 64) + ".com",
 		"a@" + strings.Repeat("b.", 130) + "com",
 		"\xff@example.com",
+		"x@xn--zz.example",                           // not punycode
+		"x@xn--bcher-kva-.example",                   // a hyphen at the end
+		"x@ex\u2764ample.com",                        // a symbol IDNA disallows
+		"x@" + strings.Repeat("a", 60) + "ü.example", // its ASCII label is over 63 bytes
 	} {
 		_, err := emailaddr.Normalize(in)
 		assert.ErrorIs(t, err, emailaddr.ErrInvalid, "%q", in)
@@ -77,7 +91,7 @@ func TestNormalizeRefusesAnythingButABareAddress(t *testing.T) {
 // as the whole address, and never carries a display name.
 func FuzzNormalize(f *testing.F) {
 	for _, s := range []string{"ada@example.com", "Eve <ada@example.com>", `"a\u0000"@example.com`,
-		"ada@example.com (Eve)", "A@B.C", "ada@[127.0.0.1]", "jürgen@bücher.example", ""} {
+		"ada@example.com (Eve)", "A@B.C", "ada@[127.0.0.1]", "jürgen@bücher.example", "", "nu\u0308@xn--bcher-kva.example"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
