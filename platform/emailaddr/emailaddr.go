@@ -96,3 +96,18 @@ func Valid(s string) bool {
 	_, err := Normalize(s)
 	return err == nil
 }
+
+// ASCIIDomain returns a stored address with its domain in ASCII (A-labels: "x@bücher.example" →
+// "x@xn--bcher-kva.example"), the form every mail server routes without SMTPUTF8. An address
+// whose domain cannot be converted is returned as it is.
+func ASCIIDomain(addr string) string {
+	at := strings.LastIndexByte(addr, '@')
+	if at < 0 {
+		return addr
+	}
+	ascii, err := domains.ToASCII(addr[at+1:])
+	if err != nil {
+		return addr
+	}
+	return addr[:at+1] + ascii
+}

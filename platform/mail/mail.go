@@ -13,6 +13,7 @@ import (
 
 	gomail "github.com/wneessen/go-mail"
 
+	"provisioner/platform/emailaddr"
 	"provisioner/platform/redact"
 )
 
@@ -60,7 +61,7 @@ func (s *SMTPSender) Send(ctx context.Context, m Message) error {
 	if err := msg.From(s.cfg.From); err != nil {
 		return fmt.Errorf("mail from %q: %w", s.cfg.From, err)
 	}
-	if err := msg.To(m.To); err != nil {
+	if err := msg.To(emailaddr.ASCIIDomain(m.To)); err != nil {
 		return fmt.Errorf("mail to %q: %w", m.To, err)
 	}
 	msg.Subject(m.Subject)

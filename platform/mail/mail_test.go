@@ -76,6 +76,15 @@ func TestRefusedLoginIsAnErrorWithoutThePassword(t *testing.T) {
 	assert.Zero(t, srv.CountTo("ada@example.test"))
 }
 
+// TestInternationalDomainIsSentInASCII: addresses are stored with the domain in Unicode; the mail
+// goes to its ASCII form, which every server routes without SMTPUTF8.
+func TestInternationalDomainIsSentInASCII(t *testing.T) {
+	srv := testutil.StartSMTP(t)
+	s := mail.New(mail.SMTPConfig{Host: srv.Host, Port: srv.Port, From: "no-reply@provisioner.test"}, nil)
+	require.NoError(t, s.Send(context.Background(), mail.Message{To: "ada@bücher.example", Subject: "Reset", Text: "link"}))
+	assert.Contains(t, srv.WaitFor(t, "ada@xn--bcher-kva.example", 5*time.Second), "link")
+}
+
 func TestLogSenderWhenNoHost(t *testing.T) {
 	var buf bytes.Buffer
 	s := mail.New(mail.SMTPConfig{}, slog.New(slog.NewJSONHandler(&buf, nil)))
