@@ -168,6 +168,23 @@ func TestRegisterAndForgotPasswordLimits(t *testing.T) {
 	}
 	r = a.Post("/api/auth/forgot-password", "", map[string]any{"email": addr})
 	assert.Equal(t, http.StatusTooManyRequests, r.Status)
+	// Another spelling of the same mailbox (fullwidth letters, an ideographic full stop: one
+	// address once normalised) is the same key, not a fresh allowance of reset mails.
+	local, domain, _ := strings.Cut(addr, "@")
+	for _, spelling := range []string{strings.ToUpper(local) + "@" + domain, local + "@" + widen(domain), local + "@" + strings.ReplaceAll(domain, ".", "。")} {
+		r = a.Post("/api/auth/forgot-password", "", map[string]any{"email": spelling})
+		assert.Equal(t, http.StatusTooManyRequests, r.Status, spelling)
+	}
+}
+
+// widen spells ASCII letters in their fullwidth forms (U+FF21…), which IDNA maps back.
+func widen(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' {
+			return r - 'a' + 'ａ'
+		}
+		return r
+	}, s)
 }
 
 func TestPerIPAndPerUserLimits(t *testing.T) {

@@ -325,9 +325,15 @@ func (s *Service) findByEmail(ctx context.Context, db bun.IDB, email string) (*U
 	return u, nil
 }
 
-// normalizeEmail is the rate-limit key of an email as typed: trimmed and lower-cased (the request
-// is refused later if it is not a bare address).
-func normalizeEmail(s string) string { return strings.ToLower(strings.TrimSpace(s)) }
+// normalizeEmail is the rate-limit key of an email: the address as stored, so that every spelling
+// of one mailbox (case, fullwidth letters, IDNA forms) spends one allowance; an email that is not
+// a bare address (refused later with a 400) is trimmed and lower-cased.
+func normalizeEmail(s string) string {
+	if email, err := emailaddr.Normalize(s); err == nil {
+		return email
+	}
+	return strings.ToLower(strings.TrimSpace(s))
+}
 
 // parseEmail is a bare address as stored (emailaddr.Normalize), or a 400 naming the field.
 func parseEmail(s string) (string, error) {
