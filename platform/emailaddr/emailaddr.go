@@ -59,7 +59,9 @@ func Normalize(s string) (string, error) {
 		return "", ErrInvalid
 	}
 	at := strings.LastIndexByte(s, '@')
-	local, domain := norm.NFC.String(strings.ToLower(s[:at])), s[at+1:]
+	// NFC before lower-casing too: a letter whose lower case differs composed and decomposed
+	// ("İ" against "I" + U+0307) must end as one spelling.
+	local, domain := norm.NFC.String(strings.ToLower(norm.NFC.String(s[:at]))), s[at+1:]
 	if local == "" || len(local) > 64 || domain == "" || strings.HasPrefix(domain, ".") || strings.HasSuffix(domain, ".") {
 		return "", ErrInvalid
 	}

@@ -23,6 +23,8 @@ func TestNormalizeAcceptsBareAddresses(t *testing.T) {
 		// One mailbox, one spelling: the local part in NFC, the domain in its Unicode form.
 		"nu\u0308@probe.test":     "n\u00fc@probe.test",
 		"n\u00fc@probe.test":      "n\u00fc@probe.test",
+		"\u0130@probe.test":       "i@probe.test",
+		"I\u0307@probe.test":      "i@probe.test",
 		"x@xn--bcher-kva.example": "x@bücher.example",
 		"x@XN--BCHER-KVA.example": "x@bücher.example",
 		"x@BÜCHER.example":        "x@bücher.example",
