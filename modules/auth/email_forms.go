@@ -19,8 +19,9 @@ import (
 // could hold two accounts ("nü@…" precomposed and with a combining diaeresis; "x@bücher.example"
 // and "x@xn--bcher-kva.example"), and an account stored in a form login no longer produces could
 // not sign in or reset its password. Each users row whose email Normalize spells otherwise gets
-// that spelling, unless another live account already has it (the older row wins when two rows
-// spell the same): that row is left as it is. Every change and every row left alone is reported,
+// that spelling, unless another live account already has it: that row is left as it is (a row
+// already spelt that way keeps it, whatever its age; of two rows that both need the rewrite, the
+// older one gets it). Every change and every row left alone is reported,
 // as migration 20261123231500 reports them: a WARNING (in the PostgreSQL log, which the service
 // logs) and an audit event, user.email_normalized {from, to} or user.email_not_normalized
 // {email, address, conflictsWith} ({email, reason} when Normalize refuses the stored value). OAuth
