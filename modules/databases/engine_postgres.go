@@ -26,6 +26,9 @@ type postgresEngine struct {
 	per map[string]*sql.DB // admin connections into tenant databases (read-only grants)
 	// lockedDown: the cluster's own databases no longer let PUBLIC connect (see lockDown).
 	lockedDown bool
+	// shapedPublic: the server is PostgreSQL 15 or newer, whose template gives every new database
+	// the schema public ownPublicSchema makes (read once, with lockDown).
+	shapedPublic bool
 }
 
 func newPostgres(dsn string, pub config.EnginePublic) (*postgresEngine, error) {
@@ -161,8 +164,12 @@ func (e *postgresEngine) lockDown(ctx context.Context) error {
 			return err
 		}
 	}
+	var version int
+	if err := e.pool.QueryRowContext(ctx, "SELECT current_setting('server_version_num')::int").Scan(&version); err != nil {
+		return fmt.Errorf("postgres version: %w", err)
+	}
 	e.mu.Lock()
-	e.lockedDown = true
+	e.lockedDown, e.shapedPublic = true, version >= 150000
 	e.mu.Unlock()
 	return nil
 }
@@ -181,22 +188,34 @@ func (e *postgresEngine) Create(ctx context.Context, dbName, role, password stri
 	if err != nil {
 		return err
 	}
+	fresh := false
 	if !ok {
 		err := e.exec(ctx, fmt.Sprintf("CREATE DATABASE %s OWNER %s", qi(dbName), qi(role)))
 		if err != nil && !db.IsCode(err, "42P04") {
 			return err
 		}
+		fresh = err == nil
 	}
 	if err := e.exec(ctx,
 		fmt.Sprintf("REVOKE ALL ON DATABASE %s FROM PUBLIC", qi(dbName)),
 		fmt.Sprintf("GRANT CONNECT, TEMPORARY ON DATABASE %s TO %s", qi(dbName), qi(role))); err != nil {
 		return err
 	}
+	e.mu.Lock()
+	shaped := e.shapedPublic
+	e.mu.Unlock()
+	if fresh && shaped {
+		// Just made from PostgreSQL 15's template: its schema public already has that shape, and
+		// checking costs a first connection into the new database (about a sixth of a create).
+		return nil
+	}
 	return e.ownPublicSchema(ctx, dbName, role)
 }
 
 // ownPublicSchema gives the schema public of a new tenant database the shape PostgreSQL 15 gives
-// it, whatever the server's version: owned by pg_database_owner (the database's owner, so the
+// it, whatever the server's version (Create skips it only for a database it has just made on
+// PostgreSQL 15 or newer; one adopted after a crash, or made elsewhere, is always shaped): owned
+// by pg_database_owner (the database's owner, so the
 // quota holder while it is over its quota; the login role itself before PostgreSQL 14), and no
 // CREATE for PUBLIC. PostgreSQL 14 and older let PUBLIC create there (the schema belonged to the
 // bootstrap superuser), so a read-only credential could create tables in the owner's database.
