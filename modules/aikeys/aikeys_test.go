@@ -53,6 +53,11 @@ type upstream struct {
 	failBody string
 	// ignoreStream answers a stream request with the plain JSON completion (status 200).
 	ignoreStream bool
+	// streamWrites, when set, is a streamed answer written as these pieces, each flushed and
+	// 100 ms after the one before (so they reach the gateway in separate reads).
+	streamWrites []string
+	// okBody, when set, is the non-streamed answer (status 200).
+	okBody string
 }
 
 type connRequests struct{}
@@ -96,6 +101,7 @@ func (u *upstream) serve(w http.ResponseWriter, r *http.Request) {
 	fail, huge, delay, release, finished := u.fail, u.huge, u.delay, u.release, u.finished
 	ticks, tick, usageInLast := u.ticks, u.tick, u.usageInLast
 	failBody, ignoreStream := u.failBody, u.ignoreStream
+	streamWrites, okBody := u.streamWrites, u.okBody
 	u.mu.Unlock()
 	if delay > 0 {
 		time.Sleep(delay)
@@ -129,11 +135,25 @@ func (u *upstream) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	if body["stream"] != true || ignoreStream {
 		w.Header().Set("Content-Type", "application/json")
+		if okBody != "" {
+			_, _ = w.Write([]byte(okBody))
+			return
+		}
 		_, _ = w.Write([]byte(`{"id":"chatcmpl-1","object":"chat.completion","model":"fake-model","choices":[{"index":0,"message":{"role":"assistant","content":"Hello there"},"finish_reason":"stop"}],"usage":{"prompt_tokens":11,"completion_tokens":2,"total_tokens":13}}`))
 		return
 	}
 	w.Header().Set("Content-Type", "text/event-stream")
 	fl := w.(http.Flusher)
+	if streamWrites != nil {
+		for i, piece := range streamWrites {
+			if i > 0 {
+				time.Sleep(100 * time.Millisecond)
+			}
+			_, _ = w.Write([]byte(piece))
+			fl.Flush()
+		}
+		return
+	}
 	chunk := func(s string) {
 		_, _ = fmt.Fprintf(w, "data: %s\n\n", s)
 		fl.Flush()

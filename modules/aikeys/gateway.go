@@ -30,6 +30,7 @@ import (
 // (no per-connection goroutines on the hot path), net/http for streams.
 type Upstream struct {
 	base, key, model string
+	secret           *redact.Secret // finds key in what the upstream answers, escaped or not
 	timeout          time.Duration
 	http             *http.Client
 	fast             *fasthttp.Client
@@ -57,7 +58,7 @@ func NewUpstream(base, key, model string, timeout time.Duration) *Upstream {
 		MaxIdemponentCallAttempts: 2, // at most one retry, and only when retryStale says so
 		RetryIfErr:                func(*fasthttp.Request, int, error) (bool, bool) { return false, true },
 	}
-	return &Upstream{base: strings.TrimRight(base, "/"), key: key, model: model, timeout: timeout, http: &http.Client{Transport: tr}, fast: fast}
+	return &Upstream{base: strings.TrimRight(base, "/"), key: key, secret: redact.NewSecret(key), model: model, timeout: timeout, http: &http.Client{Transport: tr}, fast: fast}
 }
 
 // maxAnswer bounds a non-streamed answer read into memory.
@@ -217,7 +218,8 @@ func (u *Upstream) Generate(ctx context.Context, in GenerateInput) (*Generation,
 	if err := json.Unmarshal(a.body, &cr); err != nil || len(cr.Choices) == 0 {
 		return nil, upstreamError("the AI upstream's answer was malformed", nil)
 	}
-	g := &Generation{Text: cr.Choices[0].Message.Content, Model: cr.Model, FinishReason: cr.Choices[0].FinishReason}
+	// Whatever the upstream writes, our Ai:ApiKey is not handed on.
+	g := &Generation{Text: u.secret.RedactString(cr.Choices[0].Message.Content), Model: cr.Model, FinishReason: cr.Choices[0].FinishReason}
 	if g.Model == "" {
 		g.Model = model
 	}
@@ -283,13 +285,11 @@ func (u *Upstream) refusal(a answer) error {
 	return httpx.BadRequest(msg)
 }
 
-// sanitize makes the upstream's words fit to quote: valid UTF-8, Ai:ApiKey redacted, control and
-// bidi characters as spaces, spaces collapsed, at most maxRefusal runes.
+// sanitize makes the upstream's words fit to quote: valid UTF-8, Ai:ApiKey redacted (as it is or
+// JSON-escaped: a message may quote JSON), control and bidi characters as spaces, spaces
+// collapsed, at most maxRefusal runes.
 func (u *Upstream) sanitize(s string) string {
-	s = strings.ToValidUTF8(s, "")
-	if u.key != "" {
-		s = strings.ReplaceAll(s, u.key, redact.Mark)
-	}
+	s = u.secret.RedactString(strings.ToValidUTF8(s, ""))
 	s = strings.Join(strings.Fields(strings.Map(func(r rune) rune {
 		if httpx.Deceptive(r) {
 			return ' '
@@ -459,7 +459,7 @@ func (p *Passthrough) Handle(c *fiber.Ctx) error {
 // the upstream (for its answer to begin, then between two reads), not the whole stream: a long
 // answer that keeps coming is relayed to its end. A stream the upstream stops sending (for that
 // long) or breaks off ends with an OpenAI error event, so SDKs raise instead of taking a cut
-// answer for a whole one.
+// answer for a whole one. Our Ai:ApiKey is redacted from every line relayed.
 func (p *Passthrough) relayStream(c *fiber.Ctx, keyID int64, raw []byte, promptEstimate int64, wantUsage bool) error {
 	timeout := p.upstream.timeout
 	uctx, cancel := context.WithCancel(context.Background())
@@ -542,7 +542,10 @@ func (p *Passthrough) relayStream(c *fiber.Ctx, keyID int64, raw []byte, promptE
 					}
 				}
 			}
-			_, _ = w.Write(line)
+			// Any line may quote our Ai:ApiKey (an error event quoting the Authorization it
+			// got): redacted, as it is or JSON-escaped. A line is whole here, however the
+			// upstream's writes cut it, and the key (an HTTP header's value) has no line break.
+			_, _ = w.Write(p.upstream.secret.Redact(line))
 			_ = w.WriteByte('\n')
 			pending = len(line) != 0
 			if !pending { // end of one event: send it now
@@ -628,7 +631,7 @@ func (p *Passthrough) relayAnswer(c *fiber.Ctx, keyID int64, raw []byte) error {
 // sendAnswer relays a whole upstream answer. A 5xx becomes 502; so does a 401 or 403, which
 // refuses the gateway's own credentials (Ai:ApiKey), not the client's, and may quote them. Anything
 // else (the answer, or the upstream's 4xx in OpenAI's format, with its Retry-After) goes through
-// as it is. Only a 2xx is metered (the one rule of both routes: a request counts when the client
+// as it is, but for Ai:ApiKey, redacted wherever it appears. Only a 2xx is metered (the one rule of both routes: a request counts when the client
 // got the upstream's generation).
 func (p *Passthrough) sendAnswer(c *fiber.Ctx, keyID int64, a answer) error {
 	if a.status >= 500 || a.status == http.StatusUnauthorized || a.status == http.StatusForbidden {
@@ -648,9 +651,7 @@ func (p *Passthrough) sendAnswer(c *fiber.Ctx, keyID int64, a answer) error {
 	if a.contentType != "" {
 		c.Set(fiber.HeaderContentType, a.contentType)
 	}
-	if a.status >= 300 && p.upstream.key != "" {
-		// A refusal is relayed as the upstream wrote it, and some quote the Authorization they got.
-		a.body = bytes.ReplaceAll(a.body, []byte(p.upstream.key), []byte(redact.Mark))
-	}
-	return c.Status(a.status).Send(a.body)
+	// The answer is relayed as the upstream wrote it, except our Ai:ApiKey, as it is or
+	// JSON-escaped (`\/`, `\u002d`...): a refusal may quote the Authorization it got.
+	return c.Status(a.status).Send(p.upstream.secret.Redact(a.body))
 }

@@ -155,6 +155,7 @@ func (h *Handler) Register(api *httpx.API) {
 			"`errors` naming the field when the upstream names its parameter or the model is not found (404); " +
 			"502 when the upstream fails (5xx, or a 4xx without a JSON error: a wrong `Ai:BaseUrl`), refuses the gateway's own `Ai:ApiKey` (401, 403), times out (`Ai:TimeoutSeconds` for the whole answer) or answers more than 16 MiB. " +
 			"Only an answered generation counts in the key's usage (requests and tokens), on this route and on the pass-through alike. " +
+			"Should the upstream write the gateway's own `Ai:ApiKey` anywhere in what is passed on (the text, a refusal's message), it is replaced by `[redacted]`. " +
 			"A request that meets a keep-alive connection the upstream closed while idle is sent again once, on a fresh connection.",
 		Errors: []int{http.StatusBadRequest, http.StatusBadGateway, http.StatusServiceUnavailable}},
 		func(ctx context.Context, in *generateInput) (*httpx.Response[Generation], error) {
@@ -189,8 +190,11 @@ func (h *Handler) Register(api *httpx.API) {
 			"`data: {\"error\": {message, type, param, code}}` and no `[DONE]`, so SDKs raise. " +
 			"Every error, including those raised before the handler (404 under `/api/ai/v1/`, 405, 413 over 1 MiB, the per-IP 429, 500), follows OpenAI's " +
 			"`{error: {message, type, param, code}}`: 400 bad body (`messages` missing, not an array, or empty), 401 bad key, 429 rate limit, 502 upstream failure, 503 key check or upstream unavailable. " +
-			"The upstream's own 4xx answers (say 400 or 404 for an unknown model, 429 with its `Retry-After`) are relayed as they are (the gateway's own upstream key redacted, should the upstream quote it), " +
-			"except 401 and 403, which refuse the gateway's credentials and answer 502. A non-streamed answer, or the error refusing a stream, larger than 16 MiB is a 502; a stream is relayed whatever its length.",
+			"The upstream's own 4xx answers (say 400 or 404 for an unknown model, 429 with its `Retry-After`) are relayed as they are, " +
+			"except 401 and 403, which refuse the gateway's credentials and answer 502. " +
+			"Whatever is relayed (an answer, a relayed 4xx, every line of a stream, its error events included) has the gateway's own upstream key (`Ai:ApiKey`) " +
+			"replaced by `[redacted]` should the upstream write it, as it is or JSON-escaped (`\\/`, `\\u002d`, any character escaped), " +
+			"even split across two of the upstream's writes; a stream is still relayed line by line as it comes. A non-streamed answer, or the error refusing a stream, larger than 16 MiB is a 502; a stream is relayed whatever its length.",
 		Security: []map[string][]string{{httpx.SchemeAPIKey: {}}, {httpx.SchemeBearer: {}}},
 		RequestBody: &huma.RequestBody{Required: true, Content: map[string]*huma.MediaType{"application/json": {
 			Schema: &huma.Schema{Type: "object", Description: "An OpenAI chat completion request.", Required: []string{"messages"},

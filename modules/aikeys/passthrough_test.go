@@ -3,6 +3,7 @@ package aikeys_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -227,4 +228,81 @@ func TestRelayedRefusalNeverShowsOurUpstreamKey(t *testing.T) {
 		require.NoError(t, json.Unmarshal([]byte(raw), &oe), raw)
 		assert.Equal(t, "bad temperature (request had Authorization: Bearer [redacted])", oe.Error.Message)
 	}
+}
+
+// TestStreamNeverShowsOurUpstreamKey: every line of a relayed stream is redacted, not only a
+// refusal: an upstream that quotes our Ai:ApiKey in an error event, the key cut across two of its
+// writes (two reads for the gateway), or JSON-escaped in a content chunk, hands the client
+// [redacted] instead, the rest of the stream as the upstream wrote it.
+func TestStreamNeverShowsOurUpstreamKey(t *testing.T) {
+	a, up := setup(t, nil)
+	u := a.Register(t)
+	k := newKey(t, a, u.Token, nil)
+	first := `data: {"id":"c","object":"chat.completion.chunk","model":"fake-model","choices":[{"index":0,"delta":{"content":"Hel"}}]}` + "\n\n"
+	content := `data: {"id":"c","object":"chat.completion.chunk","model":"fake-model","choices":[{"index":0,"delta":{"content":"key: %s"}}]}` + "\n\n"
+	errEvent := `data: {"error":{"message":"Incorrect API key provided: %s","type":"invalid_request_error","param":null,"code":"invalid_api_key"}}` + "\n\n"
+	cut := strings.Index(errEvent, "%s") + 8 // inside the key: "upstream" | "-secret"
+	full := fmt.Sprintf(errEvent, upstreamKey)
+	up.mu.Lock()
+	up.streamWrites = []string{
+		first,
+		fmt.Sprintf(content, `upstream\u002Dsecret`) + full[:cut],
+		full[cut:],
+	}
+	up.mu.Unlock()
+	res := chat(t, a, "X-API-Key", k.Key, true)
+	require.Equal(t, http.StatusOK, res.StatusCode)
+	defer res.Body.Close()
+	raw, err := io.ReadAll(res.Body)
+	require.NoError(t, err)
+	body := string(raw)
+	assert.NotContains(t, body, "secret", "no part of the key")
+	assert.Equal(t, first+fmt.Sprintf(content, "[redacted]")+fmt.Sprintf(errEvent, "[redacted]"), body, "the rest intact")
+}
+
+// TestEscapedUpstreamKeyIsRedacted: a JSON encoder may escape any character of our Ai:ApiKey
+// (`\u002d` for its "-", or every one of them); written so in a relayed 4xx (streamed request or
+// not), in a relayed answer, or in the text /api/ai/generate answers, the client still gets
+// [redacted], never the key once its JSON is decoded.
+func TestEscapedUpstreamKeyIsRedacted(t *testing.T) {
+	a, up := setup(t, nil)
+	u := a.Register(t)
+	k := newKey(t, a, u.Token, nil)
+	var every strings.Builder
+	for _, r := range upstreamKey {
+		fmt.Fprintf(&every, `\u%04x`, r)
+	}
+	up.mu.Lock()
+	up.fail = http.StatusUnprocessableEntity
+	up.failBody = `{"error":{"message":"bad temperature (Authorization: Bearer upstream\u002Dsecret, or ` + every.String() + `)","type":"invalid_request_error","param":"temperature","code":null}}`
+	up.mu.Unlock()
+	for _, body := range []string{
+		`{"messages":[{"role":"user","content":"hi"}],"temperature":9}`,
+		`{"messages":[{"role":"user","content":"hi"}],"temperature":9,"stream":true}`,
+	} {
+		res, raw := chatRaw(t, a, k.Key, []byte(body))
+		assert.Equal(t, http.StatusUnprocessableEntity, res.StatusCode, raw)
+		var oe openAIError
+		require.NoError(t, json.Unmarshal([]byte(raw), &oe), raw)
+		assert.Equal(t, "bad temperature (Authorization: Bearer [redacted], or [redacted])", oe.Error.Message, body)
+	}
+
+	up.mu.Lock()
+	up.fail = 0
+	up.okBody = `{"id":"chatcmpl-1","object":"chat.completion","model":"fake-model","choices":[{"index":0,"message":{"role":"assistant","content":"the key is upstream\u002dsecret"},"finish_reason":"stop"}]}`
+	up.mu.Unlock()
+	res, raw := chatRaw(t, a, k.Key, []byte(`{"messages":[{"role":"user","content":"hi"}]}`))
+	require.Equal(t, http.StatusOK, res.StatusCode, raw)
+	var cc struct {
+		Choices []struct {
+			Message struct{ Content string } `json:"message"`
+		} `json:"choices"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(raw), &cc), raw)
+	require.Len(t, cc.Choices, 1)
+	assert.Equal(t, "the key is [redacted]", cc.Choices[0].Message.Content, "a relayed answer")
+	r := generate(a, k.Key)
+	require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
+	assert.NotContains(t, string(r.Raw), upstreamKey)
+	assert.Contains(t, string(r.Raw), `"text":"the key is [redacted]"`, "generate's text")
 }

@@ -211,6 +211,16 @@ func forge(t *testing.T, claims jwt.MapClaims, method jwt.SigningMethod, key any
 	return s
 }
 
+// forgeCrit signs claims with HS256 and key, with a crit header naming extensions.
+func forgeCrit(t *testing.T, claims jwt.MapClaims, key []byte, crit ...string) string {
+	t.Helper()
+	tok := jwt.NewWithClaims(jwt.SigningMethodHS256, claims)
+	tok.Header["crit"] = crit
+	s, err := tok.SignedString(key)
+	require.NoError(t, err)
+	return s
+}
+
 func TestTokenTampering(t *testing.T) {
 	a := apptest.Start(t)
 	u := a.Register(t)
@@ -247,6 +257,10 @@ func TestTokenTampering(t *testing.T) {
 		"wrong audience":  forge(t, with("aud", "other-clients"), jwt.SigningMethodHS256, key),
 		"unknown user":    forge(t, with("sub", "987654321"), jwt.SigningMethodHS256, key),
 		"tampered claims": parts[0] + "." + base64.RawURLEncoding.EncodeToString([]byte(`{"sub":"1","role":"Admin"}`)) + "." + parts[2],
+		// Signed with the right key, but asking (RFC 7515 §4.1.11) for extensions we do not
+		// understand: a recipient must refuse it, even when crit names a registered claim.
+		"crit exp": forgeCrit(t, valid, key, "exp"),
+		"crit x":   forgeCrit(t, valid, key, "x"),
 	}
 	for name, tok := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -254,6 +268,9 @@ func TestTokenTampering(t *testing.T) {
 			assert.Equal(t, http.StatusUnauthorized, r.Status, string(r.Raw))
 			assert.False(t, r.Env.Success)
 			assert.NotEmpty(t, r.Env.Message)
+			if tok != "" && name != "garbage" && name != "alg none" {
+				assert.Equal(t, "Invalid or expired token", r.Env.Message, "the same 401 as any invalid token")
+			}
 		})
 	}
 	// The forged-but-correct token works: the checks above are what refuse the others, and the

@@ -138,8 +138,8 @@ func (t *Tokens) Issue(u User) (Issued, error) {
 	return Issued{Token: s, ExpiresAt: exp}, nil
 }
 
-// Parse verifies a token string completely (signature, algorithm, exp, iat, iss, aud) and returns
-// its claims. It is the same check the guard applies.
+// Parse verifies a token string completely (signature, algorithm, no crit header, exp, iat, iss,
+// aud) and returns its claims. It is the same check the guard applies.
 func (t *Tokens) Parse(token string) (*Claims, error) {
 	var c Claims
 	if _, err := t.parser.ParseWithClaims(token, &c, t.keyFunc); err != nil {
@@ -148,9 +148,18 @@ func (t *Tokens) Parse(token string) (*Claims, error) {
 	return &c, nil
 }
 
+// errCritical refuses a token whose header has crit: RFC 7515 §4.1.11 has a recipient refuse a
+// JWS whose crit names extensions it does not understand, and this service understands none
+// (golang-jwt does not look at crit).
+var errCritical = errors.New("token header lists critical extensions")
+
+// keyFunc is the one key lookup of Parse and the guard: HS256 only, no crit header.
 func (t *Tokens) keyFunc(tok *jwt.Token) (any, error) {
 	if tok.Method != jwt.SigningMethodHS256 {
 		return nil, fmt.Errorf("unexpected signing method %v", tok.Header["alg"])
+	}
+	if _, ok := tok.Header["crit"]; ok {
+		return nil, errCritical
 	}
 	return t.o.Key, nil
 }
