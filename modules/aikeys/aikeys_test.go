@@ -25,7 +25,7 @@ import (
 
 func TestMain(m *testing.M) { testutil.Main(m) }
 
-const upstreamKey = "upstream-secret"
+const upstreamKey = "upstream-secret-key"
 
 // upstream is a fake OpenAI-compatible server: non-streaming and SSE answers, errors, slowness.
 // A streamed answer sends its first chunk, then waits on release before the rest.

@@ -246,7 +246,7 @@ func TestStreamNeverShowsOurUpstreamKey(t *testing.T) {
 	up.mu.Lock()
 	up.streamWrites = []string{
 		first,
-		fmt.Sprintf(content, `upstream\u002Dsecret`) + full[:cut],
+		fmt.Sprintf(content, `upstream\u002Dsecret-key`) + full[:cut],
 		full[cut:],
 	}
 	up.mu.Unlock()
@@ -274,7 +274,7 @@ func TestEscapedUpstreamKeyIsRedacted(t *testing.T) {
 	}
 	up.mu.Lock()
 	up.fail = http.StatusUnprocessableEntity
-	up.failBody = `{"error":{"message":"bad temperature (Authorization: Bearer upstream\u002Dsecret, or ` + every.String() + `)","type":"invalid_request_error","param":"temperature","code":null}}`
+	up.failBody = `{"error":{"message":"bad temperature (Authorization: Bearer upstream\u002Dsecret-key, or ` + every.String() + `)","type":"invalid_request_error","param":"temperature","code":null}}`
 	up.mu.Unlock()
 	for _, body := range []string{
 		`{"messages":[{"role":"user","content":"hi"}],"temperature":9}`,
@@ -289,7 +289,7 @@ func TestEscapedUpstreamKeyIsRedacted(t *testing.T) {
 
 	up.mu.Lock()
 	up.fail = 0
-	up.okBody = `{"id":"chatcmpl-1","object":"chat.completion","model":"fake-model","choices":[{"index":0,"message":{"role":"assistant","content":"the key is upstream\u002dsecret"},"finish_reason":"stop"}]}`
+	up.okBody = `{"id":"chatcmpl-1","object":"chat.completion","model":"fake-model","choices":[{"index":0,"message":{"role":"assistant","content":"the key is upstream\u002dsecret-key"},"finish_reason":"stop"}]}`
 	up.mu.Unlock()
 	res, raw := chatRaw(t, a, k.Key, []byte(`{"messages":[{"role":"user","content":"hi"}]}`))
 	require.Equal(t, http.StatusOK, res.StatusCode, raw)

@@ -18,9 +18,15 @@ import (
 // header has no line break).
 type Secret struct{ s []byte }
 
-// NewSecret returns the finder for s (nil when s is empty: nothing to find).
+// MinSecretLen is the shortest secret NewSecret looks for. A shorter one is a placeholder, such as
+// local OpenAI-compatible servers take ("EMPTY", "ollama", "x"), not a credential: replacing it
+// would cut words out of generated answers. Every provider's real key is far longer.
+const MinSecretLen = 16
+
+// NewSecret returns the finder for s (nil when s is shorter than MinSecretLen bytes: nothing to
+// find).
 func NewSecret(s string) *Secret {
-	if s == "" {
+	if len(s) < MinSecretLen {
 		return nil
 	}
 	return &Secret{s: []byte(s)}
