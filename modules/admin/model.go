@@ -26,18 +26,19 @@ type userRow struct {
 
 // User is an account as the admin API shows it (never the password hash).
 type User struct {
-	ID           int64     `json:"id" example:"7"`
-	Name         string    `json:"name" example:"Ada Lovelace"`
-	FullName     string    `json:"fullName" example:"Ada Lovelace"`
-	Email        string    `json:"email" format:"email" example:"ada@example.com"`
-	Organization string    `json:"organization" example:"Analytical Engines Ltd"`
-	Role         string    `json:"role" enum:"User,Admin" example:"User"`
-	HasPassword  bool      `json:"hasPassword" doc:"False for accounts that only sign in through GitHub or Google."`
-	CreatedAt    time.Time `json:"createdAt"`
-	UpdatedAt    time.Time `json:"updatedAt"`
+	ID            int64     `json:"id" example:"7"`
+	Name          string    `json:"name" example:"Ada Lovelace"`
+	FullName      string    `json:"fullName" example:"Ada Lovelace"`
+	Email         string    `json:"email" format:"email" example:"ada@example.com"`
+	Organization  string    `json:"organization" example:"Analytical Engines Ltd"`
+	Role          string    `json:"role" enum:"User,Admin" example:"User"`
+	HasPassword   bool      `json:"hasPassword" doc:"False for accounts that only sign in through GitHub or Google."`
+	EmailVerified bool      `json:"emailVerified" readOnly:"true" doc:"Whether the email is proven to reach the account's owner (the account was made from a provider's verified email, or a password reset through a link mailed to the address was completed). False after a password registration or an admin's creation of the account, and after a change of the email; the owner proves it with POST /api/auth/forgot-password, which also mails an account without a password a link to set one. Read-only: never taken from a request." example:"false"`
+	CreatedAt     time.Time `json:"createdAt"`
+	UpdatedAt     time.Time `json:"updatedAt"`
 }
 
 func viewUser(u *userRow) User {
 	return User{ID: u.ID, Name: u.FullName, FullName: u.FullName, Email: u.Email, Organization: u.Organization,
-		Role: u.Role, HasPassword: u.PasswordHash != nil, CreatedAt: u.CreatedAt.UTC(), UpdatedAt: u.UpdatedAt.UTC()}
+		Role: u.Role, HasPassword: u.PasswordHash != nil, EmailVerified: u.EmailVerifiedAt != nil, CreatedAt: u.CreatedAt.UTC(), UpdatedAt: u.UpdatedAt.UTC()}
 }

@@ -184,13 +184,17 @@ func (s *Users) Update(ctx context.Context, id int64, in UpdateUserInput) (*user
 			out = u // nothing to change: updatedAt and the audit log stay as they are
 			return nil
 		}
+		// The row as stored, scanned into a fresh value: a column the update's triggers set to NULL
+		// (a change of the email clears email_verified_at) is not left at its old value in u.
+		stored := new(userRow)
 		if _, err := tx.NewUpdate().Model(u).Column("full_name", "organization", "email", "role").
-			Set("updated_at = now()").WherePK().Returning("*").Exec(ctx); err != nil {
+			Set("updated_at = now()").WherePK().Returning("*").Exec(ctx, stored); err != nil {
 			if db.IsUniqueViolation(err) {
 				return httpx.Conflict("An account with this email already exists")
 			}
 			return fmt.Errorf("update user %d: %w", id, err)
 		}
+		u = stored
 		if before.Role != u.Role {
 			if err := s.audit.RecordTx(ctx, tx, audit.Event{Action: "user.role.changed", UserID: audit.Int64(u.ID),
 				TargetType: "user", TargetID: fmt.Sprint(u.ID), Details: map[string]any{"from": before.Role, "to": u.Role}}); err != nil {

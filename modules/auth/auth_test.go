@@ -47,7 +47,7 @@ func TestRegisterAnswersBothShapesAndIgnoresRole(t *testing.T) {
 	addr := email()
 	r := a.Post("/api/auth/register", "", map[string]any{
 		"fullName": "Grace Hopper", "organization": "Navy", "email": addr, "password": goodPassword,
-		"role": "Admin", "id": 999999,
+		"role": "Admin", "id": 999999, "emailVerified": true,
 	})
 	require.Equal(t, http.StatusCreated, r.Status, string(r.Raw))
 	assert.True(t, r.Env.Success)
@@ -72,13 +72,16 @@ func TestRegisterAnswersBothShapesAndIgnoresRole(t *testing.T) {
 	me := a.Get("/api/me", d.AccessToken)
 	require.Equal(t, http.StatusOK, me.Status, string(me.Raw))
 	var u struct {
-		ID    int64  `json:"id"`
-		Email string `json:"email"`
-		Role  string `json:"role"`
+		ID            int64  `json:"id"`
+		Email         string `json:"email"`
+		Role          string `json:"role"`
+		EmailVerified *bool  `json:"emailVerified"`
 	}
 	me.Decode(t, &u)
 	assert.Equal(t, d.UserID, u.ID)
 	assert.Equal(t, "User", u.Role)
+	require.NotNil(t, u.EmailVerified, string(me.Raw))
+	assert.False(t, *u.EmailVerified, "a client-sent emailVerified never lands (a registration proves no address)")
 
 	// Same email in another case: 409.
 	r = a.Post("/api/auth/register", "", map[string]any{

@@ -33,13 +33,17 @@ var emailForms = db.GoMigration{Name: "20261124010000_email_forms", Up: normaliz
 	Down: func(context.Context, bun.Tx) error { return nil }}
 
 func normalizeStoredEmails(ctx context.Context, tx bun.Tx) error {
-	if _, err := tx.ExecContext(ctx, `CREATE OR REPLACE FUNCTION pg_temp.auth_warn(msg text) RETURNS void LANGUAGE plpgsql AS $$
-		BEGIN RAISE WARNING '%', msg; END $$`); err != nil {
-		return fmt.Errorf("create auth_warn: %w", err)
-	}
+	// warn raises a WARNING from a DO block, which needs no privilege (a pg_temp function needed
+	// TEMP on the control database). A DO block takes no parameters, so the message travels in a
+	// setting local to the transaction, bound as a value: nothing stored is ever quoted into SQL.
 	warn := func(format string, args ...any) error {
-		_, err := tx.ExecContext(ctx, "SELECT pg_temp.auth_warn(?)", fmt.Sprintf(format, args...))
-		return err
+		if _, err := tx.ExecContext(ctx, "SELECT set_config('provisioner.migration_warning', ?, true)", fmt.Sprintf(format, args...)); err != nil {
+			return fmt.Errorf("warn: %w", err)
+		}
+		if _, err := tx.ExecContext(ctx, `DO $$ BEGIN RAISE WARNING '%', current_setting('provisioner.migration_warning'); END $$`); err != nil {
+			return fmt.Errorf("warn: %w", err)
+		}
+		return nil
 	}
 	event := func(userID int64, action string, details map[string]any) error {
 		raw, err := json.Marshal(details)

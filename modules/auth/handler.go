@@ -126,8 +126,11 @@ func (h *Handler) Register(api *httpx.API) {
 
 	httpx.Register(api, httpx.Public, huma.Operation{
 		OperationID: "forgotPassword", Method: http.MethodPost, Path: "/api/auth/forgot-password", Tags: tags,
-		Summary:     "Ask for a password reset link",
-		Description: "Always answers 200 with the same message (400 if the email is not a bare address). A known local account receives `{Frontend:BaseUrl}/auth/reset-password#token=<TOKEN>` by mail, valid for 30 minutes and once.",
+		Summary: "Ask for a password reset link",
+		Description: "Always answers 200 with the same message (400 if the email is not a bare address), whether the email is unknown or " +
+			"an account's, with a password or without. A known account receives `{Frontend:BaseUrl}/auth/reset-password#token=<TOKEN>` " +
+			"by mail, valid for 30 minutes and once: to choose a new password, or, for an account without a password (one that signs in " +
+			"only through GitHub or Google), to set one; see POST /api/auth/reset-password for what completing it does.",
 	}, func(ctx context.Context, in *forgotInput) (*httpx.Response[httpx.NoData], error) {
 		if err := h.limiter.Check(ctx, "ForgotPassword", normalizeEmail(in.Body.Email)); err != nil {
 			return nil, err
@@ -143,7 +146,11 @@ func (h *Handler) Register(api *httpx.API) {
 		Summary: "Choose a new password with a reset token",
 		Description: "Spends the token and every other reset token of the account; every access token issued before is " +
 			"refused from then on. The reset proves the account's email (the link reached it), so signing in with GitHub or " +
-			"Google with that verified email links to the account afterwards. A link mailed to an address the account no " +
+			"Google with that verified email links to the account afterwards (`emailVerified` becomes true in GET /api/me). An account " +
+			"without a password gets its first one. In the same transaction every GitHub or Google identity linked to the account whose " +
+			"email the provider had not verified, or whose email is not the account's, is unlinked (audited as `user.identity.unlinked`, " +
+			"naming the providers): whoever made the account through someone else's unverified provider email can no longer sign in to it. " +
+			"A link mailed to an address the account no " +
 			"longer has (an admin changed the email, which spends the account's links), or an unknown, expired or already " +
 			"spent token, is a 400 on the `token` field.",
 	}, func(ctx context.Context, in *resetInput) (*httpx.Response[httpx.NoData], error) {
@@ -159,7 +166,8 @@ func (h *Handler) Register(api *httpx.API) {
 		OperationID: "getMe", Method: http.MethodGet, Path: "/api/me", Tags: tags,
 		Summary: "The authenticated user",
 		Description: "401 when the token is invalid or expired, or its account is gone: deleted (even while this request was in flight) " +
-			"or its password reset since the token was issued.",
+			"or its password reset since the token was issued. `emailVerified` says whether the account's email is proven (see " +
+			"POST /api/auth/reset-password); only a completed reset or a sign-up from a provider's verified email sets it.",
 	}, func(ctx context.Context, _ *struct{}) (*httpx.Response[UserView], error) {
 		u, err := h.svc.Me(ctx, authn.FromContext(ctx).UserID)
 		if err != nil {

@@ -48,6 +48,7 @@ type UserView struct {
 	Provider       string    `json:"provider" doc:"Empty for local accounts." example:""`
 	ProviderUserID string    `json:"providerUserId" doc:"Empty for local accounts." example:""`
 	Organization   string    `json:"organization" example:"Analytical Engines Ltd"`
+	EmailVerified  bool      `json:"emailVerified" readOnly:"true" doc:"Whether the email is proven to reach the account's owner: the account was made from a provider's verified email, or a password reset through a link mailed to the address was completed. False after a password registration (which proves nothing) and after an admin changes the email. Signing in with GitHub or Google links to an existing account only when this is true. Read-only: never taken from a request." example:"false"`
 	CreatedAt      time.Time `json:"createdAt"`
 }
 
@@ -55,7 +56,7 @@ func viewOf(u *User, provider, providerUserID string) UserView {
 	return UserView{
 		ID: u.ID, Name: u.FullName, Email: u.Email, Role: u.Role,
 		Provider: provider, ProviderUserID: providerUserID,
-		Organization: u.Organization, CreatedAt: u.CreatedAt.UTC(),
+		Organization: u.Organization, EmailVerified: u.EmailVerifiedAt != nil, CreatedAt: u.CreatedAt.UTC(),
 	}
 }
 

@@ -81,8 +81,8 @@ func (h *Handler) registerOAuth(api *httpx.API) {
 			"account_exists (an account with the provider's verified email exists but its email was never proven, e.g. it was " +
 			"registered with a password, which does not prove the address, or an admin changed it: it is not linked; sign in " +
 			"with its password, or reset the password through POST /api/auth/forgot-password (the mailed link proves the " +
-			"address), then sign in with the provider again; an account without a password gets no reset link, so an " +
-			"administrator has to settle it), temporarily_unavailable " +
+			"address), then sign in with the provider again; an account without a password is mailed a link to set one, which " +
+			"proves the address the same way and unlinks the identities that did not prove it), temporarily_unavailable " +
 			"(a dependency of the service, such as its database, is down: try again later), server_error (anything else unexpected). " +
 			"The provider identity of a deleted account no longer binds: signing in with it again creates a new account, " +
 			"with none of the deleted account's resources.",

@@ -157,8 +157,11 @@ func (s *Service) Login(ctx context.Context, email, password string) (*AuthResul
 	return s.signIn(u, "Password")
 }
 
-// ForgotPassword mails a single-use reset link to a known local account. It does the same
-// visible work whether or not the account exists; the mail goes out in the background.
+// ForgotPassword mails a single-use link to a known account: "reset your password" to one with a
+// password, "set a password" to one without (an account that signs in only through GitHub or
+// Google: the owner of the mailbox can then take the account over alone, see ResetPassword). It
+// does the same visible work whether or not the account exists or has a password; the mail goes
+// out in the background.
 func (s *Service) ForgotPassword(ctx context.Context, email string) error {
 	email, err := parseEmail(email)
 	if err != nil {
@@ -169,7 +172,7 @@ func (s *Service) ForgotPassword(ctx context.Context, email string) error {
 		return err
 	}
 	token := secrets.RandomToken(32)
-	if u == nil || u.PasswordHash == nil {
+	if u == nil {
 		return nil
 	}
 	sum := sha256.Sum256([]byte(token))
@@ -178,15 +181,9 @@ func (s *Service) ForgotPassword(ctx context.Context, email string) error {
 		return fmt.Errorf("store reset token: %w", err)
 	}
 	s.audit.Try(ctx, audit.Event{Action: "user.password.reset_requested", UserID: audit.Int64(u.ID),
-		TargetType: "user", TargetID: fmt.Sprint(u.ID)})
+		TargetType: "user", TargetID: fmt.Sprint(u.ID), Details: map[string]any{"hasPassword": u.PasswordHash != nil}})
 	link := strings.TrimRight(s.cfg.Frontend.BaseUrl, "/") + "/auth/reset-password#token=" + url.QueryEscape(token)
-	msg := mail.Message{
-		To:      u.Email,
-		Subject: "Reset your password",
-		Text: "Someone asked to reset the password of your account.\n\n" +
-			"Open this link within 30 minutes to choose a new password:\n" + link +
-			"\n\nIf it was not you, ignore this message; your password stays as it is.\n",
-	}
+	msg := resetMail(u, link)
 	go func() {
 		mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
@@ -197,11 +194,43 @@ func (s *Service) ForgotPassword(ctx context.Context, email string) error {
 	return nil
 }
 
+// resetMail is the message carrying a reset link: to choose a new password, or, for an account
+// without one, to set its first.
+func resetMail(u *User, link string) mail.Message {
+	if u.PasswordHash == nil {
+		return mail.Message{
+			To:      u.Email,
+			Subject: "Set a password for your account",
+			Text: "Someone asked to reset the password of the account with this email address. The account has no " +
+				"password yet: it signs in through GitHub or Google.\n\n" +
+				"Open this link within 30 minutes to set a password for the account:\n" + link +
+				"\n\nSetting it proves that this mailbox owns the account: every session signed in before ends, and " +
+				"any GitHub or Google sign-in whose email the provider had not verified, or whose email is not this " +
+				"address, is unlinked from the account.\n\n" +
+				"If it was not you, ignore this message; the account stays as it is.\n",
+		}
+	}
+	return mail.Message{
+		To:      u.Email,
+		Subject: "Reset your password",
+		Text: "Someone asked to reset the password of your account.\n\n" +
+			"Open this link within 30 minutes to choose a new password:\n" + link +
+			"\n\nIf it was not you, ignore this message; your password stays as it is.\n",
+	}
+}
+
 // ResetPassword spends a reset token and every other outstanding reset token of the account, sets
-// the new password and invalidates every access token issued before (the security stamp changes).
-// The reset proves the account's email (users.email_verified_at): the link reached that mailbox. A
-// link mailed to an address the account no longer has resets nothing (a change of the email
-// spends the links too; this also covers one mailed while the email was being changed).
+// the new password (the first one of an account without any) and invalidates every access token
+// issued before (the security stamp changes). The reset proves the account's email
+// (users.email_verified_at): the link reached that mailbox. A link mailed to an address the account
+// no longer has resets nothing (a change of the email spends the links too; this also covers one
+// mailed while the email was being changed).
+// In the same transaction it unlinks every provider identity of the account that does not prove
+// this mailbox: one whose email the provider had not verified when it was linked, or whose email is
+// not the account's. An account made through a provider's unverified email (before such sign-ups
+// were refused) is so taken from whoever made it: their provider sign-in no longer reaches it, and
+// their tokens die with the stamp. The unlinking is audited (user.identity.unlinked, naming the
+// providers).
 func (s *Service) ResetPassword(ctx context.Context, token, newPassword string) error {
 	if secrets.IsCommon(newPassword) {
 		return httpx.BadRequest("Validation failed",
@@ -233,6 +262,9 @@ func (s *Service) ResetPassword(ctx context.Context, token, newPassword string) 
 		if n, _ := res.RowsAffected(); n == 0 {
 			return errBadResetCode
 		}
+		if err := s.unlinkUnproven(ctx, tx, rt.UserID, rt.Email); err != nil {
+			return err
+		}
 		// Every other outstanding link of the account dies with this reset: one mailed earlier
 		// (perhaps to an attacker who asked for it) must not undo the new password.
 		if _, err := tx.NewUpdate().Model((*resetToken)(nil)).Set("used_at = now()").
@@ -242,6 +274,30 @@ func (s *Service) ResetPassword(ctx context.Context, token, newPassword string) 
 		return s.audit.RecordTx(ctx, tx, audit.Event{Action: "user.password.reset", ActorUserID: audit.Int64(rt.UserID),
 			TargetType: "user", TargetID: fmt.Sprint(rt.UserID)})
 	})
+}
+
+// unlinkUnproven deletes the identities of the account that do not vouch for email, the address a
+// reset link just reached: unverified by their provider when linked, or for another address.
+func (s *Service) unlinkUnproven(ctx context.Context, tx bun.Tx, userID int64, email string) error {
+	var gone []identity
+	if err := tx.NewDelete().Model(&gone).Where("user_id = ?", userID).
+		Where("(NOT email_verified OR lower(email) <> lower(?))", email).Returning("provider, provider_user_id, email, email_verified").
+		Scan(ctx); err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("unlink unproven identities: %w", err)
+	}
+	if len(gone) == 0 {
+		return nil
+	}
+	providers := make([]string, 0, len(gone))
+	identities := make([]map[string]any, 0, len(gone))
+	for _, i := range gone {
+		providers = append(providers, providerDisplay(i.Provider))
+		identities = append(identities, map[string]any{"provider": providerDisplay(i.Provider),
+			"providerUserId": i.ProviderUserID, "email": i.Email, "emailVerified": i.EmailVerified})
+	}
+	return s.audit.RecordTx(ctx, tx, audit.Event{Action: "user.identity.unlinked", UserID: audit.Int64(userID),
+		TargetType: "user", TargetID: fmt.Sprint(userID), Details: map[string]any{"providers": providers,
+			"identities": identities, "reason": "password reset proved the email"}})
 }
 
 // Me returns the principal's account. One deleted while the request was in flight is the 401 of
