@@ -72,7 +72,7 @@ const createDoc = "The intent is stored as Pending, then the provider is called.
 	"service (81053/81057/81058, or found by the lookup before creating; nothing is stored), or when the quota " +
 	"`Dns:MaxRecordsPerUser` is reached; 502 when the provider failed — `data` is the record as stored: Failed with " +
 	"the provider's error in `errorMessage`, or still Pending (a transient failure, retried in the background; then " +
-	"`Retry-After` says when, never sooner than the provider's own `Retry-After`). " +
+	"`Retry-After` says when, never sooner than the provider's own `Retry-After`, honoured up to a day). " +
 	"A Failed record does not stay in the zone: a record its unanswered attempts may have made at the provider " +
 	"(carrying its marker comment) is deleted in the background."
 
@@ -80,7 +80,7 @@ const createDoc = "The intent is stored as Pending, then the provider is called.
 var providerFailedResponse = map[string]*huma.Response{
 	"502": {Description: "The DNS provider failed; `data` is the record as stored.",
 		Headers: map[string]*huma.Param{"Retry-After": {Description: "Only while the record is Pending or Revoking: seconds " +
-			"until the background finisher tries the provider again (at least the provider's own `Retry-After`). Nothing " +
+			"until the background finisher tries the provider again (at least the provider's own `Retry-After`, honoured up to a day). Nothing " +
 			"needs to be sent again: read the record after it.", Schema: &huma.Schema{Type: "integer"}}}},
 }
 

@@ -27,7 +27,8 @@ type FinisherOptions struct {
 	// MaxBackoff caps the delay between attempts; default 5 min.
 	MaxBackoff time.Duration
 	// MaxRetryAfter caps how long a provider's Retry-After (an error implementing RetryAfterer)
-	// may hold the next attempt back; default 10 min.
+	// may hold the next attempt back; default DefaultMaxRetryAfter (24 h). It only guards against
+	// absurd values: a provider's wait up to it is honoured in full.
 	MaxRetryAfter time.Duration
 	Logger        *slog.Logger
 }
@@ -47,6 +48,10 @@ type Finisher struct {
 	once sync.Once
 }
 
+// DefaultMaxRetryAfter is the longest a provider's Retry-After holds an attempt back unless
+// FinisherOptions.MaxRetryAfter says otherwise: a day, as ParseRetryAfter reads at most.
+const DefaultMaxRetryAfter = maxRetryAfter
+
 // NewFinisher builds a Finisher over every provisioner; only those implementing Queue are polled.
 func NewFinisher(db *bun.DB, provisioners []Provisioner, o FinisherOptions) (*Finisher, error) {
 	if o.Interval <= 0 {
@@ -65,7 +70,7 @@ func NewFinisher(db *bun.DB, provisioners []Provisioner, o FinisherOptions) (*Fi
 		o.MaxBackoff = 5 * time.Minute
 	}
 	if o.MaxRetryAfter <= 0 {
-		o.MaxRetryAfter = 10 * time.Minute
+		o.MaxRetryAfter = DefaultMaxRetryAfter
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()

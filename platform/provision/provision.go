@@ -113,7 +113,7 @@ type Suspender interface {
 
 // RetryAfterer is implemented by provider errors that say when to try again (an HTTP 429 or 503
 // with Retry-After). The Finisher schedules the next attempt no sooner than that, capped by
-// FinisherOptions.MaxRetryAfter.
+// FinisherOptions.MaxRetryAfter (default a day).
 type RetryAfterer interface {
 	RetryAfter() time.Duration
 }
@@ -132,7 +132,8 @@ func RetryAfterOf(err error) (time.Duration, bool) {
 	return d, true
 }
 
-// maxRetryAfter bounds a parsed Retry-After (a day): no overflow, and the Finisher caps it anyway.
+// maxRetryAfter bounds a parsed Retry-After (a day): no overflow, and no absurd wait. It is also
+// the Finisher's default cap (DefaultMaxRetryAfter).
 const maxRetryAfter = 24 * time.Hour
 
 // ParseRetryAfter reads the value of a provider's Retry-After header (RFC 9110 §10.2.3): either
