@@ -93,6 +93,14 @@ type GiveUpper interface {
 	GiveUp(ctx context.Context, tx bun.IDB, resourceID int64, lastErr error) error
 }
 
+// Pruner is implemented by queues that keep rows in a final state only for a while (the DNS
+// module's finished leftover sweeps). The Finisher calls Prune from its polls every
+// FinisherOptions.PruneInterval, and again at the next poll while a call deletes a full batch;
+// Prune deletes at most limit such rows, in one statement, and returns how many it deleted.
+type Pruner interface {
+	Prune(ctx context.Context, db bun.IDB, limit int) (int, error)
+}
+
 // SuspendRequest and ResumeRequest name the row of a resource to pause or resume.
 type SuspendRequest struct {
 	ResourceID int64
