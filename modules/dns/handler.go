@@ -72,15 +72,17 @@ const createDoc = "The intent is stored as Pending, then the provider is called.
 	"service (81053/81057/81058, or found by the lookup before creating; nothing is stored), or when the quota " +
 	"`Dns:MaxRecordsPerUser` is reached; 502 when the provider failed — `data` is the record as stored: Failed with " +
 	"the provider's error in `errorMessage`, or still Pending (a transient failure, retried in the background; then " +
-	"`Retry-After` says when, never sooner than the provider's own `Retry-After`). " +
+	"`Retry-After` says when, never sooner than the provider's own `Retry-After`, honoured up to a day). " +
 	"A Failed record does not stay in the zone: a record its unanswered attempts may have made at the provider " +
-	"(carrying its marker comment) is deleted in the background."
+	"(carrying its marker comment and its content) is deleted in the background; that cleanup is retried for 7 days " +
+	"while the provider fails, then given up (logged for an operator). A record at the name carrying the marker and " +
+	"content of another of our records that is no longer live is deleted by this create, which then proceeds."
 
 // providerFailedResponse documents the 502 of the operations that call the provider.
 var providerFailedResponse = map[string]*huma.Response{
 	"502": {Description: "The DNS provider failed; `data` is the record as stored.",
 		Headers: map[string]*huma.Param{"Retry-After": {Description: "Only while the record is Pending or Revoking: seconds " +
-			"until the background finisher tries the provider again (at least the provider's own `Retry-After`). Nothing " +
+			"until the background finisher tries the provider again (at least the provider's own `Retry-After`, honoured up to a day). Nothing " +
 			"needs to be sent again: read the record after it.", Schema: &huma.Schema{Type: "integer"}}}},
 }
 
@@ -110,7 +112,8 @@ func (h *Handler) Register(api *httpx.API) {
 		Description: "Active, Pending or Failed → Revoking → deleted at the provider → Revoked (200). A Failed record is checked at the provider " +
 			"too (its create may have reached it): the name is looked up and only a record carrying this record's marker comment is deleted. " +
 			"A Failed record whose label another live record now uses is Revoked at once (200): the finisher then deletes in the " +
-			"background only a record carrying this one's marker, never the other one's. 409 when already revoked. " +
+			"background only a record carrying this one's marker and content, never the other one's (retried for 7 days while " +
+			"the provider fails, then given up and logged for an operator). 409 when already revoked. " +
 			"502 when the provider failed: the record stays Revoking with the error and is retried in the background " +
 			"(`Retry-After` says when).",
 		Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusBadGateway}, Responses: providerFailedResponse},

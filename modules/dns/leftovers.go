@@ -2,8 +2,10 @@ package dns
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/uptrace/bun"
@@ -16,10 +18,25 @@ import (
 // LeftoverKind is the finisher's name for the deletion of records our rows left at the provider.
 const LeftoverKind provision.Kind = "dns-leftover"
 
-// Statuses of a leftover sweep.
+// Statuses of a leftover sweep: Sweeping until the provider answered (Swept: whatever of ours it
+// held is deleted, or it held nothing) or the sweep was given up (GaveUp, with its last error).
 const (
 	LeftoverSweeping = "Sweeping"
 	LeftoverSwept    = "Swept"
+	LeftoverGaveUp   = "GaveUp"
+)
+
+// Bounds of a sweep. They are this module's policy, not the finisher's (whose Finisher:* keys are
+// the same for every kind), hence constants.
+const (
+	// SweepGiveUpAfter: a sweep whose attempts keep failing is given up (GaveUp, logged at WARN
+	// once and audited dns.leftover.given_up) at its first failed attempt once it is this old
+	// and has failed at least Finisher:MaxAttempts times. The finisher retries it meanwhile at
+	// its capped backoff (5 min), or later when the provider asks so with Retry-After.
+	SweepGiveUpAfter = 7 * 24 * time.Hour
+	// SweepRetention: Swept and GaveUp sweeps are deleted this long after they ended (by the
+	// finisher's prune, a small batch at a time).
+	SweepRetention = 30 * 24 * time.Hour
 )
 
 // leftover is the stored intent to make sure the provider holds no record of a row that is no
@@ -57,6 +74,7 @@ func queueSweeps(ctx context.Context, tx bun.IDB, where string, args ...any) err
 type Sweeper struct {
 	provider Provider
 	audit    *audit.Recorder
+	log      *slog.Logger
 }
 
 // Kind implements provision.Provisioner.
@@ -65,8 +83,8 @@ func (s *Sweeper) Kind() provision.Kind { return LeftoverKind }
 // Table implements provision.Queue.
 func (s *Sweeper) Table() string { return "dns_leftovers" }
 
-// InFlight implements provision.Queue. A sweep is never given up: it is retried at the capped
-// backoff until the provider answers.
+// InFlight implements provision.Queue. A failed sweep is retried with the finisher's backoff
+// until the provider answers, or until it is given up (GiveUp, SweepGiveUpAfter).
 func (s *Sweeper) InFlight() map[string]provision.Verb {
 	return map[string]provision.Verb{LeftoverSweeping: provision.VerbDelete}
 }
@@ -115,7 +133,51 @@ func (s *Sweeper) Delete(ctx context.Context, req provision.DeleteRequest) (prov
 	return provision.DeleteResponse{}, nil
 }
 
+// GiveUp implements provision.GiveUpper; the finisher calls it, in the attempt's transaction,
+// after every failed attempt once Finisher:MaxAttempts have failed. It gives the sweep up (GaveUp,
+// keeping the last error the finisher has just recorded) only once the sweep is SweepGiveUpAfter
+// old; a younger one stays Sweeping and is retried. Giving up is logged at WARN and audited once
+// (the row is no longer in flight afterwards): whatever our row left at the provider stays there
+// and has to be removed by hand.
+func (s *Sweeper) GiveUp(ctx context.Context, tx bun.IDB, id int64, lastErr error) error {
+	var (
+		recordID int64
+		attempts int
+	)
+	err := tx.NewRaw("UPDATE dns_leftovers SET status = ?, updated_at = now() WHERE id = ? AND status = ? AND created_at <= now() - ? * interval '1 second' "+
+		"RETURNING record_id, attempts", LeftoverGaveUp, id, LeftoverSweeping, int64(SweepGiveUpAfter/time.Second)).Scan(ctx, &recordID, &attempts)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil // not old enough yet (or no longer Sweeping): retried
+	}
+	if err != nil {
+		return fmt.Errorf("give up leftover sweep %d: %w", id, err)
+	}
+	r := new(Record)
+	if err := tx.NewSelect().Model(r).Column("id", "user_id", "fqdn").Where("id = ?", recordID).Scan(ctx); err != nil {
+		return fmt.Errorf("load record %d: %w", recordID, err)
+	}
+	s.log.Warn("dns leftover sweep given up: a record of ours may stay at the provider", "sweep", id, "record", r.ID,
+		"fqdn", r.Fqdn, "attempts", attempts, "error", lastErr.Error())
+	return s.audit.RecordTx(ctx, tx, audit.Event{Action: "dns.leftover.given_up", UserID: audit.Int64(r.UserID), TargetType: "dnsRecord",
+		TargetID: fmt.Sprint(r.ID), Details: map[string]any{"fqdn": r.Fqdn, "attempts": attempts, "error": lastErr.Error()}})
+}
+
+// Prune implements provision.Pruner: it deletes up to limit sweeps that ended (Swept or GaveUp)
+// more than SweepRetention ago, oldest first, skipping rows another replica is deleting.
+func (s *Sweeper) Prune(ctx context.Context, db bun.IDB, limit int) (int, error) {
+	res, err := db.NewRaw("DELETE FROM dns_leftovers WHERE id IN (SELECT id FROM dns_leftovers WHERE status IN (?) "+
+		"AND updated_at < now() - ? * interval '1 second' ORDER BY updated_at LIMIT ? FOR UPDATE SKIP LOCKED)",
+		bun.In([]string{LeftoverSwept, LeftoverGaveUp}), int64(SweepRetention/time.Second), limit).Exec(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("prune leftover sweeps: %w", err)
+	}
+	n, err := res.RowsAffected()
+	return int(n), err
+}
+
 var (
 	_ provision.Provisioner = (*Sweeper)(nil)
 	_ provision.Queue       = (*Sweeper)(nil)
+	_ provision.GiveUpper   = (*Sweeper)(nil)
+	_ provision.Pruner      = (*Sweeper)(nil)
 )

@@ -32,7 +32,9 @@ var Module = fx.Module("dns",
 		newClient,
 		func(c *cloudflare.Client, a *audit.Recorder) *Provisioner { return &Provisioner{provider: c, audit: a} },
 		provision.AsProvisioner(func(p *Provisioner) *Provisioner { return p }),
-		provision.AsProvisioner(func(c *cloudflare.Client, a *audit.Recorder) *Sweeper { return &Sweeper{provider: c, audit: a} }),
+		provision.AsProvisioner(func(c *cloudflare.Client, a *audit.Recorder, log *slog.Logger) *Sweeper {
+			return &Sweeper{provider: c, audit: a, log: log}
+		}),
 		provision.AsUserReleaser(func(p *Provisioner) *Provisioner { return p }),
 		func(d *bun.DB, cfg *config.Config, a *audit.Recorder, f *provision.Finisher) *Service {
 			return &Service{db: d, cfg: cfg.Dns, audit: a, finisher: f}

@@ -2,9 +2,11 @@ package dns
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 
 	"github.com/uptrace/bun"
@@ -110,11 +112,15 @@ func (p *Provisioner) Create(ctx context.Context, req provision.CreateRequest) (
 
 var markerRe = regexp.MustCompile(`^provisioner user:(\d+) record:(\d+)$`)
 
-// dropLeftovers deletes, among the provider's records named like r, those carrying the marker of
+// dropLeftovers deletes, among the provider's records named like r, those that are leftovers of
 // another of our rows that is no longer live (Failed or Revoked: its create reached the provider
 // but its outcome was lost, and its row ended without deleting it, e.g. a deleted user's Failed
 // row revoked at once because r held the label). Such a record is ours and nobody's now; left in
-// place it would block r's name forever. It returns the records that remain.
+// place it would block r's name forever. A record is that row's leftover only as findOurs (and so
+// the Sweeper, the revocation and the adoption) judges it: its name, its marker AND the row's
+// content. A record carrying a dead row's marker with another content was changed at the provider
+// by someone else (a row's content never changes here), so it is not deleted: it stays in the
+// returned records and holds the name like any record not ours. It returns the records that remain.
 func (p *Provisioner) dropLeftovers(ctx context.Context, tx bun.IDB, r *Record, found []cloudflare.Record) ([]cloudflare.Record, error) {
 	var rest []cloudflare.Record
 	for _, f := range found {
@@ -123,13 +129,24 @@ func (p *Provisioner) dropLeftovers(ctx context.Context, tx bun.IDB, r *Record, 
 			rest = append(rest, f)
 			continue
 		}
-		dead, err := tx.NewSelect().Model((*Record)(nil)).Where("id = ?", m[2]).Where("user_id = ?", m[1]).
-			Where("id <> ?", r.ID).Where("fqdn = ?", r.Fqdn).Where("status IN (?)", bun.In([]string{StatusFailed, StatusRevoked})).Exists(ctx)
+		userID, uerr := strconv.ParseInt(m[1], 10, 64)
+		id, ierr := strconv.ParseInt(m[2], 10, 64)
+		if uerr != nil || ierr != nil { // out of range: no row of ours
+			rest = append(rest, f)
+			continue
+		}
+		dead := new(Record)
+		err := tx.NewSelect().Model(dead).Where("id = ?", id).Where("user_id = ?", userID).
+			Where("id <> ?", r.ID).Where("fqdn = ?", r.Fqdn).Where("status IN (?)", bun.In([]string{StatusFailed, StatusRevoked})).Scan(ctx)
+		if errors.Is(err, sql.ErrNoRows) {
+			rest = append(rest, f)
+			continue
+		}
 		if err != nil {
 			return nil, fmt.Errorf("look up the row of %q: %w", f.Comment, err)
 		}
-		if !dead {
-			rest = append(rest, f)
+		if findOurs([]cloudflare.Record{f}, dead) == nil {
+			rest = append(rest, f) // our marker, another content: not the dead row's record as it made it
 			continue
 		}
 		if err := p.provider.Delete(ctx, f.ID); err != nil {

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -57,4 +58,47 @@ func TestProviderFailed502CarriesRetryAfter(t *testing.T) {
 	require.Equal(t, http.StatusBadGateway, r.Status, string(r.Raw))
 	assert.Contains(t, string(r.Raw), `"status":"Failed"`)
 	assert.Empty(t, r.Header.Get("Retry-After"))
+}
+
+// TestProviderRetryAfterOfHalfAnHourIsHonoured: a 429 asking for 1800 s holds the record's next
+// attempt back the whole 1800 s (the finisher's cap is a day, not 10 minutes), and the 502 says
+// so in its Retry-After. Time is moved on by moving next_attempt_at back: 1790 s later the
+// finisher still does not call the provider; past the 1800 s it creates the record.
+func TestProviderRetryAfterOfHalfAnHourIsHonoured(t *testing.T) {
+	a, fake := setup(t, nil)
+	u := a.Register(t)
+	fake.Fail(cloudflaretest.Fault{Status: http.StatusTooManyRequests, RetryAfter: 1800, Method: "POST"})
+	before := time.Now()
+	r := a.Post("/api/me/dns", u.Token, map[string]any{"label": label()})
+	require.Equal(t, http.StatusBadGateway, r.Status, string(r.Raw))
+	var got rec
+	r.Decode(t, &got)
+	require.Equal(t, "Pending", got.Status)
+	n, err := strconv.Atoi(r.Header.Get("Retry-After"))
+	require.NoError(t, err, "Retry-After of %s", r.Raw)
+	assert.GreaterOrEqual(t, n, 1790, "the provider's 1800 s")
+
+	var next time.Time
+	require.NoError(t, a.DB.QueryRow("SELECT next_attempt_at FROM dns_records WHERE id = ?", got.ID).Scan(&next))
+	assert.False(t, next.Before(before.Add(1800*time.Second)), "next attempt in %s, sooner than the provider's 1800 s", next.Sub(before))
+
+	calls := fake.Calls()
+	_, err = a.DB.Exec("UPDATE dns_records SET next_attempt_at = next_attempt_at - interval '1790 seconds' WHERE id = ?", got.ID)
+	require.NoError(t, err)
+	a.Settle(3 * time.Second)
+	assert.Equal(t, calls, fake.Calls(), "no call to the provider 1790 s later")
+	assert.Equal(t, "Pending", statusOf(t, a, got.ID))
+
+	_, err = a.DB.Exec("UPDATE dns_records SET next_attempt_at = next_attempt_at - interval '15 seconds' WHERE id = ?", got.ID)
+	require.NoError(t, err)
+	a.Settle(5 * time.Second)
+	assert.Equal(t, "Active", statusOf(t, a, got.ID), "created once the wait is over")
+	assert.EqualValues(t, 1, fake.Creates())
+}
+
+func statusOf(t *testing.T, a *apptest.App, id int64) string {
+	t.Helper()
+	var status string
+	require.NoError(t, a.DB.QueryRow("SELECT status FROM dns_records WHERE id = ?", id).Scan(&status))
+	return status
 }

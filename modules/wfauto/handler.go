@@ -48,7 +48,7 @@ const provisionDoc = "The account is stored as Pending, then the cell receives `
 	"with `Idempotency-Key: <account id>`. 201 with the Active account; 409 while one is Pending or Active; after Failed " +
 	"this tries again (same account, same Idempotency-Key); 502 when the cell failed, timed out, was rate limiting " +
 	"(429) or answered garbage — `data` is the account as stored (Failed with the error, or Pending when it will be " +
-	"retried in the background; then `Retry-After` says when, never sooner than the cell's own `Retry-After`); " +
+	"retried in the background; then `Retry-After` says when, never sooner than the cell's own `Retry-After`, honoured up to a day); " +
 	"503 when no cell is configured. A user deleted while the request is in flight is a 404 \"User not found\" (on " +
 	"`/api/me/wfauto/provision`, the 401 of a token whose user is gone), whatever the cell did: what it made is " +
 	"deleted there by the background finisher, and an account never sent to it is not sent at all."
@@ -57,7 +57,7 @@ const provisionDoc = "The account is stored as Pending, then the cell receives `
 var cellFailedResponse = map[string]*huma.Response{
 	"502": {Description: "The cell failed, timed out, was rate limiting or answered garbage; `data` is the account as stored.",
 		Headers: map[string]*huma.Param{"Retry-After": {Description: "Only while the account is Pending or Deprovisioning: seconds " +
-			"until the background finisher tries the cell again (at least the cell's own `Retry-After`). Nothing needs to be " +
+			"until the background finisher tries the cell again (at least the cell's own `Retry-After`, honoured up to a day). Nothing needs to be " +
 			"sent again: read the account (`GET /api/me/wfauto`) after it.", Schema: &huma.Schema{Type: "integer"}}}},
 }
 

@@ -27,9 +27,15 @@ type FinisherOptions struct {
 	// MaxBackoff caps the delay between attempts; default 5 min.
 	MaxBackoff time.Duration
 	// MaxRetryAfter caps how long a provider's Retry-After (an error implementing RetryAfterer)
-	// may hold the next attempt back; default 10 min.
+	// may hold the next attempt back; default DefaultMaxRetryAfter (24 h). It only guards against
+	// absurd values: a provider's wait up to it is honoured in full.
 	MaxRetryAfter time.Duration
-	Logger        *slog.Logger
+	// PruneInterval is how often the rows of a Pruner's queue that are done with are pruned;
+	// default 10 min. A prune that deleted a full batch runs again at the next poll.
+	PruneInterval time.Duration
+	// PruneBatch is the most rows one prune deletes; default 100.
+	PruneBatch int
+	Logger     *slog.Logger
 }
 
 // Finisher drives rows left in an in-between state to their end. Each row is claimed with
@@ -45,7 +51,14 @@ type Finisher struct {
 	stop chan struct{}
 	wg   sync.WaitGroup
 	once sync.Once
+
+	pruneMu   sync.Mutex
+	nextPrune time.Time // zero: due at the first poll
 }
+
+// DefaultMaxRetryAfter is the longest a provider's Retry-After holds an attempt back unless
+// FinisherOptions.MaxRetryAfter says otherwise: a day, as ParseRetryAfter reads at most.
+const DefaultMaxRetryAfter = maxRetryAfter
 
 // NewFinisher builds a Finisher over every provisioner; only those implementing Queue are polled.
 func NewFinisher(db *bun.DB, provisioners []Provisioner, o FinisherOptions) (*Finisher, error) {
@@ -65,7 +78,13 @@ func NewFinisher(db *bun.DB, provisioners []Provisioner, o FinisherOptions) (*Fi
 		o.MaxBackoff = 5 * time.Minute
 	}
 	if o.MaxRetryAfter <= 0 {
-		o.MaxRetryAfter = 10 * time.Minute
+		o.MaxRetryAfter = DefaultMaxRetryAfter
+	}
+	if o.PruneInterval <= 0 {
+		o.PruneInterval = 10 * time.Minute
+	}
+	if o.PruneBatch <= 0 {
+		o.PruneBatch = 100
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -125,9 +144,11 @@ func (f *Finisher) loop() {
 	}
 }
 
-// RunOnce drives up to BatchSize due rows of every kind and returns how many it drove. Tests call
-// it to settle work without waiting for the loop.
+// RunOnce drives up to BatchSize due rows of every kind and returns how many it drove; when a
+// prune is due (every PruneInterval, the first poll included) it also prunes the Pruners' queues.
+// Tests call it to settle work without waiting for the loop.
 func (f *Finisher) RunOnce(ctx context.Context) int {
+	f.prune(ctx)
 	total := 0
 	for _, kind := range f.order {
 		q, ok := f.kinds[kind].(Queue)
@@ -168,6 +189,40 @@ func (f *Finisher) RunOnce(ctx context.Context) int {
 		total += count
 	}
 	return total
+}
+
+// prune deletes one batch of done rows of every Pruner when a prune is due. A full batch keeps
+// the prune due, so a backlog is worked off a batch per poll without one long statement.
+func (f *Finisher) prune(ctx context.Context) {
+	f.pruneMu.Lock()
+	now := time.Now()
+	if now.Before(f.nextPrune) {
+		f.pruneMu.Unlock()
+		return
+	}
+	f.nextPrune = now.Add(f.o.PruneInterval)
+	f.pruneMu.Unlock()
+	for _, kind := range f.order {
+		p, ok := f.kinds[kind].(Pruner)
+		if !ok || ctx.Err() != nil {
+			continue
+		}
+		n, err := p.Prune(ctx, f.db, f.o.PruneBatch)
+		if err != nil {
+			if ctx.Err() == nil {
+				f.o.Logger.Warn("finisher prune failed", "kind", string(kind), "error", err.Error())
+			}
+			continue
+		}
+		if n > 0 {
+			f.o.Logger.Info("finisher pruned done rows", "kind", string(kind), "rows", n)
+		}
+		if n >= f.o.PruneBatch {
+			f.pruneMu.Lock()
+			f.nextPrune = time.Time{}
+			f.pruneMu.Unlock()
+		}
+	}
 }
 
 // Drive finishes one row now (the request path after storing an intent): it waits for the row's

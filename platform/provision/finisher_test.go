@@ -265,3 +265,42 @@ func TestRetryAfterHoldsTheNextAttemptBack(t *testing.T) {
 	_, ok = provision.RetryAfterOf(&throttled{wait: -time.Second})
 	assert.False(t, ok, "a Retry-After in the past asks for nothing")
 }
+
+// pruned is a things queue whose 'Done' rows are pruned, and counts the prunes.
+type pruned struct {
+	*things
+	calls atomic.Int32
+}
+
+func (p *pruned) Prune(ctx context.Context, db bun.IDB, limit int) (int, error) {
+	p.calls.Add(1)
+	res, err := db.NewRaw("DELETE FROM "+p.table+" WHERE id IN (SELECT id FROM "+p.table+" WHERE status = 'Done' ORDER BY id LIMIT ?)", limit).Exec(ctx)
+	if err != nil {
+		return 0, err
+	}
+	n, err := res.RowsAffected()
+	return int(n), err
+}
+
+var _ provision.Pruner = (*pruned)(nil)
+
+// TestFinisherPrunesInSmallBatches: a Pruner's done rows are pruned from the finisher's polls, at
+// most PruneBatch per poll; a full batch keeps the prune due at the next poll, a partial one waits
+// for PruneInterval. Rows in flight are driven as usual meanwhile.
+func TestFinisherPrunesInSmallBatches(t *testing.T) {
+	db, p := setup(t)
+	q := &pruned{things: p}
+	insert(t, db, p.table, "Done", 25)
+	insert(t, db, p.table, "Pending", 1)
+	f, err := provision.NewFinisher(db, []provision.Provisioner{q}, provision.FinisherOptions{PruneBatch: 10})
+	require.NoError(t, err)
+	for i, want := range []int{15, 5, 0} {
+		f.RunOnce(context.Background())
+		assert.Equal(t, want, statuses(t, db, p.table)["Done"], "after poll %d", i+1)
+	}
+	assert.EqualValues(t, 3, q.calls.Load())
+	insert(t, db, p.table, "Done", 3)
+	f.RunOnce(context.Background())
+	assert.EqualValues(t, 3, q.calls.Load(), "a partial batch waits for PruneInterval")
+	assert.Equal(t, map[string]int{"Active": 1, "Done": 3}, statuses(t, db, p.table))
+}

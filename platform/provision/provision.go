@@ -93,6 +93,14 @@ type GiveUpper interface {
 	GiveUp(ctx context.Context, tx bun.IDB, resourceID int64, lastErr error) error
 }
 
+// Pruner is implemented by queues that keep rows in a final state only for a while (the DNS
+// module's finished leftover sweeps). The Finisher calls Prune from its polls every
+// FinisherOptions.PruneInterval, and again at the next poll while a call deletes a full batch;
+// Prune deletes at most limit such rows, in one statement, and returns how many it deleted.
+type Pruner interface {
+	Prune(ctx context.Context, db bun.IDB, limit int) (int, error)
+}
+
 // SuspendRequest and ResumeRequest name the row of a resource to pause or resume.
 type SuspendRequest struct {
 	ResourceID int64
@@ -113,7 +121,7 @@ type Suspender interface {
 
 // RetryAfterer is implemented by provider errors that say when to try again (an HTTP 429 or 503
 // with Retry-After). The Finisher schedules the next attempt no sooner than that, capped by
-// FinisherOptions.MaxRetryAfter.
+// FinisherOptions.MaxRetryAfter (default a day).
 type RetryAfterer interface {
 	RetryAfter() time.Duration
 }
@@ -132,7 +140,8 @@ func RetryAfterOf(err error) (time.Duration, bool) {
 	return d, true
 }
 
-// maxRetryAfter bounds a parsed Retry-After (a day): no overflow, and the Finisher caps it anyway.
+// maxRetryAfter bounds a parsed Retry-After (a day): no overflow, and no absurd wait. It is also
+// the Finisher's default cap (DefaultMaxRetryAfter).
 const maxRetryAfter = 24 * time.Hour
 
 // ParseRetryAfter reads the value of a provider's Retry-After header (RFC 9110 §10.2.3): either

@@ -116,6 +116,19 @@ func (f *Fake) Put(name, content string) string {
 	return id
 }
 
+// SetContent changes a stored record's content and keeps its comment, as someone editing it in
+// the provider's dashboard would; false when there is no such record.
+func (f *Fake) SetContent(id, content string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	r, ok := f.records[id]
+	if ok {
+		r.Content = content
+		f.records[id] = r
+	}
+	return ok
+}
+
 func (f *Fake) fqdn(name string) string {
 	name = strings.TrimSuffix(strings.ToLower(name), ".")
 	if f.ZoneName != "" && name != f.ZoneName && !strings.HasSuffix(name, "."+f.ZoneName) {
