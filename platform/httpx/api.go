@@ -308,7 +308,9 @@ func newAPI(app *fiber.App, title, version string, guard Guard) *API {
 		"the service; for the per-IP and per-user limits, `Remaining` counts hits another instance " +
 		"has reserved as spent.\n\n" +
 		"HTTP: paths are case-sensitive and a numeric path id is canonical decimal (`01`, `+1` are a 400, as `abc` is); " +
-		"every GET route also answers HEAD; `Content-Type` is matched case-insensitively. Every answer carries " +
+		"every GET route also answers HEAD; `Content-Type` is matched case-insensitively. Request bodies are taken " +
+		"uncompressed only: a body with a `Content-Encoding` other than `identity` (gzip, deflate, br) is a 415 on every route, " +
+		"before anything reads it. Every answer carries " +
 		"`Cache-Control: no-store`, `X-Content-Type-Options: nosniff` and `Referrer-Policy: no-referrer`; a 401 of a " +
 		"Bearer operation carries `WWW-Authenticate`; the X-API-Key operations and `POST /api/auth/login` send none: neither an API " +
 		"key nor a password in the body is an HTTP authentication scheme, so no challenge applies.\n\n" +

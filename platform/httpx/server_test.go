@@ -52,6 +52,7 @@ type routes struct{}
 
 func (routes) Register(api *httpx.API) {
 	registerNumbers(api)
+	registerBodyReaders(api)
 	httpx.Register(api, httpx.Public, huma.Operation{OperationID: "createWidget", Method: http.MethodPost, Path: "/api/widgets", DefaultStatus: 201},
 		func(ctx context.Context, in *widgetIn) (*httpx.Response[widget], error) {
 			return httpx.Created("created", widget{Name: in.Body.Name, IP: httpx.ClientIP(ctx)}), nil
