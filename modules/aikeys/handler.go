@@ -205,7 +205,6 @@ func (h *Handler) Register(api *httpx.API) {
 			"400": {Description: "The body is not a JSON object, or its `messages` is missing, not an array or empty (OpenAI error format, `param: \"messages\"`), or its `stream`, `stream_options` or `model` is not a boolean, an object or a string (`invalid_type`, `param` naming it); or the upstream's own 400, relayed."},
 			"401": {Description: "Bad, revoked or expired key (OpenAI error format)."},
 			"404": {Description: "The upstream's own 404 (an unknown model, say), relayed."},
-			"405": {Description: "A method other than POST (OpenAI error format, `code: method_not_allowed`)."},
 			"413": {Description: "A body over 1 MiB (OpenAI error format, `code: request_too_large`)."},
 			"415": {Description: "A `Content-Encoding` other than `identity` (a gzip, deflate or brotli body): bodies are taken uncompressed only (OpenAI error format, `code: unsupported_encoding`; the answer carries `Accept-Encoding: identity`)."},
 			"429": {Description: "Per-key rate limit (OpenAI error format), or the upstream's own 429, relayed with its `Retry-After`.",

@@ -136,6 +136,17 @@ func Register[I, O any](a *API, access Access, op huma.Operation, h func(context
 		op.Middlewares = append(op.Middlewares, canonicalIntegers(a.API, names))
 	}
 	op.Errors = uniqueInts(errs)
+	// huma adds this operation's own responses (its 2xx, its errors) to op.Responses: a map a
+	// module shares between operations (one 502 documented for a create and a delete) would give
+	// the delete the create's 201. Each operation gets its own copy.
+	if op.Responses != nil {
+		own := make(map[string]*huma.Response, len(op.Responses))
+		for code, r := range op.Responses {
+			c := *r
+			own[code] = &c
+		}
+		op.Responses = own
+	}
 	// huma replaces the response of every error status with a generic one: keep the description
 	// and headers (say a 502's Retry-After) the caller documented for it.
 	given := map[string]*huma.Response{}
@@ -313,6 +324,7 @@ func newAPI(app *fiber.App, title, version string, guard Guard) *API {
 		"the service; for the per-IP and per-user limits, `Remaining` counts hits another instance " +
 		"has reserved as spent.\n\n" +
 		"HTTP: paths are case-sensitive and a numeric path id is canonical decimal (`01`, `+1` are a 400, as `abc` is); " +
+		"a method a path does not serve is a 405 whose `Allow` lists those it does (not listed under each operation, which never answers it); " +
 		"every GET route also answers HEAD; `Content-Type` is matched case-insensitively. Request bodies are taken " +
 		"uncompressed only: a body with a `Content-Encoding` other than `identity` (gzip, deflate, br) is a 415 on every route, " +
 		"before anything reads it. Every answer carries " +
