@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -46,6 +47,21 @@ func TestOpenAPIDocument(t *testing.T) {
 			assert.NotEmpty(t, op["summary"], "%s %s has a summary", method, path)
 			responses, _ := op["responses"].(map[string]any)
 			assert.NotContains(t, responses, "422", "%s %s: validation is documented as 400", method, path)
+			// What each operation answers: 405 is the answer to another method on the path (the
+			// API description says so), 413 and 415 to a body, and one success, a 2xx or the
+			// OAuth redirects' 302 (a DELETE sharing a create's responses listed its 201).
+			assert.NotContains(t, responses, "405", "%s %s", method, path)
+			if op["requestBody"] == nil {
+				assert.NotContains(t, responses, "413", "%s %s takes no body", method, path)
+				assert.NotContains(t, responses, "415", "%s %s takes no body", method, path)
+			}
+			var ok []string
+			for code := range responses {
+				if strings.HasPrefix(code, "2") || strings.HasPrefix(code, "3") {
+					ok = append(ok, code)
+				}
+			}
+			assert.Len(t, ok, 1, "%s %s lists one success: %v", method, path, ok)
 		}
 	}
 	if out := os.Getenv("OPENAPI_OUT"); out != "" {

@@ -76,13 +76,18 @@ type NoteInput struct {
 	UserID     *int64
 }
 
-// validate refuses an action in the service's own namespaces (an admin could otherwise forge, say,
-// an aikey.rotated event; renaming is left alone when the action does not change) and details
+// validate refuses an action that is not plain dotted ASCII or is in the service's own namespaces
+// (an admin could otherwise forge, say, an aikey.rotated event, or "dаtabase.created" with a
+// Cyrillic а; renaming is left alone when the action does not change) and details
 // nested too deeply or too long.
 func validate(in NoteInput, current string) error {
 	var invalid []httpx.FieldError
-	if in.Action != nil && *in.Action != current && audit.Reserved(*in.Action) {
-		invalid = append(invalid, httpx.FieldError{Field: "action", Message: audit.ReservedMessage()})
+	if in.Action != nil && *in.Action != current {
+		if msg := audit.ClientActionProblem(*in.Action); msg != "" {
+			invalid = append(invalid, httpx.FieldError{Field: "action", Message: msg})
+		} else if audit.Reserved(*in.Action) {
+			invalid = append(invalid, httpx.FieldError{Field: "action", Message: audit.ReservedMessage()})
+		}
 	}
 	if in.Details != nil {
 		if msg := audit.ClientDetailsProblem(in.Details); msg != "" {

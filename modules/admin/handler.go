@@ -92,7 +92,7 @@ type eventPath struct {
 
 type noteBody struct {
 	_          struct{}       `additionalProperties:"true"`
-	Action     string         `json:"action" minLength:"1" maxLength:"100" example:"note.manual" doc:"Not in a namespace of the service's own events (user.*, aikey.*, …)."`
+	Action     string         `json:"action" minLength:"1" maxLength:"100" example:"note.manual" doc:"Plain ASCII: words of letters, digits, _ and - joined by single dots (^[A-Za-z0-9_-]+(\\.[A-Za-z0-9_-]+)*$), not in a namespace of the service's own events (user.*, aikey.*, …)."`
 	TargetType string         `json:"targetType,omitempty" maxLength:"100"`
 	TargetID   string         `json:"targetId,omitempty" maxLength:"100"`
 	UserID     *int64         `json:"userId,omitempty" minimum:"1" doc:"The user the note is about."`
@@ -103,12 +103,12 @@ type createEventInput struct {
 	Body noteBody
 }
 
-// Resolve refuses control and bidi characters in the texts audit lists show.
+// Resolve refuses control, bidi and invisible format characters in the texts audit lists show.
 func (in *createEventInput) Resolve(huma.Context) []error {
 	return displayTexts(map[string]*string{"action": &in.Body.Action, "targetType": &in.Body.TargetType, "targetId": &in.Body.TargetID})
 }
 
-// Resolve refuses control and bidi characters in the texts audit lists show.
+// Resolve refuses control, bidi and invisible format characters in the texts audit lists show.
 func (in *updateEventInput) Resolve(huma.Context) []error {
 	return displayTexts(map[string]*string{"action": in.Body.Action, "targetType": in.Body.TargetType, "targetId": in.Body.TargetID})
 }
@@ -130,7 +130,7 @@ type updateEventInput struct {
 	ID   int64 `path:"id" minimum:"1"`
 	Body struct {
 		_          struct{}       `additionalProperties:"true"`
-		Action     *string        `json:"action,omitempty" minLength:"1" maxLength:"100"`
+		Action     *string        `json:"action,omitempty" minLength:"1" maxLength:"100" doc:"A new action: as on create, plain dotted ASCII outside the service's namespaces."`
 		TargetType *string        `json:"targetType,omitempty" maxLength:"100"`
 		TargetID   *string        `json:"targetId,omitempty" maxLength:"100"`
 		Details    map[string]any `json:"details,omitempty" doc:"At most 32 levels of nesting and 64 KiB as JSON."`

@@ -188,7 +188,7 @@ func (h *Handler) Register(api *httpx.API) {
 			"`Ai:TimeoutSeconds` bounds each wait for the upstream (for the answer to begin, then between two chunks), not a stream's length; " +
 			"a stream the upstream stalls (`upstream_timeout`) or breaks off (`upstream_cut`) ends with an error event " +
 			"`data: {\"error\": {message, type, param, code}}` and no `[DONE]`, so SDKs raise. " +
-			"Every error, including those raised before the handler (404 under `/api/ai/v1/`, 405, 413 over 1 MiB, the per-IP 429, 500), follows OpenAI's " +
+			"Every error, including those raised before the handler (404 under `/api/ai/v1/`, 405, 413 over 1 MiB, 415 for a compressed body, the per-IP 429, 500), follows OpenAI's " +
 			"`{error: {message, type, param, code}}`: 400 bad body (`messages` missing, not an array, or empty), 401 bad key, 429 rate limit, 502 upstream failure, 503 key check or upstream unavailable. " +
 			"The upstream's own 4xx answers (say 400 or 404 for an unknown model, 429 with its `Retry-After`) are relayed as they are, " +
 			"except 401 and 403, which refuse the gateway's credentials and answer 502. " +
@@ -209,8 +209,8 @@ func (h *Handler) Register(api *httpx.API) {
 			"400": {Description: "The body is not a JSON object, or its `messages` is missing, not an array or empty (OpenAI error format, `param: \"messages\"`), or its `stream`, `stream_options` or `model` is not a boolean, an object or a string (`invalid_type`, `param` naming it); or the upstream's own 400, relayed."},
 			"401": {Description: "Bad, revoked or expired key (OpenAI error format)."},
 			"404": {Description: "The upstream's own 404 (an unknown model, say), relayed."},
-			"405": {Description: "A method other than POST (OpenAI error format, `code: method_not_allowed`)."},
 			"413": {Description: "A body over 1 MiB (OpenAI error format, `code: request_too_large`)."},
+			"415": {Description: "A `Content-Encoding` other than `identity` (a gzip, deflate or brotli body): bodies are taken uncompressed only (OpenAI error format, `code: unsupported_encoding`; the answer carries `Accept-Encoding: identity`)."},
 			"429": {Description: "Per-key rate limit (OpenAI error format), or the upstream's own 429, relayed with its `Retry-After`.",
 				Headers: map[string]*huma.Param{"Retry-After": {Description: "Seconds to wait.", Schema: &huma.Schema{Type: "integer"}}}},
 			"502": {Description: "The upstream failed, timed out, refused the gateway's credentials or answered more than 16 MiB without streaming (OpenAI error format, " +

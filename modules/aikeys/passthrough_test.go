@@ -2,6 +2,7 @@ package aikeys_test
 
 import (
 	"bytes"
+	"compress/gzip"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -305,4 +306,48 @@ func TestEscapedUpstreamKeyIsRedacted(t *testing.T) {
 	require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
 	assert.NotContains(t, string(r.Raw), upstreamKey)
 	assert.Contains(t, string(r.Raw), `"text":"the key is [redacted]"`, "generate's text")
+}
+
+// TestCompressedChatBodyIsRefused: a gzip body of a few KB inflating to 20 MB passed the 1 MiB
+// limit (it counts compressed bytes) and was inflated and forwarded upstream. Any
+// Content-Encoding but identity is a 415 in OpenAI's format, and nothing reaches the upstream.
+func TestCompressedChatBodyIsRefused(t *testing.T) {
+	a, up := setup(t, nil)
+	u := a.Register(t)
+	k := newKey(t, a, u.Token, nil)
+	var gz bytes.Buffer
+	w := gzip.NewWriter(&gz)
+	_, _ = w.Write([]byte(`{"messages":[{"role":"user","content":"hi"}]`))
+	_, _ = w.Write(bytes.Repeat([]byte(" "), 20<<20))
+	_, _ = w.Write([]byte(`}`))
+	require.NoError(t, w.Close())
+	require.Less(t, gz.Len(), 1<<20)
+	send := func(body []byte, encoding string) (*http.Response, string) {
+		req, err := http.NewRequest("POST", a.URL+"/api/ai/v1/chat/completions", bytes.NewReader(body))
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer "+k.Key)
+		req.Header.Set("Content-Type", "application/json")
+		if encoding != "" {
+			req.Header.Set("Content-Encoding", encoding)
+		}
+		res, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer res.Body.Close()
+		raw, _ := io.ReadAll(res.Body)
+		return res, string(raw)
+	}
+	res, raw := send(gz.Bytes(), "gzip")
+	assert.Equal(t, http.StatusUnsupportedMediaType, res.StatusCode, raw)
+	var oe openAIError
+	require.NoError(t, json.Unmarshal([]byte(raw), &oe), raw)
+	assert.Equal(t, "unsupported_encoding", oe.Error.Code, raw)
+	assert.Equal(t, "invalid_request_error", oe.Error.Type, raw)
+	assert.Contains(t, oe.Error.Message, "Content-Encoding")
+	assert.Equal(t, "identity", res.Header.Get("Accept-Encoding"))
+	up.mu.Lock()
+	assert.Zero(t, up.served, "nothing was forwarded")
+	up.mu.Unlock()
+
+	res, raw = send([]byte(`{"messages":[{"role":"user","content":"hi"}]}`), "identity")
+	assert.Equal(t, http.StatusOK, res.StatusCode, "identity is no coding: %s", raw)
 }

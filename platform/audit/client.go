@@ -3,6 +3,7 @@ package audit
 import (
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"strings"
 )
 
@@ -28,6 +29,19 @@ func Reserved(action string) bool {
 	}
 	return false
 }
+
+// ClientActionProblem says what is wrong with the action of an event a client records ("" when
+// nothing is): it must be plain ASCII, words of letters, digits, '_' and '-' joined by single dots,
+// as the service's own are (database.password.revealed). Otherwise a Cyrillic "а" or an invisible
+// U+200B made "dаtabase.created" slip past Reserved while looking like the service's event.
+func ClientActionProblem(action string) string {
+	if !clientAction.MatchString(action) {
+		return "must be plain ASCII: words of letters, digits, _ and - joined by single dots, e.g. note.manual"
+	}
+	return ""
+}
+
+var clientAction = regexp.MustCompile(`^[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*$`)
 
 // ReservedMessage explains a refused action.
 func ReservedMessage() string {

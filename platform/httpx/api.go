@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"math/big"
 	"net/http"
 	"reflect"
 	"regexp"
@@ -98,6 +99,10 @@ func Register[I, O any](a *API, access Access, op huma.Operation, h func(context
 		op.Metadata = map[string]any{}
 	}
 	op.Metadata["access"] = access
+	if t, ok := bodyType(reflect.TypeFor[I]()); ok {
+		// For the errors about a number beyond a field's range: they name the field's own range.
+		op.Metadata[bodyTypeKey] = t
+	}
 	errs := append([]int{}, op.Errors...)
 	switch access {
 	case Authenticated, AdminOnly:
@@ -131,6 +136,17 @@ func Register[I, O any](a *API, access Access, op huma.Operation, h func(context
 		op.Middlewares = append(op.Middlewares, canonicalIntegers(a.API, names))
 	}
 	op.Errors = uniqueInts(errs)
+	// huma adds this operation's own responses (its 2xx, its errors) to op.Responses: a map a
+	// module shares between operations (one 502 documented for a create and a delete) would give
+	// the delete the create's 201. Each operation gets its own copy.
+	if op.Responses != nil {
+		own := make(map[string]*huma.Response, len(op.Responses))
+		for code, r := range op.Responses {
+			c := *r
+			own[code] = &c
+		}
+		op.Responses = own
+	}
 	// huma replaces the response of every error status with a generic one: keep the description
 	// and headers (say a 502's Retry-After) the caller documented for it.
 	given := map[string]*huma.Response{}
@@ -308,7 +324,10 @@ func newAPI(app *fiber.App, title, version string, guard Guard) *API {
 		"the service; for the per-IP and per-user limits, `Remaining` counts hits another instance " +
 		"has reserved as spent.\n\n" +
 		"HTTP: paths are case-sensitive and a numeric path id is canonical decimal (`01`, `+1` are a 400, as `abc` is); " +
-		"every GET route also answers HEAD; `Content-Type` is matched case-insensitively. Every answer carries " +
+		"a method a path does not serve is a 405 whose `Allow` lists those it does (not listed under each operation, which never answers it); " +
+		"every GET route also answers HEAD; `Content-Type` is matched case-insensitively. Request bodies are taken " +
+		"uncompressed only: a body with a `Content-Encoding` other than `identity` (gzip, deflate, br) is a 415 on every route, " +
+		"before anything reads it. Every answer carries " +
 		"`Cache-Control: no-store`, `X-Content-Type-Options: nosniff` and `Referrer-Policy: no-referrer`; a 401 of a " +
 		"Bearer operation carries `WWW-Authenticate`; the X-API-Key operations and `POST /api/auth/login` send none: neither an API " +
 		"key nor a password in the body is an HTTP authentication scheme, so no challenge applies.\n\n" +
@@ -413,6 +432,9 @@ func mapHumaError(hctx huma.Context, status int, msg string, errs ...error) huma
 		}
 	}
 	for _, f := range beyondType {
+		if r := documentedRange(hctx, f.Field); r != "" {
+			f.Message = r
+		}
 		add(f.Field, f.Message)
 	}
 	switch status {
@@ -420,7 +442,10 @@ func mapHumaError(hctx huma.Context, status int, msg string, errs ...error) huma
 		status = http.StatusBadRequest
 		msg = "Validation failed"
 	case http.StatusBadRequest:
-		if strings.Contains(strings.ToLower(msg), "unmarshal") || strings.Contains(strings.ToLower(msg), "json") {
+		if msg == "request body is required" { // huma's, for a required body that is empty
+			msg = "Request body is required"
+			fields = []FieldError{{Field: "body", Message: "is required"}}
+		} else if strings.Contains(strings.ToLower(msg), "unmarshal") || strings.Contains(strings.ToLower(msg), "json") {
 			msg = "Malformed JSON body"
 		} else if msg == "" || len(fields) > 0 {
 			msg = "Validation failed"
@@ -513,6 +538,134 @@ var quotedMember = regexp.MustCompile(`^("(?:[^"\\]|\\.)*") (.+)$`)
 // Go type (or a float64) holds.
 func beyondTypeRange(message string) bool {
 	return strings.HasPrefix(message, "must be an integer from ") || message == "is a number out of range"
+}
+
+const bodyTypeKey = "bodyType"
+
+// bodyType is the Go type of the Body field of an operation's input type, if it has one.
+func bodyType(t reflect.Type) (reflect.Type, bool) {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t.Kind() != reflect.Struct {
+		return nil, false
+	}
+	if f, ok := t.FieldByName("Body"); ok {
+		return f.Type, true
+	}
+	return nil, false
+}
+
+// documentedRange words, for a number beyond what an integer field holds (1e308, 1e400,
+// 9223372036854775808), the range the field documents: its minimum and maximum tags within its
+// Go type's range ("must be an integer from 1048576 to 9223372036854775807"), not the Go type's
+// alone nor "a number out of range". "" when field (huma's notation, "items[3].size") names no
+// integer member of the operation's body.
+func documentedRange(hctx huma.Context, field string) string {
+	if hctx == nil {
+		return ""
+	}
+	op := hctx.Operation()
+	if op == nil {
+		return ""
+	}
+	t, _ := op.Metadata[bodyTypeKey].(reflect.Type)
+	f, ok := memberField(t, field)
+	if !ok {
+		return ""
+	}
+	ft := f.Type
+	for ft.Kind() == reflect.Pointer {
+		ft = ft.Elem()
+	}
+	// An element of a list ("list[1]") has its type's range; the tags bound the list's field.
+	tags := true
+	for ft.Kind() == reflect.Pointer || ft.Kind() == reflect.Slice || ft.Kind() == reflect.Array {
+		ft, tags = ft.Elem(), false
+	}
+	if !tags && !strings.HasSuffix(field, "]") {
+		return ""
+	}
+	var lo, hi *big.Float
+	switch ft.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		lo = new(big.Float).SetInt64(int64(-1) << (ft.Bits() - 1))
+		hi = new(big.Float).SetInt64(int64(uint64(1)<<(ft.Bits()-1) - 1))
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		lo = new(big.Float)
+		hi = new(big.Float).SetUint64(math.MaxUint64 >> (64 - ft.Bits()))
+	default:
+		return ""
+	}
+	if m, err := strconv.ParseFloat(f.Tag.Get("minimum"), 64); err == nil && tags {
+		if b := new(big.Float).SetFloat64(math.Ceil(m)); b.Cmp(lo) > 0 {
+			lo = b
+		}
+	}
+	if m, err := strconv.ParseFloat(f.Tag.Get("maximum"), 64); err == nil && tags {
+		if b := new(big.Float).SetFloat64(math.Floor(m)); b.Cmp(hi) < 0 {
+			hi = b
+		}
+	}
+	return "must be an integer from " + lo.Text('f', 0) + " to " + hi.Text('f', 0)
+}
+
+// memberField finds the struct field that the JSON member at field ("a.b[3].c") decodes into,
+// within t: members match json names exactly (requestJSON), embedded structs are looked into.
+func memberField(t reflect.Type, field string) (reflect.StructField, bool) {
+	var found reflect.StructField
+	if t == nil || field == "" {
+		return found, false
+	}
+	for _, name := range strings.Split(field, ".") {
+		name, _, _ = strings.Cut(name, "[")
+		for t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice || t.Kind() == reflect.Array {
+			t = t.Elem()
+		}
+		if t.Kind() != reflect.Struct {
+			return found, false
+		}
+		f, ok := jsonMember(t, name)
+		if !ok {
+			return found, false
+		}
+		found, t = f, f.Type
+		// An index ("list[2]") goes into the element type, which the loop above reaches.
+	}
+	return found, true
+}
+
+// jsonMember is the field of struct t whose JSON name is name, embedded structs included.
+func jsonMember(t reflect.Type, name string) (reflect.StructField, bool) {
+	for i := range t.NumField() {
+		f := t.Field(i)
+		tag, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if tag == "-" {
+			continue
+		}
+		if f.Anonymous && tag == "" {
+			et := f.Type
+			for et.Kind() == reflect.Pointer {
+				et = et.Elem()
+			}
+			if et.Kind() == reflect.Struct {
+				if inner, ok := jsonMember(et, name); ok {
+					return inner, true
+				}
+			}
+			continue
+		}
+		if !f.IsExported() {
+			continue
+		}
+		if tag == "" {
+			tag = f.Name
+		}
+		if tag == name {
+			return f, true
+		}
+	}
+	return reflect.StructField{}, false
 }
 
 var requiredProperty = regexp.MustCompile(`^expected required property (\S+) to be present$`)

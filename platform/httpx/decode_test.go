@@ -60,7 +60,7 @@ func TestWholeNumbersDecodeIntoIntegers(t *testing.T) {
 		{"beyond uint16 in a named type", `{"port":65536.0}`, "port", "must be an integer from 0 to 65535"},
 		{"beyond int16 in a list", `{"list":[1,3.2768e4]}`, "list[1]", "must be an integer from -32768 to 32767"},
 		{"beyond uint64", `{"u64":1.8446744073709551616e19}`, "u64", "must be an integer from 0 to 18446744073709551615"},
-		{"a huge exponent", `{"int":1e999999999999}`, "int", "is a number out of range"},
+		{"a huge exponent", `{"int":1e999999999999}`, "int", "must be an integer from -9223372036854775808 to 9223372036854775807"},
 		{"a tiny exponent", `{"int":1e-999999999999}`, "int", "must be an integer"},
 		{"negative into uint", `{"u":-1}`, "u", "expected number >= 0"},
 		{"negative into uint, whole", `{"u":-1.0}`, "u", "expected number >= 0"},
@@ -95,4 +95,48 @@ func TestOneEntryForANumberTheFieldRefuses(t *testing.T) {
 			assert.Equal(t, c.message, env.Errors[0].Message, raw)
 		})
 	}
+}
+
+// TestBeyondRangeNamesTheFieldsRange: a number beyond an integer field's Go type said the type's
+// range ("from -9223372036854775808 to …" for a field whose minimum is 1048576), and one beyond a
+// float64 (1e400) said only "is a number out of range". Both now name the field's documented
+// range: its minimum and maximum within what its type holds.
+func TestBeyondRangeNamesTheFieldsRange(t *testing.T) {
+	base := newServer(t)
+	for _, c := range []struct{ name, path, body, field, message string }{
+		{"beyond int64, minimum only", "/api/widgets", `{"space":1e308}`, "space", "must be an integer from 1048576 to 9223372036854775807"},
+		{"beyond float64, minimum only", "/api/widgets", `{"space":1e400}`, "space", "must be an integer from 1048576 to 9223372036854775807"},
+		{"one past int64", "/api/widgets", `{"space":9223372036854775808}`, "space", "must be an integer from 1048576 to 9223372036854775807"},
+		{"beyond float64, minimum and maximum", "/api/widgets", `{"count":1e400}`, "count", "must be an integer from 1 to 5"},
+		{"no bounds but the type's", "/api/numbers", `{"i64":1e400}`, "i64", "must be an integer from -9223372036854775808 to 9223372036854775807"},
+		{"an element of a list", "/api/numbers", `{"list":[1,-1e400]}`, "list[1]", "must be an integer from -32768 to 32767"},
+		{"a named unsigned type", "/api/numbers", `{"port":1e400}`, "port", "must be an integer from 0 to 65535"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			body := c.body
+			if c.path == "/api/widgets" {
+				body = `{"name":"a","email":"a@b.example",` + c.body[1:]
+				if c.field != "count" {
+					body = `{"count":1,` + body[1:]
+				}
+			}
+			res, env, raw := call(t, "POST", base+c.path, body, nil)
+			require.Equal(t, 400, res.StatusCode, raw)
+			require.Len(t, env.Errors, 1, raw)
+			assert.Equal(t, c.field, env.Errors[0].Field, raw)
+			assert.Equal(t, c.message, env.Errors[0].Message, raw)
+		})
+	}
+}
+
+// TestEmptyBodyIsRequired: an empty body where one is required was answered with huma's own
+// lower-case "request body is required" and no entry; it is worded as every other message.
+func TestEmptyBodyIsRequired(t *testing.T) {
+	base := newServer(t)
+	res, env, raw := call(t, "POST", base+"/api/widgets", "", map[string]string{"Content-Type": "application/json"})
+	require.Equal(t, 400, res.StatusCode, raw)
+	assert.Equal(t, "Request body is required", env.Message, raw)
+	require.Len(t, env.Errors, 1, raw)
+	assert.Equal(t, "body", env.Errors[0].Field)
+	assert.Equal(t, "is required", env.Errors[0].Message)
 }

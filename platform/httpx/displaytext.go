@@ -7,13 +7,17 @@ import (
 
 // Names users give things (an AI key's name, an audit note's action) are shown to other people, in
 // lists, tables and logs. A control character (C0, DEL, C1: a line break, an escape sequence) can
-// break the line or the terminal showing it, and a bidirectional override or isolate can reorder
-// what is shown: "\u202Egnp.exe" reads as "exe.png". Both are refused in such names.
+// break the line or the terminal showing it, a bidirectional override or isolate can reorder
+// what is shown ("\u202Egnp.exe" reads as "exe.png"), and an invisible format character (Unicode
+// category Cf: U+200B zero width space, U+2060 word joiner, U+FEFF, U+00AD soft hyphen, …) makes
+// two names that look the same differ ("data\u200Bbase"). All are refused in such names, except
+// the zero-width joiner and non-joiner (U+200D, U+200C) right after a non-ASCII character, where
+// emoji sequences and Persian or Indic spellings need them.
 
-// Deceptive reports whether r is a control character (C0, DEL or C1) or a bidirectional override
-// or isolate (U+202A–U+202E, U+2066–U+2069).
+// Deceptive reports whether r is a control character (C0, DEL or C1), a bidirectional override
+// or isolate (U+202A–U+202E, U+2066–U+2069), or another format character (category Cf).
 func Deceptive(r rune) bool {
-	return unicode.IsControl(r) || isBidiControl(r)
+	return unicode.IsControl(r) || isBidiControl(r) || unicode.Is(unicode.Cf, r)
 }
 
 func isBidiControl(r rune) bool {
@@ -21,15 +25,22 @@ func isBidiControl(r rune) bool {
 }
 
 // DisplayTextProblem returns what is wrong with a display name, for a validation error
-// (httpx.Invalid(field, msg)), or "" when it holds no Deceptive character.
+// (httpx.Invalid(field, msg)), or "" when it holds no Deceptive character (but a joiner after a
+// non-ASCII character).
 func DisplayTextProblem(s string) string {
+	prev := rune(0)
 	for _, r := range s {
 		switch {
 		case unicode.IsControl(r):
 			return fmt.Sprintf("must not contain control characters (U+%04X)", r)
 		case isBidiControl(r):
 			return fmt.Sprintf("must not contain bidirectional override or isolate characters (U+%04X)", r)
+		case (r == 0x200C || r == 0x200D) && prev > unicode.MaxASCII && !unicode.Is(unicode.Cf, prev):
+			// A joiner inside an emoji sequence or a non-Latin word.
+		case unicode.Is(unicode.Cf, r):
+			return fmt.Sprintf("must not contain invisible format characters (U+%04X)", r)
 		}
+		prev = r
 	}
 	return ""
 }

@@ -113,6 +113,40 @@ func responseHeaders(c *fiber.Ctx) error {
 	return c.Next()
 }
 
+// identityBodies refuses, 415, a request whose Content-Encoding is anything but identity, before
+// any handler runs. Fiber's c.Body() (what huma's adapter and the Fiber routes read) inflates a
+// gzip, deflate or brotli body without bound: BodyLimit counts the compressed bytes, so 300 KB of
+// gzip became 300 MB in memory before the 413. The API accepts plain bodies only; the answer
+// carries Accept-Encoding: identity (RFC 7694). Every Content-Encoding header is checked, each
+// coding of its list; a request without a body is let through whatever it says, as there is
+// nothing to inflate (Request().Body() is the body as received, never inflated).
+func identityBodies(c *fiber.Ctx) error {
+	if len(c.Request().Body()) == 0 {
+		return c.Next()
+	}
+	var refused string
+	c.Request().Header.VisitAll(func(k, v []byte) {
+		if refused != "" || !strings.EqualFold(string(k), fiber.HeaderContentEncoding) {
+			return
+		}
+		for _, coding := range strings.Split(string(v), ",") {
+			if coding = strings.TrimSpace(coding); coding != "" && !strings.EqualFold(coding, "identity") {
+				refused = coding
+				return
+			}
+		}
+	})
+	if refused == "" {
+		return c.Next()
+	}
+	c.Set(fiber.HeaderAcceptEncoding, "identity")
+	if len(refused) > 32 {
+		refused = refused[:32] + "…"
+	}
+	return NewError(fiber.StatusUnsupportedMediaType,
+		fmt.Sprintf("Unsupported Content-Encoding %q: send the body uncompressed", refused))
+}
+
 func newRequestID() string {
 	var b [12]byte
 	_, _ = rand.Read(b[:])

@@ -103,6 +103,8 @@ func NewServer(o ServerOptions) (*Server, error) {
 		AllowCredentials: true,
 		MaxAge:           600,
 	}))
+	// Before anything reads a body: a compressed one would be inflated without bound.
+	app.Use(identityBodies)
 	for _, h := range o.Before {
 		app.Use(h)
 	}
@@ -165,7 +167,8 @@ func (s *Server) Finish() {
 // failures are 400, never 422, and an operation whose body or parameters can fail validation
 // documents its 400 (huma adds 422 only for path parameters and bodies, and Register adds 400 only
 // for POST/PUT/PATCH; GET /api/admin/users?page=0 is a 400 too). An operation with a body also
-// documents 415 for a Content-Type other than JSON.
+// documents 415 for a Content-Type other than JSON or a compressed body, and one without a body
+// documents neither 413 nor 415.
 func documentBadRequest(op *huma.Operation) {
 	if op.Responses == nil {
 		return
@@ -184,9 +187,17 @@ func documentBadRequest(op *huma.Operation) {
 			op.Responses[code] = &huma.Response{Description: http.StatusText(status), Content: template.Content}
 		}
 	}
-	if op.RequestBody != nil {
+	if op.RequestBody == nil {
+		// Register documents 413 for every POST, PUT and PATCH; one that takes no body has none
+		// to be too large or of the wrong type.
+		delete(op.Responses, "413")
+		delete(op.Responses, "415")
+	} else {
 		add(http.StatusBadRequest)
-		add(http.StatusUnsupportedMediaType)
+		if op.Responses["415"] == nil {
+			op.Responses["415"] = &huma.Response{Content: template.Content, Description: "The `Content-Type` is not JSON, " +
+				"or the body is compressed (a `Content-Encoding` other than `identity`; the answer carries `Accept-Encoding: identity`)."}
+		}
 	}
 	for _, p := range op.Parameters {
 		if paramCanFail(p) {

@@ -50,9 +50,14 @@ type widget struct {
 
 type routes struct{}
 
+// sharedResponses is one map of documented responses given to two operations, as a module may.
+var sharedResponses = map[string]*huma.Response{"502": {Description: "The provider failed."}}
+
 func (routes) Register(api *httpx.API) {
 	registerNumbers(api)
-	httpx.Register(api, httpx.Public, huma.Operation{OperationID: "createWidget", Method: http.MethodPost, Path: "/api/widgets", DefaultStatus: 201},
+	registerBodyReaders(api)
+	httpx.Register(api, httpx.Public, huma.Operation{OperationID: "createWidget", Method: http.MethodPost, Path: "/api/widgets", DefaultStatus: 201,
+		Responses: sharedResponses},
 		func(ctx context.Context, in *widgetIn) (*httpx.Response[widget], error) {
 			return httpx.Created("created", widget{Name: in.Body.Name, IP: httpx.ClientIP(ctx)}), nil
 		})
@@ -83,11 +88,18 @@ func (routes) Register(api *httpx.API) {
 			}
 			return nil, httpx.ErrNotFound
 		})
-	httpx.Register(api, httpx.Public, huma.Operation{OperationID: "deleteWidget", Method: http.MethodDelete, Path: "/api/widgets/{id}"},
+	httpx.Register(api, httpx.Public, huma.Operation{OperationID: "deleteWidget", Method: http.MethodDelete, Path: "/api/widgets/{id}",
+		Responses: sharedResponses},
 		func(ctx context.Context, in *struct {
 			ID int64 `path:"id" minimum:"1"`
 		}) (*httpx.Response[httpx.NoData], error) {
 			return httpx.Done("deleted"), nil
+		})
+	httpx.Register(api, httpx.Public, huma.Operation{OperationID: "pauseWidget", Method: http.MethodPost, Path: "/api/widgets/{id}/pause"},
+		func(ctx context.Context, in *struct {
+			ID int64 `path:"id" minimum:"1"`
+		}) (*httpx.Response[widget], error) {
+			return httpx.OK("paused", widget{Name: fmt.Sprint(in.ID)}), nil
 		})
 	httpx.Register(api, httpx.Public, huma.Operation{OperationID: "pokeWidget", Method: http.MethodPost, Path: "/api/widgets/{id}/poke"},
 		func(ctx context.Context, in *struct {
@@ -653,4 +665,50 @@ func TestEmbeddedUnexportedBodyIsRefused(t *testing.T) {
 	require.NotNil(t, msg, "registered")
 	assert.Contains(t, msg, "POST /api/hidden")
 	assert.Contains(t, msg, "embeds the unexported httpx_test.hiddenMembers")
+}
+
+// TestOpenAPIListsWhatEachOperationAnswers: a DELETE given the same Responses map as a create
+// listed the create's 201, 413 and 415; a POST without a body listed 413; each operation now lists
+// its own 2xx, and 413/415 only with a body.
+func TestOpenAPIListsWhatEachOperationAnswers(t *testing.T) {
+	base := newServer(t)
+	res, err := http.Get(base + "/api/openapi.json")
+	require.NoError(t, err)
+	defer res.Body.Close()
+	var doc struct {
+		Paths map[string]map[string]struct {
+			RequestBody any                 `json:"requestBody"`
+			Responses   map[string]struct{} `json:"responses"`
+		} `json:"paths"`
+	}
+	require.NoError(t, json.NewDecoder(res.Body).Decode(&doc))
+	twoHundreds := func(method, path string) []string {
+		var out []string
+		for code := range doc.Paths[path][method].Responses {
+			if code[0] == '2' {
+				out = append(out, code)
+			}
+		}
+		return out
+	}
+	assert.Equal(t, []string{"201"}, twoHundreds("post", "/api/widgets"))
+	assert.Equal(t, []string{"200"}, twoHundreds("delete", "/api/widgets/{id}"))
+	assert.Contains(t, doc.Paths["/api/widgets/{id}"]["delete"].Responses, "502", "the shared response is kept")
+	assert.Contains(t, doc.Paths["/api/widgets"]["post"].Responses, "502")
+	for path, ops := range doc.Paths {
+		for method, op := range ops {
+			assert.NotContains(t, op.Responses, "405", "%s %s never answers 405 itself", method, path)
+			if op.RequestBody == nil {
+				assert.NotContains(t, op.Responses, "413", "%s %s takes no body", method, path)
+				assert.NotContains(t, op.Responses, "415", "%s %s takes no body", method, path)
+			} else {
+				assert.Contains(t, op.Responses, "413", "%s %s", method, path)
+				assert.Contains(t, op.Responses, "415", "%s %s", method, path)
+			}
+		}
+	}
+	assert.Contains(t, doc.Paths, "/api/widgets/{id}/pause")
+	// What the document says of the pause: a 200, no body needed.
+	res2, _, raw := call(t, "POST", base+"/api/widgets/3/pause", "", nil)
+	assert.Equal(t, http.StatusOK, res2.StatusCode, raw)
 }

@@ -1,0 +1,43 @@
+package admin_test
+
+import (
+	"fmt"
+	"net/http"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"provisioner/platform/testutil/apptest"
+)
+
+// TestNoteActionsCannotImitateServiceEvents: "data\u200bbase.created" (a zero width space) and
+// "dаtabase.created" (a Cyrillic а) were recorded (201) and listed like the service's own
+// database.created. A note's action is plain dotted ASCII, and its texts refuse invisible format
+// characters as they refuse controls and bidi overrides.
+func TestNoteActionsCannotImitateServiceEvents(t *testing.T) {
+	a := apptest.Start(t)
+	admin := a.AdminToken(t)
+	for _, action := range []string{"data\u200bbase.created", "d\u0430tabase.created", "\ufeffdatabase.created",
+		"database\u2060.created", "note manual", "note..manual", ".note", "note.", "café.note"} {
+		r := a.Post("/api/audit-events", admin, map[string]any{"action": action})
+		require.Equal(t, http.StatusBadRequest, r.Status, "%q: %s", action, r.Raw)
+		assert.Equal(t, []string{"action"}, r.Fields(), "%q: %s", action, r.Raw)
+	}
+	for _, field := range []string{"targetType", "targetId"} {
+		r := a.Post("/api/audit-events", admin, map[string]any{"action": "note.manual", field: "user\u200b"})
+		require.Equal(t, http.StatusBadRequest, r.Status, "%s: %s", field, r.Raw)
+		assert.Equal(t, []string{field}, r.Fields(), string(r.Raw))
+		assert.Contains(t, string(r.Raw), "U+200B")
+	}
+	r := a.Post("/api/audit-events", admin, map[string]any{"action": "Note_2.follow-up", "targetType": "user"})
+	require.Equal(t, http.StatusCreated, r.Status, "plain dotted ASCII is a note's action: %s", r.Raw)
+	var note struct {
+		ID int64 `json:"id"`
+	}
+	r.Decode(t, &note)
+	r = a.Do(apptest.Request{Method: "PUT", Path: fmt.Sprintf("/api/audit-events/%d", note.ID), Token: admin,
+		Body: map[string]any{"action": "d\u0430tabase.created"}})
+	require.Equal(t, http.StatusBadRequest, r.Status, string(r.Raw))
+	assert.Equal(t, []string{"action"}, r.Fields())
+}
