@@ -29,6 +29,60 @@ type postgresEngine struct {
 	// shapedPublic: the server is PostgreSQL 15 or newer, whose template gives every new database
 	// the schema public ownPublicSchema makes (read once, with lockDown).
 	shapedPublic bool
+	// version: server_version_num (0: not read yet).
+	version int
+}
+
+// pinnedSettings are startup parameters of every admin session the engine opens. A tenant owns
+// its database and may ALTER DATABASE … SET almost any setting there, which every later session
+// in it, the admin's (a superuser) included, starts with, unless the client sends the setting in
+// its startup packet: that source ranks above the database's and the role's defaults. Pinned:
+// search_path (else a tenant's public.pg_roles view, or a function shadowing a pg_catalog one,
+// runs its code as the superuser; pg_temp last so the session's temporary schema is never
+// searched first), role (a database default of role = <tenant> would make the admin act as the
+// tenant), read-only and isolation defaults, and exit_on_error and standard_conforming_strings
+// (how the service's statements behave). The engine's SQL also names every catalogue object and
+// function with its schema.
+var pinnedSettings = [][2]string{
+	{"search_path", "pg_catalog, pg_temp"},
+	{"role", "none"},
+	{"default_transaction_read_only", "off"},
+	{"default_transaction_isolation", "read committed"},
+	{"default_transaction_deferrable", "off"},
+	{"exit_on_error", "off"},
+	{"standard_conforming_strings", "on"},
+}
+
+// pinnedTimeouts are pinned the same way unless the admin URL sets them itself: a tenant's
+// statement_timeout = '1ms' on its database would otherwise make every switch to read-only fail,
+// keeping it writable over its quota. minVersion: the server must know the setting (an unknown
+// one refuses the connection).
+var pinnedTimeouts = []struct {
+	name       string
+	minVersion int
+}{
+	{"statement_timeout", 0},
+	{"lock_timeout", 0},
+	{"idle_in_transaction_session_timeout", 0},
+	{"idle_session_timeout", 140000},
+	{"transaction_timeout", 170000},
+}
+
+// pinned returns u with the pinned settings for a server of version (server_version_num; 0:
+// unknown, only the settings every supported version has).
+func pinned(u url.URL, version int) url.URL {
+	q := u.Query()
+	for _, kv := range pinnedSettings {
+		q.Set(kv[0], kv[1])
+	}
+	for _, t := range pinnedTimeouts {
+		if t.minVersion <= version && !q.Has(t.name) {
+			q.Set(t.name, "0")
+		}
+	}
+	// pgx reads a '+' in the query as itself, not as a space.
+	u.RawQuery = strings.ReplaceAll(q.Encode(), "+", "%20")
+	return u
 }
 
 func newPostgres(dsn string, pub config.EnginePublic) (*postgresEngine, error) {
@@ -36,7 +90,8 @@ func newPostgres(dsn string, pub config.EnginePublic) (*postgresEngine, error) {
 	if err != nil || u.Host == "" {
 		return nil, errors.New("not a postgres:// URL")
 	}
-	conn, err := db.Connector(dsn)
+	pu := pinned(*u, 0)
+	conn, err := db.Connector(pu.String())
 	if err != nil {
 		return nil, err
 	}
@@ -114,7 +169,7 @@ func (e *postgresEngine) exists(ctx context.Context, q, name string) (bool, erro
 }
 
 func (e *postgresEngine) ensureRole(ctx context.Context, role, password string) error {
-	ok, err := e.exists(ctx, "SELECT 1 FROM pg_roles WHERE rolname = $1", role)
+	ok, err := e.exists(ctx, "SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = $1", role)
 	if err != nil {
 		return err
 	}
@@ -143,8 +198,8 @@ func (e *postgresEngine) lockDown(ctx context.Context) error {
 	if done {
 		return nil
 	}
-	rows, err := e.pool.QueryContext(ctx, `SELECT datname FROM pg_database
-		WHERE datname = ANY($1::text[]) AND has_database_privilege('public', datname, 'CONNECT')`,
+	rows, err := e.pool.QueryContext(ctx, `SELECT datname FROM pg_catalog.pg_database
+		WHERE datname = ANY($1::text[]) AND pg_catalog.has_database_privilege('public', datname, 'CONNECT')`,
 		"{"+strings.Join(clusterDatabases, ",")+"}")
 	if err != nil {
 		return fmt.Errorf("postgres: list cluster databases: %w", err)
@@ -164,9 +219,9 @@ func (e *postgresEngine) lockDown(ctx context.Context) error {
 			return err
 		}
 	}
-	var version int
-	if err := e.pool.QueryRowContext(ctx, "SELECT current_setting('server_version_num')::int").Scan(&version); err != nil {
-		return fmt.Errorf("postgres version: %w", err)
+	version, err := e.serverVersion(ctx)
+	if err != nil {
+		return err
 	}
 	e.mu.Lock()
 	e.lockedDown, e.shapedPublic = true, version >= 150000
@@ -184,7 +239,7 @@ func (e *postgresEngine) Create(ctx context.Context, dbName, role, password stri
 	if err := e.ensureRole(ctx, role, password); err != nil {
 		return err
 	}
-	ok, err := e.exists(ctx, "SELECT 1 FROM pg_database WHERE datname = $1", dbName)
+	ok, err := e.exists(ctx, "SELECT 1 FROM pg_catalog.pg_database WHERE datname = $1", dbName)
 	if err != nil {
 		return err
 	}
@@ -221,13 +276,13 @@ func (e *postgresEngine) Create(ctx context.Context, dbName, role, password stri
 // bootstrap superuser), so a read-only credential could create tables in the owner's database.
 // A database made from a template without the schema is left alone. Repeatable.
 func (e *postgresEngine) ownPublicSchema(ctx context.Context, dbName, role string) error {
-	t, err := e.tenant(dbName)
+	t, err := e.tenant(ctx, dbName)
 	if err != nil {
 		return err
 	}
 	var hasSchema, hasDatabaseOwner bool
-	if err := t.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = 'public'),
-		EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'pg_database_owner')`).Scan(&hasSchema, &hasDatabaseOwner); err != nil {
+	if err := t.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname = 'public'),
+		EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = 'pg_database_owner')`).Scan(&hasSchema, &hasDatabaseOwner); err != nil {
 		return fmt.Errorf("postgres: schema public of %s: %w", dbName, err)
 	}
 	if !hasSchema {
@@ -247,7 +302,7 @@ func (e *postgresEngine) ownPublicSchema(ctx context.Context, dbName, role strin
 
 func (e *postgresEngine) terminate(ctx context.Context, where string, arg string) error {
 	_, err := e.pool.ExecContext(ctx,
-		"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE "+where+" AND pid <> pg_backend_pid()", arg)
+		"SELECT pg_catalog.pg_terminate_backend(pid) FROM pg_catalog.pg_stat_activity WHERE "+where+" AND pid <> pg_catalog.pg_backend_pid()", arg)
 	if err != nil {
 		return fmt.Errorf("postgres: end sessions: %w", err)
 	}
@@ -296,7 +351,7 @@ func (e *postgresEngine) SetReadOnly(ctx context.Context, dbName, role string, r
 	if err := checkNames(dbName, role); err != nil {
 		return err
 	}
-	t, err := e.tenant(dbName)
+	t, err := e.tenant(ctx, dbName)
 	if err != nil {
 		return err
 	}
@@ -316,7 +371,7 @@ func (e *postgresEngine) SetReadOnly(ctx context.Context, dbName, role string, r
 	}
 	var exists bool
 	var mark string
-	err = tx.QueryRowContext(ctx, "SELECT true, coalesce(shobj_description(oid, 'pg_authid'), '') FROM pg_roles WHERE rolname = $1", holder).Scan(&exists, &mark)
+	err = tx.QueryRowContext(ctx, "SELECT true, coalesce(pg_catalog.shobj_description(oid, 'pg_authid'), '') FROM pg_catalog.pg_roles WHERE rolname = $1", holder).Scan(&exists, &mark)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return fmt.Errorf("postgres: %w", err)
 	}
@@ -324,7 +379,7 @@ func (e *postgresEngine) SetReadOnly(ctx context.Context, dbName, role string, r
 	if exists && mark != holderMark {
 		return fmt.Errorf("postgres: role %s exists and is not the quota holder of %s", holder, dbName)
 	}
-	loFuncs := "FUNCTION lo_creat(integer), lo_create(oid), lo_from_bytea(oid, bytea)"
+	loFuncs := "FUNCTION pg_catalog.lo_creat(integer), pg_catalog.lo_create(oid), pg_catalog.lo_from_bytea(oid, bytea)"
 	var from, to string
 	if readOnly {
 		if !exists {
@@ -344,20 +399,20 @@ func (e *postgresEngine) SetReadOnly(ctx context.Context, dbName, role string, r
 	if from != "" {
 		// Everything the writers own (from: the login role and its members; back: the holder).
 		rows, err := tx.QueryContext(ctx, `
-			WITH w AS (SELECT oid FROM pg_roles WHERE rolname = $1
-			           UNION SELECT am.member FROM pg_auth_members am JOIN pg_roles g ON g.oid = am.roleid
+			WITH w AS (SELECT oid FROM pg_catalog.pg_roles WHERE rolname = $1
+			           UNION SELECT am.member FROM pg_catalog.pg_auth_members am JOIN pg_catalog.pg_roles g ON g.oid = am.roleid
 			           WHERE g.rolname = $1 AND $2)
-			SELECT format('ALTER SCHEMA %I OWNER TO %I', n.nspname, $3::text) FROM pg_namespace n WHERE n.nspowner IN (SELECT oid FROM w)
+			SELECT pg_catalog.format('ALTER SCHEMA %I OWNER TO %I', n.nspname, $3::text) FROM pg_catalog.pg_namespace n WHERE n.nspowner IN (SELECT oid FROM w)
 			UNION ALL
-			SELECT format('ALTER %s %I.%I OWNER TO %I',
+			SELECT pg_catalog.format('ALTER %s %I.%I OWNER TO %I',
 			              CASE c.relkind WHEN 'S' THEN 'SEQUENCE' WHEN 'm' THEN 'MATERIALIZED VIEW' WHEN 'f' THEN 'FOREIGN TABLE' ELSE 'TABLE' END,
 			              n.nspname, c.relname, $3::text)
-			FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+			FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
 			WHERE c.relowner IN (SELECT oid FROM w) AND c.relkind IN ('r', 'p', 'm', 'f', 'S')
-			  AND NOT (c.relkind = 'S' AND EXISTS (SELECT 1 FROM pg_depend d WHERE d.classid = 'pg_class'::regclass
-			           AND d.objid = c.oid AND d.refclassid = 'pg_class'::regclass AND d.deptype IN ('a', 'i')))
+			  AND NOT (c.relkind = 'S' AND EXISTS (SELECT 1 FROM pg_catalog.pg_depend d WHERE d.classid = 'pg_catalog.pg_class'::pg_catalog.regclass
+			           AND d.objid = c.oid AND d.refclassid = 'pg_catalog.pg_class'::pg_catalog.regclass AND d.deptype IN ('a', 'i')))
 			UNION ALL
-			SELECT format('ALTER LARGE OBJECT %s OWNER TO %I', m.oid, $3::text) FROM pg_largeobject_metadata m WHERE m.lomowner IN (SELECT oid FROM w)`,
+			SELECT pg_catalog.format('ALTER LARGE OBJECT %s OWNER TO %I', m.oid, $3::text) FROM pg_catalog.pg_largeobject_metadata m WHERE m.lomowner IN (SELECT oid FROM w)`,
 			from, readOnly, to)
 		if err != nil {
 			return fmt.Errorf("postgres: list owned objects: %w", err)
@@ -379,7 +434,7 @@ func (e *postgresEngine) SetReadOnly(ctx context.Context, dbName, role string, r
 	}
 	if readOnly {
 		// What the login role (and through it the full-access credentials) may still do.
-		rows, err := tx.QueryContext(ctx, `SELECT nspname FROM pg_namespace
+		rows, err := tx.QueryContext(ctx, `SELECT nspname FROM pg_catalog.pg_namespace
 			WHERE nspname <> 'information_schema' AND nspname NOT LIKE 'pg\_%'`)
 		if err != nil {
 			return fmt.Errorf("postgres: list schemas: %w", err)
@@ -444,9 +499,9 @@ func (e *postgresEngine) Usage(ctx context.Context, dbs []string) (map[string]Us
 		return out, nil
 	}
 	rows, err := e.pool.QueryContext(ctx, `
-		SELECT d.datname, pg_database_size(d.datname),
-		       EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.datname = d.datname AND a.pid <> pg_backend_pid())
-		FROM pg_database d WHERE d.datname = ANY($1::text[])`, "{"+strings.Join(dbs, ",")+"}")
+		SELECT d.datname, pg_catalog.pg_database_size(d.datname),
+		       EXISTS (SELECT 1 FROM pg_catalog.pg_stat_activity a WHERE a.datname = d.datname AND a.pid <> pg_catalog.pg_backend_pid())
+		FROM pg_catalog.pg_database d WHERE d.datname = ANY($1::text[])`, "{"+strings.Join(dbs, ",")+"}")
 	if err != nil {
 		return nil, fmt.Errorf("postgres usage: %w", err)
 	}
@@ -462,25 +517,60 @@ func (e *postgresEngine) Usage(ctx context.Context, dbs []string) (map[string]Us
 	return out, rows.Err()
 }
 
-// tenant returns an admin connection into dbName (for grants inside it).
-func (e *postgresEngine) tenant(dbName string) (*sql.DB, error) {
+// serverVersion is the server's server_version_num, read once.
+func (e *postgresEngine) serverVersion(ctx context.Context) (int, error) {
 	e.mu.Lock()
-	defer e.mu.Unlock()
-	if p, ok := e.per[dbName]; ok {
-		return p, nil
+	v := e.version
+	e.mu.Unlock()
+	if v != 0 {
+		return v, nil
 	}
-	u := *e.admin
+	if err := e.pool.QueryRowContext(ctx, "SELECT pg_catalog.current_setting('server_version_num')::int").Scan(&v); err != nil {
+		return 0, fmt.Errorf("postgres version: %w", err)
+	}
+	e.mu.Lock()
+	e.version = v
+	e.mu.Unlock()
+	return v, nil
+}
+
+// openIn opens an admin pool into dbName, with the pinned settings (see pinnedSettings: the
+// tenant's database defaults do not apply to it; default_transaction_read_only off is why the
+// service's own sessions write grants while the database is read-only).
+func (e *postgresEngine) openIn(ctx context.Context, dbName string) (*sql.DB, error) {
+	version, err := e.serverVersion(ctx)
+	if err != nil {
+		return nil, err
+	}
+	u := pinned(*e.admin, version)
 	u.Path = "/" + dbName
-	// The service's own sessions write (grants) even while the database is read-only.
-	q := u.Query()
-	q.Set("default_transaction_read_only", "off")
-	u.RawQuery = q.Encode()
 	conn, err := db.Connector(u.String())
 	if err != nil {
 		return nil, err
 	}
 	p := sql.OpenDB(conn)
 	p.SetMaxOpenConns(2)
+	return p, nil
+}
+
+// tenant returns an admin connection into dbName (for grants inside it), kept for later calls.
+func (e *postgresEngine) tenant(ctx context.Context, dbName string) (*sql.DB, error) {
+	e.mu.Lock()
+	p, ok := e.per[dbName]
+	e.mu.Unlock()
+	if ok {
+		return p, nil
+	}
+	p, err := e.openIn(ctx, dbName)
+	if err != nil {
+		return nil, err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if q, ok := e.per[dbName]; ok { // opened concurrently
+		_ = p.Close()
+		return q, nil
+	}
 	e.per[dbName] = p
 	return p, nil
 }
@@ -498,7 +588,7 @@ func (e *postgresEngine) closeTenant(dbName string) {
 func (e *postgresEngine) roleMark(ctx context.Context, role string) (bool, string, error) {
 	var mark string
 	err := e.pool.QueryRowContext(ctx,
-		"SELECT coalesce(shobj_description(oid, 'pg_authid'), '') FROM pg_roles WHERE rolname = $1", role).Scan(&mark)
+		"SELECT coalesce(pg_catalog.shobj_description(oid, 'pg_authid'), '') FROM pg_catalog.pg_roles WHERE rolname = $1", role).Scan(&mark)
 	if errors.Is(err, sql.ErrNoRows) {
 		return false, "", nil
 	}
@@ -530,17 +620,17 @@ func (e *postgresEngine) credentialRole(ctx context.Context, dbName, user, marke
 	var legacy bool
 	err = e.pool.QueryRowContext(ctx, `
 		SELECT EXISTS (
-			SELECT 1 FROM pg_roles r, pg_database d
+			SELECT 1 FROM pg_catalog.pg_roles r, pg_catalog.pg_database d
 			WHERE r.rolname = $1 AND d.datname = $2
 			  AND r.rolcanlogin AND NOT (r.rolsuper OR r.rolcreaterole OR r.rolcreatedb OR r.rolreplication OR r.rolbypassrls)
-			  AND shobj_description(r.oid, 'pg_authid') IS NULL
-			  AND EXISTS (SELECT 1 FROM aclexplode(d.datacl) a WHERE a.grantee = r.oid AND a.privilege_type = 'CONNECT')
-			  AND NOT EXISTS (SELECT 1 FROM pg_shdepend s
-			                  WHERE s.refclassid = 'pg_authid'::regclass AND s.refobjid = r.oid
+			  AND pg_catalog.shobj_description(r.oid, 'pg_authid') IS NULL
+			  AND EXISTS (SELECT 1 FROM pg_catalog.aclexplode(d.datacl) a WHERE a.grantee = r.oid AND a.privilege_type = 'CONNECT')
+			  AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_shdepend s
+			                  WHERE s.refclassid = 'pg_catalog.pg_authid'::pg_catalog.regclass AND s.refobjid = r.oid
 			                    AND s.dbid <> d.oid
-			                    AND NOT (s.dbid = 0 AND s.classid = 'pg_database'::regclass AND s.objid = d.oid AND s.deptype = 'a'))
-			  AND NOT EXISTS (SELECT 1 FROM pg_auth_members m WHERE m.roleid = r.oid)
-			  AND NOT EXISTS (SELECT 1 FROM pg_auth_members m JOIN pg_roles g ON g.oid = m.roleid
+			                    AND NOT (s.dbid = 0 AND s.classid = 'pg_catalog.pg_database'::pg_catalog.regclass AND s.objid = d.oid AND s.deptype = 'a'))
+			  AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_auth_members m WHERE m.roleid = r.oid)
+			  AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_auth_members m JOIN pg_catalog.pg_roles g ON g.oid = m.roleid
 			                  WHERE m.member = r.oid AND g.rolname <> $2))`, user, dbName).Scan(&legacy)
 	if err != nil {
 		return false, fmt.Errorf("postgres: %w", err)
@@ -615,7 +705,7 @@ func (e *postgresEngine) CreateUser(ctx context.Context, dbName, owner, user, pa
 		// Full access: the credential acts with the owner's privileges.
 		return e.exec(ctx, fmt.Sprintf("GRANT %s TO %s", qi(owner), qi(user)))
 	}
-	t, err := e.tenant(dbName)
+	t, err := e.tenant(ctx, dbName)
 	if err != nil {
 		return err
 	}
@@ -695,14 +785,14 @@ func (e *postgresEngine) DropUser(ctx context.Context, dbName, user, marker stri
 	if err := e.terminate(ctx, "usename = $1", user); err != nil {
 		return err
 	}
-	ok, err = e.exists(ctx, "SELECT 1 FROM pg_database WHERE datname = $1", dbName)
+	ok, err = e.exists(ctx, "SELECT 1 FROM pg_catalog.pg_database WHERE datname = $1", dbName)
 	if err != nil {
 		return err
 	}
 	if !ok {
 		return e.exec(ctx, fmt.Sprintf("DROP ROLE IF EXISTS %s", qi(user)))
 	}
-	t, err := e.tenant(dbName)
+	t, err := e.tenant(ctx, dbName)
 	if err != nil {
 		return err
 	}
@@ -712,8 +802,8 @@ func (e *postgresEngine) DropUser(ctx context.Context, dbName, user, marker stri
 	}
 	defer tx.Rollback() //nolint:errcheck
 	var owner string
-	if err := tx.QueryRowContext(ctx, `SELECT r.rolname FROM pg_database d JOIN pg_roles r ON r.oid = d.datdba
-		WHERE d.datname = current_database()`).Scan(&owner); err != nil {
+	if err := tx.QueryRowContext(ctx, `SELECT r.rolname FROM pg_catalog.pg_database d JOIN pg_catalog.pg_roles r ON r.oid = d.datdba
+		WHERE d.datname = pg_catalog.current_database()`).Scan(&owner); err != nil {
 		return fmt.Errorf("postgres: owner of %s: %w", dbName, err)
 	}
 	if owner == user {
