@@ -309,15 +309,146 @@ func (e *postgresEngine) terminate(ctx context.Context, where string, arg string
 	return nil
 }
 
+// Drop removes dbName, its login role and its quota holder. The role's logins are refused and
+// its sessions ended first. Another tenant may have granted the role something in its own
+// database (every tenant can read pg_roles, so knows role names), and a role may own objects in
+// another database (PostgreSQL 14 and older let a login role grant membership in itself): DROP
+// ROLE refused those with 2BP01 and the role stayed, able to log in; dropRole clears them first.
+// Every step is repeatable, so a retry after a crash ends with nothing left.
 func (e *postgresEngine) Drop(ctx context.Context, dbName, role string) error {
 	if err := checkNames(dbName, role); err != nil {
+		return err
+	}
+	if err := e.exec(ctx, fmt.Sprintf("ALTER ROLE %s WITH NOLOGIN", qi(role))); err != nil && !db.IsCode(err, "42704") {
+		return err
+	}
+	if err := e.terminate(ctx, "usename = $1", role); err != nil {
 		return err
 	}
 	e.closeTenant(dbName)
 	if err := e.exec(ctx, fmt.Sprintf("DROP DATABASE IF EXISTS %s WITH (FORCE)", qi(dbName))); err != nil {
 		return err
 	}
-	return e.exec(ctx, fmt.Sprintf("DROP ROLE IF EXISTS %s", qi(role)))
+	if err := e.dropRole(ctx, role); err != nil {
+		return err
+	}
+	holder := quotaHolder(dbName)
+	ok, mark, err := e.roleMark(ctx, holder)
+	if err != nil || !ok || mark != "provisioner:quota:"+dbName {
+		return err
+	}
+	return e.dropRole(ctx, holder)
+}
+
+// dropRole drops role with what ties it to any database of the cluster. In every database
+// where it owns objects or holds privileges (pg_shdepend), its objects are given to that
+// database's owner (they lie in someone else's database and may hold their data, or have the
+// owner's objects depending on them; dropping would take those with them) and then DROP OWNED
+// BY revokes only its privileges and default privileges there, never anything of that
+// database's owner. Privileges on shared objects (CONNECT on another tenant's database, granted
+// by its owner) are revoked the same way from the admin's own database. A role owning a database
+// is not dropped. Repeatable; a role gone already is not an error.
+func (e *postgresEngine) dropRole(ctx context.Context, role string) error {
+	for attempt := 0; ; attempt++ {
+		rows, err := e.pool.QueryContext(ctx, `
+			SELECT coalesce(d.datname, ''), s.dbid = 0 AND s.deptype = 'o'
+			FROM pg_catalog.pg_shdepend s JOIN pg_catalog.pg_roles r ON r.oid = s.refobjid
+			LEFT JOIN pg_catalog.pg_database d ON d.oid = s.dbid
+			WHERE s.refclassid = 'pg_catalog.pg_authid'::pg_catalog.regclass AND r.rolname = $1
+			GROUP BY 1, 2`, role)
+		if err != nil {
+			return fmt.Errorf("postgres: dependencies of %s: %w", role, err)
+		}
+		var dbs []string
+		shared, ownsDatabase := false, false
+		for rows.Next() {
+			var name string
+			var owns bool
+			if err := rows.Scan(&name, &owns); err != nil {
+				rows.Close()
+				return fmt.Errorf("postgres: dependencies of %s: %w", role, err)
+			}
+			switch {
+			case owns:
+				ownsDatabase = true
+			case name == "":
+				shared = true
+			default:
+				dbs = append(dbs, name)
+			}
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("postgres: dependencies of %s: %w", role, err)
+		}
+		if ownsDatabase {
+			return fmt.Errorf("postgres: role %s owns a database; it is not dropped", role)
+		}
+		for _, name := range dbs {
+			if err := e.disown(ctx, name, role); err != nil {
+				return err
+			}
+		}
+		if shared && len(dbs) == 0 {
+			// DROP OWNED in any database revokes privileges on shared objects; the role owns
+			// nothing in the admin's database (it cannot connect there).
+			if err := e.exec(ctx, fmt.Sprintf("DROP OWNED BY %s", qi(role))); err != nil && !db.IsCode(err, "42704") {
+				return err
+			}
+		}
+		err = e.exec(ctx, fmt.Sprintf("DROP ROLE IF EXISTS %s", qi(role)))
+		if db.IsCode(err, "2BP01") && attempt < 2 { // granted something meanwhile
+			continue
+		}
+		return err
+	}
+}
+
+// disown gives what role owns in dbName to the database's owner and revokes the role's
+// privileges there, in one transaction of an admin session pinned like every other.
+func (e *postgresEngine) disown(ctx context.Context, dbName, role string) error {
+	e.mu.Lock()
+	t, kept := e.per[dbName]
+	e.mu.Unlock()
+	if !kept {
+		p, err := e.openIn(ctx, dbName)
+		if err != nil {
+			return err
+		}
+		defer p.Close()
+		t = p
+	}
+	tx, err := t.BeginTx(ctx, nil)
+	if err != nil {
+		if db.IsCode(err, "3D000") { // dropped meanwhile
+			return nil
+		}
+		return fmt.Errorf("postgres: begin in %s: %w", dbName, err)
+	}
+	defer tx.Rollback() //nolint:errcheck
+	var owner string
+	if err := tx.QueryRowContext(ctx, `SELECT r.rolname FROM pg_catalog.pg_database d JOIN pg_catalog.pg_roles r ON r.oid = d.datdba
+		WHERE d.datname = pg_catalog.current_database()`).Scan(&owner); err != nil {
+		return fmt.Errorf("postgres: owner of %s: %w", dbName, err)
+	}
+	if owner == role {
+		return fmt.Errorf("postgres: role %s owns database %s; it is not dropped", role, dbName)
+	}
+	for _, st := range []string{
+		fmt.Sprintf("REASSIGN OWNED BY %s TO %s", qi(role), qi(owner)),
+		fmt.Sprintf("DROP OWNED BY %s", qi(role)),
+	} {
+		if _, err := tx.ExecContext(ctx, st); err != nil {
+			if db.IsCode(err, "42704") { // the role was dropped meanwhile
+				return nil
+			}
+			return fmt.Errorf("postgres: %s in %s: %w", st, dbName, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("postgres: commit in %s: %w", dbName, err)
+	}
+	return nil
 }
 
 func (e *postgresEngine) SetLogin(ctx context.Context, dbName, role string, enabled bool) error {
@@ -764,10 +895,11 @@ func (e *postgresEngine) SetUserLogin(ctx context.Context, dbName, user, marker 
 // full-access credential created) is the tenant's data: it is first given to the role that owns
 // the database now (the login role, or the quota holder while the database is over its quota,
 // which gives it back when the database is writable again), then DROP OWNED BY only revokes the
-// role's privileges and default privileges, and the role is dropped, all in one transaction
-// inside the tenant database. The role's logins are refused and its sessions ended first, so
-// none creates an object between the two. The old code ran DROP OWNED BY alone, which dropped
-// the credential's tables with their rows.
+// role's privileges and default privileges (dropRole: the same in any other database where the
+// role owns or was granted something, since another tenant may grant to it), and the role is
+// dropped. The role's logins are refused and its sessions ended first, so none creates an object
+// meanwhile. The old code ran DROP OWNED BY alone, which dropped the credential's tables with
+// their rows.
 func (e *postgresEngine) DropUser(ctx context.Context, dbName, user, marker string) error {
 	if err := checkNames(dbName, user); err != nil {
 		return err
@@ -785,46 +917,7 @@ func (e *postgresEngine) DropUser(ctx context.Context, dbName, user, marker stri
 	if err := e.terminate(ctx, "usename = $1", user); err != nil {
 		return err
 	}
-	ok, err = e.exists(ctx, "SELECT 1 FROM pg_catalog.pg_database WHERE datname = $1", dbName)
-	if err != nil {
-		return err
-	}
-	if !ok {
-		return e.exec(ctx, fmt.Sprintf("DROP ROLE IF EXISTS %s", qi(user)))
-	}
-	t, err := e.tenant(ctx, dbName)
-	if err != nil {
-		return err
-	}
-	tx, err := t.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("postgres: begin: %w", err)
-	}
-	defer tx.Rollback() //nolint:errcheck
-	var owner string
-	if err := tx.QueryRowContext(ctx, `SELECT r.rolname FROM pg_catalog.pg_database d JOIN pg_catalog.pg_roles r ON r.oid = d.datdba
-		WHERE d.datname = pg_catalog.current_database()`).Scan(&owner); err != nil {
-		return fmt.Errorf("postgres: owner of %s: %w", dbName, err)
-	}
-	if owner == user {
-		return fmt.Errorf("postgres: role %s owns database %s; it is not dropped", user, dbName)
-	}
-	for _, st := range []string{
-		fmt.Sprintf("REASSIGN OWNED BY %s TO %s", qi(user), qi(owner)),
-		fmt.Sprintf("DROP OWNED BY %s", qi(user)),
-		fmt.Sprintf("DROP ROLE %s", qi(user)),
-	} {
-		if _, err := tx.ExecContext(ctx, st); err != nil {
-			if db.IsCode(err, "42704") { // the role was dropped meanwhile
-				return nil
-			}
-			return fmt.Errorf("postgres: %s: %w", st, err)
-		}
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("postgres: commit: %w", err)
-	}
-	return nil
+	return e.dropRole(ctx, user)
 }
 
 func (e *postgresEngine) ConnectionString(dbName, user, password string) string {

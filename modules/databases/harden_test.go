@@ -74,3 +74,69 @@ func TestAdminSessionsIgnoreTheTenantsDatabaseSettings(t *testing.T) {
 	require.NoError(t, owner.QueryRow("SELECT count(*) FROM public.hooklog").Scan(&calls))
 	assert.Zero(t, calls)
 }
+
+// TestOtherTenantsGrantsDoNotBlockADelete: every tenant can read pg_roles, so knows the other
+// tenants' role names, and may grant them something in its own database (a table, CONNECT on
+// the database, default privileges); a tenant's login role could also own a table in its second
+// database (where a role may grant membership in itself: PostgreSQL 14 and older). Deleting the victim's
+// database then answered 502 (DROP ROLE: SQLSTATE 2BP01) and stayed Deleting for ever with its
+// role still able to log in. Now the delete succeeds, the victim's roles (and its credential's)
+// are gone, and the other tenant's database keeps its objects and rows; a repeated drop (the
+// finisher after a crash) succeeds too.
+func TestOtherTenantsGrantsDoNotBlockADelete(t *testing.T) {
+	var engines *databases.Engines
+	a := start(t, nil, apptest.WithFx(fx.Populate(&engines)))
+	admin := a.AdminToken(t)
+	bob := a.Register(t)
+	bobs := create(t, a, bob.Token, "postgres")
+	bobsRV := revealPassword(t, a, bob.Token, bobs.ID)
+	bobsCred := createCredential(t, a, admin, bobs, "")
+	second := create(t, a, bob.Token, "postgres")
+	secondRV := revealPassword(t, a, bob.Token, second.ID)
+
+	alices, alicesRV, alice := ownedDatabase(t, a, "postgres", "CREATE TABLE bait (a int)", "INSERT INTO bait VALUES (1), (2)")
+	for _, s := range []string{
+		"GRANT SELECT ON bait TO " + bobs.DatabaseUser,
+		"GRANT SELECT, INSERT ON bait TO " + bobsCred.Username,
+		"GRANT CONNECT ON DATABASE " + alices.DatabaseName + " TO " + bobs.DatabaseUser,
+		"ALTER DEFAULT PRIVILEGES GRANT SELECT ON TABLES TO " + bobs.DatabaseUser,
+	} {
+		_, err := alice.Exec(s)
+		require.NoError(t, err, s)
+	}
+
+	// Bob's first role owns a table in his second database.
+	sec, err := connect(t, "postgres", second, secondRV.DatabaseUser, secondRV.Password)
+	require.NoError(t, err)
+	_, err = sec.Exec("GRANT " + second.DatabaseUser + " TO " + bobs.DatabaseUser)
+	elsewhere := err == nil
+	if elsewhere {
+		first, err := connect(t, "postgres", second, bobsRV.DatabaseUser, bobsRV.Password)
+		require.NoError(t, err, "a member of the second database's role connects to it")
+		_, err = first.Exec("CREATE TABLE public.owned_elsewhere (id int); INSERT INTO public.owned_elsewhere VALUES (7)")
+		require.NoError(t, err)
+		first.Close()
+	} else {
+		t.Logf("this server does not let a role grant membership in itself (PostgreSQL 15 and newer): %v", err)
+	}
+
+	r := a.Do(apptest.Request{Method: http.MethodDelete, Path: fmt.Sprintf("/api/me/databases/%d", bobs.ID), Token: bob.Token})
+	require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
+	assert.False(t, existsOnEngine(t, "postgres", bobs.DatabaseName), "Bob's database and role are gone")
+	assert.False(t, existsOnEngine(t, "postgres", bobsCred.Username), "his credential's role too")
+	assert.NoError(t, engines.Get("postgres").Drop(context.Background(), bobs.DatabaseName, bobs.DatabaseUser), "repeatable")
+
+	var n int
+	require.NoError(t, alice.QueryRow("SELECT count(*) FROM bait").Scan(&n), "Alice's table is intact")
+	assert.Equal(t, 2, n)
+	_, err = alice.Exec("INSERT INTO bait VALUES (3)")
+	assert.NoError(t, err)
+	assert.NoError(t, tenantConnect(t, alices.DatabaseName, alicesRV.DatabaseUser, alicesRV.Password))
+
+	if elsewhere {
+		require.NoError(t, sec.QueryRow("SELECT count(*) FROM public.owned_elsewhere").Scan(&n), "the table in Bob's second database is kept")
+		assert.Equal(t, 1, n)
+		_, err = sec.Exec("DROP TABLE public.owned_elsewhere")
+		assert.NoError(t, err, "and is its owner's now")
+	}
+}
