@@ -475,7 +475,8 @@ func quotaHolder(dbName string) string { return dbName + "_quota" }
 // and the roles that are members of it (full-access credentials) to a NOLOGIN role of the
 // service's, which grants the login role SELECT, DELETE and TRUNCATE (freeing space), nothing
 // else. Functions stay with their owner: without write privileges a SECURITY DEFINER function of
-// the tenant's writes nothing. Creating large objects is refused to PUBLIC in that database.
+// the tenant's writes nothing. Creating large objects is refused to PUBLIC and to the login role
+// in that database (and granted back to the login role alone).
 // Switching back gives everything to the login role and drops the holder. Both directions run in
 // one transaction and are repeatable; open sessions are ended.
 func (e *postgresEngine) SetReadOnly(ctx context.Context, dbName, role string, readOnly bool) error {
@@ -510,7 +511,6 @@ func (e *postgresEngine) SetReadOnly(ctx context.Context, dbName, role string, r
 	if exists && mark != holderMark {
 		return fmt.Errorf("postgres: role %s exists and is not the quota holder of %s", holder, dbName)
 	}
-	loFuncs := "FUNCTION pg_catalog.lo_creat(integer), pg_catalog.lo_create(oid), pg_catalog.lo_from_bytea(oid, bytea)"
 	var from, to string
 	if readOnly {
 		if !exists {
@@ -588,13 +588,15 @@ func (e *postgresEngine) SetReadOnly(ctx context.Context, dbName, role string, r
 			}
 		}
 		// The login role's CONNECT was the owner's and went with the ownership: CONNECT only.
-		if err := run("REVOKE EXECUTE ON "+loFuncs+" FROM PUBLIC",
+		if err := run("REVOKE EXECUTE ON "+loCreators+" FROM PUBLIC", fmt.Sprintf("REVOKE EXECUTE ON %s FROM %s", loCreators, qi(role)),
 			fmt.Sprintf("REVOKE TEMPORARY ON DATABASE %s FROM %s", qi(dbName), qi(role)),
 			fmt.Sprintf("GRANT CONNECT ON DATABASE %s TO %s", qi(dbName), qi(role))); err != nil {
 			return err
 		}
 	} else {
-		if err := run("GRANT EXECUTE ON "+loFuncs+" TO PUBLIC",
+		// To the login role (and through it its full-access credentials), not back to PUBLIC:
+		// a read-only credential creates no large object.
+		if err := run("REVOKE EXECUTE ON "+loCreators+" FROM PUBLIC", fmt.Sprintf("GRANT EXECUTE ON %s TO %s", loCreators, qi(role)),
 			fmt.Sprintf("GRANT TEMPORARY ON DATABASE %s TO %s", qi(dbName), qi(role))); err != nil {
 			return err
 		}
@@ -840,18 +842,46 @@ func (e *postgresEngine) CreateUser(ctx context.Context, dbName, owner, user, pa
 	if err != nil {
 		return err
 	}
-	for _, s := range []string{
+	tx, err := t.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("postgres: begin: %w", err)
+	}
+	defer tx.Rollback() //nolint:errcheck
+	// Creating a large object is open to PUBLIC by default, and a read-only role that switches
+	// its session's read-only setting off would write through one (lo_from_bytea). It becomes
+	// the login role's alone (full-access credentials have it through their membership), unless
+	// the database is over its quota now (it belongs to the quota holder then; SetReadOnly gives
+	// it back when it is writable).
+	var writable bool
+	if err := tx.QueryRowContext(ctx, `SELECT d.datdba = r.oid FROM pg_catalog.pg_database d, pg_catalog.pg_roles r
+		WHERE d.datname = pg_catalog.current_database() AND r.rolname = $1`, owner).Scan(&writable); err != nil {
+		return fmt.Errorf("postgres: owner of %s: %w", dbName, err)
+	}
+	stmts := []string{
 		fmt.Sprintf("GRANT USAGE ON SCHEMA public TO %s", qi(user)),
 		fmt.Sprintf("GRANT SELECT ON ALL TABLES IN SCHEMA public TO %s", qi(user)),
 		fmt.Sprintf("ALTER DEFAULT PRIVILEGES FOR ROLE %s IN SCHEMA public GRANT SELECT ON TABLES TO %s", qi(owner), qi(user)),
 		fmt.Sprintf("ALTER ROLE %s SET default_transaction_read_only = on", qi(user)),
-	} {
-		if _, err := t.ExecContext(ctx, s); err != nil {
+		"REVOKE EXECUTE ON " + loCreators + " FROM PUBLIC",
+	}
+	if writable {
+		stmts = append(stmts, fmt.Sprintf("GRANT EXECUTE ON %s TO %s", loCreators, qi(owner)))
+	}
+	for _, s := range stmts {
+		if _, err := tx.ExecContext(ctx, s); err != nil {
 			return fmt.Errorf("postgres: %s: %w", s, err)
 		}
 	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("postgres: commit: %w", err)
+	}
 	return nil
 }
+
+// loCreators are the functions that create a large object (EXECUTE granted to PUBLIC by
+// default; lo_import on the server needs a superuser). Writing into an existing one needs
+// UPDATE on it, which only its owner has.
+const loCreators = "FUNCTION pg_catalog.lo_creat(integer), pg_catalog.lo_create(oid), pg_catalog.lo_from_bytea(oid, bytea)"
 
 func (e *postgresEngine) SetPassword(ctx context.Context, dbName, user, password, marker string) error {
 	if err := checkNames(dbName, user); err != nil {

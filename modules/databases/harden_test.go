@@ -140,3 +140,59 @@ func TestOtherTenantsGrantsDoNotBlockADelete(t *testing.T) {
 		assert.NoError(t, err, "and is its owner's now")
 	}
 }
+
+// TestReadOnlyCredentialCreatesNothing: a read-only PostgreSQL credential that switches its
+// session's read-only setting off still cannot write: not into the owner's tables, not a table
+// of its own (schema public or temporary) and not a large object. Creating large objects was
+// open to PUBLIC (only revoked while the database was over its quota), so lo_from_bytea stored
+// 100 kB through a read-only credential. The owner and a full-access credential still create
+// large objects, also after a trip over the quota and back.
+func TestReadOnlyCredentialCreatesNothing(t *testing.T) {
+	var engines *databases.Engines
+	a := start(t, nil, apptest.WithFx(fx.Populate(&engines)))
+	admin := a.AdminToken(t)
+	it, rv, owner := ownedDatabase(t, a, "postgres", "CREATE TABLE keep (id int)", "INSERT INTO keep VALUES (1)")
+	full := createCredential(t, a, admin, it, "")
+	ro := createCredentialRO(t, a, admin, it)
+	check := func(when string) {
+		conn, err := connect(t, "postgres", it, ro.Username, ro.Password)
+		require.NoError(t, err)
+		defer conn.Close()
+		_, err = conn.Exec("SET default_transaction_read_only = off")
+		require.NoError(t, err)
+		var n int
+		require.NoError(t, conn.QueryRow("SELECT count(*) FROM keep").Scan(&n), "%s: it reads", when)
+		for _, s := range []string{
+			"SELECT pg_catalog.lo_from_bytea(0, pg_catalog.repeat('x', 100000)::bytea)",
+			"SELECT pg_catalog.lo_create(0)",
+			"SELECT pg_catalog.lo_creat(-1)",
+			"SELECT pg_catalog.lo_import('/etc/hostname')",
+			"INSERT INTO keep VALUES (2)",
+			"CREATE TABLE mine (id int)",
+			"CREATE TEMP TABLE mine (id int)",
+			"CREATE SCHEMA mine",
+		} {
+			_, err = conn.Exec(s)
+			assert.Error(t, err, "%s: %s", when, s)
+		}
+		var los int
+		require.NoError(t, owner.QueryRow("SELECT count(*) FROM pg_catalog.pg_largeobject_metadata WHERE lomowner = (SELECT oid FROM pg_catalog.pg_roles WHERE rolname = $1)", ro.Username).Scan(&los))
+		assert.Zero(t, los, "%s: no large object of the read-only credential", when)
+		for _, who := range []credView{{Username: rv.DatabaseUser, Password: rv.Password}, full} {
+			c, err := connect(t, "postgres", it, who.Username, who.Password)
+			require.NoError(t, err)
+			_, err = c.Exec("SELECT pg_catalog.lo_unlink(pg_catalog.lo_from_bytea(0, 'x'))")
+			assert.NoError(t, err, "%s: %s creates large objects", when, who.Username)
+			c.Close()
+		}
+	}
+	check("writable")
+	e := engines.Get("postgres")
+	ctx := context.Background()
+	require.NoError(t, e.SetReadOnly(ctx, it.DatabaseName, it.DatabaseUser, true))
+	require.NoError(t, e.SetReadOnly(ctx, it.DatabaseName, it.DatabaseUser, false))
+	var err error
+	owner, err = connect(t, "postgres", it, rv.DatabaseUser, rv.Password)
+	require.NoError(t, err)
+	check("back under the quota")
+}
