@@ -312,7 +312,7 @@ func (e *postgresEngine) terminate(ctx context.Context, where string, arg string
 // Drop removes dbName, its login role and its quota holder. The role's logins are refused and
 // its sessions ended first. Another tenant may have granted the role something in its own
 // database (every tenant can read pg_roles, so knows role names), and a role may own objects in
-// another database (PostgreSQL 14 and older let a login role grant membership in itself): DROP
+// another database (that database's owner may let it connect and create there): DROP
 // ROLE refused those with 2BP01 and the role stayed, able to log in; dropRole clears them first.
 // Every step is repeatable, so a retry after a crash ends with nothing left.
 func (e *postgresEngine) Drop(ctx context.Context, dbName, role string) error {
