@@ -27,52 +27,64 @@ func TestAdminSessionsIgnoreTheTenantsDatabaseSettings(t *testing.T) {
 	a := start(t, nil, apptest.WithFx(fx.Populate(&engines)))
 	admin := a.AdminToken(t)
 	ctx := context.Background()
-	it, rv, _ := ownedDatabase(t, a, "postgres",
-		"CREATE TABLE hooklog (who text, super bool)",
-		`CREATE FUNCTION public.hook() RETURNS bool LANGUAGE plpgsql AS $$BEGIN
-			INSERT INTO public.hooklog SELECT current_user, rolsuper FROM pg_catalog.pg_roles WHERE rolname = current_user;
-			RETURN true; END$$`,
-		"CREATE VIEW public.pg_roles AS SELECT * FROM pg_catalog.pg_roles WHERE public.hook()",
-		"CREATE VIEW public.pg_database AS SELECT * FROM pg_catalog.pg_database WHERE public.hook()",
-		"CREATE FUNCTION public.shobj_description(oid, name) RETURNS text LANGUAGE sql AS $$SELECT CASE WHEN public.hook() THEN pg_catalog.shobj_description($1, $2) END$$")
-	cred := createCredential(t, a, admin, it, "")
-	owner, err := connect(t, "postgres", it, rv.DatabaseUser, rv.Password)
-	require.NoError(t, err)
-	for _, s := range []string{
-		"ALTER DATABASE " + it.DatabaseName + " SET search_path = public, pg_catalog",
-		"ALTER DATABASE " + it.DatabaseName + " SET statement_timeout = '1ms'",
-		"ALTER DATABASE " + it.DatabaseName + " SET role = " + rv.DatabaseUser,
+	for name, settings := range map[string][]string{
+		"search_path": {"search_path = public, pg_catalog"},
+		"role and timeouts": {"search_path = public, pg_catalog", "statement_timeout = '1ms'", "lock_timeout = '1ms'",
+			"idle_in_transaction_session_timeout = '1ms'", "default_transaction_read_only = on", "exit_on_error = on"},
 	} {
-		_, err = owner.Exec(s)
-		require.NoError(t, err, s)
+		t.Run(name, func(t *testing.T) {
+			it, rv, _ := ownedDatabase(t, a, "postgres",
+				"CREATE TABLE hooklog (who text, super bool)",
+				`CREATE FUNCTION public.hook() RETURNS bool LANGUAGE plpgsql AS $$BEGIN
+					INSERT INTO public.hooklog SELECT current_user, rolsuper FROM pg_catalog.pg_roles WHERE rolname = current_user;
+					RETURN true; END$$`,
+				"CREATE VIEW public.pg_roles AS SELECT * FROM pg_catalog.pg_roles WHERE public.hook()",
+				"CREATE VIEW public.pg_database AS SELECT * FROM pg_catalog.pg_database WHERE public.hook()",
+				"CREATE FUNCTION public.shobj_description(oid, name) RETURNS text LANGUAGE sql AS $$SELECT CASE WHEN public.hook() THEN pg_catalog.shobj_description($1, $2) END$$")
+			cred := createCredential(t, a, admin, it, "")
+			owner, err := connect(t, "postgres", it, rv.DatabaseUser, rv.Password)
+			require.NoError(t, err)
+			if name != "search_path" {
+				settings = append(settings, "role = "+rv.DatabaseUser)
+			}
+			for _, s := range settings {
+				_, err = owner.Exec("ALTER DATABASE " + it.DatabaseName + " SET " + s)
+				require.NoError(t, err, s)
+			}
+			owner.Close()
+
+			e := engines.Get("postgres")
+			assert.NoError(t, e.SetReadOnly(ctx, it.DatabaseName, it.DatabaseUser, true), "over the quota")
+			r := a.Do(apptest.Request{Method: http.MethodDelete, Path: fmt.Sprintf("/api/access-credentials/%d", cred.ID), Token: admin})
+			assert.Equal(t, http.StatusOK, r.Status, string(r.Raw))
+			assert.False(t, existsOnEngine(t, "postgres", cred.Username), "the credential's role is gone")
+			assert.NoError(t, e.SetReadOnly(ctx, it.DatabaseName, it.DatabaseUser, false), "back under the quota")
+			ro := createCredentialRO(t, a, admin, it)
+			r = a.Do(apptest.Request{Method: http.MethodDelete, Path: fmt.Sprintf("/api/access-credentials/%d", ro.ID), Token: admin})
+			assert.Equal(t, http.StatusOK, r.Status, string(r.Raw))
+
+			owner, err = connect(t, "postgres", it, rv.DatabaseUser, rv.Password)
+			require.NoError(t, err)
+			for _, s := range []string{"SET statement_timeout = 0", "SET default_transaction_read_only = off", "RESET ROLE"} {
+				_, err = owner.Exec(s)
+				require.NoError(t, err, s)
+			}
+			rows, err := owner.Query("SELECT who, super FROM public.hooklog")
+			require.NoError(t, err)
+			for rows.Next() {
+				var who string
+				var super bool
+				require.NoError(t, rows.Scan(&who, &super))
+				t.Errorf("the tenant's function ran in a service session as %s (superuser: %v)", who, super)
+			}
+			require.NoError(t, rows.Close())
+			var holders int
+			require.NoError(t, owner.QueryRow("SELECT count(*) FROM pg_catalog.pg_roles WHERE rolname = $1", it.DatabaseName+"_quota").Scan(&holders))
+			assert.Zero(t, holders, "the switch back completed")
+			_, err = owner.Exec("CREATE TABLE after_switch (id int)")
+			assert.NoError(t, err, "writable again")
+		})
 	}
-	owner.Close()
-
-	e := engines.Get("postgres")
-	assert.NoError(t, e.SetReadOnly(ctx, it.DatabaseName, it.DatabaseUser, true), "over the quota")
-	r := a.Do(apptest.Request{Method: http.MethodDelete, Path: fmt.Sprintf("/api/access-credentials/%d", cred.ID), Token: admin})
-	assert.Equal(t, http.StatusOK, r.Status, string(r.Raw))
-	assert.False(t, existsOnEngine(t, "postgres", cred.Username), "the credential's role is gone")
-	assert.NoError(t, e.SetReadOnly(ctx, it.DatabaseName, it.DatabaseUser, false), "back under the quota")
-	ro := createCredentialRO(t, a, admin, it)
-
-	owner, err = connect(t, "postgres", it, rv.DatabaseUser, rv.Password)
-	require.NoError(t, err)
-	_, err = owner.Exec("SET statement_timeout = 0")
-	require.NoError(t, err)
-	var calls int
-	require.NoError(t, owner.QueryRow("SELECT count(*) FROM public.hooklog").Scan(&calls))
-	assert.Zero(t, calls, "the tenant's function never ran in the service's sessions")
-	var holders int
-	require.NoError(t, owner.QueryRow("SELECT count(*) FROM pg_catalog.pg_roles WHERE rolname = $1", it.DatabaseName+"_quota").Scan(&holders))
-	assert.Zero(t, holders, "the switch back completed")
-	_, err = owner.Exec("CREATE TABLE after_switch (id int)")
-	assert.NoError(t, err, "writable again")
-
-	r = a.Do(apptest.Request{Method: http.MethodDelete, Path: fmt.Sprintf("/api/access-credentials/%d", ro.ID), Token: admin})
-	assert.Equal(t, http.StatusOK, r.Status, string(r.Raw))
-	require.NoError(t, owner.QueryRow("SELECT count(*) FROM public.hooklog").Scan(&calls))
-	assert.Zero(t, calls)
 }
 
 // TestOtherTenantsGrantsDoNotBlockADelete: every tenant can read pg_roles, so knows the other
