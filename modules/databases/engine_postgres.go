@@ -40,8 +40,9 @@ type postgresEngine struct {
 // search_path (else a tenant's public.pg_roles view, or a function shadowing a pg_catalog one,
 // runs its code as the superuser; pg_temp last so the session's temporary schema is never
 // searched first), role (a database default of role = <tenant> would make the admin act as the
-// tenant), read-only and isolation defaults, and exit_on_error and standard_conforming_strings
-// (how the service's statements behave). The engine's SQL also names every catalogue object and
+// tenant), read-only and isolation defaults, exit_on_error and standard_conforming_strings (how
+// the service's statements behave), and local_preload_libraries (a library that does not exist
+// refuses every session: the database could no longer be switched to read-only). The engine's SQL also names every catalogue object and
 // function with its schema.
 var pinnedSettings = [][2]string{
 	{"search_path", "pg_catalog, pg_temp"},
@@ -51,6 +52,7 @@ var pinnedSettings = [][2]string{
 	{"default_transaction_deferrable", "off"},
 	{"exit_on_error", "off"},
 	{"standard_conforming_strings", "on"},
+	{"local_preload_libraries", ""},
 }
 
 // pinnedTimeouts are pinned the same way unless the admin URL sets them itself: a tenant's

@@ -2,6 +2,7 @@ package databases_test
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"net/http"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"go.uber.org/fx"
 
 	"provisioner/modules/databases"
+	"provisioner/platform/db"
 	"provisioner/platform/testutil/apptest"
 )
 
@@ -31,6 +33,7 @@ func TestAdminSessionsIgnoreTheTenantsDatabaseSettings(t *testing.T) {
 		"search_path": {"search_path = public, pg_catalog"},
 		"role and timeouts": {"search_path = public, pg_catalog", "statement_timeout = '1ms'", "lock_timeout = '1ms'",
 			"idle_in_transaction_session_timeout = '1ms'", "default_transaction_read_only = on", "exit_on_error = on"},
+		"preload library": {"local_preload_libraries = 'no_such_library'"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			it, rv, _ := ownedDatabase(t, a, "postgres",
@@ -44,7 +47,7 @@ func TestAdminSessionsIgnoreTheTenantsDatabaseSettings(t *testing.T) {
 			cred := createCredential(t, a, admin, it, "")
 			owner, err := connect(t, "postgres", it, rv.DatabaseUser, rv.Password)
 			require.NoError(t, err)
-			if name != "search_path" {
+			if name == "role and timeouts" {
 				settings = append(settings, "role = "+rv.DatabaseUser)
 			}
 			for _, s := range settings {
@@ -63,12 +66,13 @@ func TestAdminSessionsIgnoreTheTenantsDatabaseSettings(t *testing.T) {
 			r = a.Do(apptest.Request{Method: http.MethodDelete, Path: fmt.Sprintf("/api/access-credentials/%d", ro.ID), Token: admin})
 			assert.Equal(t, http.StatusOK, r.Status, string(r.Raw))
 
-			owner, err = connect(t, "postgres", it, rv.DatabaseUser, rv.Password)
+			// The owner's own session, with startup parameters overriding its database's settings.
+			conn, err := db.Connector(fmt.Sprintf("postgres://%s:%s@%s:%d/%s?sslmode=disable&statement_timeout=0&"+
+				"default_transaction_read_only=off&role=none&local_preload_libraries=&exit_on_error=off",
+				rv.DatabaseUser, rv.Password, it.Host, it.Port, it.DatabaseName))
 			require.NoError(t, err)
-			for _, s := range []string{"SET statement_timeout = 0", "SET default_transaction_read_only = off", "RESET ROLE"} {
-				_, err = owner.Exec(s)
-				require.NoError(t, err, s)
-			}
+			owner = sql.OpenDB(conn)
+			defer owner.Close()
 			rows, err := owner.Query("SELECT who, super FROM public.hooklog")
 			require.NoError(t, err)
 			for rows.Next() {
