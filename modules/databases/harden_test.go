@@ -154,6 +154,19 @@ func TestOtherTenantsGrantsDoNotBlockADelete(t *testing.T) {
 	assert.Equal(t, 1, n)
 	_, err = sec.Exec("ALTER TABLE public.owned_elsewhere ADD COLUMN v int")
 	assert.NoError(t, err, "and is its owner's now")
+
+	// A delete that crashed after dropping the database, with the role still granted something
+	// elsewhere: asking again finishes it.
+	_, err = alice.Exec("GRANT SELECT ON bait TO " + second.DatabaseUser)
+	require.NoError(t, err)
+	sec.Close()
+	_, err = enginePool(t, "postgres").Exec("DROP DATABASE " + second.DatabaseName + " WITH (FORCE)")
+	require.NoError(t, err)
+	r = a.Do(apptest.Request{Method: http.MethodDelete, Path: fmt.Sprintf("/api/me/databases/%d", second.ID), Token: bob.Token})
+	require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
+	assert.False(t, existsOnEngine(t, "postgres", second.DatabaseName), "the second role is gone too")
+	require.NoError(t, alice.QueryRow("SELECT count(*) FROM bait").Scan(&n))
+	assert.Equal(t, 3, n)
 }
 
 // TestReadOnlyCredentialCreatesNothing: a read-only PostgreSQL credential that switches its
