@@ -328,6 +328,10 @@ func (e *postgresEngine) Drop(ctx context.Context, dbName, role string) error {
 		return err
 	}
 	e.closeTenant(dbName)
+	// The owner may have marked its database a template, which DROP DATABASE refuses.
+	if err := e.exec(ctx, fmt.Sprintf("ALTER DATABASE %s IS_TEMPLATE false", qi(dbName))); err != nil && !db.IsCode(err, "3D000") {
+		return err
+	}
 	if err := e.exec(ctx, fmt.Sprintf("DROP DATABASE IF EXISTS %s WITH (FORCE)", qi(dbName))); err != nil {
 		return err
 	}

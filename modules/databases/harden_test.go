@@ -224,3 +224,22 @@ func TestReadOnlyCredentialCreatesNothing(t *testing.T) {
 	require.NoError(t, err)
 	check("back under the quota")
 }
+
+// TestTemplateDatabaseIsStillDeleted: a PostgreSQL tenant owns its database and may mark it a
+// template (ALTER DATABASE … IS_TEMPLATE true), which DROP DATABASE refuses ("cannot drop a
+// template database"): its delete answered 502 and stayed Deleting for ever. Now the mark is
+// taken off first and the delete succeeds.
+func TestTemplateDatabaseIsStillDeleted(t *testing.T) {
+	a := start(t, nil)
+	u := a.Register(t)
+	it := create(t, a, u.Token, "postgres")
+	rv := revealPassword(t, a, u.Token, it.ID)
+	owner, err := connect(t, "postgres", it, rv.DatabaseUser, rv.Password)
+	require.NoError(t, err)
+	_, err = owner.Exec("ALTER DATABASE " + it.DatabaseName + " IS_TEMPLATE true")
+	require.NoError(t, err)
+	owner.Close()
+	r := a.Do(apptest.Request{Method: http.MethodDelete, Path: fmt.Sprintf("/api/me/databases/%d", it.ID), Token: u.Token})
+	require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
+	assert.False(t, existsOnEngine(t, "postgres", it.DatabaseName), "dropped on the engine")
+}
