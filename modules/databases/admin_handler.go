@@ -44,7 +44,7 @@ type credCreateInput struct {
 		_                  struct{} `additionalProperties:"true"`
 		DatabaseInstanceID int64    `json:"databaseInstanceId" minimum:"1"`
 		Username           string   `json:"username,omitempty" pattern:"^[a-z][a-z0-9_]{2,40}$" doc:"Default: generated from the database name. 409 if reserved (postgres, root, pg_*, mysql*, …), a tenant database's name or owner, or an existing role or user on the engine."`
-		ReadOnly           bool     `json:"readOnly,omitempty" doc:"SELECT only."`
+		ReadOnly           bool     `json:"readOnly,omitempty" doc:"SELECT only: on PostgreSQL no temporary tables, no tables of its own and no large objects either, even with its session's default_transaction_read_only switched off."`
 	}
 }
 
@@ -112,7 +112,7 @@ func (h *Handler) registerAdmin(api *httpx.API) {
 		})
 	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "deleteDatabaseInstance", Method: http.MethodDelete,
 		Path: "/api/database-instances/{id}", Tags: tags, Summary: "Delete a database",
-		Description: "Drops the database, its role and its access credentials on the engine. 502 when the engine failed: the database stays Deleting and is retried in the background. " +
+		Description: "Drops the database, its role and its access credentials on the engine (on PostgreSQL the roles' logins are refused first, and what other databases grant them or they own there is revoked or given to their owners, so no other tenant can keep them from being dropped). 502 when the engine failed: the database stays Deleting and is retried in the background. " +
 			"409 while another change of the database is in progress (try again).",
 		Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusBadGateway}},
 		func(ctx context.Context, in *idInput) (*httpx.Response[Item], error) {

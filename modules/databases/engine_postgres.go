@@ -29,6 +29,62 @@ type postgresEngine struct {
 	// shapedPublic: the server is PostgreSQL 15 or newer, whose template gives every new database
 	// the schema public ownPublicSchema makes (read once, with lockDown).
 	shapedPublic bool
+	// version: server_version_num (0: not read yet).
+	version int
+}
+
+// pinnedSettings are startup parameters of every admin session the engine opens. A tenant owns
+// its database and may ALTER DATABASE … SET almost any setting there, which every later session
+// in it, the admin's (a superuser) included, starts with, unless the client sends the setting in
+// its startup packet: that source ranks above the database's and the role's defaults. Pinned:
+// search_path (else a tenant's public.pg_roles view, or a function shadowing a pg_catalog one,
+// runs its code as the superuser; pg_temp last so the session's temporary schema is never
+// searched first), role (a database default of role = <tenant> would make the admin act as the
+// tenant), read-only and isolation defaults, exit_on_error and standard_conforming_strings (how
+// the service's statements behave), and local_preload_libraries (a library that does not exist
+// refuses every session: the database could no longer be switched to read-only). The engine's SQL also names every catalogue object and
+// function with its schema.
+var pinnedSettings = [][2]string{
+	{"search_path", "pg_catalog, pg_temp"},
+	{"role", "none"},
+	{"default_transaction_read_only", "off"},
+	{"default_transaction_isolation", "read committed"},
+	{"default_transaction_deferrable", "off"},
+	{"exit_on_error", "off"},
+	{"standard_conforming_strings", "on"},
+	{"local_preload_libraries", ""},
+}
+
+// pinnedTimeouts are pinned the same way unless the admin URL sets them itself: a tenant's
+// statement_timeout = '1ms' on its database would otherwise make every switch to read-only fail,
+// keeping it writable over its quota. minVersion: the server must know the setting (an unknown
+// one refuses the connection).
+var pinnedTimeouts = []struct {
+	name       string
+	minVersion int
+}{
+	{"statement_timeout", 0},
+	{"lock_timeout", 0},
+	{"idle_in_transaction_session_timeout", 0},
+	{"idle_session_timeout", 140000},
+	{"transaction_timeout", 170000},
+}
+
+// pinned returns u with the pinned settings for a server of version (server_version_num; 0:
+// unknown, only the settings every supported version has).
+func pinned(u url.URL, version int) url.URL {
+	q := u.Query()
+	for _, kv := range pinnedSettings {
+		q.Set(kv[0], kv[1])
+	}
+	for _, t := range pinnedTimeouts {
+		if t.minVersion <= version && !q.Has(t.name) {
+			q.Set(t.name, "0")
+		}
+	}
+	// pgx reads a '+' in the query as itself, not as a space.
+	u.RawQuery = strings.ReplaceAll(q.Encode(), "+", "%20")
+	return u
 }
 
 func newPostgres(dsn string, pub config.EnginePublic) (*postgresEngine, error) {
@@ -36,7 +92,8 @@ func newPostgres(dsn string, pub config.EnginePublic) (*postgresEngine, error) {
 	if err != nil || u.Host == "" {
 		return nil, errors.New("not a postgres:// URL")
 	}
-	conn, err := db.Connector(dsn)
+	pu := pinned(*u, 0)
+	conn, err := db.Connector(pu.String())
 	if err != nil {
 		return nil, err
 	}
@@ -114,7 +171,7 @@ func (e *postgresEngine) exists(ctx context.Context, q, name string) (bool, erro
 }
 
 func (e *postgresEngine) ensureRole(ctx context.Context, role, password string) error {
-	ok, err := e.exists(ctx, "SELECT 1 FROM pg_roles WHERE rolname = $1", role)
+	ok, err := e.exists(ctx, "SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = $1", role)
 	if err != nil {
 		return err
 	}
@@ -143,8 +200,8 @@ func (e *postgresEngine) lockDown(ctx context.Context) error {
 	if done {
 		return nil
 	}
-	rows, err := e.pool.QueryContext(ctx, `SELECT datname FROM pg_database
-		WHERE datname = ANY($1::text[]) AND has_database_privilege('public', datname, 'CONNECT')`,
+	rows, err := e.pool.QueryContext(ctx, `SELECT datname FROM pg_catalog.pg_database
+		WHERE datname = ANY($1::text[]) AND pg_catalog.has_database_privilege('public', datname, 'CONNECT')`,
 		"{"+strings.Join(clusterDatabases, ",")+"}")
 	if err != nil {
 		return fmt.Errorf("postgres: list cluster databases: %w", err)
@@ -164,9 +221,9 @@ func (e *postgresEngine) lockDown(ctx context.Context) error {
 			return err
 		}
 	}
-	var version int
-	if err := e.pool.QueryRowContext(ctx, "SELECT current_setting('server_version_num')::int").Scan(&version); err != nil {
-		return fmt.Errorf("postgres version: %w", err)
+	version, err := e.serverVersion(ctx)
+	if err != nil {
+		return err
 	}
 	e.mu.Lock()
 	e.lockedDown, e.shapedPublic = true, version >= 150000
@@ -184,7 +241,7 @@ func (e *postgresEngine) Create(ctx context.Context, dbName, role, password stri
 	if err := e.ensureRole(ctx, role, password); err != nil {
 		return err
 	}
-	ok, err := e.exists(ctx, "SELECT 1 FROM pg_database WHERE datname = $1", dbName)
+	ok, err := e.exists(ctx, "SELECT 1 FROM pg_catalog.pg_database WHERE datname = $1", dbName)
 	if err != nil {
 		return err
 	}
@@ -221,13 +278,13 @@ func (e *postgresEngine) Create(ctx context.Context, dbName, role, password stri
 // bootstrap superuser), so a read-only credential could create tables in the owner's database.
 // A database made from a template without the schema is left alone. Repeatable.
 func (e *postgresEngine) ownPublicSchema(ctx context.Context, dbName, role string) error {
-	t, err := e.tenant(dbName)
+	t, err := e.tenant(ctx, dbName)
 	if err != nil {
 		return err
 	}
 	var hasSchema, hasDatabaseOwner bool
-	if err := t.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = 'public'),
-		EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'pg_database_owner')`).Scan(&hasSchema, &hasDatabaseOwner); err != nil {
+	if err := t.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname = 'public'),
+		EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = 'pg_database_owner')`).Scan(&hasSchema, &hasDatabaseOwner); err != nil {
 		return fmt.Errorf("postgres: schema public of %s: %w", dbName, err)
 	}
 	if !hasSchema {
@@ -247,22 +304,157 @@ func (e *postgresEngine) ownPublicSchema(ctx context.Context, dbName, role strin
 
 func (e *postgresEngine) terminate(ctx context.Context, where string, arg string) error {
 	_, err := e.pool.ExecContext(ctx,
-		"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE "+where+" AND pid <> pg_backend_pid()", arg)
+		"SELECT pg_catalog.pg_terminate_backend(pid) FROM pg_catalog.pg_stat_activity WHERE "+where+" AND pid <> pg_catalog.pg_backend_pid()", arg)
 	if err != nil {
 		return fmt.Errorf("postgres: end sessions: %w", err)
 	}
 	return nil
 }
 
+// Drop removes dbName, its login role and its quota holder. The role's logins are refused and
+// its sessions ended first. Another tenant may have granted the role something in its own
+// database (every tenant can read pg_roles, so knows role names), and a role may own objects in
+// another database (that database's owner may let it connect and create there): DROP
+// ROLE refused those with 2BP01 and the role stayed, able to log in; dropRole clears them first.
+// Every step is repeatable, so a retry after a crash ends with nothing left.
 func (e *postgresEngine) Drop(ctx context.Context, dbName, role string) error {
 	if err := checkNames(dbName, role); err != nil {
 		return err
 	}
+	if err := e.exec(ctx, fmt.Sprintf("ALTER ROLE %s WITH NOLOGIN", qi(role))); err != nil && !db.IsCode(err, "42704") {
+		return err
+	}
+	if err := e.terminate(ctx, "usename = $1", role); err != nil {
+		return err
+	}
 	e.closeTenant(dbName)
+	// The owner may have marked its database a template, which DROP DATABASE refuses.
+	if err := e.exec(ctx, fmt.Sprintf("ALTER DATABASE %s IS_TEMPLATE false", qi(dbName))); err != nil && !db.IsCode(err, "3D000") {
+		return err
+	}
 	if err := e.exec(ctx, fmt.Sprintf("DROP DATABASE IF EXISTS %s WITH (FORCE)", qi(dbName))); err != nil {
 		return err
 	}
-	return e.exec(ctx, fmt.Sprintf("DROP ROLE IF EXISTS %s", qi(role)))
+	if err := e.dropRole(ctx, role); err != nil {
+		return err
+	}
+	holder := quotaHolder(dbName)
+	ok, mark, err := e.roleMark(ctx, holder)
+	if err != nil || !ok || mark != "provisioner:quota:"+dbName {
+		return err
+	}
+	return e.dropRole(ctx, holder)
+}
+
+// dropRole drops role with what ties it to any database of the cluster. In every database
+// where it owns objects or holds privileges (pg_shdepend), its objects are given to that
+// database's owner (they lie in someone else's database and may hold their data, or have the
+// owner's objects depending on them; dropping would take those with them) and then DROP OWNED
+// BY revokes only its privileges and default privileges there, never anything of that
+// database's owner. Privileges on shared objects (CONNECT on another tenant's database, granted
+// by its owner) are revoked the same way from the admin's own database. A role owning a database
+// is not dropped. Repeatable; a role gone already is not an error.
+func (e *postgresEngine) dropRole(ctx context.Context, role string) error {
+	for attempt := 0; ; attempt++ {
+		rows, err := e.pool.QueryContext(ctx, `
+			SELECT coalesce(d.datname, ''), s.dbid = 0 AND s.deptype = 'o'
+			FROM pg_catalog.pg_shdepend s JOIN pg_catalog.pg_roles r ON r.oid = s.refobjid
+			LEFT JOIN pg_catalog.pg_database d ON d.oid = s.dbid
+			WHERE s.refclassid = 'pg_catalog.pg_authid'::pg_catalog.regclass AND r.rolname = $1
+			GROUP BY 1, 2`, role)
+		if err != nil {
+			return fmt.Errorf("postgres: dependencies of %s: %w", role, err)
+		}
+		var dbs []string
+		shared, ownsDatabase := false, false
+		for rows.Next() {
+			var name string
+			var owns bool
+			if err := rows.Scan(&name, &owns); err != nil {
+				rows.Close()
+				return fmt.Errorf("postgres: dependencies of %s: %w", role, err)
+			}
+			switch {
+			case owns:
+				ownsDatabase = true
+			case name == "":
+				shared = true
+			default:
+				dbs = append(dbs, name)
+			}
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("postgres: dependencies of %s: %w", role, err)
+		}
+		if ownsDatabase {
+			return fmt.Errorf("postgres: role %s owns a database; it is not dropped", role)
+		}
+		for _, name := range dbs {
+			if err := e.disown(ctx, name, role); err != nil {
+				return err
+			}
+		}
+		if shared && len(dbs) == 0 {
+			// DROP OWNED in any database revokes privileges on shared objects; the role owns
+			// nothing in the admin's database (it cannot connect there).
+			if err := e.exec(ctx, fmt.Sprintf("DROP OWNED BY %s", qi(role))); err != nil && !db.IsCode(err, "42704") {
+				return err
+			}
+		}
+		err = e.exec(ctx, fmt.Sprintf("DROP ROLE IF EXISTS %s", qi(role)))
+		if db.IsCode(err, "2BP01") && attempt < 2 { // granted something meanwhile
+			continue
+		}
+		return err
+	}
+}
+
+// disown gives what role owns in dbName to the database's owner and revokes the role's
+// privileges there, in one transaction of an admin session pinned like every other.
+func (e *postgresEngine) disown(ctx context.Context, dbName, role string) error {
+	e.mu.Lock()
+	t, kept := e.per[dbName]
+	e.mu.Unlock()
+	if !kept {
+		p, err := e.openIn(ctx, dbName)
+		if err != nil {
+			return err
+		}
+		defer p.Close()
+		t = p
+	}
+	tx, err := t.BeginTx(ctx, nil)
+	if err != nil {
+		if db.IsCode(err, "3D000") { // dropped meanwhile
+			return nil
+		}
+		return fmt.Errorf("postgres: begin in %s: %w", dbName, err)
+	}
+	defer tx.Rollback() //nolint:errcheck
+	var owner string
+	if err := tx.QueryRowContext(ctx, `SELECT r.rolname FROM pg_catalog.pg_database d JOIN pg_catalog.pg_roles r ON r.oid = d.datdba
+		WHERE d.datname = pg_catalog.current_database()`).Scan(&owner); err != nil {
+		return fmt.Errorf("postgres: owner of %s: %w", dbName, err)
+	}
+	if owner == role {
+		return fmt.Errorf("postgres: role %s owns database %s; it is not dropped", role, dbName)
+	}
+	for _, st := range []string{
+		fmt.Sprintf("REASSIGN OWNED BY %s TO %s", qi(role), qi(owner)),
+		fmt.Sprintf("DROP OWNED BY %s", qi(role)),
+	} {
+		if _, err := tx.ExecContext(ctx, st); err != nil {
+			if db.IsCode(err, "42704") { // the role was dropped meanwhile
+				return nil
+			}
+			return fmt.Errorf("postgres: %s in %s: %w", st, dbName, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("postgres: commit in %s: %w", dbName, err)
+	}
+	return nil
 }
 
 func (e *postgresEngine) SetLogin(ctx context.Context, dbName, role string, enabled bool) error {
@@ -289,14 +481,15 @@ func quotaHolder(dbName string) string { return dbName + "_quota" }
 // and the roles that are members of it (full-access credentials) to a NOLOGIN role of the
 // service's, which grants the login role SELECT, DELETE and TRUNCATE (freeing space), nothing
 // else. Functions stay with their owner: without write privileges a SECURITY DEFINER function of
-// the tenant's writes nothing. Creating large objects is refused to PUBLIC in that database.
+// the tenant's writes nothing. Creating large objects is refused to PUBLIC and to the login role
+// in that database (and granted back to the login role alone).
 // Switching back gives everything to the login role and drops the holder. Both directions run in
 // one transaction and are repeatable; open sessions are ended.
 func (e *postgresEngine) SetReadOnly(ctx context.Context, dbName, role string, readOnly bool) error {
 	if err := checkNames(dbName, role); err != nil {
 		return err
 	}
-	t, err := e.tenant(dbName)
+	t, err := e.tenant(ctx, dbName)
 	if err != nil {
 		return err
 	}
@@ -316,7 +509,7 @@ func (e *postgresEngine) SetReadOnly(ctx context.Context, dbName, role string, r
 	}
 	var exists bool
 	var mark string
-	err = tx.QueryRowContext(ctx, "SELECT true, coalesce(shobj_description(oid, 'pg_authid'), '') FROM pg_roles WHERE rolname = $1", holder).Scan(&exists, &mark)
+	err = tx.QueryRowContext(ctx, "SELECT true, coalesce(pg_catalog.shobj_description(oid, 'pg_authid'), '') FROM pg_catalog.pg_roles WHERE rolname = $1", holder).Scan(&exists, &mark)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return fmt.Errorf("postgres: %w", err)
 	}
@@ -324,7 +517,6 @@ func (e *postgresEngine) SetReadOnly(ctx context.Context, dbName, role string, r
 	if exists && mark != holderMark {
 		return fmt.Errorf("postgres: role %s exists and is not the quota holder of %s", holder, dbName)
 	}
-	loFuncs := "FUNCTION lo_creat(integer), lo_create(oid), lo_from_bytea(oid, bytea)"
 	var from, to string
 	if readOnly {
 		if !exists {
@@ -344,20 +536,20 @@ func (e *postgresEngine) SetReadOnly(ctx context.Context, dbName, role string, r
 	if from != "" {
 		// Everything the writers own (from: the login role and its members; back: the holder).
 		rows, err := tx.QueryContext(ctx, `
-			WITH w AS (SELECT oid FROM pg_roles WHERE rolname = $1
-			           UNION SELECT am.member FROM pg_auth_members am JOIN pg_roles g ON g.oid = am.roleid
+			WITH w AS (SELECT oid FROM pg_catalog.pg_roles WHERE rolname = $1
+			           UNION SELECT am.member FROM pg_catalog.pg_auth_members am JOIN pg_catalog.pg_roles g ON g.oid = am.roleid
 			           WHERE g.rolname = $1 AND $2)
-			SELECT format('ALTER SCHEMA %I OWNER TO %I', n.nspname, $3::text) FROM pg_namespace n WHERE n.nspowner IN (SELECT oid FROM w)
+			SELECT pg_catalog.format('ALTER SCHEMA %I OWNER TO %I', n.nspname, $3::text) FROM pg_catalog.pg_namespace n WHERE n.nspowner IN (SELECT oid FROM w)
 			UNION ALL
-			SELECT format('ALTER %s %I.%I OWNER TO %I',
+			SELECT pg_catalog.format('ALTER %s %I.%I OWNER TO %I',
 			              CASE c.relkind WHEN 'S' THEN 'SEQUENCE' WHEN 'm' THEN 'MATERIALIZED VIEW' WHEN 'f' THEN 'FOREIGN TABLE' ELSE 'TABLE' END,
 			              n.nspname, c.relname, $3::text)
-			FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+			FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
 			WHERE c.relowner IN (SELECT oid FROM w) AND c.relkind IN ('r', 'p', 'm', 'f', 'S')
-			  AND NOT (c.relkind = 'S' AND EXISTS (SELECT 1 FROM pg_depend d WHERE d.classid = 'pg_class'::regclass
-			           AND d.objid = c.oid AND d.refclassid = 'pg_class'::regclass AND d.deptype IN ('a', 'i')))
+			  AND NOT (c.relkind = 'S' AND EXISTS (SELECT 1 FROM pg_catalog.pg_depend d WHERE d.classid = 'pg_catalog.pg_class'::pg_catalog.regclass
+			           AND d.objid = c.oid AND d.refclassid = 'pg_catalog.pg_class'::pg_catalog.regclass AND d.deptype IN ('a', 'i')))
 			UNION ALL
-			SELECT format('ALTER LARGE OBJECT %s OWNER TO %I', m.oid, $3::text) FROM pg_largeobject_metadata m WHERE m.lomowner IN (SELECT oid FROM w)`,
+			SELECT pg_catalog.format('ALTER LARGE OBJECT %s OWNER TO %I', m.oid, $3::text) FROM pg_catalog.pg_largeobject_metadata m WHERE m.lomowner IN (SELECT oid FROM w)`,
 			from, readOnly, to)
 		if err != nil {
 			return fmt.Errorf("postgres: list owned objects: %w", err)
@@ -379,7 +571,7 @@ func (e *postgresEngine) SetReadOnly(ctx context.Context, dbName, role string, r
 	}
 	if readOnly {
 		// What the login role (and through it the full-access credentials) may still do.
-		rows, err := tx.QueryContext(ctx, `SELECT nspname FROM pg_namespace
+		rows, err := tx.QueryContext(ctx, `SELECT nspname FROM pg_catalog.pg_namespace
 			WHERE nspname <> 'information_schema' AND nspname NOT LIKE 'pg\_%'`)
 		if err != nil {
 			return fmt.Errorf("postgres: list schemas: %w", err)
@@ -402,13 +594,15 @@ func (e *postgresEngine) SetReadOnly(ctx context.Context, dbName, role string, r
 			}
 		}
 		// The login role's CONNECT was the owner's and went with the ownership: CONNECT only.
-		if err := run("REVOKE EXECUTE ON "+loFuncs+" FROM PUBLIC",
+		if err := run("REVOKE EXECUTE ON "+loCreators+" FROM PUBLIC", fmt.Sprintf("REVOKE EXECUTE ON %s FROM %s", loCreators, qi(role)),
 			fmt.Sprintf("REVOKE TEMPORARY ON DATABASE %s FROM %s", qi(dbName), qi(role)),
 			fmt.Sprintf("GRANT CONNECT ON DATABASE %s TO %s", qi(dbName), qi(role))); err != nil {
 			return err
 		}
 	} else {
-		if err := run("GRANT EXECUTE ON "+loFuncs+" TO PUBLIC",
+		// To the login role (and through it its full-access credentials), not back to PUBLIC:
+		// a read-only credential creates no large object.
+		if err := run("REVOKE EXECUTE ON "+loCreators+" FROM PUBLIC", fmt.Sprintf("GRANT EXECUTE ON %s TO %s", loCreators, qi(role)),
 			fmt.Sprintf("GRANT TEMPORARY ON DATABASE %s TO %s", qi(dbName), qi(role))); err != nil {
 			return err
 		}
@@ -444,9 +638,9 @@ func (e *postgresEngine) Usage(ctx context.Context, dbs []string) (map[string]Us
 		return out, nil
 	}
 	rows, err := e.pool.QueryContext(ctx, `
-		SELECT d.datname, pg_database_size(d.datname),
-		       EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.datname = d.datname AND a.pid <> pg_backend_pid())
-		FROM pg_database d WHERE d.datname = ANY($1::text[])`, "{"+strings.Join(dbs, ",")+"}")
+		SELECT d.datname, pg_catalog.pg_database_size(d.datname),
+		       EXISTS (SELECT 1 FROM pg_catalog.pg_stat_activity a WHERE a.datname = d.datname AND a.pid <> pg_catalog.pg_backend_pid())
+		FROM pg_catalog.pg_database d WHERE d.datname = ANY($1::text[])`, "{"+strings.Join(dbs, ",")+"}")
 	if err != nil {
 		return nil, fmt.Errorf("postgres usage: %w", err)
 	}
@@ -462,25 +656,60 @@ func (e *postgresEngine) Usage(ctx context.Context, dbs []string) (map[string]Us
 	return out, rows.Err()
 }
 
-// tenant returns an admin connection into dbName (for grants inside it).
-func (e *postgresEngine) tenant(dbName string) (*sql.DB, error) {
+// serverVersion is the server's server_version_num, read once.
+func (e *postgresEngine) serverVersion(ctx context.Context) (int, error) {
 	e.mu.Lock()
-	defer e.mu.Unlock()
-	if p, ok := e.per[dbName]; ok {
-		return p, nil
+	v := e.version
+	e.mu.Unlock()
+	if v != 0 {
+		return v, nil
 	}
-	u := *e.admin
+	if err := e.pool.QueryRowContext(ctx, "SELECT pg_catalog.current_setting('server_version_num')::int").Scan(&v); err != nil {
+		return 0, fmt.Errorf("postgres version: %w", err)
+	}
+	e.mu.Lock()
+	e.version = v
+	e.mu.Unlock()
+	return v, nil
+}
+
+// openIn opens an admin pool into dbName, with the pinned settings (see pinnedSettings: the
+// tenant's database defaults do not apply to it; default_transaction_read_only off is why the
+// service's own sessions write grants while the database is read-only).
+func (e *postgresEngine) openIn(ctx context.Context, dbName string) (*sql.DB, error) {
+	version, err := e.serverVersion(ctx)
+	if err != nil {
+		return nil, err
+	}
+	u := pinned(*e.admin, version)
 	u.Path = "/" + dbName
-	// The service's own sessions write (grants) even while the database is read-only.
-	q := u.Query()
-	q.Set("default_transaction_read_only", "off")
-	u.RawQuery = q.Encode()
 	conn, err := db.Connector(u.String())
 	if err != nil {
 		return nil, err
 	}
 	p := sql.OpenDB(conn)
 	p.SetMaxOpenConns(2)
+	return p, nil
+}
+
+// tenant returns an admin connection into dbName (for grants inside it), kept for later calls.
+func (e *postgresEngine) tenant(ctx context.Context, dbName string) (*sql.DB, error) {
+	e.mu.Lock()
+	p, ok := e.per[dbName]
+	e.mu.Unlock()
+	if ok {
+		return p, nil
+	}
+	p, err := e.openIn(ctx, dbName)
+	if err != nil {
+		return nil, err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if q, ok := e.per[dbName]; ok { // opened concurrently
+		_ = p.Close()
+		return q, nil
+	}
 	e.per[dbName] = p
 	return p, nil
 }
@@ -498,7 +727,7 @@ func (e *postgresEngine) closeTenant(dbName string) {
 func (e *postgresEngine) roleMark(ctx context.Context, role string) (bool, string, error) {
 	var mark string
 	err := e.pool.QueryRowContext(ctx,
-		"SELECT coalesce(shobj_description(oid, 'pg_authid'), '') FROM pg_roles WHERE rolname = $1", role).Scan(&mark)
+		"SELECT coalesce(pg_catalog.shobj_description(oid, 'pg_authid'), '') FROM pg_catalog.pg_roles WHERE rolname = $1", role).Scan(&mark)
 	if errors.Is(err, sql.ErrNoRows) {
 		return false, "", nil
 	}
@@ -530,17 +759,17 @@ func (e *postgresEngine) credentialRole(ctx context.Context, dbName, user, marke
 	var legacy bool
 	err = e.pool.QueryRowContext(ctx, `
 		SELECT EXISTS (
-			SELECT 1 FROM pg_roles r, pg_database d
+			SELECT 1 FROM pg_catalog.pg_roles r, pg_catalog.pg_database d
 			WHERE r.rolname = $1 AND d.datname = $2
 			  AND r.rolcanlogin AND NOT (r.rolsuper OR r.rolcreaterole OR r.rolcreatedb OR r.rolreplication OR r.rolbypassrls)
-			  AND shobj_description(r.oid, 'pg_authid') IS NULL
-			  AND EXISTS (SELECT 1 FROM aclexplode(d.datacl) a WHERE a.grantee = r.oid AND a.privilege_type = 'CONNECT')
-			  AND NOT EXISTS (SELECT 1 FROM pg_shdepend s
-			                  WHERE s.refclassid = 'pg_authid'::regclass AND s.refobjid = r.oid
+			  AND pg_catalog.shobj_description(r.oid, 'pg_authid') IS NULL
+			  AND EXISTS (SELECT 1 FROM pg_catalog.aclexplode(d.datacl) a WHERE a.grantee = r.oid AND a.privilege_type = 'CONNECT')
+			  AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_shdepend s
+			                  WHERE s.refclassid = 'pg_catalog.pg_authid'::pg_catalog.regclass AND s.refobjid = r.oid
 			                    AND s.dbid <> d.oid
-			                    AND NOT (s.dbid = 0 AND s.classid = 'pg_database'::regclass AND s.objid = d.oid AND s.deptype = 'a'))
-			  AND NOT EXISTS (SELECT 1 FROM pg_auth_members m WHERE m.roleid = r.oid)
-			  AND NOT EXISTS (SELECT 1 FROM pg_auth_members m JOIN pg_roles g ON g.oid = m.roleid
+			                    AND NOT (s.dbid = 0 AND s.classid = 'pg_catalog.pg_database'::pg_catalog.regclass AND s.objid = d.oid AND s.deptype = 'a'))
+			  AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_auth_members m WHERE m.roleid = r.oid)
+			  AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_auth_members m JOIN pg_catalog.pg_roles g ON g.oid = m.roleid
 			                  WHERE m.member = r.oid AND g.rolname <> $2))`, user, dbName).Scan(&legacy)
 	if err != nil {
 		return false, fmt.Errorf("postgres: %w", err)
@@ -615,22 +844,50 @@ func (e *postgresEngine) CreateUser(ctx context.Context, dbName, owner, user, pa
 		// Full access: the credential acts with the owner's privileges.
 		return e.exec(ctx, fmt.Sprintf("GRANT %s TO %s", qi(owner), qi(user)))
 	}
-	t, err := e.tenant(dbName)
+	t, err := e.tenant(ctx, dbName)
 	if err != nil {
 		return err
 	}
-	for _, s := range []string{
+	tx, err := t.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("postgres: begin: %w", err)
+	}
+	defer tx.Rollback() //nolint:errcheck
+	// Creating a large object is open to PUBLIC by default, and a read-only role that switches
+	// its session's read-only setting off would write through one (lo_from_bytea). It becomes
+	// the login role's alone (full-access credentials have it through their membership), unless
+	// the database is over its quota now (it belongs to the quota holder then; SetReadOnly gives
+	// it back when it is writable).
+	var writable bool
+	if err := tx.QueryRowContext(ctx, `SELECT d.datdba = r.oid FROM pg_catalog.pg_database d, pg_catalog.pg_roles r
+		WHERE d.datname = pg_catalog.current_database() AND r.rolname = $1`, owner).Scan(&writable); err != nil {
+		return fmt.Errorf("postgres: owner of %s: %w", dbName, err)
+	}
+	stmts := []string{
 		fmt.Sprintf("GRANT USAGE ON SCHEMA public TO %s", qi(user)),
 		fmt.Sprintf("GRANT SELECT ON ALL TABLES IN SCHEMA public TO %s", qi(user)),
 		fmt.Sprintf("ALTER DEFAULT PRIVILEGES FOR ROLE %s IN SCHEMA public GRANT SELECT ON TABLES TO %s", qi(owner), qi(user)),
 		fmt.Sprintf("ALTER ROLE %s SET default_transaction_read_only = on", qi(user)),
-	} {
-		if _, err := t.ExecContext(ctx, s); err != nil {
+		"REVOKE EXECUTE ON " + loCreators + " FROM PUBLIC",
+	}
+	if writable {
+		stmts = append(stmts, fmt.Sprintf("GRANT EXECUTE ON %s TO %s", loCreators, qi(owner)))
+	}
+	for _, s := range stmts {
+		if _, err := tx.ExecContext(ctx, s); err != nil {
 			return fmt.Errorf("postgres: %s: %w", s, err)
 		}
 	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("postgres: commit: %w", err)
+	}
 	return nil
 }
+
+// loCreators are the functions that create a large object (EXECUTE granted to PUBLIC by
+// default; lo_import on the server needs a superuser). Writing into an existing one needs
+// UPDATE on it, which only its owner has.
+const loCreators = "FUNCTION pg_catalog.lo_creat(integer), pg_catalog.lo_create(oid), pg_catalog.lo_from_bytea(oid, bytea)"
 
 func (e *postgresEngine) SetPassword(ctx context.Context, dbName, user, password, marker string) error {
 	if err := checkNames(dbName, user); err != nil {
@@ -674,10 +931,11 @@ func (e *postgresEngine) SetUserLogin(ctx context.Context, dbName, user, marker 
 // full-access credential created) is the tenant's data: it is first given to the role that owns
 // the database now (the login role, or the quota holder while the database is over its quota,
 // which gives it back when the database is writable again), then DROP OWNED BY only revokes the
-// role's privileges and default privileges, and the role is dropped, all in one transaction
-// inside the tenant database. The role's logins are refused and its sessions ended first, so
-// none creates an object between the two. The old code ran DROP OWNED BY alone, which dropped
-// the credential's tables with their rows.
+// role's privileges and default privileges (dropRole: the same in any other database where the
+// role owns or was granted something, since another tenant may grant to it), and the role is
+// dropped. The role's logins are refused and its sessions ended first, so none creates an object
+// meanwhile. The old code ran DROP OWNED BY alone, which dropped the credential's tables with
+// their rows.
 func (e *postgresEngine) DropUser(ctx context.Context, dbName, user, marker string) error {
 	if err := checkNames(dbName, user); err != nil {
 		return err
@@ -695,46 +953,7 @@ func (e *postgresEngine) DropUser(ctx context.Context, dbName, user, marker stri
 	if err := e.terminate(ctx, "usename = $1", user); err != nil {
 		return err
 	}
-	ok, err = e.exists(ctx, "SELECT 1 FROM pg_database WHERE datname = $1", dbName)
-	if err != nil {
-		return err
-	}
-	if !ok {
-		return e.exec(ctx, fmt.Sprintf("DROP ROLE IF EXISTS %s", qi(user)))
-	}
-	t, err := e.tenant(dbName)
-	if err != nil {
-		return err
-	}
-	tx, err := t.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("postgres: begin: %w", err)
-	}
-	defer tx.Rollback() //nolint:errcheck
-	var owner string
-	if err := tx.QueryRowContext(ctx, `SELECT r.rolname FROM pg_database d JOIN pg_roles r ON r.oid = d.datdba
-		WHERE d.datname = current_database()`).Scan(&owner); err != nil {
-		return fmt.Errorf("postgres: owner of %s: %w", dbName, err)
-	}
-	if owner == user {
-		return fmt.Errorf("postgres: role %s owns database %s; it is not dropped", user, dbName)
-	}
-	for _, st := range []string{
-		fmt.Sprintf("REASSIGN OWNED BY %s TO %s", qi(user), qi(owner)),
-		fmt.Sprintf("DROP OWNED BY %s", qi(user)),
-		fmt.Sprintf("DROP ROLE %s", qi(user)),
-	} {
-		if _, err := tx.ExecContext(ctx, st); err != nil {
-			if db.IsCode(err, "42704") { // the role was dropped meanwhile
-				return nil
-			}
-			return fmt.Errorf("postgres: %s: %w", st, err)
-		}
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("postgres: commit: %w", err)
-	}
-	return nil
+	return e.dropRole(ctx, user)
 }
 
 func (e *postgresEngine) ConnectionString(dbName, user, password string) string {
