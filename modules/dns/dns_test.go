@@ -141,6 +141,9 @@ func TestValidation(t *testing.T) {
 		{"link-local", map[string]any{"label": "ok", "content": "169.254.1.1"}, []string{"content"}},
 		{"multicast", map[string]any{"label": "ok", "content": "224.0.0.1"}, []string{"content"}},
 		{"broadcast", map[string]any{"label": "ok", "content": "255.255.255.255"}, []string{"content"}},
+		{"this network", map[string]any{"label": "ok", "content": "0.1.2.3"}, []string{"content"}},
+		{"reserved", map[string]any{"label": "ok", "content": "240.0.0.1"}, []string{"content"}},
+		{"reserved, top", map[string]any{"label": "ok", "content": "255.255.255.254"}, []string{"content"}},
 		{"not an ip", map[string]any{"label": "ok", "content": "example.com"}, []string{"content"}},
 		{"leading zeros", map[string]any{"label": "ok", "content": "203.000.113.1"}, []string{"content"}},
 		{"ttl 30", map[string]any{"label": "ok", "content": "203.0.113.1", "recordTtl": 30}, []string{"recordTtl"}},
@@ -165,16 +168,21 @@ func TestValidation(t *testing.T) {
 	require.NoError(t, a.DB.QueryRow("SELECT count(*) FROM dns_records WHERE user_id = ?", u.ID).Scan(&n))
 	assert.Zero(t, n, "nothing half-written")
 
-	// The content message names exactly what is refused: private and reserved ranges are accepted.
+	// The content message names exactly what is refused: private ranges are accepted.
 	r := a.Post("/api/me/dns", u.Token, map[string]any{"label": "ok", "content": "127.0.0.1"})
 	require.Equal(t, http.StatusBadRequest, r.Status)
 	assert.NotContains(t, string(r.Raw), "public")
-	for _, s := range []string{"0.0.0.0", "127.0.0.0/8", "169.254.0.0/16", "224.0.0.0/4", "255.255.255.255"} {
+	for _, s := range []string{"0.0.0.0/8", "127.0.0.0/8", "169.254.0.0/16", "224.0.0.0/4", "240.0.0.0/4", "255.255.255.255"} {
 		assert.Contains(t, string(r.Raw), s)
 	}
 	fake.Fail(cloudflaretest.Fault{Status: 400, Method: "POST"}) // no record created: the cell stays clean
 	r = a.Post("/api/me/dns", u.Token, map[string]any{"label": label(), "content": "10.0.0.1"})
 	assert.NotEqual(t, http.StatusBadRequest, r.Status, "a private address is accepted: %s", r.Raw)
+	other := a.Register(t) // five records: the quota of one user
+	for _, private := range []string{"172.16.0.1", "192.168.1.1", "100.64.0.1", "1.0.0.1", "223.255.255.254"} {
+		r = a.Post("/api/me/dns", other.Token, map[string]any{"label": label(), "content": private})
+		assert.Equal(t, http.StatusCreated, r.Status, "%s is accepted: %s", private, r.Raw)
+	}
 	r = a.Post("/api/me/dns", u.Token, map[string]any{"label": "xn--bcher-kva", "content": "198.51.100.1"})
 	assert.NotEqual(t, http.StatusBadRequest, r.Status, "a valid A-label is accepted: %s", r.Raw)
 }
@@ -943,9 +951,12 @@ func TestValidators(t *testing.T) {
 	}
 	assert.True(t, dns.ValidContent("8.8.8.8"))
 	assert.False(t, dns.ValidContent("::ffff:8.8.8.8"))
-	// The contract refuses only unspecified, loopback, link-local, multicast and broadcast.
-	for _, ok := range []string{"10.0.0.1", "100.64.0.1", "240.0.0.1", "192.0.2.1", "172.16.0.1"} {
+	// Private and documentation ranges are accepted; 0.0.0.0/8 and 240.0.0.0/4 are not routable.
+	for _, ok := range []string{"10.0.0.1", "100.64.0.1", "192.0.2.1", "172.16.0.1", "192.168.0.1", "1.0.0.0", "223.255.255.255"} {
 		assert.True(t, dns.ValidContent(ok), ok)
+	}
+	for _, bad := range []string{"0.0.0.0", "0.1.2.3", "0.255.255.255", "240.0.0.1", "254.1.1.1", "255.255.255.255"} {
+		assert.False(t, dns.ValidContent(bad), bad)
 	}
 	_ = context.Background()
 }
