@@ -73,6 +73,8 @@ const createDoc = "The intent is stored as Pending, then the provider is called.
 	"`Dns:MaxRecordsPerUser` is reached; 502 when the provider failed — `data` is the record as stored: Failed with " +
 	"the provider's error in `errorMessage`, or still Pending (a transient failure, retried in the background; then " +
 	"`Retry-After` says when, never sooner than the provider's own `Retry-After`, honoured up to a day). " +
+	"Each provider call (the lookup, the create) takes at most `Dns:TimeoutSeconds`, its retries included; one that times " +
+	"out is not tried again within the request (502, Pending, `DNS provider timed out`): the background finisher does. " +
 	"A Failed record does not stay in the zone: a record its unanswered attempts may have made at the provider " +
 	"(carrying its marker comment and its content) is deleted in the background; that cleanup is retried for 7 days " +
 	"while the provider fails, then given up (logged for an operator). A record at the name carrying the marker and " +
