@@ -141,6 +141,9 @@ func TestValidation(t *testing.T) {
 		{"link-local", map[string]any{"label": "ok", "content": "169.254.1.1"}, []string{"content"}},
 		{"multicast", map[string]any{"label": "ok", "content": "224.0.0.1"}, []string{"content"}},
 		{"broadcast", map[string]any{"label": "ok", "content": "255.255.255.255"}, []string{"content"}},
+		{"this network", map[string]any{"label": "ok", "content": "0.1.2.3"}, []string{"content"}},
+		{"reserved", map[string]any{"label": "ok", "content": "240.0.0.1"}, []string{"content"}},
+		{"reserved, top", map[string]any{"label": "ok", "content": "255.255.255.254"}, []string{"content"}},
 		{"not an ip", map[string]any{"label": "ok", "content": "example.com"}, []string{"content"}},
 		{"leading zeros", map[string]any{"label": "ok", "content": "203.000.113.1"}, []string{"content"}},
 		{"ttl 30", map[string]any{"label": "ok", "content": "203.0.113.1", "recordTtl": 30}, []string{"recordTtl"}},
@@ -165,16 +168,21 @@ func TestValidation(t *testing.T) {
 	require.NoError(t, a.DB.QueryRow("SELECT count(*) FROM dns_records WHERE user_id = ?", u.ID).Scan(&n))
 	assert.Zero(t, n, "nothing half-written")
 
-	// The content message names exactly what is refused: private and reserved ranges are accepted.
+	// The content message names exactly what is refused: private ranges are accepted.
 	r := a.Post("/api/me/dns", u.Token, map[string]any{"label": "ok", "content": "127.0.0.1"})
 	require.Equal(t, http.StatusBadRequest, r.Status)
 	assert.NotContains(t, string(r.Raw), "public")
-	for _, s := range []string{"0.0.0.0", "127.0.0.0/8", "169.254.0.0/16", "224.0.0.0/4", "255.255.255.255"} {
+	for _, s := range []string{"0.0.0.0/8", "127.0.0.0/8", "169.254.0.0/16", "224.0.0.0/4", "240.0.0.0/4", "255.255.255.255"} {
 		assert.Contains(t, string(r.Raw), s)
 	}
 	fake.Fail(cloudflaretest.Fault{Status: 400, Method: "POST"}) // no record created: the cell stays clean
 	r = a.Post("/api/me/dns", u.Token, map[string]any{"label": label(), "content": "10.0.0.1"})
 	assert.NotEqual(t, http.StatusBadRequest, r.Status, "a private address is accepted: %s", r.Raw)
+	other := a.Register(t) // five records: the quota of one user
+	for _, private := range []string{"172.16.0.1", "192.168.1.1", "100.64.0.1", "1.0.0.1", "223.255.255.254"} {
+		r = a.Post("/api/me/dns", other.Token, map[string]any{"label": label(), "content": private})
+		assert.Equal(t, http.StatusCreated, r.Status, "%s is accepted: %s", private, r.Raw)
+	}
 	r = a.Post("/api/me/dns", u.Token, map[string]any{"label": "xn--bcher-kva", "content": "198.51.100.1"})
 	assert.NotEqual(t, http.StatusBadRequest, r.Status, "a valid A-label is accepted: %s", r.Raw)
 }
@@ -294,11 +302,10 @@ func TestNameHeldAtTheProviderIs409(t *testing.T) {
 // the row ends Failed while the provider holds our record.
 func failedWhileHeld(t *testing.T, a *apptest.App, fake *cloudflaretest.Fake, token, l string) rec {
 	t.Helper()
-	fake.SetAfterCreate(func(string) {
-		fake.Fail(cloudflaretest.Fault{Status: 500, Method: "GET"}, cloudflaretest.Fault{Status: 500, Method: "GET"},
-			cloudflaretest.Fault{Status: 500, Method: "GET"})
-		time.Sleep(1500 * time.Millisecond)
-	})
+	// The provider stores the record but answers past the client's 1 s timeout: the answer is
+	// lost, the timed-out create is not sent again, and the only attempt (Finisher:MaxAttempts 1)
+	// ends Failed.
+	fake.SetAfterCreate(func(string) { time.Sleep(1500 * time.Millisecond) })
 	r := a.Post("/api/me/dns", token, map[string]any{"label": l})
 	fake.SetAfterCreate(nil)
 	require.Equal(t, http.StatusBadGateway, r.Status, string(r.Raw))
@@ -496,11 +503,8 @@ func TestFailedRecordsLeftoverIsDeletedByTheFinisher(t *testing.T) {
 func TestFailedAfterALostAnswerLeavesNoRecord(t *testing.T) {
 	a, fake := setup(t, nil)
 	u := a.Register(t)
-	fake.SetAfterCreate(func(string) {
-		fake.Fail(cloudflaretest.Fault{Status: 500, Method: "GET"}, cloudflaretest.Fault{Status: 500, Method: "GET"},
-			cloudflaretest.Fault{Status: 500, Method: "GET"})
-		time.Sleep(1500 * time.Millisecond)
-	})
+	// The create's answer is lost (past the 1 s timeout; the create is not sent again): Pending.
+	fake.SetAfterCreate(func(string) { time.Sleep(1500 * time.Millisecond) })
 	l := label()
 	r := a.Post("/api/me/dns", u.Token, map[string]any{"label": l})
 	fake.SetAfterCreate(nil)
@@ -676,7 +680,8 @@ func TestTransportErrorsShowNoInternals(t *testing.T) {
 }
 
 func TestTransientFailuresRetriedWithRetryAfter(t *testing.T) {
-	a, fake := setup(t, nil)
+	// The call's retries and their waits fit in Dns:TimeoutSeconds, which bounds the call whole.
+	a, fake := setup(t, map[string]any{"Dns:TimeoutSeconds": 3})
 	u := a.Register(t)
 	// Inside one attempt: a 503 then a 429 with Retry-After: 1 are retried, then it succeeds.
 	fake.Fail(cloudflaretest.Fault{Status: 503, Method: "POST"}, cloudflaretest.Fault{Status: 429, RetryAfter: 1, Method: "POST"})
@@ -698,9 +703,7 @@ func TestTransientFailuresRetriedWithRetryAfter(t *testing.T) {
 	assert.Equal(t, "Active", status)
 
 	// A timeout (slow provider) is transient too.
-	fake.Fail(cloudflaretest.Fault{Delay: 1500 * time.Millisecond, Status: 200, Method: "GET"},
-		cloudflaretest.Fault{Delay: 1500 * time.Millisecond, Status: 200, Method: "GET"},
-		cloudflaretest.Fault{Delay: 1500 * time.Millisecond, Status: 200, Method: "GET"})
+	fake.Fail(cloudflaretest.Fault{Delay: 3500 * time.Millisecond, Status: 200, Method: "GET"})
 	r = a.Post("/api/me/dns", u.Token, map[string]any{"label": label()})
 	assert.Equal(t, http.StatusBadGateway, r.Status)
 	r.Decode(t, &got)
@@ -768,14 +771,17 @@ func TestCrashAfterTheCallAdoptsTheRecord(t *testing.T) {
 	u := a.Register(t)
 	l := label()
 	// The "crash": the provider stores the record, but its answer never arrives (the call times
-	// out). The retry finds the identical record (81058), looks it up and adopts it.
+	// out and is not sent again): the record stays Pending. The finisher's attempt looks the name
+	// up and adopts it.
 	fake.SetAfterCreate(func(string) { time.Sleep(1500 * time.Millisecond) })
 	r := a.Post("/api/me/dns", u.Token, map[string]any{"label": l})
 	fake.SetAfterCreate(nil)
-	require.Equal(t, http.StatusCreated, r.Status, string(r.Raw))
+	require.Equal(t, http.StatusBadGateway, r.Status, string(r.Raw))
 	var got rec
 	r.Decode(t, &got)
-	assert.Equal(t, "Active", got.Status)
+	assert.Equal(t, "Pending", got.Status)
+	require.Equal(t, "Active", retryNow(t, a, got.ID))
+	require.NoError(t, a.DB.QueryRow("SELECT provider_record_id FROM dns_records WHERE id = ?", got.ID).Scan(&got.ProviderRecordID))
 	assert.EqualValues(t, 1, fake.Creates(), "nothing created twice: %v", fake.Records())
 	assert.Contains(t, fake.Records(), got.ProviderRecordID, "the existing record was adopted")
 	var adopted bool
@@ -802,22 +808,25 @@ func TestCrashAfterTheCallAdoptsTheRecord(t *testing.T) {
 	assert.EqualValues(t, 2, fake.Creates())
 }
 
-// TestLostCreateAnswerThenFailedLookupStaysPendingAndIsAdopted: our create reached the provider
-// but its answer was lost; the call's retry gets 81058 (identical record), and the lookup meant
-// to adopt it fails with 500s. The record stays Pending (not Failed while the provider holds it)
-// and the finisher adopts the provider's record: one record at the provider, the row Active with
-// its id.
+// TestLostCreateAnswerThenFailedLookupStaysPendingAndIsAdopted: our record reaches the provider
+// between our lookup and our create (an earlier create whose answer was lost, landing late); the
+// create gets 81058 (identical record), and the lookup meant to adopt it fails with 500s. The
+// record stays Pending (not Failed while the provider holds it) and the finisher adopts the
+// provider's record: one record at the provider, the row Active with its id.
 func TestLostCreateAnswerThenFailedLookupStaysPendingAndIsAdopted(t *testing.T) {
 	a, fake := setup(t, nil)
 	u := a.Register(t)
-	fake.SetAfterCreate(func(string) {
+	fake.SetBeforeCreate(func(name string) {
+		var id, userID int64
+		require.NoError(t, a.DB.QueryRow("SELECT id, user_id FROM dns_records WHERE fqdn = ?", name).Scan(&id, &userID))
+		fake.PutRecord(cloudflaretest.Record{Name: name, Content: "203.0.113.10", TTL: 1,
+			Comment: fmt.Sprintf("provisioner user:%d record:%d", userID, id)})
 		// From now on, lookups fail (every try of the client's one call).
 		fake.Fail(cloudflaretest.Fault{Status: 500, Method: "GET"}, cloudflaretest.Fault{Status: 500, Method: "GET"},
 			cloudflaretest.Fault{Status: 500, Method: "GET"})
-		time.Sleep(1500 * time.Millisecond) // past the client's 1 s timeout: the answer is lost
 	})
 	r := a.Post("/api/me/dns", u.Token, map[string]any{"label": label()})
-	fake.SetAfterCreate(nil)
+	fake.SetBeforeCreate(nil)
 	require.Equal(t, http.StatusBadGateway, r.Status, string(r.Raw))
 	var got rec
 	r.Decode(t, &got)
@@ -834,7 +843,7 @@ func TestLostCreateAnswerThenFailedLookupStaysPendingAndIsAdopted(t *testing.T) 
 	records := fake.Records()
 	require.Len(t, records, 1, "exactly one provider record")
 	assert.Contains(t, records, providerID, "the row carries the provider's id")
-	assert.EqualValues(t, 1, fake.Creates())
+	assert.EqualValues(t, 0, fake.Creates(), "adopted, not created again")
 }
 
 func TestConcurrentCreatesNeverDuplicate(t *testing.T) {
@@ -942,9 +951,12 @@ func TestValidators(t *testing.T) {
 	}
 	assert.True(t, dns.ValidContent("8.8.8.8"))
 	assert.False(t, dns.ValidContent("::ffff:8.8.8.8"))
-	// The contract refuses only unspecified, loopback, link-local, multicast and broadcast.
-	for _, ok := range []string{"10.0.0.1", "100.64.0.1", "240.0.0.1", "192.0.2.1", "172.16.0.1"} {
+	// Private and documentation ranges are accepted; 0.0.0.0/8 and 240.0.0.0/4 are not routable.
+	for _, ok := range []string{"10.0.0.1", "100.64.0.1", "192.0.2.1", "172.16.0.1", "192.168.0.1", "1.0.0.0", "223.255.255.255"} {
 		assert.True(t, dns.ValidContent(ok), ok)
+	}
+	for _, bad := range []string{"0.0.0.0", "0.1.2.3", "0.255.255.255", "240.0.0.1", "254.1.1.1", "255.255.255.255"} {
+		assert.False(t, dns.ValidContent(bad), bad)
 	}
 	_ = context.Background()
 }

@@ -35,11 +35,12 @@ func FuzzLabel(f *testing.F) {
 	})
 }
 
-// FuzzContent: an accepted content is a dotted IPv4 address outside the classes the contract
-// refuses (unspecified, loopback, link-local, multicast, broadcast).
+// FuzzContent: an accepted content is a dotted IPv4 address outside the classes refused (0.0.0.0/8,
+// loopback, link-local, multicast, 240.0.0.0/4 with broadcast).
 func FuzzContent(f *testing.F) {
 	for _, s := range []string{"203.0.113.1", "127.0.0.1", "0.0.0.0", "255.255.255.255", "::1", "1.2.3", "01.2.3.4",
-		"10.0.0.1", "100.64.0.1", "240.0.0.1", "192.0.2.1", "169.254.0.1", "239.255.255.255", "127.255.255.254"} {
+		"10.0.0.1", "100.64.0.1", "240.0.0.1", "192.0.2.1", "169.254.0.1", "239.255.255.255", "127.255.255.254",
+		"0.1.2.3", "255.255.255.254", "223.255.255.255", "1.0.0.0"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
@@ -47,7 +48,8 @@ func FuzzContent(f *testing.F) {
 			return
 		}
 		a, err := netip.ParseAddr(s)
-		if err != nil || !a.Is4() || a.IsLoopback() || a.IsUnspecified() || a.IsMulticast() || a.IsLinkLocalUnicast() || s == "255.255.255.255" {
+		if err != nil || !a.Is4() || a.String() != s || a.IsLoopback() || a.IsUnspecified() || a.IsMulticast() || a.IsLinkLocalUnicast() ||
+			a.As4()[0] == 0 || a.As4()[0] >= 240 {
 			t.Fatalf("accepted %q", s)
 		}
 	})

@@ -41,16 +41,17 @@ func validALabel(l string) bool {
 	return err == nil && back == l
 }
 
-// ValidContent reports whether s is an IPv4 address in dotted-decimal form that is not
-// unspecified, loopback, link-local, multicast or broadcast (private and reserved ranges are
-// allowed, as the contract says).
+// ValidContent reports whether s is an IPv4 address in dotted-decimal form that is routable as a
+// host address: not in 0.0.0.0/8 ("this network", 0.0.0.0 included), loopback, link-local,
+// multicast or 240.0.0.0/4 (reserved, 255.255.255.255 included). Private ranges (10/8,
+// 172.16/12, 192.168/16, 100.64/10) are allowed: a cell may point at a private network.
 func ValidContent(s string) bool {
 	a, err := netip.ParseAddr(s)
 	if err != nil || !a.Is4() || a.String() != s {
 		return false
 	}
-	return !(a.IsUnspecified() || a.IsLoopback() || a.IsLinkLocalUnicast() || a.IsMulticast() ||
-		a == netip.AddrFrom4([4]byte{255, 255, 255, 255}))
+	b := a.As4()
+	return !(b[0] == 0 || a.IsLoopback() || a.IsLinkLocalUnicast() || a.IsMulticast() || b[0] >= 240)
 }
 
 // ValidTTL is 1 (automatic) or 60–86400.
@@ -60,8 +61,9 @@ func ValidTTL(ttl int) bool { return ttl == 1 || (ttl >= 60 && ttl <= 86400) }
 const (
 	msgLabel = "must be one DNS label: a-z, 0-9 and '-', 1–63 characters, no hyphen at either end, " +
 		"and '--' in the third and fourth characters only in a valid IDN A-label (xn--…)"
-	msgContent = "must be an IPv4 address in dotted-decimal form, other than 0.0.0.0 (unspecified), 127.0.0.0/8 (loopback), " +
-		"169.254.0.0/16 (link-local), 224.0.0.0/4 (multicast) and 255.255.255.255 (broadcast)"
+	msgContent = "must be an IPv4 address in dotted-decimal form, other than 0.0.0.0/8 (this network, 0.0.0.0 included), " +
+		"127.0.0.0/8 (loopback), 169.254.0.0/16 (link-local), 224.0.0.0/4 (multicast) and 240.0.0.0/4 (reserved, " +
+		"255.255.255.255 included)"
 	msgTTL = "must be 1 (automatic) or between 60 and 86400"
 )
 

@@ -124,7 +124,8 @@ type Dns struct {
 	RecordTtl         int    `koanf:"recordttl"`
 	Proxied           bool   `koanf:"proxied"`
 	MaxRecordsPerUser int    `koanf:"maxrecordsperuser"`
-	// TimeoutSeconds bounds each provider call; default 10.
+	// TimeoutSeconds bounds each provider call whole, its retries included (a timed-out try is
+	// not repeated within the call); default 10.
 	TimeoutSeconds int `koanf:"timeoutseconds"`
 	// OutboundRate is our own budget of provider calls, shared across replicas, in the RateLimit
 	// format; default "200-M" (below the provider's 1,200 per 5 minutes).

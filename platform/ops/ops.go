@@ -34,8 +34,14 @@ func New(db *bun.DB, rc *redis.Client, reg *prometheus.Registry, server *httpx.S
 
 // Health is the data of /healthz and /readyz.
 type Health struct {
-	Status string            `json:"status" example:"ok"`
-	Checks map[string]string `json:"checks,omitempty" doc:"Each dependency: ok, down or disabled."`
+	Status string  `json:"status" enum:"ok,unavailable" example:"ok" doc:"ok, or unavailable when a dependency is down (/readyz, with 503)."`
+	Checks *Checks `json:"checks,omitempty" doc:"Each dependency /readyz checks; absent from /healthz, which checks none."`
+}
+
+// Checks is what /readyz found of each dependency.
+type Checks struct {
+	Database string `json:"database" enum:"ok,down" doc:"The control database: ok when it answered a ping within 2 s, else down."`
+	Redis    string `json:"redis" enum:"ok,down,disabled" doc:"Redis: ok when it answered a ping within 2 s, down when not, disabled when no Redis is configured."`
 }
 
 // Register implements httpx.Routes.
@@ -56,7 +62,20 @@ func (o *Ops) Register(api *httpx.API) {
 		}
 		return httpx.OK("Ready", h), nil
 	})
+	// /metrics is promhttp's own handler (Prometheus text format, not JSON): a Fiber route,
+	// documented here by hand.
 	o.server.App.Get("/metrics", adaptor.HTTPHandler(promhttp.HandlerFor(o.reg, promhttp.HandlerOpts{})))
+	api.OpenAPI().AddOperation(&huma.Operation{
+		OperationID: "metrics", Method: http.MethodGet, Path: "/metrics", Tags: []string{"Operations"},
+		Summary: "Prometheus metrics",
+		Description: "The service's metrics in the Prometheus text exposition format (not the envelope), for a scraper: " +
+			"`http_requests_total` and `http_request_duration_seconds` by method, route and status, and the Go runtime and process " +
+			"collectors. Public, like /healthz and /readyz: keep it off the public network (a reverse proxy) if its figures should stay private.",
+		Responses: map[string]*huma.Response{
+			"200": {Description: "The metrics, Prometheus text format (version 0.0.4).",
+				Content: map[string]*huma.MediaType{"text/plain": {Schema: &huma.Schema{Type: "string"}}}},
+		},
+	})
 	docs.Register(o.server.App)
 }
 
@@ -64,14 +83,14 @@ func (o *Ops) Register(api *httpx.API) {
 func (o *Ops) Check(ctx context.Context) Health {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	h := Health{Status: "ok", Checks: map[string]string{"database": "ok", "redis": "ok"}}
+	h := Health{Status: "ok", Checks: &Checks{Database: "ok", Redis: "ok"}}
 	if err := o.db.PingContext(ctx); err != nil {
-		h.Status, h.Checks["database"] = "unavailable", "down"
+		h.Status, h.Checks.Database = "unavailable", "down"
 	}
 	if o.redis == nil {
-		h.Checks["redis"] = "disabled"
+		h.Checks.Redis = "disabled"
 	} else if err := redisx.Ping(ctx, o.redis); err != nil {
-		h.Status, h.Checks["redis"] = "unavailable", "down"
+		h.Status, h.Checks.Redis = "unavailable", "down"
 	}
 	return h
 }

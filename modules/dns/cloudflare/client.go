@@ -1,6 +1,7 @@
 // Package cloudflare is a small client of the Cloudflare v4 DNS records API: create, delete and
-// look up A records of one zone, with the v4 envelope parsed, a timeout on every call, retries of
-// 429 and 5xx honouring Retry-After, and an outbound budget consulted before every call.
+// look up A records of one zone, with the v4 envelope parsed, one timeout bounding every call
+// whole, retries of 429 and 5xx honouring Retry-After within it, and an outbound budget consulted
+// before every try.
 package cloudflare
 
 import (
@@ -100,13 +101,15 @@ func (e *TransportError) Error() string { return e.Msg }
 // Unwrap returns the cause, for logs and errors.Is.
 func (e *TransportError) Unwrap() error { return e.Err }
 
+const msgTimedOut = "DNS provider timed out"
+
 // transportError classifies a failed call's cause into a TransportError: a timeout, a call
 // cancelled by its caller, or otherwise msg.
 func transportError(ctx context.Context, err error, msg string) *TransportError {
 	var ne net.Error
 	switch {
 	case errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()):
-		return &TransportError{Msg: "DNS provider timed out", Err: err}
+		return &TransportError{Msg: msgTimedOut, Err: err}
 	case ctx.Err() != nil:
 		return &TransportError{Msg: "DNS provider call cancelled", Err: err}
 	default:
@@ -126,9 +129,10 @@ func Transient(err error) bool {
 // Options configures a Client.
 type Options struct {
 	BaseURL, ZoneID, Token string
-	// Timeout bounds each HTTP call; default 10 s.
+	// Timeout bounds each call whole (its tries and the waits between them, from its first try);
+	// default 10 s. A try that timed out is not repeated within the call.
 	Timeout time.Duration
-	// Retries of one call on 429/5xx/network errors; default 2 (3 tries).
+	// Retries of one call on 429/5xx/connection errors, while Timeout leaves time; default 2 (3 tries).
 	Retries int
 	// MaxRetryWait caps a Retry-After or backoff wait inside one call; default 2 s. A longer
 	// Retry-After ends the call with the error (the finisher retries later).
@@ -168,6 +172,11 @@ func New(o Options) *Client {
 	return &Client{o: o}
 }
 
+// do makes one provider call. The whole call (its tries and the waits between them) is bounded
+// by Timeout, counted from its first try (after any wait for the outbound budget): a retry of a
+// 429, a 5xx or a connection error is made only while time is left, and a try that timed out is
+// never repeated within the call, so a slow provider costs the caller at most one Timeout per
+// call; the finisher retries later with its backoff.
 func (c *Client) do(ctx context.Context, method, path string, body any, out any) error {
 	var raw []byte
 	if body != nil {
@@ -176,6 +185,12 @@ func (c *Client) do(ctx context.Context, method, path string, body any, out any)
 			return fmt.Errorf("encode request: %w", err)
 		}
 	}
+	if err := c.budget(ctx); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.o.Timeout)
+	defer cancel()
+	deadline, _ := ctx.Deadline()
 	var last error
 	for attempt := 0; attempt <= c.o.Retries; attempt++ {
 		if attempt > 0 {
@@ -184,7 +199,7 @@ func (c *Client) do(ctx context.Context, method, path string, body any, out any)
 			if errors.As(last, &ae) && ae.Wait > 0 {
 				wait = ae.Wait
 			}
-			if wait > c.o.MaxRetryWait {
+			if wait > c.o.MaxRetryWait || time.Until(deadline) <= wait {
 				return last
 			}
 			select {
@@ -192,23 +207,35 @@ func (c *Client) do(ctx context.Context, method, path string, body any, out any)
 				return last
 			case <-time.After(wait):
 			}
+			if err := c.budget(ctx); err != nil {
+				return last
+			}
 		}
 		last = c.once(ctx, method, path, raw, out)
-		if last == nil || !Transient(last) || ctx.Err() != nil {
+		if last == nil || !Transient(last) || ctx.Err() != nil || timedOut(last) {
 			return last
 		}
 	}
 	return last
 }
 
-func (c *Client) once(ctx context.Context, method, path string, body []byte, out any) error {
-	if c.o.Budget != nil {
-		if err := c.o.Budget(ctx); err != nil {
-			return fmt.Errorf("outbound budget: %w", err)
-		}
+// timedOut reports whether err is a try that got no answer in time.
+func timedOut(err error) bool {
+	var te *TransportError
+	return errors.As(err, &te) && te.Msg == msgTimedOut
+}
+
+func (c *Client) budget(ctx context.Context) error {
+	if c.o.Budget == nil {
+		return nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, c.o.Timeout)
-	defer cancel()
+	if err := c.o.Budget(ctx); err != nil {
+		return fmt.Errorf("outbound budget: %w", err)
+	}
+	return nil
+}
+
+func (c *Client) once(ctx context.Context, method, path string, body []byte, out any) error {
 	req, err := http.NewRequestWithContext(ctx, method, c.o.BaseURL+path, bytes.NewReader(body))
 	if err != nil {
 		return c.failed(method, path, &TransportError{Msg: "DNS provider request could not be built (check Dns:BaseUrl)", Err: err})

@@ -34,6 +34,9 @@ type Fake struct {
 	records map[string]record
 	seq     int
 	faults  []Fault
+	// slow: calls of slowMethod ("" = any) answer slowBy late, until SetSlow(…, 0).
+	slowMethod string
+	slowBy     time.Duration
 	// FaultRate, when > 0, fails that fraction of calls with a random fault of FaultMix.
 	calls        atomic.Int64
 	creates      atomic.Int64
@@ -77,6 +80,15 @@ func New(zone, token, zoneName string) *Fake {
 	return f
 }
 
+// SetSlow makes every call of method ("" = any) answer d late, or not at all when the client
+// gives up first (nothing is then stored), until SetSlow is called with d = 0: a provider that is
+// slow for a while, then recovers.
+func (f *Fake) SetSlow(method string, d time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.slowMethod, f.slowBy = method, d
+}
+
 // Fail queues faults for the next calls.
 func (f *Fake) Fail(faults ...Fault) {
 	f.mu.Lock()
@@ -113,6 +125,18 @@ func (f *Fake) Put(name, content string) string {
 	f.seq++
 	id := fmt.Sprintf("rec%06d", f.seq)
 	f.records[id] = record{ID: id, Type: "A", Name: f.fqdn(name), Content: content, TTL: 1, CreatedOn: time.Now()}
+	return id
+}
+
+// PutRecord stores r (its name completed with the zone's) as if created through the API, without
+// counting it as a create, and returns its id.
+func (f *Fake) PutRecord(r Record) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.seq++
+	id := fmt.Sprintf("rec%06d", f.seq)
+	f.records[id] = record{ID: id, Type: "A", Name: f.fqdn(r.Name), Content: r.Content, TTL: r.TTL, Proxied: r.Proxied,
+		Comment: r.Comment, CreatedOn: time.Now()}
 	return id
 }
 
@@ -179,6 +203,13 @@ func (f *Fake) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ft := f.nextFault(r.Method)
+	if ft == nil {
+		f.mu.Lock()
+		if f.slowBy > 0 && (f.slowMethod == "" || f.slowMethod == r.Method) {
+			ft = &Fault{Delay: f.slowBy}
+		}
+		f.mu.Unlock()
+	}
 	if ft == nil && f.RandFault != nil {
 		ft = f.RandFault()
 	}
