@@ -258,10 +258,20 @@ func (s *Keys) Revoke(ctx context.Context, id, userID int64) (*View, error) {
 	return &v, nil
 }
 
-// List returns the user's keys (never their text).
+// EndedKeysListedFor is how long a revoked or expired key stays in its owner's list (with its
+// usage) after it stopped working. Past that it is left out, so the list does not grow with every
+// key ever made; the row, its usage and its audit events are kept.
+const EndedKeysListedFor = 30 * 24 * time.Hour
+
+// List returns the user's keys (never their text): the live ones, and those revoked or expired
+// within EndedKeysListedFor.
 func (s *Keys) List(ctx context.Context, userID int64) ([]View, error) {
 	var rows []Key
-	if err := s.db.NewSelect().Model(&rows).Where("user_id = ?", userID).OrderExpr("id").Scan(ctx); err != nil {
+	since := time.Now().Add(-EndedKeysListedFor)
+	if err := s.db.NewSelect().Model(&rows).Where("user_id = ?", userID).
+		Where("((status = ? AND (expires_at IS NULL OR expires_at > ?)) OR (status <> ? AND coalesce(revoked_at, created_at) > ?))",
+			StatusActive, since, StatusActive, since).
+		OrderExpr("id").Scan(ctx); err != nil {
 		return nil, fmt.Errorf("list ai keys: %w", err)
 	}
 	out := make([]View, len(rows))

@@ -1,0 +1,48 @@
+package aikeys_test
+
+import (
+	"fmt"
+	"net/http"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"provisioner/platform/testutil/apptest"
+)
+
+// TestEndedKeysLeaveTheListAfterThirtyDays: a user who makes and revokes keys saw every key ever
+// made in GET /api/me/ai-keys (a probe's 40 create-and-revoke rounds left 44 entries). A key
+// revoked or expired within 30 days is still listed with its usage; one that ended longer ago is
+// not; live keys always are.
+func TestEndedKeysLeaveTheListAfterThirtyDays(t *testing.T) {
+	a, _ := setup(t, map[string]any{"AiKeys:MaxPerUser": 10})
+	u := a.Register(t)
+	live := newKey(t, a, u.Token, map[string]any{"name": "live"})
+	recent := newKey(t, a, u.Token, map[string]any{"name": "revoked lately"})
+	old := newKey(t, a, u.Token, map[string]any{"name": "revoked long ago"})
+	expiredOld := newKey(t, a, u.Token, map[string]any{"name": "expired long ago"})
+	expiredRecent := newKey(t, a, u.Token, map[string]any{"name": "expired lately"})
+	for _, k := range []keyView{recent, old} {
+		r := a.Do(apptest.Request{Method: "DELETE", Path: fmt.Sprintf("/api/me/ai-keys/%d", k.ID), Token: u.Token})
+		require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
+	}
+	_, err := a.DB.Exec("UPDATE ai_keys SET revoked_at = now() - interval '31 days' WHERE id = ?", old.ID)
+	require.NoError(t, err)
+	_, err = a.DB.Exec("UPDATE ai_keys SET created_at = now() - interval '60 days', expires_at = now() - interval '31 days' WHERE id = ?", expiredOld.ID)
+	require.NoError(t, err)
+	_, err = a.DB.Exec("UPDATE ai_keys SET expires_at = now() - interval '29 days' WHERE id = ?", expiredRecent.ID)
+	require.NoError(t, err)
+
+	var ks []struct {
+		ID   int64  `json:"id"`
+		Name string `json:"name"`
+	}
+	a.Get("/api/me/ai-keys", u.Token).Decode(t, &ks)
+	var names []string
+	for _, k := range ks {
+		names = append(names, k.Name)
+	}
+	assert.Equal(t, []string{"live", "revoked lately", "expired lately"}, names)
+	assert.Equal(t, live.ID, ks[0].ID)
+}
