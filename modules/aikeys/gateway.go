@@ -351,15 +351,37 @@ func writeOpenAIError(c *fiber.Ctx, e *httpx.Error) error {
 	return openAIError(c, e.Status, typ, code, "", e.Message)
 }
 
-// presentedKey reads X-API-Key, or Authorization: Bearer (what OpenAI SDKs send).
-func presentedKey(c *fiber.Ctx) string {
-	if k := c.Get("X-API-Key"); k != "" {
-		return k
+// presentedKey reads X-API-Key, or Authorization: Bearer (what OpenAI SDKs send). ok is false
+// when the credentials are ambiguous: two different X-API-Key values, two different Bearer
+// tokens, or an X-API-Key and a different Bearer (which one would be charged is a guess).
+func presentedKey(c *fiber.Ctx) (key string, ok bool) {
+	if key, ok = singleHeader(c, "X-API-Key"); !ok {
+		return "", false
 	}
-	if a := c.Get(fiber.HeaderAuthorization); len(a) > 7 && strings.EqualFold(a[:7], "bearer ") {
-		return strings.TrimSpace(a[7:])
+	for _, a := range c.Request().Header.PeekAll(fiber.HeaderAuthorization) {
+		if len(a) <= 7 || !strings.EqualFold(string(a[:7]), "bearer ") {
+			continue
+		}
+		b := strings.TrimSpace(string(a[7:]))
+		if key != "" && b != key {
+			return "", false
+		}
+		key = b
 	}
-	return ""
+	return key, true
+}
+
+// singleHeader answers the value of header name, and false when it is sent twice with different
+// values (ambiguous credentials).
+func singleHeader(c *fiber.Ctx, name string) (string, bool) {
+	var found []byte
+	for _, v := range c.Request().Header.PeekAll(name) {
+		if found != nil && !bytes.Equal(found, v) {
+			return "", false
+		}
+		found = v
+	}
+	return string(found), true // a copy: PeekAll's slices are reused by the next PeekAll
 }
 
 // messagesError says what is wrong with a request's messages ("" when they are a non-empty array),
@@ -398,7 +420,12 @@ func jsonKindIs(raw json.RawMessage, kind string) bool {
 // Handle is the Fiber handler.
 func (p *Passthrough) Handle(c *fiber.Ctx) error {
 	ctx := c.UserContext()
-	key, err := p.keys.Authenticate(ctx, presentedKey(c))
+	presented, unambiguous := presentedKey(c)
+	if !unambiguous {
+		return openAIError(c, http.StatusUnauthorized, "invalid_request_error", "invalid_api_key", "",
+			"Ambiguous credentials: send one AI key (one X-API-Key, or a Bearer token that is the same key)")
+	}
+	key, err := p.keys.Authenticate(ctx, presented)
 	if err != nil {
 		if errors.Is(err, httpx.ErrUnavailable) {
 			return openAIError(c, http.StatusServiceUnavailable, "server_error", "unavailable", "", "Key check unavailable; try again")
@@ -587,6 +614,13 @@ func (p *Passthrough) relayStream(c *fiber.Ctx, keyID int64, raw []byte, promptE
 	return nil
 }
 
+// dropLimitHeaders takes our rate-limit headers (ratelimit.WriteHeaders') off the answer.
+func dropLimitHeaders(c *fiber.Ctx) {
+	for _, h := range [...]string{"X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset", "RateLimit-Policy", "RateLimit"} {
+		c.Response().Header.Del(h)
+	}
+}
+
 // withoutUsage returns the event line "data: <data>" with the chunk's usage member removed, or
 // line itself when data cannot be rewritten.
 func withoutUsage(line, data []byte) []byte {
@@ -639,16 +673,27 @@ func (p *Passthrough) sendAnswer(c *fiber.Ctx, keyID int64, a answer) error {
 	if a.status >= 500 || a.status == http.StatusUnauthorized || a.status == http.StatusForbidden {
 		return openAIError(c, http.StatusBadGateway, "server_error", "upstream_error", "", fmt.Sprintf("The AI upstream answered %d", a.status))
 	}
-	if a.retryAfter != "" {
-		c.Set(fiber.HeaderRetryAfter, a.retryAfter)
-	}
 	if a.status >= 200 && a.status < 300 {
+		// A 2xx that is no JSON object (a proxy's or a captive portal's HTML page, a cut body) is
+		// no completion: an SDK would fail to parse it. Not relayed, not metered.
 		var cr chatResponse
-		if json.Unmarshal(a.body, &cr) == nil && cr.Usage != nil {
+		if json.Unmarshal(a.body, &cr) != nil || bytes.TrimSpace(a.body)[0] != '{' {
+			return openAIError(c, http.StatusBadGateway, "server_error", "upstream_malformed", "", "The AI upstream's answer was not a JSON completion")
+		}
+		if cr.Usage != nil {
 			p.meter.Add(keyID, cr.Usage.PromptTokens, cr.Usage.CompletionTokens)
 		} else {
 			p.meter.Add(keyID, 0, 0)
 		}
+	}
+	if a.status == http.StatusTooManyRequests {
+		// The upstream's own limit: our per-key X-RateLimit-*/RateLimit headers (this key may
+		// well have requests left here) would contradict its Retry-After. Only the upstream's
+		// signal goes out.
+		dropLimitHeaders(c)
+	}
+	if a.retryAfter != "" {
+		c.Set(fiber.HeaderRetryAfter, a.retryAfter)
 	}
 	if a.contentType != "" {
 		c.Set(fiber.HeaderContentType, a.contentType)
