@@ -15,6 +15,7 @@ import (
 	"net/http/httptrace"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -534,9 +535,43 @@ func (p *Passthrough) relayStream(c *fiber.Ctx, keyID int64, raw []byte, promptE
 		defer idle.Stop()
 		defer res.Body.Close()
 		var prompt, completion, deltas int64
-		metered, done, gone := false, false, false
+		metered, done := false, false
+		var gone atomic.Bool // the client went away: a write or flush to it failed
+		// mu guards w, pending and wrote between the relay and the keep-alive.
+		var mu sync.Mutex
 		pending := false   // a line of an event not yet ended is written
 		skipBlank := false // the event being skipped ends at the next blank line
+		wrote := time.Now()
+		// While the upstream is silent nothing is written, so nothing would notice a client
+		// that left: every streamKeepAlive without a write, an SSE comment (ignored by SSE
+		// clients and the OpenAI SDKs) is sent; when it cannot be, the upstream request is
+		// cancelled at once instead of generating for nobody until Ai:TimeoutSeconds.
+		every := time.Duration(streamKeepAlive.Load())
+		stop, stopped := make(chan struct{}), make(chan struct{})
+		go func() {
+			defer close(stopped)
+			t := time.NewTicker(every)
+			defer t.Stop()
+			for {
+				select {
+				case <-stop:
+					return
+				case <-t.C:
+				}
+				mu.Lock()
+				if !pending && time.Since(wrote) >= every-every/10 {
+					_, _ = w.WriteString(": keep-alive\n\n")
+					wrote = time.Now()
+					if w.Flush() != nil {
+						gone.Store(true)
+						mu.Unlock()
+						cancel()
+						return
+					}
+				}
+				mu.Unlock()
+			}
+		}()
 		sc := bufio.NewScanner(&idleReader{r: res.Body, t: idle, d: timeout})
 		sc.Buffer(make([]byte, 64<<10), 4<<20)
 		for sc.Scan() {
@@ -574,17 +609,24 @@ func (p *Passthrough) relayStream(c *fiber.Ctx, keyID int64, raw []byte, promptE
 			// Any line may quote our Ai:ApiKey (an error event quoting the Authorization it
 			// got): redacted, as it is or JSON-escaped. A line is whole here, however the
 			// upstream's writes cut it, and the key (an HTTP header's value) has no line break.
+			mu.Lock()
 			_, _ = w.Write(p.upstream.secret.Redact(line))
-			_ = w.WriteByte('\n')
+			err := w.WriteByte('\n')
 			pending = len(line) != 0
-			if !pending { // end of one event: send it now
-				if err := w.Flush(); err != nil {
-					gone = true // the client went away
-					break
-				}
+			if !pending && err == nil { // end of one event: send it now
+				err = w.Flush()
+				wrote = time.Now()
+			}
+			mu.Unlock()
+			if err != nil || gone.Load() { // the client went away (bufio's errors stick)
+				gone.Store(true)
+				cancel()
+				break
 			}
 		}
-		if err := sc.Err(); err != nil && !gone && !done {
+		close(stop) // no keep-alive after the end
+		<-stopped
+		if err := sc.Err(); err != nil && !gone.Load() && !done {
 			code, msg := "upstream_cut", "The AI upstream's stream broke off"
 			switch {
 			case timedOut.Load():
@@ -605,8 +647,8 @@ func (p *Passthrough) relayStream(c *fiber.Ctx, keyID int64, raw []byte, promptE
 		}
 		_ = w.Flush()
 		if !metered {
-			// Disconnected (or no usage chunk): charge what was generated, estimating one
-			// token per content delta and the prompt from its size.
+			// Disconnected, cancelled (or no usage chunk): charge what the upstream generated
+			// up to then, estimating one token per content delta read and the prompt from its size.
 			prompt, completion = promptEstimate, deltas
 		}
 		p.meter.Add(keyID, prompt, completion)
@@ -620,6 +662,12 @@ func dropLimitHeaders(c *fiber.Ctx) {
 		c.Response().Header.Del(h)
 	}
 }
+
+// streamKeepAlive is how long a stream may go without a write to the client before an SSE
+// comment is sent to find out whether the client is still there (in nanoseconds; tests shorten it).
+var streamKeepAlive atomic.Int64
+
+func init() { streamKeepAlive.Store(int64(5 * time.Second)) }
 
 // withoutUsage returns the event line "data: <data>" with the chunk's usage member removed, or
 // line itself when data cannot be rewritten.

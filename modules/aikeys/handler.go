@@ -179,7 +179,7 @@ func (h *Handler) Register(api *httpx.API) {
 			"with a JSON error body: an unknown `model`, a prompt beyond the model's context), the message quoting the upstream's (one line, at most 300 characters, `Ai:ApiKey` redacted) and " +
 			"`errors` naming the field when the upstream names its parameter or the model is not found (404); " +
 			"502 when the upstream fails (5xx, or a 4xx without a JSON error: a wrong `Ai:BaseUrl`), refuses the gateway's own `Ai:ApiKey` (401, 403), times out (`Ai:TimeoutSeconds` for the whole answer) or answers more than 16 MiB. " +
-			"Only an answered generation counts in the key's usage (requests and tokens), on this route and on the pass-through alike. " +
+			"Only a generation the upstream answered counts in the key's usage (requests and tokens), on this route and on the pass-through alike. " +
 			"Should the upstream write the gateway's own `Ai:ApiKey` anywhere in what is passed on (the text, a refusal's message), it is replaced by `[redacted]`. " +
 			"A request that meets a keep-alive connection the upstream closed while idle is sent again once, on a fresh connection.",
 		Errors: []int{http.StatusBadRequest, http.StatusBadGateway, http.StatusServiceUnavailable},
@@ -217,7 +217,9 @@ func (h *Handler) Register(api *httpx.API) {
 			"OpenAI SDKs work with `base_url={base}/api/ai/v1` and the AI key as their API key. The key is accepted as `X-API-Key` " +
 			"or `Authorization: Bearer`. `stream: true` is relayed as server-sent events chunk by chunk; usage is metered from the " +
 			"final usage chunk, which the gateway always requests (`stream_options.include_usage`) but relays only to a client that asked for it. " +
-			"A client that disconnects mid-stream is charged for what was generated, estimated as one completion token per content delta. " +
+			"While the upstream is silent, a stream carries an SSE comment (`: keep-alive`, ignored by SSE clients and SDKs) after every 5 s without a write; " +
+			"when it (or any event) cannot reach the client, the upstream request is cancelled at once. " +
+			"A client that disconnects mid-stream is charged for what the upstream generated until then: the usage chunk's tokens if it came, else one completion token per content delta read. " +
 			"Only a 2xx answer counts in the key's usage: a refusal or failure (the upstream's 4xx and 5xx included) does not. " +
 			"A `stream: true` request the upstream answers with a 200 that is not `text/event-stream` is a 502 (`upstream_not_streaming`), not relayed; " +
 			"a non-streamed 2xx that is not a JSON object (a proxy's HTML page) is a 502 (`upstream_malformed`), not relayed, not metered. " +
