@@ -2,6 +2,8 @@ package aikeys_test
 
 import (
 	"bufio"
+	"bytes"
+	"encoding/json"
 	"net/http"
 	"testing"
 	"time"
@@ -51,4 +53,39 @@ func TestStalledStreamIsCancelledWhenTheClientLeaves(t *testing.T) {
 		a.Get("/api/me/ai-keys", u.Token).Decode(t, &ks)
 		return len(ks) == 1 && ks[0].Usage.Requests == 1 && ks[0].Usage.CompletionTokens == 1
 	}, 5*time.Second, 100*time.Millisecond, "charged what was generated before the cancel: one delta")
+}
+
+// TestHangingUpstreamIsCancelledWhenTheStreamClientLeaves: a stream request the upstream does not
+// answer at all (no headers yet, so nothing is written to the client) stayed open upstream until
+// Ai:TimeoutSeconds after the client gave up. The gateway watches the client's connection while it
+// waits and cancels the upstream request once the client is gone.
+func TestHangingUpstreamIsCancelledWhenTheStreamClientLeaves(t *testing.T) {
+	a, up := setup(t, map[string]any{"Ai:TimeoutSeconds": 60})
+	u := a.Register(t)
+	k := newKey(t, a, u.Token, nil)
+	up.mu.Lock()
+	up.hang, up.finished = true, make(chan struct{})
+	finished := up.finished
+	up.mu.Unlock()
+	body, _ := json.Marshal(streamBody(nil))
+	req, err := http.NewRequest("POST", a.URL+"/api/ai/v1/chat/completions", bytes.NewReader(body))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-API-Key", k.Key)
+	start := time.Now()
+	_, err = (&http.Client{Timeout: time.Second}).Do(req) // curl -m 1
+	require.Error(t, err, "the client gives up")
+	select {
+	case <-finished:
+		assert.Less(t, time.Since(start), 4*time.Second)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the upstream request is still open 5 s after the client left (Ai:TimeoutSeconds is 60)")
+	}
+	up.mu.Lock()
+	up.hang = false
+	up.mu.Unlock()
+	time.Sleep(1500 * time.Millisecond) // a flush
+	var ks []keyView
+	a.Get("/api/me/ai-keys", u.Token).Decode(t, &ks)
+	assert.EqualValues(t, 0, ks[0].Usage.Requests, "nothing generated, nothing charged")
 }

@@ -495,7 +495,20 @@ func (p *Passthrough) relayStream(c *fiber.Ctx, keyID int64, raw []byte, promptE
 	uctx, cancel := context.WithCancel(context.Background())
 	var timedOut atomic.Bool
 	idle := time.AfterFunc(timeout, func() { timedOut.Store(true); cancel() })
+	// Until the upstream's answer begins nothing is written to the client: a client that gives
+	// up meanwhile is noticed by watching its connection (after clientCheckDelay), and the
+	// upstream request is cancelled.
+	var left atomic.Bool
+	stopWatch := watchClient(c, func() { left.Store(true); cancel() })
 	res, err := p.upstream.post(uctx, raw)
+	stopWatch()
+	if err != nil && left.Load() {
+		idle.Stop()
+		if p.log != nil {
+			p.log.Info("AI stream cancelled: the client left before the upstream answered", "keyId", keyID)
+		}
+		return openAIError(c, http.StatusBadGateway, "server_error", "client_gone", "", "The client left before the AI upstream answered")
+	}
 	if err != nil {
 		idle.Stop()
 		cancel()

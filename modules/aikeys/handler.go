@@ -218,7 +218,8 @@ func (h *Handler) Register(api *httpx.API) {
 			"or `Authorization: Bearer`. `stream: true` is relayed as server-sent events chunk by chunk; usage is metered from the " +
 			"final usage chunk, which the gateway always requests (`stream_options.include_usage`) but relays only to a client that asked for it. " +
 			"While the upstream is silent, a stream carries an SSE comment (`: keep-alive`, ignored by SSE clients and SDKs) after every 5 s without a write; " +
-			"when it (or any event) cannot reach the client, the upstream request is cancelled at once. " +
+			"when it (or any event) cannot reach the client, the upstream request is cancelled at once; a client that leaves before the upstream's stream begins is noticed " +
+			"(its connection checked without reading, from 1 s into the wait) and the upstream request cancelled too. A non-streamed call is not cancelled when its client leaves. " +
 			"A client that disconnects mid-stream is charged for what the upstream generated until then: the usage chunk's tokens if it came, else one completion token per content delta read. " +
 			"Only a 2xx answer counts in the key's usage: a refusal or failure (the upstream's 4xx and 5xx included) does not. " +
 			"A `stream: true` request the upstream answers with a 200 that is not `text/event-stream` is a 502 (`upstream_not_streaming`), not relayed; " +
