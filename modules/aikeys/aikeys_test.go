@@ -58,6 +58,8 @@ type upstream struct {
 	streamWrites []string
 	// okBody, when set, is the non-streamed answer (status 200).
 	okBody string
+	// hang answers nothing until the request's context ends, then closes finished.
+	hang bool
 }
 
 type connRequests struct{}
@@ -101,8 +103,15 @@ func (u *upstream) serve(w http.ResponseWriter, r *http.Request) {
 	fail, huge, delay, release, finished := u.fail, u.huge, u.delay, u.release, u.finished
 	ticks, tick, usageInLast := u.ticks, u.tick, u.usageInLast
 	failBody, ignoreStream := u.failBody, u.ignoreStream
-	streamWrites, okBody := u.streamWrites, u.okBody
+	streamWrites, okBody, hang := u.streamWrites, u.okBody, u.hang
 	u.mu.Unlock()
+	if hang {
+		<-r.Context().Done()
+		if finished != nil {
+			close(finished)
+		}
+		return
+	}
 	if delay > 0 {
 		time.Sleep(delay)
 	}

@@ -15,6 +15,7 @@ import (
 	"net/http/httptrace"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -351,15 +352,37 @@ func writeOpenAIError(c *fiber.Ctx, e *httpx.Error) error {
 	return openAIError(c, e.Status, typ, code, "", e.Message)
 }
 
-// presentedKey reads X-API-Key, or Authorization: Bearer (what OpenAI SDKs send).
-func presentedKey(c *fiber.Ctx) string {
-	if k := c.Get("X-API-Key"); k != "" {
-		return k
+// presentedKey reads X-API-Key, or Authorization: Bearer (what OpenAI SDKs send). ok is false
+// when the credentials are ambiguous: two different X-API-Key values, two different Bearer
+// tokens, or an X-API-Key and a different Bearer (which one would be charged is a guess).
+func presentedKey(c *fiber.Ctx) (key string, ok bool) {
+	if key, ok = singleHeader(c, "X-API-Key"); !ok {
+		return "", false
 	}
-	if a := c.Get(fiber.HeaderAuthorization); len(a) > 7 && strings.EqualFold(a[:7], "bearer ") {
-		return strings.TrimSpace(a[7:])
+	for _, a := range c.Request().Header.PeekAll(fiber.HeaderAuthorization) {
+		if len(a) <= 7 || !strings.EqualFold(string(a[:7]), "bearer ") {
+			continue
+		}
+		b := strings.TrimSpace(string(a[7:]))
+		if key != "" && b != key {
+			return "", false
+		}
+		key = b
 	}
-	return ""
+	return key, true
+}
+
+// singleHeader answers the value of header name, and false when it is sent twice with different
+// values (ambiguous credentials).
+func singleHeader(c *fiber.Ctx, name string) (string, bool) {
+	var found []byte
+	for _, v := range c.Request().Header.PeekAll(name) {
+		if found != nil && !bytes.Equal(found, v) {
+			return "", false
+		}
+		found = v
+	}
+	return string(found), true // a copy: PeekAll's slices are reused by the next PeekAll
 }
 
 // messagesError says what is wrong with a request's messages ("" when they are a non-empty array),
@@ -398,7 +421,12 @@ func jsonKindIs(raw json.RawMessage, kind string) bool {
 // Handle is the Fiber handler.
 func (p *Passthrough) Handle(c *fiber.Ctx) error {
 	ctx := c.UserContext()
-	key, err := p.keys.Authenticate(ctx, presentedKey(c))
+	presented, unambiguous := presentedKey(c)
+	if !unambiguous {
+		return openAIError(c, http.StatusUnauthorized, "invalid_request_error", "invalid_api_key", "",
+			"Ambiguous credentials: send one AI key (one X-API-Key, or a Bearer token that is the same key)")
+	}
+	key, err := p.keys.Authenticate(ctx, presented)
 	if err != nil {
 		if errors.Is(err, httpx.ErrUnavailable) {
 			return openAIError(c, http.StatusServiceUnavailable, "server_error", "unavailable", "", "Key check unavailable; try again")
@@ -467,7 +495,20 @@ func (p *Passthrough) relayStream(c *fiber.Ctx, keyID int64, raw []byte, promptE
 	uctx, cancel := context.WithCancel(context.Background())
 	var timedOut atomic.Bool
 	idle := time.AfterFunc(timeout, func() { timedOut.Store(true); cancel() })
+	// Until the upstream's answer begins nothing is written to the client: a client that gives
+	// up meanwhile is noticed by watching its connection (after clientCheckDelay), and the
+	// upstream request is cancelled.
+	var left atomic.Bool
+	stopWatch := watchClient(c, func() { left.Store(true); cancel() })
 	res, err := p.upstream.post(uctx, raw)
+	stopWatch()
+	if err != nil && left.Load() {
+		idle.Stop()
+		if p.log != nil {
+			p.log.Info("AI stream cancelled: the client left before the upstream answered", "keyId", keyID)
+		}
+		return openAIError(c, http.StatusBadGateway, "server_error", "client_gone", "", "The client left before the AI upstream answered")
+	}
 	if err != nil {
 		idle.Stop()
 		cancel()
@@ -507,9 +548,43 @@ func (p *Passthrough) relayStream(c *fiber.Ctx, keyID int64, raw []byte, promptE
 		defer idle.Stop()
 		defer res.Body.Close()
 		var prompt, completion, deltas int64
-		metered, done, gone := false, false, false
+		metered, done := false, false
+		var gone atomic.Bool // the client went away: a write or flush to it failed
+		// mu guards w, pending and wrote between the relay and the keep-alive.
+		var mu sync.Mutex
 		pending := false   // a line of an event not yet ended is written
 		skipBlank := false // the event being skipped ends at the next blank line
+		wrote := time.Now()
+		// While the upstream is silent nothing is written, so nothing would notice a client
+		// that left: every streamKeepAlive without a write, an SSE comment (ignored by SSE
+		// clients and the OpenAI SDKs) is sent; when it cannot be, the upstream request is
+		// cancelled at once instead of generating for nobody until Ai:TimeoutSeconds.
+		every := time.Duration(streamKeepAlive.Load())
+		stop, stopped := make(chan struct{}), make(chan struct{})
+		go func() {
+			defer close(stopped)
+			t := time.NewTicker(every)
+			defer t.Stop()
+			for {
+				select {
+				case <-stop:
+					return
+				case <-t.C:
+				}
+				mu.Lock()
+				if !pending && time.Since(wrote) >= every-every/10 {
+					_, _ = w.WriteString(": keep-alive\n\n")
+					wrote = time.Now()
+					if w.Flush() != nil {
+						gone.Store(true)
+						mu.Unlock()
+						cancel()
+						return
+					}
+				}
+				mu.Unlock()
+			}
+		}()
 		sc := bufio.NewScanner(&idleReader{r: res.Body, t: idle, d: timeout})
 		sc.Buffer(make([]byte, 64<<10), 4<<20)
 		for sc.Scan() {
@@ -547,17 +622,24 @@ func (p *Passthrough) relayStream(c *fiber.Ctx, keyID int64, raw []byte, promptE
 			// Any line may quote our Ai:ApiKey (an error event quoting the Authorization it
 			// got): redacted, as it is or JSON-escaped. A line is whole here, however the
 			// upstream's writes cut it, and the key (an HTTP header's value) has no line break.
+			mu.Lock()
 			_, _ = w.Write(p.upstream.secret.Redact(line))
-			_ = w.WriteByte('\n')
+			err := w.WriteByte('\n')
 			pending = len(line) != 0
-			if !pending { // end of one event: send it now
-				if err := w.Flush(); err != nil {
-					gone = true // the client went away
-					break
-				}
+			if !pending && err == nil { // end of one event: send it now
+				err = w.Flush()
+				wrote = time.Now()
+			}
+			mu.Unlock()
+			if err != nil || gone.Load() { // the client went away (bufio's errors stick)
+				gone.Store(true)
+				cancel()
+				break
 			}
 		}
-		if err := sc.Err(); err != nil && !gone && !done {
+		close(stop) // no keep-alive after the end
+		<-stopped
+		if err := sc.Err(); err != nil && !gone.Load() && !done {
 			code, msg := "upstream_cut", "The AI upstream's stream broke off"
 			switch {
 			case timedOut.Load():
@@ -578,14 +660,27 @@ func (p *Passthrough) relayStream(c *fiber.Ctx, keyID int64, raw []byte, promptE
 		}
 		_ = w.Flush()
 		if !metered {
-			// Disconnected (or no usage chunk): charge what was generated, estimating one
-			// token per content delta and the prompt from its size.
+			// Disconnected, cancelled (or no usage chunk): charge what the upstream generated
+			// up to then, estimating one token per content delta read and the prompt from its size.
 			prompt, completion = promptEstimate, deltas
 		}
 		p.meter.Add(keyID, prompt, completion)
 	})
 	return nil
 }
+
+// dropLimitHeaders takes our rate-limit headers (ratelimit.WriteHeaders') off the answer.
+func dropLimitHeaders(c *fiber.Ctx) {
+	for _, h := range [...]string{"X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset", "RateLimit-Policy", "RateLimit"} {
+		c.Response().Header.Del(h)
+	}
+}
+
+// streamKeepAlive is how long a stream may go without a write to the client before an SSE
+// comment is sent to find out whether the client is still there (in nanoseconds; tests shorten it).
+var streamKeepAlive atomic.Int64
+
+func init() { streamKeepAlive.Store(int64(5 * time.Second)) }
 
 // withoutUsage returns the event line "data: <data>" with the chunk's usage member removed, or
 // line itself when data cannot be rewritten.
@@ -639,16 +734,27 @@ func (p *Passthrough) sendAnswer(c *fiber.Ctx, keyID int64, a answer) error {
 	if a.status >= 500 || a.status == http.StatusUnauthorized || a.status == http.StatusForbidden {
 		return openAIError(c, http.StatusBadGateway, "server_error", "upstream_error", "", fmt.Sprintf("The AI upstream answered %d", a.status))
 	}
-	if a.retryAfter != "" {
-		c.Set(fiber.HeaderRetryAfter, a.retryAfter)
-	}
 	if a.status >= 200 && a.status < 300 {
+		// A 2xx that is no JSON object (a proxy's or a captive portal's HTML page, a cut body) is
+		// no completion: an SDK would fail to parse it. Not relayed, not metered.
 		var cr chatResponse
-		if json.Unmarshal(a.body, &cr) == nil && cr.Usage != nil {
+		if json.Unmarshal(a.body, &cr) != nil || bytes.TrimSpace(a.body)[0] != '{' {
+			return openAIError(c, http.StatusBadGateway, "server_error", "upstream_malformed", "", "The AI upstream's answer was not a JSON completion")
+		}
+		if cr.Usage != nil {
 			p.meter.Add(keyID, cr.Usage.PromptTokens, cr.Usage.CompletionTokens)
 		} else {
 			p.meter.Add(keyID, 0, 0)
 		}
+	}
+	if a.status == http.StatusTooManyRequests {
+		// The upstream's own limit: our per-key X-RateLimit-*/RateLimit headers (this key may
+		// well have requests left here) would contradict its Retry-After. Only the upstream's
+		// signal goes out.
+		dropLimitHeaders(c)
+	}
+	if a.retryAfter != "" {
+		c.Set(fiber.HeaderRetryAfter, a.retryAfter)
 	}
 	if a.contentType != "" {
 		c.Set(fiber.HeaderContentType, a.contentType)

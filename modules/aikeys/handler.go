@@ -10,6 +10,7 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/danielgtaylor/huma/v2/adapters/humafiber"
+	"github.com/gofiber/fiber/v2"
 
 	"provisioner/platform/authn"
 	"provisioner/platform/httpx"
@@ -66,12 +67,35 @@ type generateInput struct {
 	Body GenerateInput
 }
 
+// Resolve checks what the schema cannot: a model name is sent upstream and echoed back, so it is
+// one line of printable text (no control, bidi or invisible format characters).
+func (in *generateInput) Resolve(huma.Context) []error {
+	if msg := httpx.DisplayTextProblem(in.Body.Model); msg != "" {
+		return []error{httpx.Invalid("model", msg)}
+	}
+	return nil
+}
+
 type apiKeyPrincipal struct{}
+
+// keyCall is what requireKey hands the operation: the key's principal and the request's Fiber
+// context (whose headers an upstream 429 takes our rate-limit headers off).
+type keyCall struct {
+	Principal
+	c *fiber.Ctx
+}
 
 // requireKey is the huma middleware of X-API-Key operations.
 func (h *Handler) requireKey(api huma.API) func(huma.Context, func(huma.Context)) {
 	return func(ctx huma.Context, next func(huma.Context)) {
-		p, err := h.keys.Authenticate(ctx.Context(), ctx.Header("X-API-Key"))
+		presented, unambiguous := singleHeader(humafiber.Unwrap(ctx), "X-API-Key")
+		var p Principal
+		var err error
+		if !unambiguous {
+			err = httpx.Unauthorized("Ambiguous credentials: send one X-API-Key")
+		} else {
+			p, err = h.keys.Authenticate(ctx.Context(), presented)
+		}
 		if err == nil {
 			var r ratelimit.Result
 			r, err = h.limiter.Enforce(ctx.Context(), "AiGenerate", strconv.FormatInt(p.KeyID, 10))
@@ -87,7 +111,7 @@ func (h *Handler) requireKey(api huma.API) func(huma.Context, func(huma.Context)
 			authn.WriteError(api, ctx, err)
 			return
 		}
-		next(huma.WithValue(ctx, apiKeyPrincipal{}, p))
+		next(huma.WithValue(ctx, apiKeyPrincipal{}, keyCall{Principal: p, c: humafiber.Unwrap(ctx)}))
 	}
 }
 
@@ -149,22 +173,33 @@ func (h *Handler) Register(api *httpx.API) {
 	gen := []string{"AI generation"}
 	httpx.Register(api, httpx.APIKey, huma.Operation{OperationID: "generate", Method: http.MethodPost, Path: "/api/ai/generate",
 		Tags: gen, Summary: "Generate text", Middlewares: huma.Middlewares{h.requireKey(api.API)},
-		Description: "Runs one chat completion at `{Ai:BaseUrl}/chat/completions`. 401 for a bad, revoked or expired key; 429 past `RateLimit:AiGenerate` per key, " +
+		Description: "Runs one chat completion at `{Ai:BaseUrl}/chat/completions`. 401 for a bad, revoked or expired key, and for ambiguous credentials (two different `X-API-Key` values); " +
+			"400 for a `model` holding a control character, a bidirectional override or isolate or an invisible format character (it is sent upstream and echoed); 429 past `RateLimit:AiGenerate` per key, " +
 			"or when the upstream answers 429 (with its `Retry-After`, else 1); 400 when the upstream refuses the request itself (any 4xx but 401, 403, 407, 408 and 429, " +
 			"with a JSON error body: an unknown `model`, a prompt beyond the model's context), the message quoting the upstream's (one line, at most 300 characters, `Ai:ApiKey` redacted) and " +
 			"`errors` naming the field when the upstream names its parameter or the model is not found (404); " +
 			"502 when the upstream fails (5xx, or a 4xx without a JSON error: a wrong `Ai:BaseUrl`), refuses the gateway's own `Ai:ApiKey` (401, 403), times out (`Ai:TimeoutSeconds` for the whole answer) or answers more than 16 MiB. " +
-			"Only an answered generation counts in the key's usage (requests and tokens), on this route and on the pass-through alike. " +
+			"Only a generation the upstream answered counts in the key's usage (requests and tokens), on this route and on the pass-through alike. " +
 			"Should the upstream write the gateway's own `Ai:ApiKey` anywhere in what is passed on (the text, a refusal's message), it is replaced by `[redacted]`. " +
 			"A request that meets a keep-alive connection the upstream closed while idle is sent again once, on a fresh connection.",
-		Errors: []int{http.StatusBadRequest, http.StatusBadGateway, http.StatusServiceUnavailable}},
+		Errors: []int{http.StatusBadRequest, http.StatusBadGateway, http.StatusServiceUnavailable},
+		Responses: map[string]*huma.Response{
+			"429": {Description: "Past `RateLimit:AiGenerate` for this key (with the `X-RateLimit-*` and `RateLimit` headers), or the upstream's own 429 " +
+				"(with the upstream's `Retry-After`, else 1, and without our rate-limit headers, which would contradict it).",
+				Headers: map[string]*huma.Param{"Retry-After": {Description: "Seconds to wait; always sent with this 429.", Schema: &huma.Schema{Type: "integer"}}}},
+			"502": {Description: "The upstream failed, timed out, refused the gateway's `Ai:ApiKey`, answered more than 16 MiB or something that is no chat completion. " +
+				"No `Retry-After`: the upstream gave no time to wait."},
+		}},
 		func(ctx context.Context, in *generateInput) (*httpx.Response[Generation], error) {
-			p, _ := ctx.Value(apiKeyPrincipal{}).(Principal)
+			p, _ := ctx.Value(apiKeyPrincipal{}).(keyCall)
 			if !h.upstream.Configured() {
 				return nil, httpx.Unavailable("No AI upstream is configured (Ai:BaseUrl)")
 			}
 			g, err := h.upstream.Generate(ctx, in.Body)
 			if err != nil {
+				if e := httpx.FromError(err); e.Status == http.StatusTooManyRequests && p.c != nil {
+					dropLimitHeaders(p.c) // the upstream's limit: its Retry-After alone
+				}
 				return nil, err // not metered: only a generation answered counts
 			}
 			h.meter.Add(p.KeyID, g.Usage.PromptTokens, g.Usage.CompletionTokens)
@@ -182,9 +217,15 @@ func (h *Handler) Register(api *httpx.API) {
 			"OpenAI SDKs work with `base_url={base}/api/ai/v1` and the AI key as their API key. The key is accepted as `X-API-Key` " +
 			"or `Authorization: Bearer`. `stream: true` is relayed as server-sent events chunk by chunk; usage is metered from the " +
 			"final usage chunk, which the gateway always requests (`stream_options.include_usage`) but relays only to a client that asked for it. " +
-			"A client that disconnects mid-stream is charged for what was generated, estimated as one completion token per content delta. " +
+			"While the upstream is silent, a stream carries an SSE comment (`: keep-alive`, ignored by SSE clients and SDKs) after every 5 s without a write; " +
+			"when it (or any event) cannot reach the client, the upstream request is cancelled at once; a client that leaves before the upstream's stream begins is noticed " +
+			"(its connection checked without reading, from 1 s into the wait) and the upstream request cancelled too. A non-streamed call is not cancelled when its client leaves. " +
+			"A client that disconnects mid-stream is charged for what the upstream generated until then: the usage chunk's tokens if it came, else one completion token per content delta read. " +
 			"Only a 2xx answer counts in the key's usage: a refusal or failure (the upstream's 4xx and 5xx included) does not. " +
-			"A `stream: true` request the upstream answers with a 200 that is not `text/event-stream` is a 502 (`upstream_not_streaming`), not relayed. " +
+			"A `stream: true` request the upstream answers with a 200 that is not `text/event-stream` is a 502 (`upstream_not_streaming`), not relayed; " +
+			"a non-streamed 2xx that is not a JSON object (a proxy's HTML page) is a 502 (`upstream_malformed`), not relayed, not metered. " +
+			"Ambiguous credentials (two different `X-API-Key` values or Bearer tokens, or an `X-API-Key` with a different Bearer) are a 401. " +
+			"An upstream 429 is relayed with its `Retry-After` and without the gateway's own `X-RateLimit-*`/`RateLimit` headers, which would contradict it. " +
 			"`Ai:TimeoutSeconds` bounds each wait for the upstream (for the answer to begin, then between two chunks), not a stream's length; " +
 			"a stream the upstream stalls (`upstream_timeout`) or breaks off (`upstream_cut`) ends with an error event " +
 			"`data: {\"error\": {message, type, param, code}}` and no `[DONE]`, so SDKs raise. " +
@@ -195,7 +236,7 @@ func (h *Handler) Register(api *httpx.API) {
 			"Whatever is relayed (an answer, a relayed 4xx, every line of a stream, its error events included) has the gateway's own upstream key (`Ai:ApiKey`) " +
 			"replaced by `[redacted]` should the upstream write it, as it is or JSON-escaped (`\\/`, `\\u002d`, any character escaped), " +
 			"even split across two of the upstream's writes; a stream is still relayed line by line as it comes. A non-streamed answer, or the error refusing a stream, larger than 16 MiB is a 502; a stream is relayed whatever its length.",
-		Security: []map[string][]string{{httpx.SchemeAPIKey: {}}, {httpx.SchemeBearer: {}}},
+		Security: []map[string][]string{{httpx.SchemeAPIKey: {}}, {httpx.SchemeAIKeyBearer: {}}},
 		RequestBody: &huma.RequestBody{Required: true, Content: map[string]*huma.MediaType{"application/json": {
 			Schema: &huma.Schema{Type: "object", Description: "An OpenAI chat completion request.", Required: []string{"messages"},
 				Properties: map[string]*huma.Schema{
@@ -207,14 +248,15 @@ func (h *Handler) Register(api *httpx.API) {
 			"200": {Description: "The upstream's chat completion, or a text/event-stream when `stream` is true.",
 				Content: map[string]*huma.MediaType{"application/json": {Schema: &huma.Schema{Type: "object"}}, "text/event-stream": {Schema: &huma.Schema{Type: "string"}}}},
 			"400": {Description: "The body is not a JSON object, or its `messages` is missing, not an array or empty (OpenAI error format, `param: \"messages\"`), or its `stream`, `stream_options` or `model` is not a boolean, an object or a string (`invalid_type`, `param` naming it); or the upstream's own 400, relayed."},
-			"401": {Description: "Bad, revoked or expired key (OpenAI error format)."},
+			"401": {Description: "Bad, revoked or expired key, or ambiguous credentials (OpenAI error format, `code: invalid_api_key`)."},
 			"404": {Description: "The upstream's own 404 (an unknown model, say), relayed."},
 			"413": {Description: "A body over 1 MiB (OpenAI error format, `code: request_too_large`)."},
 			"415": {Description: "A `Content-Encoding` other than `identity` (a gzip, deflate or brotli body): bodies are taken uncompressed only (OpenAI error format, `code: unsupported_encoding`; the answer carries `Accept-Encoding: identity`)."},
-			"429": {Description: "Per-key rate limit (OpenAI error format), or the upstream's own 429, relayed with its `Retry-After`.",
+			"429": {Description: "Per-key rate limit (OpenAI error format, with the `X-RateLimit-*` and `RateLimit` headers), or the upstream's own 429, relayed with its `Retry-After` and without the gateway's rate-limit headers.",
 				Headers: map[string]*huma.Param{"Retry-After": {Description: "Seconds to wait.", Schema: &huma.Schema{Type: "integer"}}}},
 			"502": {Description: "The upstream failed, timed out, refused the gateway's credentials or answered more than 16 MiB without streaming (OpenAI error format, " +
-				"`code` one of `upstream_error`, `upstream_unavailable`, `upstream_cut`, `upstream_too_large`), or answered a stream request without a stream (`upstream_not_streaming`)."},
+				"`code` one of `upstream_error`, `upstream_unavailable`, `upstream_cut`, `upstream_too_large`), answered a stream request without a stream (`upstream_not_streaming`), " +
+				"or answered a 2xx that is no JSON object (`upstream_malformed`)."},
 			"503": {Description: "The key cannot be checked (control database down) or no upstream is configured (OpenAI error format)."},
 		},
 	})

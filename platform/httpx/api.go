@@ -39,6 +39,9 @@ const (
 const (
 	SchemeBearer = "bearerAuth"
 	SchemeAPIKey = "apiKeyAuth"
+	// SchemeAIKeyBearer is the AI key sent as a Bearer token (what OpenAI SDKs send): the
+	// OpenAI-compatible pass-through takes it, and refuses a JWT.
+	SchemeAIKeyBearer = "aiKeyBearer"
 )
 
 // Guard authenticates requests for the operations that need it. The auth platform provides it.
@@ -338,6 +341,8 @@ func newAPI(app *fiber.App, title, version string, guard Guard) *API {
 			Description: "Access token from /api/auth/login, /api/auth/register or the OAuth callback."},
 		SchemeAPIKey: {Type: "apiKey", In: "header", Name: "X-API-Key",
 			Description: "AI API key from POST /api/me/ai-keys."},
+		SchemeAIKeyBearer: {Type: "http", Scheme: "bearer",
+			Description: "AI API key from POST /api/me/ai-keys as the Bearer token (`Authorization: Bearer sk-prov-…`, what OpenAI SDKs send). Not a JWT: an access token is refused."},
 	}
 	return &API{API: humafiber.NewWithGroup(app, headToo{app}, cfg), guard: guard, app: app}
 }

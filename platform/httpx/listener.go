@@ -2,10 +2,12 @@ package httpx
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -72,6 +74,15 @@ func (l *serverListener) Accept() (net.Conn, error) {
 	l.open[sc] = struct{}{}
 	l.mu.Unlock()
 	return sc, nil
+}
+
+// SyscallConn exposes the socket for a look that reads nothing (the AI gateway peeks whether a
+// client that waits for a slow upstream has left); an error when it is no plain socket.
+func (c *serverConn) SyscallConn() (syscall.RawConn, error) {
+	if sc, ok := c.Conn.(syscall.Conn); ok {
+		return sc.SyscallConn()
+	}
+	return nil, errors.ErrUnsupported
 }
 
 func (c *serverConn) Read(p []byte) (int, error) {

@@ -1,0 +1,91 @@
+package aikeys_test
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"provisioner/modules/aikeys"
+)
+
+// TestStalledStreamIsCancelledWhenTheClientLeaves: a client that gave up on a stream the upstream
+// stalls left the upstream request open until Ai:TimeoutSeconds (nothing is written, so nothing
+// noticed), the upstream generating for nobody. The gateway sends an SSE comment while the
+// upstream is silent; when it cannot, it cancels the upstream request at once. The client is
+// charged what the upstream generated before that.
+func TestStalledStreamIsCancelledWhenTheClientLeaves(t *testing.T) {
+	t.Cleanup(aikeys.SetStreamKeepAlive(200 * time.Millisecond))
+	a, up := setup(t, map[string]any{"Ai:TimeoutSeconds": 60})
+	u := a.Register(t)
+	k := newKey(t, a, u.Token, nil)
+	up.mu.Lock()
+	up.release, up.finished = make(chan struct{}), make(chan struct{}) // the first chunk, then nothing
+	finished := up.finished
+	up.mu.Unlock()
+
+	res := chat(t, a, "X-API-Key", k.Key, true)
+	require.Equal(t, http.StatusOK, res.StatusCode)
+	rd := bufio.NewReader(res.Body)
+	first, err := rd.ReadString('\n')
+	require.NoError(t, err)
+	assert.Contains(t, first, `"Hel"`)
+	_, _ = rd.ReadString('\n') // the blank line ending the event
+	// While the upstream is silent the client sees comments, which SSE clients ignore.
+	line, err := rd.ReadString('\n')
+	require.NoError(t, err)
+	assert.Equal(t, ": keep-alive\n", line)
+	start := time.Now()
+	res.Body.Close() // the client gives up
+	select {
+	case <-finished:
+		assert.Less(t, time.Since(start), 3*time.Second)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the upstream request is still open 5 s after the client left (Ai:TimeoutSeconds is 60)")
+	}
+	require.Eventually(t, func() bool {
+		var ks []keyView
+		a.Get("/api/me/ai-keys", u.Token).Decode(t, &ks)
+		return len(ks) == 1 && ks[0].Usage.Requests == 1 && ks[0].Usage.CompletionTokens == 1
+	}, 5*time.Second, 100*time.Millisecond, "charged what was generated before the cancel: one delta")
+}
+
+// TestHangingUpstreamIsCancelledWhenTheStreamClientLeaves: a stream request the upstream does not
+// answer at all (no headers yet, so nothing is written to the client) stayed open upstream until
+// Ai:TimeoutSeconds after the client gave up. The gateway watches the client's connection while it
+// waits and cancels the upstream request once the client is gone.
+func TestHangingUpstreamIsCancelledWhenTheStreamClientLeaves(t *testing.T) {
+	a, up := setup(t, map[string]any{"Ai:TimeoutSeconds": 60})
+	u := a.Register(t)
+	k := newKey(t, a, u.Token, nil)
+	up.mu.Lock()
+	up.hang, up.finished = true, make(chan struct{})
+	finished := up.finished
+	up.mu.Unlock()
+	body, _ := json.Marshal(streamBody(nil))
+	req, err := http.NewRequest("POST", a.URL+"/api/ai/v1/chat/completions", bytes.NewReader(body))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-API-Key", k.Key)
+	start := time.Now()
+	_, err = (&http.Client{Timeout: time.Second}).Do(req) // curl -m 1
+	require.Error(t, err, "the client gives up")
+	select {
+	case <-finished:
+		assert.Less(t, time.Since(start), 4*time.Second)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the upstream request is still open 5 s after the client left (Ai:TimeoutSeconds is 60)")
+	}
+	up.mu.Lock()
+	up.hang = false
+	up.mu.Unlock()
+	time.Sleep(1500 * time.Millisecond) // a flush
+	var ks []keyView
+	a.Get("/api/me/ai-keys", u.Token).Decode(t, &ks)
+	assert.EqualValues(t, 0, ks[0].Usage.Requests, "nothing generated, nothing charged")
+}

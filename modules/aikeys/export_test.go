@@ -1,0 +1,9 @@
+package aikeys
+
+import "time"
+
+// SetStreamKeepAlive shortens the keep-alive interval of streams; it answers the restore.
+func SetStreamKeepAlive(d time.Duration) func() {
+	old := streamKeepAlive.Swap(int64(d))
+	return func() { streamKeepAlive.Store(old) }
+}
