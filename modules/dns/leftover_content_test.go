@@ -7,6 +7,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"provisioner/modules/dns/cloudflare/cloudflaretest"
 )
 
 // TestCreateLeavesAnEditedLeftoverAlone: a record carrying a dead (Failed) row's marker but
@@ -45,4 +47,22 @@ func TestCreateLeavesAnEditedLeftoverAlone(t *testing.T) {
 	assert.Equal(t, got.ProviderRecordID, left[0].ID, "our leftover replaced by v's record")
 	require.NoError(t, a.DB.QueryRow("SELECT count(*) FROM audit_events WHERE action = 'dns.leftover.deleted' AND target_id = ?", fmt.Sprint(dead.ID)).Scan(&n))
 	assert.Equal(t, 1, n, "audited once")
+}
+
+// TestMarkerBeyondOurIdsIsNotOurs: a record at the name whose comment looks like our marker but
+// names ids no row can have (beyond 64 bits) is somebody else's: the create answers 409 and
+// stores nothing. Such ids went into the row lookup as they were, and every attempt of the
+// create failed on the database's error instead.
+func TestMarkerBeyondOurIdsIsNotOurs(t *testing.T) {
+	a, fake := setup(t, nil)
+	u := a.Register(t)
+	l := label()
+	fake.PutRecord(cloudflaretest.Record{Name: l + ".cell.example.com", Content: "203.0.113.10", TTL: 1,
+		Comment: "provisioner user:99999999999999999999 record:99999999999999999999"})
+	r := a.Post("/api/me/dns", u.Token, map[string]any{"label": l})
+	require.Equal(t, http.StatusConflict, r.Status, string(r.Raw))
+	require.Len(t, at(fake, l), 1, "left alone")
+	var n int
+	require.NoError(t, a.DB.QueryRow("SELECT count(*) FROM dns_records WHERE user_id = ? AND label = ?", u.ID, l).Scan(&n))
+	assert.Zero(t, n, "nothing stored for the 409")
 }
