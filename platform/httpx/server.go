@@ -167,8 +167,9 @@ func (s *Server) Finish() {
 // failures are 400, never 422, and an operation whose body or parameters can fail validation
 // documents its 400 (huma adds 422 only for path parameters and bodies, and Register adds 400 only
 // for POST/PUT/PATCH; GET /api/admin/users?page=0 is a 400 too). An operation with a body also
-// documents 415 for a Content-Type other than JSON or a compressed body, and one without a body
-// documents neither 413 nor 415.
+// documents 415 for a Content-Type other than JSON or a compressed body; a POST, PUT or PATCH
+// without one still documents 413 and 415 (a body sent anyway is refused before routing), other
+// methods neither.
 func documentBadRequest(op *huma.Operation) {
 	if op.Responses == nil {
 		return
@@ -188,10 +189,19 @@ func documentBadRequest(op *huma.Operation) {
 		}
 	}
 	if op.RequestBody == nil {
-		// Register documents 413 for every POST, PUT and PATCH; one that takes no body has none
-		// to be too large or of the wrong type.
-		delete(op.Responses, "413")
-		delete(op.Responses, "415")
+		// Register documents 413 for every POST, PUT and PATCH. One that takes no body still
+		// answers a body sent anyway over BodyLimit with 413 and a compressed one with 415 (both
+		// are refused before routing); other methods list neither.
+		switch op.Method {
+		case http.MethodPost, http.MethodPut, http.MethodPatch:
+			if op.Responses["415"] == nil {
+				op.Responses["415"] = &huma.Response{Content: template.Content, Description: "The operation takes no body, " +
+					"but one was sent compressed (a `Content-Encoding` other than `identity`; the answer carries `Accept-Encoding: identity`)."}
+			}
+		default:
+			delete(op.Responses, "413")
+			delete(op.Responses, "415")
+		}
 	} else {
 		add(http.StatusBadRequest)
 		if op.Responses["415"] == nil {
