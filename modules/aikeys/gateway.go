@@ -671,7 +671,7 @@ func (p *Passthrough) relayStream(c *fiber.Ctx, keyID int64, raw []byte, promptE
 
 // dropLimitHeaders takes our rate-limit headers (ratelimit.WriteHeaders') off the answer.
 func dropLimitHeaders(c *fiber.Ctx) {
-	for _, h := range [...]string{"X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset", "RateLimit-Policy", "RateLimit"} {
+	for _, h := range ratelimit.HeaderNames {
 		c.Response().Header.Del(h)
 	}
 }

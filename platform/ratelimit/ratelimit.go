@@ -572,15 +572,19 @@ func SetHeaders(c *fiber.Ctx, r Result) {
 	WriteHeaders(func(k, v string) { c.Set(k, v) }, r)
 }
 
+// HeaderNames are the headers WriteHeaders writes (a route that relays another service's 429
+// takes them off its answer).
+var HeaderNames = [...]string{"X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset", "RateLimit-Policy", "RateLimit"}
+
 // WriteHeaders writes X-RateLimit-Limit, X-RateLimit-Remaining, X-RateLimit-Reset (seconds until
 // the window resets, not a timestamp) and the IETF draft pair RateLimit-Policy ("<limit>;w=<window
 // seconds>") and RateLimit ("limit=<n>, remaining=<n>, reset=<seconds>") through set.
 func WriteHeaders(set func(k, v string), r Result) {
 	reset := strconv.Itoa(ceilSeconds(time.Until(r.Reset)))
 	limit, remaining := strconv.FormatInt(r.Limit, 10), strconv.FormatInt(r.Remaining, 10)
-	set("X-RateLimit-Limit", limit)
-	set("X-RateLimit-Remaining", remaining)
-	set("X-RateLimit-Reset", reset)
-	set("RateLimit-Policy", limit+";w="+strconv.Itoa(int(r.Period/time.Second)))
-	set("RateLimit", "limit="+limit+", remaining="+remaining+", reset="+reset)
+	set(HeaderNames[0], limit)
+	set(HeaderNames[1], remaining)
+	set(HeaderNames[2], reset)
+	set(HeaderNames[3], limit+";w="+strconv.Itoa(int(r.Period/time.Second)))
+	set(HeaderNames[4], "limit="+limit+", remaining="+remaining+", reset="+reset)
 }
