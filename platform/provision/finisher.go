@@ -320,7 +320,7 @@ func (f *Finisher) claimAndDrive(ctx context.Context, kind Kind, q Queue, id int
 		if _, err := tx.NewUpdate().Table(q.Table()).
 			Set("attempts = ?", attempts).
 			Set("next_attempt_at = ?", next).
-			Set("last_error = ?", truncate(verbErr.Error(), 2000)).
+			Set("last_error = ?", StoredError(verbErr)).
 			Where("id = ?", row.ID).Exec(ctx); err != nil {
 			return true, fmt.Errorf("record attempt of %s %d: %w", kind, row.ID, err)
 		}
@@ -361,12 +361,17 @@ func Backoff(attempt int, max time.Duration) time.Duration {
 	return time.Duration(float64(d) * jitter)
 }
 
-func truncate(s string, n int) string {
-	s = strings.ToValidUTF8(s, "?")
-	if len(s) <= n {
+// MaxStoredError is how much of an attempt's error the finisher keeps (last_error).
+const MaxStoredError = 2000
+
+// StoredError is err's text as the finisher stores it: valid UTF-8, at most MaxStoredError bytes
+// (a give-up hook that logs or audits the error uses it too).
+func StoredError(err error) string {
+	s := strings.ToValidUTF8(err.Error(), "?")
+	if len(s) <= MaxStoredError {
 		return s
 	}
-	return s[:n]
+	return strings.ToValidUTF8(s[:MaxStoredError], "")
 }
 
 // DriveNow is Drive for the request path that just stored an intent: a row already finished
