@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -88,4 +89,52 @@ func TestHangingUpstreamIsCancelledWhenTheStreamClientLeaves(t *testing.T) {
 	var ks []keyView
 	a.Get("/api/me/ai-keys", u.Token).Decode(t, &ks)
 	assert.EqualValues(t, 0, ks[0].Usage.Requests, "nothing generated, nothing charged")
+}
+
+// TestHangingUpstreamIsCancelledWhenAPlainClientLeaves: a non-streamed call (/api/ai/generate, or
+// the pass-through without `stream`) whose client gave up kept the upstream request open until
+// Ai:TimeoutSeconds: the pooled client could not stop a call in flight, so the upstream generated
+// for nobody. The gateway now watches the client while it waits and, once it is gone, closes the
+// connection the call is on. Nothing was read, so nothing is charged, and the next call is served.
+func TestHangingUpstreamIsCancelledWhenAPlainClientLeaves(t *testing.T) {
+	a, up := setup(t, map[string]any{"Ai:TimeoutSeconds": 60})
+	u := a.Register(t)
+	k := newKey(t, a, u.Token, nil)
+	for _, route := range []struct{ name, path string }{
+		{"generate", "/api/ai/generate"}, {"pass-through", "/api/ai/v1/chat/completions"},
+	} {
+		t.Run(route.name, func(t *testing.T) {
+			up.mu.Lock()
+			up.hang, up.finished = true, make(chan struct{})
+			finished := up.finished
+			up.mu.Unlock()
+			body := `{"prompt":"hi"}`
+			if route.name == "pass-through" {
+				body = `{"model":"fake-model","messages":[{"role":"user","content":"hi"}]}`
+			}
+			req, err := http.NewRequest("POST", a.URL+route.path, strings.NewReader(body))
+			require.NoError(t, err)
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("X-API-Key", k.Key)
+			start := time.Now()
+			_, err = (&http.Client{Timeout: time.Second}).Do(req) // curl -m 1
+			require.Error(t, err, "the client gives up")
+			select {
+			case <-finished:
+				assert.Less(t, time.Since(start), 4*time.Second)
+			case <-time.After(5 * time.Second):
+				t.Fatal("the upstream request is still open 5 s after the client left (Ai:TimeoutSeconds is 60)")
+			}
+			up.mu.Lock()
+			up.hang = false
+			up.mu.Unlock()
+			// The abandoned connection is not handed to the next call: it is answered.
+			r := generate(a, k.Key)
+			require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
+		})
+	}
+	time.Sleep(1500 * time.Millisecond) // a flush
+	var ks []keyView
+	a.Get("/api/me/ai-keys", u.Token).Decode(t, &ks)
+	assert.EqualValues(t, 2, ks[0].Usage.Requests, "the two abandoned calls are not charged, the two answered ones are")
 }

@@ -35,6 +35,7 @@ type Upstream struct {
 	timeout          time.Duration
 	http             *http.Client
 	fast             *fasthttp.Client
+	calls            *sync.Map // plain calls in flight whose client is watched (upstreamTransport)
 }
 
 // NewUpstream builds the clients; keep-alive connections are pooled for the hot path, and dropped
@@ -50,16 +51,17 @@ func NewUpstream(base, key, model string, timeout time.Duration) *Upstream {
 		IdleConnTimeout:     idleConnTimeout,
 		DisableCompression:  true, // relay bytes as they come
 	}
+	calls := new(sync.Map)
 	fast := &fasthttp.Client{MaxConnsPerHost: 512, MaxIdleConnDuration: idleConnTimeout, ReadTimeout: timeout,
 		WriteTimeout: timeout, NoDefaultUserAgentHeader: true, MaxResponseBodySize: maxAnswer,
 		// The most recently used connection first: the least likely to have been closed, and
 		// the ones beyond the working set go idle and are dropped.
 		ConnPoolStrategy: fasthttp.LIFO,
-		DialTimeout:      dialStale, Transport: retryStale{},
-		MaxIdemponentCallAttempts: 2, // at most one retry, and only when retryStale says so
+		DialTimeout:      dialStale, Transport: upstreamTransport{calls: calls},
+		MaxIdemponentCallAttempts: 2, // at most one retry, and only when upstreamTransport says so
 		RetryIfErr:                func(*fasthttp.Request, int, error) (bool, bool) { return false, true },
 	}
-	return &Upstream{base: strings.TrimRight(base, "/"), key: key, secret: redact.NewSecret(key), model: model, timeout: timeout, http: &http.Client{Transport: tr}, fast: fast}
+	return &Upstream{base: strings.TrimRight(base, "/"), key: key, secret: redact.NewSecret(key), model: model, timeout: timeout, http: &http.Client{Transport: tr}, fast: fast, calls: calls}
 }
 
 // maxAnswer bounds a non-streamed answer read into memory.
@@ -77,10 +79,19 @@ type answer struct {
 }
 
 // postFast sends a non-streaming request and reads the whole answer (at most maxAnswer bytes).
-func (u *Upstream) postFast(body []byte) (answer, error) {
+// While it waits, the connection of c's client is watched (after clientCheckDelay): when the
+// client is gone, the call is abandoned (errClientGone) and the upstream stops generating.
+func (u *Upstream) postFast(c *fiber.Ctx, body []byte) (answer, error) {
 	req, res := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseRequest(req)
 	defer fasthttp.ReleaseResponse(res)
+	if c != nil {
+		cl := &call{}
+		u.calls.Store(req, cl)
+		stop := watchClient(c, cl.abandon)
+		defer u.calls.Delete(req)
+		defer stop()
+	}
 	req.SetRequestURI(u.base + "/chat/completions")
 	req.Header.SetMethod(http.MethodPost)
 	req.Header.SetContentType("application/json")
@@ -93,7 +104,7 @@ func (u *Upstream) postFast(body []byte) (answer, error) {
 		if errors.Is(err, fasthttp.ErrBodyTooLarge) {
 			return answer{}, errAnswerTooLarge
 		}
-		return answer{}, err
+		return answer{}, err // errClientGone included
 	}
 	return answer{status: res.StatusCode(), contentType: string(res.Header.ContentType()),
 		retryAfter: string(res.Header.Peek(fiber.HeaderRetryAfter)), body: append([]byte(nil), res.Body()...)}, nil
@@ -170,8 +181,9 @@ type chatResponse struct {
 	} `json:"usage"`
 }
 
-// Generate runs one chat completion for a prompt.
-func (u *Upstream) Generate(ctx context.Context, in GenerateInput) (*Generation, error) {
+// Generate runs one chat completion for a prompt; c is the request's (its client is watched: see
+// postFast), or nil.
+func (u *Upstream) Generate(c *fiber.Ctx, in GenerateInput) (*Generation, error) {
 	model := in.Model
 	if model == "" {
 		model = u.model
@@ -191,9 +203,12 @@ func (u *Upstream) Generate(ctx context.Context, in GenerateInput) (*Generation,
 	}
 	req.Messages = append(req.Messages, message{Role: "user", Content: in.Prompt})
 	body, _ := json.Marshal(req)
-	a, err := u.postFast(body)
+	a, err := u.postFast(c, body)
 	if errors.Is(err, errAnswerTooLarge) {
 		return nil, upstreamError("the AI upstream's answer was too large", nil)
+	}
+	if errors.Is(err, errClientGone) {
+		return nil, upstreamError("the client left before the AI upstream answered", nil)
 	}
 	if err != nil {
 		return nil, upstreamError("the AI upstream did not answer", nil)
@@ -504,9 +519,7 @@ func (p *Passthrough) relayStream(c *fiber.Ctx, keyID int64, raw []byte, promptE
 	stopWatch()
 	if err != nil && left.Load() {
 		idle.Stop()
-		if p.log != nil {
-			p.log.Info("AI stream cancelled: the client left before the upstream answered", "keyId", keyID)
-		}
+		p.clientLeft(keyID)
 		return openAIError(c, http.StatusBadGateway, "server_error", "client_gone", "", "The client left before the AI upstream answered")
 	}
 	if err != nil {
@@ -712,12 +725,23 @@ func (r *idleReader) Read(b []byte) (int, error) {
 	return n, err
 }
 
+// clientLeft logs a call abandoned because its client left before the upstream answered.
+func (p *Passthrough) clientLeft(keyID int64) {
+	if p.log != nil {
+		p.log.Info("AI call cancelled: the client left before the upstream answered", "keyId", keyID)
+	}
+}
+
 // relayAnswer sends a non-streamed request with the pooled fasthttp client (no per-connection
 // goroutines, as for /api/ai/generate) and relays the answer.
 func (p *Passthrough) relayAnswer(c *fiber.Ctx, keyID int64, raw []byte) error {
-	a, err := p.upstream.postFast(raw)
+	a, err := p.upstream.postFast(c, raw)
 	if errors.Is(err, errAnswerTooLarge) {
 		return openAIError(c, http.StatusBadGateway, "server_error", "upstream_too_large", "", "The AI upstream's answer was too large")
+	}
+	if errors.Is(err, errClientGone) {
+		p.clientLeft(keyID)
+		return openAIError(c, http.StatusBadGateway, "server_error", "client_gone", "", "The client left before the AI upstream answered")
 	}
 	if err != nil {
 		return openAIError(c, http.StatusBadGateway, "server_error", "upstream_unavailable", "", "The AI upstream did not answer")

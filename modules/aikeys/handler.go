@@ -195,7 +195,7 @@ func (h *Handler) Register(api *httpx.API) {
 			if !h.upstream.Configured() {
 				return nil, httpx.Unavailable("No AI upstream is configured (Ai:BaseUrl)")
 			}
-			g, err := h.upstream.Generate(ctx, in.Body)
+			g, err := h.upstream.Generate(p.c, in.Body)
 			if err != nil {
 				if e := httpx.FromError(err); e.Status == http.StatusTooManyRequests && p.c != nil {
 					dropLimitHeaders(p.c) // the upstream's limit: its Retry-After alone

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"sync"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -14,7 +15,7 @@ import (
 // LiteLLM; Node's http server; llama.cpp's server): at 4 s our pools drop a connection before the
 // server does, with a second to spare, so a request is rarely sent on a connection the server is
 // closing. Below that an idle client dials more often; above it, every call after an idle gap
-// would land on a closed connection. Servers with shorter timeouts are covered by retryStale.
+// would land on a closed connection. Servers with shorter timeouts are covered by upstreamTransport's retry.
 const idleConnTimeout = 4 * time.Second
 
 // staleConn is an upstream connection that counts the answers it carried, so a request that fails
@@ -22,11 +23,11 @@ const idleConnTimeout = 4 * time.Second
 type staleConn struct {
 	net.Conn
 	local  staleAddr
-	served int // answers read whole on this connection (counted by retryStale)
+	served int // answers read whole on this connection (counted by upstreamTransport)
 }
 
 // staleAddr is the connection's local address, carrying the connection: fasthttp hands it to the
-// transport (Response.LocalAddr), which is how retryStale finds the connection a request used,
+// transport, which is how upstreamTransport finds the connection a request used,
 // with no per-request allocation.
 type staleAddr struct {
 	net.Addr
@@ -46,31 +47,137 @@ func dialStale(addr string, timeout time.Duration) (net.Conn, error) {
 	return c, nil
 }
 
-// retryStale is fasthttp's transport, telling the client to retry (once: see NewUpstream) a
-// request that failed on a reused connection before any answer byte came back: the server had
-// closed that idle connection, so it never saw the request or dropped it unread, and sending it
-// again on a fresh connection is safe. fasthttp never retries a POST by itself. A failure on a
-// fresh connection, a timeout, or an answer cut after its first byte is not retried (the upstream
-// may have generated it).
-type retryStale struct{}
+// upstreamTransport is fasthttp's transport for plain (non-streamed) upstream calls, rewritten on
+// fasthttp's exported connection API for two things its own cannot do:
+//
+//   - A call whose client left is abandoned: the handler registers the request in calls with the
+//     call that watches its client; when the client turns out gone, the call closes the connection
+//     the request waits on, which ends the wait at once, so the upstream stops generating for nobody
+//     (fasthttp's client has no cancellation). The answer is not read, so nothing is charged.
+//   - A request that failed on a reused connection before any answer byte came back is retried,
+//     once (see NewUpstream): the server had closed that idle connection, so it never saw the
+//     request or dropped it unread, and sending it again on a fresh connection is safe. fasthttp
+//     never retries a POST by itself. A failure on a fresh connection, a timeout, or an answer cut
+//     after its first byte is not retried (the upstream may have generated it).
+//
+// The deadline of a call is the client's ReadTimeout (Ai:TimeoutSeconds; WriteTimeout is the same),
+// from the moment the call starts, for writing the request and reading the answer together.
+type upstreamTransport struct{ calls *sync.Map } // *fasthttp.Request -> *call
 
-func (retryStale) RoundTrip(hc *fasthttp.HostClient, req *fasthttp.Request, res *fasthttp.Response) (bool, error) {
-	_, err := fasthttp.DefaultTransport.RoundTrip(hc, req, res)
-	a, ok := res.LocalAddr().(*staleAddr)
+func (t upstreamTransport) RoundTrip(hc *fasthttp.HostClient, req *fasthttp.Request, res *fasthttp.Response) (bool, error) {
+	var cl *call
+	if v, ok := t.calls.Load(req); ok {
+		cl = v.(*call)
+	}
+	sc, err := roundTrip(hc, req, res, cl)
 	if err == nil {
-		if ok {
-			a.c.served++
+		if sc != nil {
+			sc.served++
 		}
 		return false, nil
 	}
 	// fasthttp reports "not one answer byte" as io.EOF (a reset included); a failed write
 	// means nothing came back either.
 	var oe *net.OpError
-	if !ok || a.c.served == 0 || (err != io.EOF && !(errors.As(err, &oe) && oe.Op == "write")) {
+	if sc == nil || sc.served == 0 || (err != io.EOF && !(errors.As(err, &oe) && oe.Op == "write")) {
 		return false, err
 	}
 	// The server closed this idle connection, so it closed the ones idle longer too: with the
 	// LIFO pool every other idle connection is older. Drop them so the retry dials afresh.
 	hc.CloseIdleConnections()
 	return true, err
+}
+
+// roundTrip sends req on a pooled connection and reads the whole answer into res. It answers the
+// connection's staleConn (nil when it is not one) for the retry rule.
+func roundTrip(hc *fasthttp.HostClient, req *fasthttp.Request, res *fasthttp.Response, cl *call) (*staleConn, error) {
+	deadline := time.Now().Add(hc.ReadTimeout)
+	cc, err := hc.AcquireConn(hc.ReadTimeout, req.ConnectionClose())
+	if err != nil {
+		return nil, err
+	}
+	conn := cc.Conn()
+	res.ParseNetConn(conn)
+	var sc *staleConn
+	if a, ok := conn.LocalAddr().(*staleAddr); ok {
+		sc = a.c
+	}
+	if cl != nil && !cl.attach(conn) {
+		hc.CloseConn(cc)
+		return nil, errClientGone // not retried: sc is not handed back
+	}
+	fail := func(err error) (*staleConn, error) {
+		hc.CloseConn(cc)
+		if cl != nil && !cl.detach() {
+			return nil, errClientGone
+		}
+		if x, ok := err.(interface{ Timeout() bool }); ok && x.Timeout() {
+			err = fasthttp.ErrTimeout
+		}
+		return sc, err
+	}
+	if hc.ReadTimeout > 0 {
+		if err := conn.SetDeadline(deadline); err != nil {
+			return fail(err)
+		}
+	}
+	bw := hc.AcquireWriter(conn)
+	err = req.Write(bw)
+	if err == nil {
+		err = bw.Flush()
+	}
+	hc.ReleaseWriter(bw)
+	if err != nil {
+		return fail(err)
+	}
+	br := hc.AcquireReader(conn)
+	err = res.ReadLimitBody(br, hc.MaxResponseBodySize)
+	hc.ReleaseReader(br)
+	if err != nil {
+		return fail(err)
+	}
+	// An answer read whole is the answer, even if the client left meanwhile (it is charged: the
+	// upstream generated it); the connection is not pooled if it was closed under it.
+	if (cl != nil && !cl.detach()) || req.ConnectionClose() || res.ConnectionClose() {
+		hc.CloseConn(cc)
+	} else {
+		hc.ReleaseConn(cc)
+	}
+	return sc, nil
+}
+
+// errClientGone means the client of a call left, so the call was abandoned.
+var errClientGone = errors.New("the client left")
+
+// call is one plain upstream request, abandoned when its client leaves.
+type call struct {
+	mu   sync.Mutex
+	conn net.Conn // the connection the request is on, while it is
+	gone bool     // the client left
+}
+
+// abandon closes the connection the request is on (or will get): the client left.
+func (c *call) abandon() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.gone = true
+	if c.conn != nil {
+		_ = c.conn.Close()
+	}
+}
+
+// attach records the connection the request goes on; false when the client already left.
+func (c *call) attach(conn net.Conn) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.conn = conn
+	return !c.gone
+}
+
+// detach forgets the connection, so it can be pooled; false when abandon closed it.
+func (c *call) detach() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.conn = nil
+	return !c.gone
 }
