@@ -181,7 +181,9 @@ func (h *Handler) Register(api *httpx.API) {
 			"502 when the upstream fails (5xx, or a 4xx without a JSON error: a wrong `Ai:BaseUrl`), refuses the gateway's own `Ai:ApiKey` (401, 403), times out (`Ai:TimeoutSeconds` for the whole answer) or answers more than 16 MiB. " +
 			"Only a generation the upstream answered counts in the key's usage (requests and tokens), on this route and on the pass-through alike. " +
 			"Should the upstream write the gateway's own `Ai:ApiKey` anywhere in what is passed on (the text, a refusal's message), it is replaced by `[redacted]`. " +
-			"A request that meets a keep-alive connection the upstream closed while idle is sent again once, on a fresh connection.",
+			"A request that meets a keep-alive connection the upstream closed while idle is sent again once, on a fresh connection. " +
+			"A client that leaves while the upstream has not answered is noticed (its connection checked without reading, from 1 s into the wait): " +
+			"the upstream request is abandoned and not charged.",
 		Errors: []int{http.StatusBadRequest, http.StatusBadGateway, http.StatusServiceUnavailable},
 		Responses: map[string]*huma.Response{
 			"429": {Description: "Past `RateLimit:AiGenerate` for this key (with the `X-RateLimit-*` and `RateLimit` headers), or the upstream's own 429 " +
@@ -219,7 +221,7 @@ func (h *Handler) Register(api *httpx.API) {
 			"final usage chunk, which the gateway always requests (`stream_options.include_usage`) but relays only to a client that asked for it. " +
 			"While the upstream is silent, a stream carries an SSE comment (`: keep-alive`, ignored by SSE clients and SDKs) after every 5 s without a write; " +
 			"when it (or any event) cannot reach the client, the upstream request is cancelled at once; a client that leaves before the upstream's stream begins is noticed " +
-			"(its connection checked without reading, from 1 s into the wait) and the upstream request cancelled too. A non-streamed call is not cancelled when its client leaves. " +
+			"(its connection checked without reading, from 1 s into the wait) and the upstream request cancelled too. A non-streamed call is watched the same way while it waits: once its client is gone the upstream request is abandoned and not charged. " +
 			"A client that disconnects mid-stream is charged for what the upstream generated until then: the usage chunk's tokens if it came, else one completion token per content delta read. " +
 			"Only a 2xx answer counts in the key's usage: a refusal or failure (the upstream's 4xx and 5xx included) does not. " +
 			"A `stream: true` request the upstream answers with a 200 that is not `text/event-stream` is a 502 (`upstream_not_streaming`), not relayed; " +
