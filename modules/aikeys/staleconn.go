@@ -102,7 +102,13 @@ func roundTrip(hc *fasthttp.HostClient, req *fasthttp.Request, res *fasthttp.Res
 	if a, ok := conn.LocalAddr().(*staleAddr); ok {
 		sc = a.c
 	}
-	if cl != nil && !cl.attach(conn) {
+	// abandon closes the plain TCP connection under TLS, if any: closing a tls.Conn first
+	// writes close_notify, which would wait behind a request write the upstream does not read.
+	var raw net.Conn = conn
+	if sc != nil {
+		raw = sc
+	}
+	if cl != nil && !cl.attach(raw) {
 		hc.CloseConn(cc)
 		return nil, errClientGone // not retried: sc is not handed back
 	}
