@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+	"unicode"
 
 	"provisioner/platform/provision"
 	"provisioner/platform/redact"
@@ -166,7 +167,24 @@ func (c *Cell) Provision(ctx context.Context, idemKey string, in CellRequest) (C
 	if out.AccountID == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return CellAccount{}, &CellError{Status: status, Msg: "malformed answer: accountId and an http(s) url are required", Final: true}
 	}
+	if !printable(out.AccountID, MaxAccountID) || !printable(out.URL, MaxAccountURL) {
+		return CellAccount{}, &CellError{Status: status, Final: true, Msg: fmt.Sprintf("malformed answer: accountId (at most %d bytes) "+
+			"and url (at most %d bytes) must not hold control characters", MaxAccountID, MaxAccountURL)}
+	}
 	return out, nil
+}
+
+// MaxAccountID and MaxAccountURL bound the accountId and url of a cell's answer: they are stored,
+// shown to users and put in the deprovisioning call's path.
+const (
+	MaxAccountID  = 200
+	MaxAccountURL = 2048
+)
+
+// printable reports whether s is at most max bytes without control characters (NUL, newlines,
+// C1): nothing the database refuses (a NUL) or that would forge a log line or a header.
+func printable(s string, max int) bool {
+	return len(s) <= max && !strings.ContainsFunc(s, unicode.IsControl)
 }
 
 // Deprovision deletes an account; one that is already gone (404) is not an error.

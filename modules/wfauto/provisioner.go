@@ -164,7 +164,7 @@ func (p *Provisioner) Delete(ctx context.Context, req provision.DeleteRequest) (
 
 // GiveUp marks an account whose provisioning kept failing Failed, with its last error.
 func (p *Provisioner) GiveUp(ctx context.Context, tx bun.IDB, id int64, lastErr error) error {
-	_, err := tx.NewUpdate().Model((*Account)(nil)).Set("status = ?", StatusFailed).Set("error_message = ?", lastErr.Error()).
+	_, err := tx.NewUpdate().Model((*Account)(nil)).Set("status = ?", StatusFailed).Set("error_message = ?", provision.StoredError(lastErr)).
 		Set("updated_at = now()").Where("id = ?", id).Where("status = ?", StatusPending).Exec(ctx)
 	return err
 }

@@ -37,9 +37,11 @@ type cell struct {
 	keys     []string
 	bodies   []map[string]any
 	creates  int
-	calls    int    // authorised requests
-	mode     string // "", "500", "400", "garbage", "hang", "missing-url", "leak", "leak-html", "throttle"
-	hang     time.Duration
+	calls    int // authorised requests
+	// mode is "", "500", "400", "garbage", "hang", "missing-url", "leak", "leak-html", "throttle", or an
+	// answer with a bad accountId or url: "nul-id", "newline-id", "c1-url", "long-id", "long-url".
+	mode string
+	hang time.Duration
 	// throttle is the status (429, 503) and Retry-After of mode "throttle".
 	throttle struct {
 		status     int
@@ -128,6 +130,21 @@ func (c *cell) serve(w http.ResponseWriter, r *http.Request) {
 			_, _ = w.Write([]byte(`<html>oops</html>`))
 		case "missing-url":
 			_, _ = w.Write([]byte(`{"accountId":"` + id + `"}`))
+		case "nul-id": // an id PostgreSQL cannot store
+			w.WriteHeader(http.StatusCreated)
+			_, _ = w.Write([]byte(`{"accountId":"` + id + `\u0000x","url":"https://flows.example.test/` + id + `"}`))
+		case "newline-id":
+			w.WriteHeader(http.StatusCreated)
+			_, _ = w.Write([]byte(`{"accountId":"` + id + `\nlevel=ERROR","url":"https://flows.example.test/` + id + `"}`))
+		case "c1-url":
+			w.WriteHeader(http.StatusCreated)
+			_, _ = w.Write([]byte(`{"accountId":"` + id + `","url":"https://flows.example.test/` + id + `\u0085"}`))
+		case "long-id":
+			w.WriteHeader(http.StatusCreated)
+			_, _ = w.Write([]byte(`{"accountId":"` + id + strings.Repeat("x", 5000) + `","url":"https://flows.example.test/` + id + `"}`))
+		case "long-url":
+			w.WriteHeader(http.StatusCreated)
+			_, _ = w.Write([]byte(`{"accountId":"` + id + `","url":"https://flows.example.test/` + strings.Repeat("x", 5000) + `"}`))
 		default:
 			w.WriteHeader(http.StatusCreated)
 			_, _ = w.Write([]byte(`{"accountId":"` + id + `","url":"https://flows.example.test/` + id + `"}`))
@@ -649,5 +666,57 @@ func TestDeprovisionSkipsTheCellForAnAccountItNeverGot(t *testing.T) {
 		var status, lastError string
 		require.NoError(t, a.DB.QueryRow("SELECT status, last_error FROM wfauto_accounts WHERE id = ?", acc.ID).Scan(&status, &lastError))
 		assert.Equal(t, "Deprovisioned", status, "not left Deprovisioning against a cell that never got it (%s)", lastError)
+	})
+}
+
+// TestAnAnswerWithControlCharactersOrUnboundedIsMalformed: a cell answering 201 with a NUL (which
+// PostgreSQL cannot store), another control character, or an unbounded length in accountId or url
+// gets the same treatment as any malformed answer: final, the account Failed with the error, one
+// call to the cell. (A NUL made the finisher's transaction fail, so the attempt was never recorded
+// and the cell was posted to again at every poll, without backoff.) The stored account was due in
+// a minute, not at 0001-01-01.
+func TestAnAnswerWithControlCharactersOrUnboundedIsMalformed(t *testing.T) {
+	a, c := setup(t)
+	for _, mode := range []string{"nul-id", "newline-id", "c1-url", "long-id", "long-url"} {
+		t.Run(mode, func(t *testing.T) {
+			u := a.Register(t)
+			c.mu.Lock()
+			calls0 := c.calls
+			c.mu.Unlock()
+			before := time.Now()
+			c.set(mode)
+			r := a.Post("/api/me/wfauto/provision", u.Token, nil)
+			require.Equal(t, http.StatusBadGateway, r.Status, string(r.Raw))
+			var acc account
+			r.Decode(t, &acc)
+			assert.Equal(t, "Failed", acc.Status)
+			assert.Contains(t, acc.ErrorMessage, "malformed answer")
+			assert.Empty(t, r.Header.Get("Retry-After"), "nothing is retried")
+			a.Settle(3 * time.Second)
+			c.set("")
+			c.mu.Lock()
+			assert.Equal(t, calls0+1, c.calls, "one call to the cell: the answer is final")
+			c.mu.Unlock()
+			var status, external string
+			var attempts int
+			var next time.Time
+			require.NoError(t, a.DB.QueryRow("SELECT status, external_account_id, attempts, next_attempt_at FROM wfauto_accounts WHERE id = ?", acc.ID).
+				Scan(&status, &external, &attempts, &next))
+			assert.Equal(t, "Failed", status)
+			assert.Empty(t, external)
+			assert.Zero(t, attempts)
+			assert.True(t, next.After(before), "stored due in a minute, not %s", next)
+		})
+	}
+	t.Run("refused: next_attempt_at as stored", func(t *testing.T) {
+		u := a.Register(t)
+		before := time.Now()
+		c.set("400")
+		r := a.Post("/api/me/wfauto/provision", u.Token, nil)
+		c.set("")
+		require.Equal(t, http.StatusBadGateway, r.Status, string(r.Raw))
+		var next time.Time
+		require.NoError(t, a.DB.QueryRow("SELECT next_attempt_at FROM wfauto_accounts WHERE user_id = ?", u.ID).Scan(&next))
+		assert.True(t, next.After(before), "stored due in a minute, not %s", next)
 	})
 }
