@@ -27,6 +27,15 @@ type CellRequest struct {
 	Organization string `json:"organization"`
 }
 
+// JSON is the body as sent.
+func (r CellRequest) JSON() []byte {
+	raw, err := json.Marshal(r)
+	if err != nil { // strings and a number: cannot happen
+		panic(err)
+	}
+	return raw
+}
+
 // CellAccount is the cell's answer.
 type CellAccount struct {
 	AccountID string `json:"accountId"`
@@ -82,14 +91,10 @@ type answer struct {
 	body   []byte
 }
 
-func (c *Cell) call(ctx context.Context, method, path, idemKey string, body any) (answer, error) {
+func (c *Cell) call(ctx context.Context, method, path, idemKey string, body []byte) (answer, error) {
 	var r io.Reader
 	if body != nil {
-		raw, err := json.Marshal(body)
-		if err != nil {
-			return answer{}, err
-		}
-		r = bytes.NewReader(raw)
+		r = bytes.NewReader(body)
 	}
 	// A request for which no connection was ever obtained cannot have reached the cell (the
 	// transport may retry on a new connection one whose first connection broke: that one had one).
@@ -148,10 +153,11 @@ func (c *Cell) statusError(a answer) *CellError {
 // maxCellMessage bounds the cell's words kept in an error.
 const maxCellMessage = 200
 
-// Provision asks the cell for an account; the idempotency key makes a repeated call return the
-// same account rather than a second one.
-func (c *Cell) Provision(ctx context.Context, idemKey string, in CellRequest) (CellAccount, error) {
-	a, err := c.call(ctx, http.MethodPost, "/accounts", idemKey, in)
+// Provision asks the cell for an account with body (a CellRequest's JSON, sent as is); the
+// idempotency key makes a repeated call return the same account rather than a second one, as
+// long as it comes with the same body.
+func (c *Cell) Provision(ctx context.Context, idemKey string, body []byte) (CellAccount, error) {
+	a, err := c.call(ctx, http.MethodPost, "/accounts", idemKey, body)
 	if err != nil {
 		return CellAccount{}, err
 	}
