@@ -301,7 +301,7 @@ func (p *Provisioner) Delete(ctx context.Context, req provision.DeleteRequest) (
 // must not resolve, so the finisher deletes the record carrying its comment if there is one.
 // Revocations are never given up: they keep being retried at the capped backoff.
 func (p *Provisioner) GiveUp(ctx context.Context, tx bun.IDB, id int64, lastErr error) error {
-	res, err := tx.NewUpdate().Model((*Record)(nil)).Set("status = ?", StatusFailed).Set("error_message = ?", lastErr.Error()).
+	res, err := tx.NewUpdate().Model((*Record)(nil)).Set("status = ?", StatusFailed).Set("error_message = ?", provision.StoredError(lastErr)).
 		Set("updated_at = now()").Where("id = ?", id).Where("status = ?", StatusPending).Exec(ctx)
 	if err != nil {
 		return err

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+	"unicode"
 
 	"provisioner/platform/provision"
 	"provisioner/platform/redact"
@@ -24,6 +25,15 @@ type CellRequest struct {
 	Email        string `json:"email"`
 	FullName     string `json:"fullName"`
 	Organization string `json:"organization"`
+}
+
+// JSON is the body as sent.
+func (r CellRequest) JSON() []byte {
+	raw, err := json.Marshal(r)
+	if err != nil { // strings and a number: cannot happen
+		panic(err)
+	}
+	return raw
 }
 
 // CellAccount is the cell's answer.
@@ -81,14 +91,10 @@ type answer struct {
 	body   []byte
 }
 
-func (c *Cell) call(ctx context.Context, method, path, idemKey string, body any) (answer, error) {
+func (c *Cell) call(ctx context.Context, method, path, idemKey string, body []byte) (answer, error) {
 	var r io.Reader
 	if body != nil {
-		raw, err := json.Marshal(body)
-		if err != nil {
-			return answer{}, err
-		}
-		r = bytes.NewReader(raw)
+		r = bytes.NewReader(body)
 	}
 	// A request for which no connection was ever obtained cannot have reached the cell (the
 	// transport may retry on a new connection one whose first connection broke: that one had one).
@@ -147,10 +153,11 @@ func (c *Cell) statusError(a answer) *CellError {
 // maxCellMessage bounds the cell's words kept in an error.
 const maxCellMessage = 200
 
-// Provision asks the cell for an account; the idempotency key makes a repeated call return the
-// same account rather than a second one.
-func (c *Cell) Provision(ctx context.Context, idemKey string, in CellRequest) (CellAccount, error) {
-	a, err := c.call(ctx, http.MethodPost, "/accounts", idemKey, in)
+// Provision asks the cell for an account with body (a CellRequest's JSON, sent as is); the
+// idempotency key makes a repeated call return the same account rather than a second one, as
+// long as it comes with the same body.
+func (c *Cell) Provision(ctx context.Context, idemKey string, body []byte) (CellAccount, error) {
+	a, err := c.call(ctx, http.MethodPost, "/accounts", idemKey, body)
 	if err != nil {
 		return CellAccount{}, err
 	}
@@ -166,7 +173,24 @@ func (c *Cell) Provision(ctx context.Context, idemKey string, in CellRequest) (C
 	if out.AccountID == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return CellAccount{}, &CellError{Status: status, Msg: "malformed answer: accountId and an http(s) url are required", Final: true}
 	}
+	if !printable(out.AccountID, MaxAccountID) || !printable(out.URL, MaxAccountURL) {
+		return CellAccount{}, &CellError{Status: status, Final: true, Msg: fmt.Sprintf("malformed answer: accountId (at most %d bytes) "+
+			"and url (at most %d bytes) must not hold control characters", MaxAccountID, MaxAccountURL)}
+	}
 	return out, nil
+}
+
+// MaxAccountID and MaxAccountURL bound the accountId and url of a cell's answer: they are stored,
+// shown to users and put in the deprovisioning call's path.
+const (
+	MaxAccountID  = 200
+	MaxAccountURL = 2048
+)
+
+// printable reports whether s is at most max bytes without control characters (NUL, newlines,
+// C1): nothing the database refuses (a NUL) or that would forge a log line or a header.
+func printable(s string, max int) bool {
+	return len(s) <= max && !strings.ContainsFunc(s, unicode.IsControl)
 }
 
 // Deprovision deletes an account; one that is already gone (404) is not an error.

@@ -46,7 +46,8 @@ type wfAdminListInput struct {
 
 const provisionDoc = "The account is stored as Pending, then the cell receives `POST {WfautoProvisioning:BaseUrl}/accounts` " +
 	"with `Idempotency-Key: <account id>`. 201 with the Active account; 409 while one is Pending or Active; after Failed " +
-	"this tries again (same account, same Idempotency-Key); 502 when the cell failed, timed out, was rate limiting " +
+	"this tries again (same account, same Idempotency-Key and, while the cell may hold the account, the body first sent " +
+	"with it, whatever the user's details are now); 502 when the cell failed, timed out, was rate limiting " +
 	"(429) or answered garbage — `data` is the account as stored (Failed with the error, or Pending when it will be " +
 	"retried in the background; then `Retry-After` says when, never sooner than the cell's own `Retry-After`, honoured up to a day); " +
 	"503 when no cell is configured. A user deleted while the request is in flight is a 404 \"User not found\" (on " +

@@ -2,8 +2,10 @@ package wfauto
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
+	"net/http"
 
 	"github.com/uptrace/bun"
 
@@ -35,15 +37,31 @@ func (p *Provisioner) InFlight() map[string]provision.Verb {
 func idemKey(id int64) string { return fmt.Sprint(id) }
 
 // markSent commits, on a connection of its own (the row's transaction would roll it back with a
-// crash), that a create of account id may reach the cell. fresh reports that no earlier attempt
-// may have reached it.
-func (p *Provisioner) markSent(ctx context.Context, id int64) (fresh bool, err error) {
-	res, err := p.db.ExecContext(ctx, "INSERT INTO wfauto_cell_creates (account_id) VALUES (?) ON CONFLICT DO NOTHING", id)
+// crash), that a create of account id may reach the cell, with body, the request about to be
+// sent. fresh reports that no earlier attempt may have reached it. When one may have, the body of
+// the first is returned instead (the same Idempotency-Key must go with the same body); original
+// is false when that body is not known (a record from before bodies were kept): then body, built
+// from the owner's current details, is a guess.
+func (p *Provisioner) markSent(ctx context.Context, id int64, body []byte) (sent []byte, fresh, original bool, err error) {
+	res, err := p.db.ExecContext(ctx, "INSERT INTO wfauto_cell_creates (account_id, request) VALUES (?, ?) ON CONFLICT DO NOTHING", id, string(body))
 	if err != nil {
-		return false, fmt.Errorf("record the create of account %d: %w", id, err)
+		return nil, false, false, fmt.Errorf("record the create of account %d: %w", id, err)
 	}
 	n, err := res.RowsAffected()
-	return n == 1, err
+	if err != nil {
+		return nil, false, false, fmt.Errorf("record the create of account %d: %w", id, err)
+	}
+	if n == 1 {
+		return body, true, true, nil
+	}
+	var stored sql.NullString
+	if err := p.db.QueryRowContext(ctx, "SELECT request FROM wfauto_cell_creates WHERE account_id = ?", id).Scan(&stored); err != nil {
+		return nil, false, false, fmt.Errorf("read the create of account %d: %w", id, err)
+	}
+	if !stored.Valid {
+		return body, false, false, nil
+	}
+	return []byte(stored.String), false, true, nil
 }
 
 // unmarkSent records, within tx, that the cell holds nothing for account id.
@@ -54,42 +72,71 @@ func unmarkSent(ctx context.Context, tx bun.IDB, id int64) error {
 	return nil
 }
 
-// mayBeSent reports whether a create of account id may have reached the cell.
-func mayBeSent(ctx context.Context, tx bun.IDB, id int64) (bool, error) {
-	n, err := tx.NewSelect().Table("wfauto_cell_creates").Where("account_id = ?", id).Count(ctx)
-	if err != nil {
-		return false, fmt.Errorf("was account %d sent: %w", id, err)
+// sentRequest reports whether a create of account id may have reached the cell, and the body it
+// was sent with (nil when not known: a record from before bodies were kept).
+func sentRequest(ctx context.Context, tx bun.IDB, id int64) (sent bool, body []byte, err error) {
+	var stored sql.NullString
+	err = tx.QueryRowContext(ctx, "SELECT request FROM wfauto_cell_creates WHERE account_id = ?", id).Scan(&stored)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return false, nil, nil
+	case err != nil:
+		return false, nil, fmt.Errorf("was account %d sent: %w", id, err)
+	case stored.Valid:
+		return true, []byte(stored.String), nil
 	}
-	return n > 0, nil
+	return true, nil, nil
 }
 
-func (p *Provisioner) load(ctx context.Context, tx bun.IDB, id int64) (*Account, CellRequest, error) {
+// refusedOriginal reports whether err is the cell's 400 to the body first sent under an account's
+// Idempotency-Key: the cell, which must answer the same key and body with the same account, holds
+// none for it. Nothing else says so: a 409 (a request with the key in progress), a 422 (a body
+// that differs from the key's), a 401/403/404 (a misconfigured key or address), a malformed 2xx.
+func refusedOriginal(err error, original bool) bool {
+	var ce *CellError
+	return original && errors.As(err, &ce) && ce.Final && ce.Status == http.StatusBadRequest
+}
+
+func (p *Provisioner) load(ctx context.Context, tx bun.IDB, id int64) (*Account, error) {
 	a := new(Account)
 	if err := tx.NewSelect().Model(a).Where("id = ?", id).Scan(ctx); err != nil {
-		return nil, CellRequest{}, fmt.Errorf("load account %d: %w", id, err)
+		return nil, fmt.Errorf("load account %d: %w", id, err)
 	}
+	return a, nil
+}
+
+// current is the body a first create of a sends: its owner's details as they are now.
+func current(ctx context.Context, tx bun.IDB, a *Account) ([]byte, error) {
 	in := CellRequest{UserID: a.UserID}
 	if err := tx.NewSelect().Table("users").Column("email", "full_name", "organization").Where("id = ?", a.UserID).
 		Scan(ctx, &in.Email, &in.FullName, &in.Organization); err != nil {
-		return nil, CellRequest{}, fmt.Errorf("load owner of account %d: %w", id, err)
+		return nil, fmt.Errorf("load owner of account %d: %w", a.ID, err)
 	}
-	return a, in, nil
+	return in.JSON(), nil
 }
 
-// Create implements provision.Provisioner.
+// Create implements provision.Provisioner. A create that may follow one that reached the cell
+// sends that one's body again, whatever the owner's details are now: the Idempotency-Key must
+// come with the same body.
 func (p *Provisioner) Create(ctx context.Context, req provision.CreateRequest) (provision.CreateResponse, error) {
-	a, in, err := p.load(ctx, req.Tx, req.ResourceID)
+	a, err := p.load(ctx, req.Tx, req.ResourceID)
 	if err != nil {
 		return provision.CreateResponse{}, err
 	}
-	fresh, err := p.markSent(ctx, a.ID)
+	body, err := current(ctx, req.Tx, a)
+	if err != nil {
+		return provision.CreateResponse{}, err
+	}
+	body, fresh, original, err := p.markSent(ctx, a.ID, body)
 	if err != nil {
 		return provision.CreateResponse{}, err // nothing sent: retried
 	}
-	got, err := p.cell.Provision(ctx, idemKey(a.ID), in)
+	got, err := p.cell.Provision(ctx, idemKey(a.ID), body)
 	var ce *CellError
-	if errors.As(err, &ce) && fresh && ce.madeNothing() {
-		// Only this attempt could have reached the cell, and it made nothing there.
+	if errors.As(err, &ce) && ((fresh && ce.madeNothing()) || refusedOriginal(err, original)) {
+		// Only this attempt could have reached the cell and it made nothing there, or the cell
+		// refused the key's own body: it holds nothing for the key. A next create sends the
+		// owner's details as they are then.
 		if uerr := unmarkSent(ctx, req.Tx, a.ID); uerr != nil {
 			return provision.CreateResponse{}, uerr
 		}
@@ -119,31 +166,43 @@ func (p *Provisioner) Create(ctx context.Context, req provision.CreateRequest) (
 // Delete implements provision.Provisioner. An account never sent to the cell (its owner deleted
 // before the first attempt), or whose only attempt was refused or never left, is not at the cell:
 // the cell is not called. One whose outcome was never recorded may still exist there: re-posting
-// its Idempotency-Key returns it (the cell has no lookup), and it is deleted.
+// its Idempotency-Key, with the body first sent under it, returns it (the cell has no lookup), and
+// it is deleted. Only the cell's 400 to that body says nothing is there; any other refusal or a
+// malformed answer leaves the account Deprovisioning (an error: retried with backoff, logged,
+// shown as its errorMessage), since the account may be at the cell.
 func (p *Provisioner) Delete(ctx context.Context, req provision.DeleteRequest) (provision.DeleteResponse, error) {
-	a, in, err := p.load(ctx, req.Tx, req.ResourceID)
+	a, err := p.load(ctx, req.Tx, req.ResourceID)
 	if err != nil {
 		return provision.DeleteResponse{}, err
 	}
 	accountID := a.ExternalAccountID
-	sent := accountID != ""
+	sent, body := accountID != "", []byte(nil)
 	if !sent {
-		if sent, err = mayBeSent(ctx, req.Tx, a.ID); err != nil {
+		if sent, body, err = sentRequest(ctx, req.Tx, a.ID); err != nil {
 			return provision.DeleteResponse{}, err
 		}
 	}
 	if accountID == "" && sent {
 		// Never recorded (a crash, a timeout, or a Failed account whose attempts ran out after
 		// its create may have reached the cell): the Idempotency-Key tells us its id.
-		got, err := p.cell.Provision(ctx, idemKey(a.ID), in)
+		original := body != nil
+		if !original { // a record from before bodies were kept: the owner's details are a guess
+			if body, err = current(ctx, req.Tx, a); err != nil {
+				return provision.DeleteResponse{}, err
+			}
+		}
+		got, err := p.cell.Provision(ctx, idemKey(a.ID), body)
 		var ce *CellError
 		switch {
-		case errors.As(err, &ce) && ce.Final:
-			// The cell refuses it: nothing exists there.
-		case err != nil:
-			return provision.DeleteResponse{}, err
-		default:
+		case err == nil:
 			accountID = got.AccountID
+		case refusedOriginal(err, original):
+			// The cell refuses the key's own body: nothing exists there.
+		case errors.As(err, &ce) && ce.Final:
+			return provision.DeleteResponse{}, fmt.Errorf("account %d may be at the cell, which refused the re-post of its "+
+				"Idempotency-Key that would tell its id; kept Deprovisioning: %w", a.ID, err)
+		default:
+			return provision.DeleteResponse{}, err
 		}
 	}
 	if accountID != "" {
@@ -164,7 +223,7 @@ func (p *Provisioner) Delete(ctx context.Context, req provision.DeleteRequest) (
 
 // GiveUp marks an account whose provisioning kept failing Failed, with its last error.
 func (p *Provisioner) GiveUp(ctx context.Context, tx bun.IDB, id int64, lastErr error) error {
-	_, err := tx.NewUpdate().Model((*Account)(nil)).Set("status = ?", StatusFailed).Set("error_message = ?", lastErr.Error()).
+	_, err := tx.NewUpdate().Model((*Account)(nil)).Set("status = ?", StatusFailed).Set("error_message = ?", provision.StoredError(lastErr)).
 		Set("updated_at = now()").Where("id = ?", id).Where("status = ?", StatusPending).Exec(ctx)
 	return err
 }

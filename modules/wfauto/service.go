@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/uptrace/bun"
 
@@ -17,6 +18,10 @@ import (
 
 // Kind is the provisioner kind of workflow-automation accounts.
 const Kind provision.Kind = "wfauto"
+
+// requestGrace is how long the finisher leaves an account alone that a request stored (or set
+// Pending again) and drives itself.
+const requestGrace = time.Minute
 
 // Service manages accounts: local state first, then the cell.
 type Service struct {
@@ -44,7 +49,10 @@ func (s *Service) Provision(ctx context.Context, userID int64) (*Account, error)
 		err := tx.NewSelect().Model(cur).Where("user_id = ?", userID).Where("status <> ?", StatusDeprovisioned).For("UPDATE").Scan(ctx)
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
-			acc := &Account{UserID: userID, Status: StatusPending}
+			// The request drives the row itself; the finisher leaves it alone for a minute (it
+			// finishes it only if this request dies first). A zero time here was stored as
+			// 0001-01-01: due at once, ahead of every other row.
+			acc := &Account{UserID: userID, Status: StatusPending, NextAttemptAt: time.Now().Add(requestGrace)}
 			if _, err := tx.NewInsert().Model(acc).Returning("*").Exec(ctx); err != nil {
 				if db.IsUniqueViolation(err) {
 					return httpx.Conflict("A workflow-automation account is already being provisioned")
@@ -57,7 +65,7 @@ func (s *Service) Provision(ctx context.Context, userID int64) (*Account, error)
 		case cur.Status == StatusFailed:
 			// Try again with the same row, so the cell sees the same Idempotency-Key.
 			if _, err := tx.NewUpdate().Model(cur).Set("status = ?", StatusPending).Set("attempts = 0").Set("error_message = ''").
-				Set("last_error = ''").Set("next_attempt_at = now()").Set("updated_at = now()").WherePK().Exec(ctx); err != nil {
+				Set("last_error = ''").Set("next_attempt_at = ?", time.Now().Add(requestGrace)).Set("updated_at = now()").WherePK().Exec(ctx); err != nil {
 				return fmt.Errorf("retry account: %w", err)
 			}
 			id = cur.ID

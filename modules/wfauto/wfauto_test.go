@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -33,13 +34,19 @@ type cell struct {
 	*httptest.Server
 	mu       sync.Mutex
 	accounts map[string]string // idempotency key -> account id
-	deleted  []string
-	keys     []string
-	bodies   []map[string]any
-	creates  int
-	calls    int    // authorised requests
-	mode     string // "", "500", "400", "garbage", "hang", "missing-url", "leak", "leak-html", "throttle"
-	hang     time.Duration
+	// strict makes the cell fingerprint the body per Idempotency-Key, as the IETF Idempotency-Key
+	// draft does: a key sent again with another body is answered 422 idempotency_mismatch.
+	strict       bool
+	fingerprints map[string]string // idempotency key -> body of the request that made the account
+	deleted      []string
+	keys         []string
+	bodies       []map[string]any
+	creates      int
+	calls        int // authorised requests
+	// mode is "", "500", "400", "409", "garbage", "hang", "missing-url", "leak", "leak-html", "throttle", or an
+	// answer with a bad accountId or url: "nul-id", "newline-id", "c1-url", "long-id", "long-url".
+	mode string
+	hang time.Duration
 	// throttle is the status (429, 503) and Retry-After of mode "throttle".
 	throttle struct {
 		status     int
@@ -64,7 +71,7 @@ func (c *cell) held(key string) bool {
 }
 
 func newCell(t *testing.T) *cell {
-	c := &cell{accounts: map[string]string{}}
+	c := &cell{accounts: map[string]string{}, fingerprints: map[string]string{}}
 	c.Server = httptest.NewServer(http.HandlerFunc(c.serve))
 	t.Cleanup(c.Close)
 	return c
@@ -96,6 +103,10 @@ func (c *cell) serve(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(400)
 		_, _ = w.Write([]byte(`{"error":"bad_request","message":"organization not allowed"}`))
 		return
+	case "409":
+		w.WriteHeader(409)
+		_, _ = w.Write([]byte(`{"error":"conflict","message":"a request with this key is in progress"}`))
+		return
 	case "leak": // a careless cell quoting the key it was sent, and other secrets
 		w.WriteHeader(500)
 		_, _ = w.Write([]byte(`{"error":"internal","message":"upstream refused Authorization: Bearer ` + cellKey +
@@ -111,16 +122,24 @@ func (c *cell) serve(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case r.Method == http.MethodPost && r.URL.Path == "/accounts":
 		key := r.Header.Get("Idempotency-Key")
+		raw, _ := io.ReadAll(r.Body)
 		var body map[string]any
-		_ = json.NewDecoder(r.Body).Decode(&body)
+		_ = json.Unmarshal(raw, &body)
 		c.mu.Lock()
 		c.keys = append(c.keys, key)
 		c.bodies = append(c.bodies, body)
+		if fp, seen := c.fingerprints[key]; c.strict && seen && fp != string(raw) {
+			c.mu.Unlock()
+			w.WriteHeader(http.StatusUnprocessableEntity)
+			_, _ = w.Write([]byte(`{"error":"idempotency_mismatch","message":"this Idempotency-Key was used with another body"}`))
+			return
+		}
 		id, ok := c.accounts[key]
 		if !ok {
 			c.creates++
 			id = fmt.Sprintf("acc_%d", c.creates)
 			c.accounts[key] = id
+			c.fingerprints[key] = string(raw)
 		}
 		c.mu.Unlock()
 		switch mode {
@@ -128,6 +147,21 @@ func (c *cell) serve(w http.ResponseWriter, r *http.Request) {
 			_, _ = w.Write([]byte(`<html>oops</html>`))
 		case "missing-url":
 			_, _ = w.Write([]byte(`{"accountId":"` + id + `"}`))
+		case "nul-id": // an id PostgreSQL cannot store
+			w.WriteHeader(http.StatusCreated)
+			_, _ = w.Write([]byte(`{"accountId":"` + id + `\u0000x","url":"https://flows.example.test/` + id + `"}`))
+		case "newline-id":
+			w.WriteHeader(http.StatusCreated)
+			_, _ = w.Write([]byte(`{"accountId":"` + id + `\nlevel=ERROR","url":"https://flows.example.test/` + id + `"}`))
+		case "c1-url":
+			w.WriteHeader(http.StatusCreated)
+			_, _ = w.Write([]byte(`{"accountId":"` + id + `","url":"https://flows.example.test/` + id + `\u0085"}`))
+		case "long-id":
+			w.WriteHeader(http.StatusCreated)
+			_, _ = w.Write([]byte(`{"accountId":"` + id + strings.Repeat("x", 5000) + `","url":"https://flows.example.test/` + id + `"}`))
+		case "long-url":
+			w.WriteHeader(http.StatusCreated)
+			_, _ = w.Write([]byte(`{"accountId":"` + id + `","url":"https://flows.example.test/` + strings.Repeat("x", 5000) + `"}`))
 		default:
 			w.WriteHeader(http.StatusCreated)
 			_, _ = w.Write([]byte(`{"accountId":"` + id + `","url":"https://flows.example.test/` + id + `"}`))
@@ -650,4 +684,238 @@ func TestDeprovisionSkipsTheCellForAnAccountItNeverGot(t *testing.T) {
 		require.NoError(t, a.DB.QueryRow("SELECT status, last_error FROM wfauto_accounts WHERE id = ?", acc.ID).Scan(&status, &lastError))
 		assert.Equal(t, "Deprovisioned", status, "not left Deprovisioning against a cell that never got it (%s)", lastError)
 	})
+}
+
+// TestAnAnswerWithControlCharactersOrUnboundedIsMalformed: a cell answering 201 with a NUL (which
+// PostgreSQL cannot store), another control character, or an unbounded length in accountId or url
+// gets the same treatment as any malformed answer: final, the account Failed with the error, one
+// call to the cell. (A NUL made the finisher's transaction fail, so the attempt was never recorded
+// and the cell was posted to again at every poll, without backoff.) The stored account was due in
+// a minute, not at 0001-01-01.
+func TestAnAnswerWithControlCharactersOrUnboundedIsMalformed(t *testing.T) {
+	a, c := setup(t)
+	for _, mode := range []string{"nul-id", "newline-id", "c1-url", "long-id", "long-url"} {
+		t.Run(mode, func(t *testing.T) {
+			u := a.Register(t)
+			c.mu.Lock()
+			calls0 := c.calls
+			c.mu.Unlock()
+			before := time.Now()
+			c.set(mode)
+			r := a.Post("/api/me/wfauto/provision", u.Token, nil)
+			require.Equal(t, http.StatusBadGateway, r.Status, string(r.Raw))
+			var acc account
+			r.Decode(t, &acc)
+			assert.Equal(t, "Failed", acc.Status)
+			assert.Contains(t, acc.ErrorMessage, "malformed answer")
+			assert.Empty(t, r.Header.Get("Retry-After"), "nothing is retried")
+			a.Settle(3 * time.Second)
+			c.set("")
+			c.mu.Lock()
+			assert.Equal(t, calls0+1, c.calls, "one call to the cell: the answer is final")
+			c.mu.Unlock()
+			var status, external string
+			var attempts int
+			var next time.Time
+			require.NoError(t, a.DB.QueryRow("SELECT status, external_account_id, attempts, next_attempt_at FROM wfauto_accounts WHERE id = ?", acc.ID).
+				Scan(&status, &external, &attempts, &next))
+			assert.Equal(t, "Failed", status)
+			assert.Empty(t, external)
+			assert.Zero(t, attempts)
+			assert.True(t, next.After(before), "stored due in a minute, not %s", next)
+		})
+	}
+	t.Run("refused: next_attempt_at as stored", func(t *testing.T) {
+		u := a.Register(t)
+		before := time.Now()
+		c.set("400")
+		r := a.Post("/api/me/wfauto/provision", u.Token, nil)
+		c.set("")
+		require.Equal(t, http.StatusBadGateway, r.Status, string(r.Raw))
+		var next time.Time
+		require.NoError(t, a.DB.QueryRow("SELECT next_attempt_at FROM wfauto_accounts WHERE user_id = ?", u.ID).Scan(&next))
+		assert.True(t, next.After(before), "stored due in a minute, not %s", next)
+	})
+}
+
+// strictApp is an app against a strict cell (bodies fingerprinted per Idempotency-Key) whose
+// calls time out after 1 s, with Finisher:MaxAttempts attempts.
+func strictApp(t *testing.T, maxAttempts int) (*apptest.App, *cell) {
+	c := newCell(t)
+	c.strict = true
+	a := apptest.Start(t, apptest.With(map[string]any{"WfautoProvisioning:BaseUrl": c.URL, "WfautoProvisioning:ApiKey": cellKey,
+		"WfautoProvisioning:TimeoutSeconds": 1, "RateLimit:Register": "1000-M", "Finisher:MaxAttempts": maxAttempts}))
+	t.Cleanup(func() { _, _ = a.DB.Exec("UPDATE wfauto_accounts SET status = 'Failed' WHERE status = 'Pending'") })
+	return a, c
+}
+
+// timedOut provisions u's account against a cell that makes it but answers too late.
+func timedOut(t *testing.T, a *apptest.App, c *cell, u apptest.User) account {
+	t.Helper()
+	c.hang = 1500 * time.Millisecond
+	c.set("hang")
+	r := a.Post("/api/me/wfauto/provision", u.Token, nil)
+	c.set("")
+	require.Equal(t, http.StatusBadGateway, r.Status, string(r.Raw))
+	var acc account
+	r.Decode(t, &acc)
+	time.Sleep(600 * time.Millisecond) // the hung handler finishes on the cell's side
+	require.True(t, c.held(fmt.Sprint(acc.ID)), "the cell holds the account")
+	return acc
+}
+
+// rename changes u's full name, as an admin can at any time.
+func rename(t *testing.T, a *apptest.App, admin string, u apptest.User) {
+	t.Helper()
+	r := a.Do(apptest.Request{Method: http.MethodPut, Path: fmt.Sprintf("/api/users/%d", u.ID), Token: admin,
+		Body: map[string]any{"fullName": "X Renamed"}})
+	require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
+}
+
+// sentNames are the fullName of every POST the cell got for Idempotency-Key key.
+func sentNames(c *cell, key string) []any {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []any
+	for i, k := range c.keys {
+		if k == key {
+			out = append(out, c.bodies[i]["fullName"])
+		}
+	}
+	return out
+}
+
+// TestARetryAfterARenameSendsTheBodyFirstSent: a create that timed out (the cell made the account)
+// is retried after the owner was renamed. The retry sends the body first sent under the
+// Idempotency-Key, so a strict cell returns the account instead of answering 422 (which made it
+// Failed, with the account left at the cell).
+func TestARetryAfterARenameSendsTheBodyFirstSent(t *testing.T) {
+	a, c := strictApp(t, 8)
+	admin := a.AdminToken(t)
+	u := a.Register(t)
+	acc := timedOut(t, a, c, u)
+	require.Equal(t, "Pending", acc.Status)
+	rename(t, a, admin, u)
+
+	_, err := a.DB.Exec("UPDATE wfauto_accounts SET next_attempt_at = now() WHERE id = ?", acc.ID)
+	require.NoError(t, err)
+	a.Settle(5 * time.Second)
+	var list []account
+	a.Get("/api/me/wfauto", u.Token).Decode(t, &list)
+	require.Len(t, list, 1)
+	assert.Equal(t, "Active", list[0].Status, list[0].ErrorMessage)
+	assert.Equal(t, "acc_1", list[0].ExternalAccountID)
+	assert.Equal(t, []any{"Test User", "Test User"}, sentNames(c, fmt.Sprint(acc.ID)), "the same key went with the same body")
+}
+
+// TestDeletingARenamedUserDeprovisionsTheAccountAtTheCell: the account's create reached the cell
+// but timed out and attempts ran out (Failed); the owner was then renamed and deleted. The re-post
+// that learns the account's id sends the body first sent, so a strict cell returns the account and
+// it is deleted there. (The re-post sent the current name; the cell's 422 was taken for "nothing
+// there" and the account was Deprovisioned with the account left at the cell.)
+func TestDeletingARenamedUserDeprovisionsTheAccountAtTheCell(t *testing.T) {
+	a, c := strictApp(t, 1)
+	admin := a.AdminToken(t)
+	u := a.Register(t)
+	acc := timedOut(t, a, c, u)
+	require.Equal(t, "Failed", acc.Status, "attempts ran out (Finisher:MaxAttempts 1)")
+	rename(t, a, admin, u)
+
+	r := a.Do(apptest.Request{Method: "DELETE", Path: fmt.Sprintf("/api/users/%d", u.ID), Token: admin})
+	require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
+	a.Settle(5 * time.Second)
+	var status string
+	require.NoError(t, a.DB.QueryRow("SELECT status FROM wfauto_accounts WHERE id = ?", acc.ID).Scan(&status))
+	assert.Equal(t, "Deprovisioned", status)
+	assert.False(t, c.held(fmt.Sprint(acc.ID)), "deleted at the cell")
+	assert.Equal(t, []any{"Test User", "Test User"}, sentNames(c, fmt.Sprint(acc.ID)))
+	c.mu.Lock()
+	assert.Equal(t, 1, c.creates)
+	c.mu.Unlock()
+}
+
+// TestDeprovisioningWaitsForADefiniteAnswer: a Failed account whose create may have reached the
+// cell (a 5xx) is deleted with its owner. Only the cell's 400 to the body first sent says nothing
+// is there. A 409, or a malformed 2xx, leaves it Deprovisioning, its error shown to an admin and
+// retried; once the cell answers, the account it holds is deleted there.
+func TestDeprovisioningWaitsForADefiniteAnswer(t *testing.T) {
+	a, c := strictApp(t, 1)
+	admin := a.AdminToken(t)
+	deleteOwner := func(t *testing.T, mode string) (account, apptest.User) {
+		u := a.Register(t)
+		c.set("500")
+		r := a.Post("/api/me/wfauto/provision", u.Token, nil)
+		require.Equal(t, http.StatusBadGateway, r.Status, string(r.Raw))
+		var acc account
+		r.Decode(t, &acc)
+		require.Equal(t, "Failed", acc.Status)
+		c.set(mode)
+		r = a.Do(apptest.Request{Method: "DELETE", Path: fmt.Sprintf("/api/users/%d", u.ID), Token: admin})
+		require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
+		a.Settle(5 * time.Second)
+		return acc, u
+	}
+	deletes := func() int { c.mu.Lock(); defer c.mu.Unlock(); return len(c.deleted) }
+
+	t.Run("400 to the body first sent", func(t *testing.T) {
+		acc, _ := deleteOwner(t, "400")
+		c.set("")
+		var status string
+		require.NoError(t, a.DB.QueryRow("SELECT status FROM wfauto_accounts WHERE id = ?", acc.ID).Scan(&status))
+		assert.Equal(t, "Deprovisioned", status)
+		assert.False(t, c.held(fmt.Sprint(acc.ID)))
+	})
+	t.Run("409, then a malformed answer, then the account", func(t *testing.T) {
+		deleted0 := deletes()
+		acc, _ := deleteOwner(t, "409")
+		var got account
+		r := a.Get(fmt.Sprintf("/api/wfauto/accounts/%d", acc.ID), admin)
+		r.Decode(t, &got)
+		assert.Equal(t, "Deprovisioning", got.Status, "a 409 does not say the cell holds nothing")
+		assert.Contains(t, got.ErrorMessage, "409")
+		assert.Contains(t, got.ErrorMessage, "may be at the cell")
+		assert.Equal(t, deleted0, deletes(), "nothing deleted yet")
+
+		c.set("garbage") // the cell makes the account, its answer is garbage
+		r = a.Post(fmt.Sprintf("/api/wfauto/accounts/%d/retry", acc.ID), admin, nil)
+		require.Equal(t, http.StatusBadGateway, r.Status, string(r.Raw))
+		r.Decode(t, &got)
+		assert.Equal(t, "Deprovisioning", got.Status, "a malformed answer does not say the cell holds nothing")
+		assert.Contains(t, got.ErrorMessage, "malformed")
+		assert.NotEmpty(t, r.Header.Get("Retry-After"))
+		require.True(t, c.held(fmt.Sprint(acc.ID)))
+
+		c.set("")
+		r = a.Post(fmt.Sprintf("/api/wfauto/accounts/%d/retry", acc.ID), admin, nil)
+		require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
+		r.Decode(t, &got)
+		assert.Equal(t, "Deprovisioned", got.Status)
+		assert.False(t, c.held(fmt.Sprint(acc.ID)), "deleted at the cell")
+	})
+}
+
+// TestARefusedBodyIsNotPinned: a create that may have reached the cell (a 5xx) and whose retry
+// the cell then refused with a 400 holds nothing at the cell; the account, provisioned again after
+// its owner's details were fixed, sends them as they are now (only a body the cell may hold an
+// account for is sent again).
+func TestARefusedBodyIsNotPinned(t *testing.T) {
+	a, c := strictApp(t, 8)
+	admin := a.AdminToken(t)
+	u := a.Register(t)
+	c.set("500")
+	r := a.Post("/api/me/wfauto/provision", u.Token, nil)
+	require.Equal(t, http.StatusBadGateway, r.Status, string(r.Raw))
+	var acc account
+	r.Decode(t, &acc)
+	require.Equal(t, "Pending", acc.Status)
+	c.set("400")
+	r = a.Post(fmt.Sprintf("/api/wfauto/accounts/%d/retry", acc.ID), admin, nil)
+	require.Equal(t, http.StatusBadGateway, r.Status, string(r.Raw))
+	r.Decode(t, &acc)
+	require.Equal(t, "Failed", acc.Status)
+	c.set("")
+	rename(t, a, admin, u)
+	r = a.Post("/api/me/wfauto/provision", u.Token, nil)
+	require.Equal(t, http.StatusCreated, r.Status, string(r.Raw))
+	assert.Equal(t, []any{"X Renamed"}, sentNames(c, fmt.Sprint(acc.ID)), "the owner's current details, not the refused body")
 }

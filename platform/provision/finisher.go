@@ -294,48 +294,112 @@ func (f *Finisher) claimAndDrive(ctx context.Context, kind Kind, q Queue, id int
 		onClaim(true)
 	}
 
-	var verbErr error
-	switch inflight[row.Status] {
+	// The provisioner works after a savepoint. A statement of its that fails (a value PostgreSQL
+	// refuses, a constraint) aborts the transaction; rolling back to the savepoint undoes what the
+	// attempt wrote and lets its failure still be recorded under the row's lock. Recorded in the
+	// aborted transaction, the failure was lost with everything else: the row stayed due with
+	// attempts 0, and every poll tried it again at once, with no backoff and no give-up.
+	if _, err := tx.ExecContext(ctx, "SAVEPOINT "+attemptSavepoint); err != nil {
+		return true, fmt.Errorf("savepoint before %s %d: %w", kind, row.ID, err)
+	}
+	verbErr := f.verb(ctx, kind, p, inflight[row.Status], row, tx)
+	if verbErr != nil && ctx.Err() != nil {
+		return true, verbErr // shutting down: the rollback leaves the row as it was
+	}
+	// RELEASE fails in a transaction a statement aborted (25P02), whether or not the provisioner
+	// reported that statement's error.
+	undone := false
+	if _, err := tx.ExecContext(ctx, "RELEASE SAVEPOINT "+attemptSavepoint); err != nil {
+		if ctx.Err() != nil {
+			return true, err
+		}
+		if _, rerr := tx.ExecContext(ctx, "ROLLBACK TO SAVEPOINT "+attemptSavepoint); rerr != nil {
+			f.o.Logger.Error("finisher could not record a failed attempt", "kind", string(kind), "id", row.ID,
+				"attempt", row.Attempts+1, "error", rerr.Error())
+			return true, fmt.Errorf("roll back the attempt of %s %d: %w", kind, row.ID, rerr)
+		}
+		undone = true
+		if verbErr == nil {
+			verbErr = fmt.Errorf("%s %d: a statement of the attempt failed and its transaction was aborted (%v)", kind, row.ID, err)
+		}
+	}
+	if verbErr != nil {
+		attempts := row.Attempts + 1
+		f.o.Logger.Warn("provisioning attempt failed", "kind", string(kind), "id", row.ID,
+			"attempt", attempts, "undone", undone, "error", StoredError(verbErr))
+		if err := f.recordFailure(ctx, tx, kind, p, q, row.ID, attempts, verbErr); err != nil {
+			f.o.Logger.Error("finisher could not record a failed attempt", "kind", string(kind), "id", row.ID,
+				"attempt", attempts, "error", err.Error())
+			return true, err
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		f.o.Logger.Error("finisher could not commit an attempt", "kind", string(kind), "id", row.ID, "error", err.Error())
+		return true, fmt.Errorf("commit %s %d: %w", kind, row.ID, err)
+	}
+	return true, verbErr
+}
+
+// attemptSavepoint and giveUpSavepoint fence the provisioner's work inside a row's transaction.
+const (
+	attemptSavepoint = "provision_attempt"
+	giveUpSavepoint  = "provision_give_up"
+)
+
+// verb calls the provisioner's verb for row.
+func (f *Finisher) verb(ctx context.Context, kind Kind, p Provisioner, v Verb, row claimed, tx bun.Tx) error {
+	switch v {
 	case VerbCreate:
-		_, verbErr = p.Create(ctx, CreateRequest{ResourceID: row.ID, Attempt: row.Attempts, Tx: tx})
+		_, err := p.Create(ctx, CreateRequest{ResourceID: row.ID, Attempt: row.Attempts, Tx: tx})
+		return err
 	case VerbDelete:
-		_, verbErr = p.Delete(ctx, DeleteRequest{ResourceID: row.ID, Attempt: row.Attempts, Tx: tx})
+		_, err := p.Delete(ctx, DeleteRequest{ResourceID: row.ID, Attempt: row.Attempts, Tx: tx})
+		return err
 	case VerbSuspend, VerbResume:
 		s, ok := p.(Suspender)
 		switch {
 		case !ok:
-			verbErr = fmt.Errorf("%s cannot be suspended or resumed", kind)
-		case inflight[row.Status] == VerbSuspend:
-			verbErr = s.Suspend(ctx, SuspendRequest{ResourceID: row.ID, Tx: tx})
+			return fmt.Errorf("%s cannot be suspended or resumed", kind)
+		case v == VerbSuspend:
+			return s.Suspend(ctx, SuspendRequest{ResourceID: row.ID, Tx: tx})
 		default:
-			verbErr = s.Resume(ctx, ResumeRequest{ResourceID: row.ID, Tx: tx})
+			return s.Resume(ctx, ResumeRequest{ResourceID: row.ID, Tx: tx})
 		}
 	}
-	if verbErr != nil {
-		if ctx.Err() != nil {
-			return true, verbErr // shutting down: the rollback leaves the row as it was
-		}
-		attempts := row.Attempts + 1
-		next := time.Now().Add(f.delay(attempts, verbErr))
-		if _, err := tx.NewUpdate().Table(q.Table()).
-			Set("attempts = ?", attempts).
-			Set("next_attempt_at = ?", next).
-			Set("last_error = ?", StoredError(verbErr)).
-			Where("id = ?", row.ID).Exec(ctx); err != nil {
-			return true, fmt.Errorf("record attempt of %s %d: %w", kind, row.ID, err)
-		}
-		if g, ok := p.(GiveUpper); ok && attempts >= f.o.MaxAttempts {
-			if err := g.GiveUp(ctx, tx, row.ID, verbErr); err != nil {
-				return true, fmt.Errorf("give up %s %d: %w", kind, row.ID, err)
-			}
-		}
-		f.o.Logger.Warn("provisioning attempt failed", "kind", string(kind), "id", row.ID,
-			"attempt", attempts, "error", verbErr.Error())
+	return nil
+}
+
+// recordFailure counts a failed attempt of row id and schedules the next one; when the attempts
+// have run out it gives the row up. A give-up that fails is undone on its own (it is tried again
+// after the next failed attempt): the attempt stays recorded, so backoff still applies.
+func (f *Finisher) recordFailure(ctx context.Context, tx bun.Tx, kind Kind, p Provisioner, q Queue, id int64, attempts int, verbErr error) error {
+	next := time.Now().Add(f.delay(attempts, verbErr))
+	if _, err := tx.NewUpdate().Table(q.Table()).
+		Set("attempts = ?", attempts).
+		Set("next_attempt_at = ?", next).
+		Set("last_error = ?", StoredError(verbErr)).
+		Where("id = ?", id).Exec(ctx); err != nil {
+		return fmt.Errorf("record attempt of %s %d: %w", kind, id, err)
 	}
-	if err := tx.Commit(); err != nil {
-		return true, fmt.Errorf("commit %s %d: %w", kind, row.ID, err)
+	g, ok := p.(GiveUpper)
+	if !ok || attempts < f.o.MaxAttempts {
+		return nil
 	}
-	return true, verbErr
+	if _, err := tx.ExecContext(ctx, "SAVEPOINT "+giveUpSavepoint); err != nil {
+		return fmt.Errorf("savepoint before giving up %s %d: %w", kind, id, err)
+	}
+	if gerr := g.GiveUp(ctx, tx, id, verbErr); gerr != nil {
+		if _, err := tx.ExecContext(ctx, "ROLLBACK TO SAVEPOINT "+giveUpSavepoint); err != nil {
+			return fmt.Errorf("give up %s %d: %w (then: %w)", kind, id, gerr, err)
+		}
+		f.o.Logger.Error("finisher could not give a row up; tried again after its next attempt", "kind", string(kind),
+			"id", id, "attempt", attempts, "error", gerr.Error())
+		return nil
+	}
+	if _, err := tx.ExecContext(ctx, "RELEASE SAVEPOINT "+giveUpSavepoint); err != nil {
+		return fmt.Errorf("give up %s %d: %w", kind, id, err)
+	}
+	return nil
 }
 
 // delay is the wait before the next attempt: the backoff, or the provider's Retry-After (capped
@@ -364,10 +428,11 @@ func Backoff(attempt int, max time.Duration) time.Duration {
 // MaxStoredError is how much of an attempt's error the finisher keeps (last_error).
 const MaxStoredError = 2000
 
-// StoredError is err's text as the finisher stores it: valid UTF-8, at most MaxStoredError bytes
-// (a give-up hook that logs or audits the error uses it too).
+// StoredError is err's text as the finisher stores it: valid UTF-8 without NUL (PostgreSQL's text
+// cannot hold one: the record of the attempt would fail), at most MaxStoredError bytes (a give-up
+// hook that stores, logs or audits the error uses it too).
 func StoredError(err error) string {
-	s := strings.ToValidUTF8(err.Error(), "?")
+	s := strings.ReplaceAll(strings.ToValidUTF8(err.Error(), "?"), "\x00", "")
 	if len(s) <= MaxStoredError {
 		return s
 	}

@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -303,4 +305,139 @@ func TestFinisherPrunesInSmallBatches(t *testing.T) {
 	f.RunOnce(context.Background())
 	assert.EqualValues(t, 3, q.calls.Load(), "a partial batch waits for PruneInterval")
 	assert.Equal(t, map[string]int{"Active": 1, "Done": 3}, statuses(t, db, p.table))
+}
+
+// aborting is a things queue whose Create records the resource, then stores a value with a NUL
+// (as a cell's answer may hold), a statement PostgreSQL refuses, which aborts the row's
+// transaction; swallow
+// makes it ignore that error and report success.
+type aborting struct {
+	*things
+	swallow bool
+}
+
+func (p *aborting) Create(ctx context.Context, req provision.CreateRequest) (provision.CreateResponse, error) {
+	p.mu.Lock()
+	p.created[req.ResourceID]++
+	p.mu.Unlock()
+	if _, err := req.Tx.NewUpdate().Table(p.table).Set("status = 'Active'").Where("id = ?", req.ResourceID).Exec(ctx); err != nil {
+		return provision.CreateResponse{}, err
+	}
+	_, err := req.Tx.NewUpdate().Table(p.table).Set("last_error = ?", "acc\x00x").Where("id = ?", req.ResourceID).Exec(ctx)
+	if p.swallow {
+		return provision.CreateResponse{ExternalID: "acc"}, nil
+	}
+	return provision.CreateResponse{}, err
+}
+
+// syncBuffer is a log sink safe for the finisher's workers.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+func (b *syncBuffer) String() string { b.mu.Lock(); defer b.mu.Unlock(); return b.b.String() }
+
+// TestAStatementErrorInTheAttemptIsRecordedWithBackoff: a provisioner's statement that fails
+// inside the row's transaction (aborting it) still counts as a failed attempt, on the request
+// path (Drive) and in the background alike: attempts, next_attempt_at and last_error are recorded,
+// what the attempt wrote is undone, the row waits for its backoff, the failure is logged, and the
+// row is given up after MaxAttempts. The same when the provisioner swallows the statement's error.
+func TestAStatementErrorInTheAttemptIsRecordedWithBackoff(t *testing.T) {
+	for _, swallow := range []bool{false, true} {
+		t.Run(fmt.Sprintf("swallowed=%v", swallow), func(t *testing.T) {
+			db, base := setup(t)
+			p := &aborting{things: base, swallow: swallow}
+			ids := insert(t, db, p.table, "Pending", 1)
+			logs := &syncBuffer{}
+			f, err := provision.NewFinisher(db, []provision.Provisioner{p}, provision.FinisherOptions{MaxAttempts: 3,
+				Logger: slog.New(slog.NewTextHandler(logs, nil))})
+			require.NoError(t, err)
+
+			before := time.Now()
+			require.Error(t, f.Drive(context.Background(), p.Kind(), ids[0]), "the request path's attempt failed")
+			var row struct {
+				Attempts int       `bun:"attempts"`
+				Next     time.Time `bun:"next_attempt_at"`
+				LastErr  string    `bun:"last_error"`
+				Status   string    `bun:"status"`
+			}
+			read := func() {
+				require.NoError(t, db.NewSelect().Table(p.table).Column("attempts", "next_attempt_at", "last_error", "status").
+					Where("id = ?", ids[0]).Scan(context.Background(), &row))
+			}
+			read()
+			assert.Equal(t, 1, row.Attempts, "the failed attempt is counted")
+			assert.Equal(t, "Pending", row.Status, "what the attempt wrote is undone")
+			assert.True(t, row.Next.After(before), "the next attempt waits for the backoff (next_attempt_at %s)", row.Next)
+			assert.NotEmpty(t, row.LastErr)
+			if !swallow {
+				assert.Contains(t, row.LastErr, "SQLSTATE", "the statement's error")
+			}
+			assert.Contains(t, logs.String(), "provisioning attempt failed")
+			assert.Equal(t, 0, f.RunOnce(context.Background()), "not due again before its backoff")
+
+			for i := 0; i < 2; i++ {
+				_, err := db.Exec(`UPDATE `+p.table+` SET next_attempt_at = now() WHERE id = ?`, ids[0])
+				require.NoError(t, err)
+				assert.Equal(t, 1, f.RunOnce(context.Background()))
+			}
+			read()
+			assert.Equal(t, 3, row.Attempts)
+			assert.Equal(t, "Failed", row.Status, "given up after MaxAttempts")
+			assert.Equal(t, 3, p.created[ids[0]], "one call per attempt, none in between")
+		})
+	}
+}
+
+// nulErr is a provider error quoting a NUL.
+type nulErr struct{}
+
+func (nulErr) Error() string { return "provider said acc\x00x" }
+
+// TestAnErrorWithANulIsRecorded: an attempt's error whose text holds a NUL (which PostgreSQL's
+// text cannot store) is recorded without it; the attempt is counted.
+func TestAnErrorWithANulIsRecorded(t *testing.T) {
+	db, p := setup(t)
+	ids := insert(t, db, p.table, "Pending", 1)
+	p.failLeft.Store(1)
+	p.failWith = nulErr{}
+	f, err := provision.NewFinisher(db, []provision.Provisioner{p}, provision.FinisherOptions{})
+	require.NoError(t, err)
+	require.Error(t, f.Drive(context.Background(), p.Kind(), ids[0]))
+	var lastErr string
+	var attempts int
+	require.NoError(t, db.QueryRow(`SELECT last_error, attempts FROM `+p.table+` WHERE id = ?`, ids[0]).Scan(&lastErr, &attempts))
+	assert.Equal(t, "provider said accx", lastErr)
+	assert.Equal(t, 1, attempts)
+	assert.Equal(t, "provider said accx", provision.StoredError(nulErr{}))
+}
+
+// failingGiveUp is a things queue whose give-up fails with a statement error.
+type failingGiveUp struct{ *things }
+
+func (p *failingGiveUp) GiveUp(ctx context.Context, tx bun.IDB, id int64, _ error) error {
+	_, err := tx.NewUpdate().Table(p.table).Set("status = ?", "Failed\x00").Where("id = ?", id).Exec(ctx)
+	return err
+}
+
+// TestAFailingGiveUpKeepsTheAttemptRecorded: a give-up whose statement fails is undone on its own;
+// the attempt stays recorded, so the row still waits for its backoff.
+func TestAFailingGiveUpKeepsTheAttemptRecorded(t *testing.T) {
+	db, base := setup(t)
+	p := &failingGiveUp{things: base}
+	ids := insert(t, db, p.table, "Pending", 1)
+	p.failLeft.Store(100)
+	f, err := provision.NewFinisher(db, []provision.Provisioner{p}, provision.FinisherOptions{MaxAttempts: 1})
+	require.NoError(t, err)
+	require.Error(t, f.Drive(context.Background(), p.Kind(), ids[0]))
+	row := attempt(t, db, p.table, ids[0])
+	assert.Equal(t, 1, row.Attempts)
+	assert.Equal(t, "Pending", row.Status)
+	assert.True(t, row.Next.After(time.Now()))
 }

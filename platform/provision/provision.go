@@ -52,6 +52,10 @@ type DeleteResponse struct{}
 // Both verbs record their outcome in the row (through req.Tx) and return nil when the row reached
 // a final state, success or final failure. They return an error only when the attempt should be
 // retried later; the Finisher then counts the attempt and schedules the next one with backoff.
+// The Finisher takes a savepoint before each call: when a statement of the attempt fails in req.Tx
+// (which aborts the transaction), everything the attempt wrote in it is rolled back and the
+// attempt counts as failed, recorded and logged like any other, whether or not the verb returned
+// that statement's error.
 type Provisioner interface {
 	// Kind names the resource; no side effects.
 	Kind() Kind

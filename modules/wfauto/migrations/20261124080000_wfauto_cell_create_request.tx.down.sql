@@ -1,0 +1,1 @@
+ALTER TABLE wfauto_cell_creates DROP COLUMN IF EXISTS request;
