@@ -241,8 +241,7 @@ func (e *mysqlEngine) Usage(ctx context.Context, dbs []string) (map[string]Usage
 		args = append(args, d)
 	}
 	rows, err := e.pool.QueryContext(ctx, `
-		SELECT s.schema_name,
-		       COALESCE((SELECT SUM(t.data_length + t.index_length) FROM information_schema.tables t WHERE t.table_schema = s.schema_name), 0),
+		SELECT s.schema_name, `+mysqlSchemaBytes+`,
 		       EXISTS (SELECT 1 FROM information_schema.processlist p WHERE p.db = s.schema_name)
 		FROM information_schema.schemata s WHERE s.schema_name IN (`+marks+`)`, args...)
 	if err != nil {
@@ -259,6 +258,26 @@ func (e *mysqlEngine) Usage(ctx context.Context, dbs []string) (map[string]Usage
 	}
 	return out, rows.Err()
 }
+
+// mysqlSchemaBytes is the space a schema s takes: its tables' data and indexes (for MyISAM and
+// Aria less the space of deleted rows, data_free, which their next inserts reuse; InnoDB's
+// data_free is free space of the tablespace, not part of data_length) and the definitions of its
+// stored routines (body, parameter and return types, comment), views, triggers and events, which
+// the server keeps outside the tables (mysql.proc, .frm and .TRG files, mysql.event) and which a
+// tenant could otherwise fill without limit. Every figure is in bytes of the stored text.
+const mysqlSchemaBytes = `COALESCE((SELECT SUM(t.data_length + t.index_length -
+		           CASE WHEN t.engine IN ('MyISAM', 'Aria') THEN COALESCE(t.data_free, 0) ELSE 0 END)
+		         FROM information_schema.tables t WHERE t.table_schema = s.schema_name), 0)
+		     + COALESCE((SELECT SUM(COALESCE(LENGTH(r.routine_definition), 0) + COALESCE(LENGTH(r.routine_comment), 0))
+		         FROM information_schema.routines r WHERE r.routine_schema = s.schema_name), 0)
+		     + COALESCE((SELECT SUM(COALESCE(LENGTH(p.dtd_identifier), 0) + COALESCE(LENGTH(p.parameter_name), 0))
+		         FROM information_schema.parameters p WHERE p.specific_schema = s.schema_name), 0)
+		     + COALESCE((SELECT SUM(COALESCE(LENGTH(v.view_definition), 0))
+		         FROM information_schema.views v WHERE v.table_schema = s.schema_name), 0)
+		     + COALESCE((SELECT SUM(COALESCE(LENGTH(g.action_statement), 0))
+		         FROM information_schema.triggers g WHERE g.trigger_schema = s.schema_name), 0)
+		     + COALESCE((SELECT SUM(COALESCE(LENGTH(v.event_definition), 0) + COALESCE(LENGTH(v.event_comment), 0))
+		         FROM information_schema.events v WHERE v.event_schema = s.schema_name), 0)`
 
 // MariaDB and MySQL 5.7 have no comment on a user, so the marks of credential users live in a
 // table of the service's own on the server (no tenant is granted anything on it).

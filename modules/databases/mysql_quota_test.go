@@ -1,0 +1,95 @@
+package databases_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/fx"
+
+	"provisioner/modules/databases"
+	"provisioner/platform/testutil/apptest"
+)
+
+// setMaxSpace sets a database's quota as an admin.
+func setMaxSpace(t *testing.T, a *apptest.App, admin string, id, bytes int64) {
+	t.Helper()
+	r := a.Do(apptest.Request{Method: "PUT", Path: fmt.Sprintf("/api/database-instances/%d", id), Token: admin,
+		Body: map[string]any{"maxSpaceBytes": bytes}})
+	require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
+}
+
+// adminItem is the database as an admin sees it.
+func adminItem(t *testing.T, a *apptest.App, admin string, id int64) item {
+	t.Helper()
+	var got item
+	a.Get(fmt.Sprintf("/api/database-instances/%d", id), admin).Decode(t, &got)
+	return got
+}
+
+// TestMySQLQuotaCountsStoredProgramsAndViews: a MySQL/MariaDB tenant's stored procedures, views
+// and triggers are kept by the server outside its tables (mysql.proc, .frm and .TRG files); the
+// used space counted only table data and indexes, so a tenant with a 1 MiB quota stored megabytes
+// in procedure bodies and stayed writable. Now their definitions count: the database goes
+// read-only, and read-only refuses creating procedures, functions, views, triggers and events.
+// Fails without the fix: usedSpaceBytes stays at the table's few KiB and readOnly false.
+func TestMySQLQuotaCountsStoredProgramsAndViews(t *testing.T) {
+	var usage *databases.UsageRefresher
+	a := start(t, nil, apptest.WithFx(fx.Populate(&usage)))
+	admin := a.AdminToken(t)
+	ctx := context.Background()
+	it, rv, owner := ownedDatabase(t, a, "mysql", "CREATE TABLE small (id int PRIMARY KEY)")
+	setMaxSpace(t, a, admin, it.ID, 1<<20)
+	require.NoError(t, usage.Refresh(ctx))
+	require.False(t, adminItem(t, a, admin, it.ID).ReadOnly, "an empty database is under its quota")
+
+	body := strings.Repeat("x", 400_000)
+	for i := 0; i < 2; i++ {
+		_, err := owner.Exec(fmt.Sprintf("CREATE PROCEDURE p%d() SELECT '%s'", i, body))
+		require.NoError(t, err)
+	}
+	_, err := owner.Exec(fmt.Sprintf("CREATE VIEW v AS SELECT '%s' AS c", body))
+	require.NoError(t, err)
+	_, err = owner.Exec(fmt.Sprintf("CREATE TRIGGER tr BEFORE INSERT ON small FOR EACH ROW SET @x = '%s'", body))
+	require.NoError(t, err)
+	require.NoError(t, usage.Refresh(ctx))
+	got := adminItem(t, a, admin, it.ID)
+	assert.Greater(t, got.UsedSpaceBytes, int64(4*len(body)), "the definitions count")
+	require.True(t, got.ReadOnly, "over the quota through definitions alone: read-only")
+
+	owner, err = connect(t, "mysql", it, rv.DatabaseUser, rv.Password)
+	require.NoError(t, err)
+	for _, s := range []string{
+		"CREATE PROCEDURE p9() SELECT 1",
+		"CREATE FUNCTION f9() RETURNS int RETURN 1",
+		"CREATE VIEW v9 AS SELECT 1 AS c",
+		"CREATE TRIGGER tr9 AFTER DELETE ON small FOR EACH ROW SET @y = 1",
+		"CREATE EVENT e9 ON SCHEDULE EVERY 1 HOUR DO SELECT 1",
+		"CREATE TABLE t9 (id int)",
+	} {
+		_, err := owner.Exec(s)
+		assert.Error(t, err, "read-only: %s", s)
+	}
+	var n int
+	require.NoError(t, owner.QueryRow("SELECT count(*) FROM information_schema.routines WHERE routine_schema = DATABASE()").Scan(&n))
+	assert.Equal(t, 2, n, "nothing was created")
+
+	// Dropping them frees the space (the owner keeps ALTER ROUTINE on what it created, and DROP
+	// is given back with the switch).
+	setMaxSpace(t, a, admin, it.ID, 100<<20)
+	require.NoError(t, usage.Refresh(ctx))
+	got = adminItem(t, a, admin, it.ID)
+	assert.False(t, got.ReadOnly, "back under the quota")
+	owner, err = connect(t, "mysql", it, rv.DatabaseUser, rv.Password)
+	require.NoError(t, err)
+	for _, s := range []string{"DROP PROCEDURE p0", "DROP PROCEDURE p1", "DROP VIEW v", "DROP TRIGGER tr"} {
+		_, err := owner.Exec(s)
+		require.NoError(t, err, s)
+	}
+	require.NoError(t, usage.Refresh(ctx))
+	assert.Less(t, adminItem(t, a, admin, it.ID).UsedSpaceBytes, int64(len(body)), "dropped definitions no longer count")
+}
