@@ -59,6 +59,13 @@ type Engine interface {
 	Close() error
 }
 
+// statsRefresher is an engine whose size figures come from statistics that may lag behind what
+// a tenant deleted (MySQL/MariaDB: InnoDB's data_length is refreshed by ANALYZE TABLE, which a
+// read-only tenant may not run). RefreshStats measures the named databases afresh, within ctx.
+type statsRefresher interface {
+	RefreshStats(ctx context.Context, dbs []string) error
+}
+
 // ErrRoleTaken: the role exists on the engine but this service did not make it for this
 // credential, so it is left alone.
 var ErrRoleTaken = errors.New("the role exists and was not made for this credential")

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -92,4 +93,47 @@ func TestMySQLQuotaCountsStoredProgramsAndViews(t *testing.T) {
 	}
 	require.NoError(t, usage.Refresh(ctx))
 	assert.Less(t, adminItem(t, a, admin, it.ID).UsedSpaceBytes, int64(len(body)), "dropped definitions no longer count")
+}
+
+// TestMySQLReadOnlyEndsAfterDelete: over its quota a MySQL/MariaDB tenant keeps DELETE so it can
+// free space, but InnoDB's data_length comes from statistics refreshed only now and then, which a
+// read-only tenant may not refresh (ANALYZE is refused): after emptying its table it stayed
+// read-only on the old figure until someone else ran ANALYZE TABLE. The refresher now has the
+// engine analyze the tables of read-only databases before measuring them, so the next refreshes
+// see the delete and make it writable again. The table keeps InnoDB from recalculating its
+// statistics by itself (STATS_AUTO_RECALC=0, the tenant's own option), which makes the stale
+// figure last as it did in the probe rather than until a background recalculation. Fails without the fix: usedSpaceBytes stays at the
+// table's full size and readOnly true for the whole wait.
+func TestMySQLReadOnlyEndsAfterDelete(t *testing.T) {
+	var usage *databases.UsageRefresher
+	a := start(t, nil, apptest.WithFx(fx.Populate(&usage)))
+	admin := a.AdminToken(t)
+	ctx := context.Background()
+	it, rv, owner := ownedDatabase(t, a, "mysql", "CREATE TABLE `big``one` (id int PRIMARY KEY AUTO_INCREMENT, body longtext) ENGINE=InnoDB STATS_AUTO_RECALC=0",
+		"INSERT INTO `big``one` (body) SELECT REPEAT('x', 2000) FROM seq_1_to_1500")
+	_, err := enginePool(t, "mysql").Exec(fmt.Sprintf("ANALYZE TABLE `%s`.`big``one`", it.DatabaseName))
+	require.NoError(t, err)
+	setMaxSpace(t, a, admin, it.ID, 1<<20)
+	require.NoError(t, usage.Refresh(ctx))
+	got := adminItem(t, a, admin, it.ID)
+	require.Greater(t, got.UsedSpaceBytes, int64(2<<20))
+	require.True(t, got.ReadOnly, "over the quota")
+
+	owner, err = connect(t, "mysql", it, rv.DatabaseUser, rv.Password)
+	require.NoError(t, err)
+	_, err = owner.Exec("ANALYZE TABLE `big``one`")
+	require.Error(t, err, "the read-only tenant cannot refresh the statistics itself")
+	_, err = owner.Exec("DELETE FROM `big``one`")
+	require.NoError(t, err, "DELETE is kept to free space")
+
+	assert.Eventually(t, func() bool {
+		require.NoError(t, usage.Refresh(ctx))
+		got = adminItem(t, a, admin, it.ID)
+		return !got.ReadOnly
+	}, 30*time.Second, time.Second, "the delete brings it back under the quota (last seen %d bytes)", got.UsedSpaceBytes)
+	assert.Less(t, got.UsedSpaceBytes, int64(900<<10))
+	owner, err = connect(t, "mysql", it, rv.DatabaseUser, rv.Password)
+	require.NoError(t, err)
+	_, err = owner.Exec("INSERT INTO `big``one` (body) VALUES ('again')")
+	assert.NoError(t, err, "writable again")
 }
