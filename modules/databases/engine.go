@@ -105,14 +105,14 @@ type Engines struct {
 func NewEngines(cfg *config.Config) (*Engines, error) {
 	e := &Engines{byID: map[string]Engine{}, def: cfg.Databases.DefaultEngine}
 	if dsn := cfg.ConnectionStrings.TenantPostgres; dsn != "" {
-		pg, err := newPostgres(dsn, cfg.Engines["postgres"])
+		pg, err := newPostgres(dsn, cfg.Engines["postgres"], cfg.Databases.MaxConnectionsPerRole)
 		if err != nil {
 			return nil, &config.ValidationError{Key: "ConnectionStrings:TenantPostgres", Reason: err.Error()}
 		}
 		e.add(pg)
 	}
 	if dsn := cfg.ConnectionStrings.TenantMysql; dsn != "" {
-		my, err := newMySQL(dsn, cfg.Engines["mysql"])
+		my, err := newMySQL(dsn, cfg.Engines["mysql"], cfg.Databases.MaxConnectionsPerRole)
 		if err != nil {
 			return nil, &config.ValidationError{Key: "ConnectionStrings:TenantMysql", Reason: err.Error()}
 		}

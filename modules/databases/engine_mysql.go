@@ -22,15 +22,21 @@ type mysqlEngine struct {
 	pool *sql.DB
 	host string
 	port int
+	// maxConns is every tenant user's MAX_USER_CONNECTIONS (0: the server's max_user_connections,
+	// by default no limit); limit is the clause that sets it.
+	maxConns int
+	limit    string
 
 	mu         sync.Mutex
 	marksReady bool // the table of credential users' marks exists
 	// grantsEscaped: the grants on every live tenant schema name its schema alone (see
 	// escapeGrants); checked once per process, at the first usage refresh.
 	grantsEscaped bool
+	// limitsSet: every tenant user of the databases the first usage refresh named has maxConns.
+	limitsSet bool
 }
 
-func newMySQL(dsn string, pub config.EnginePublic) (*mysqlEngine, error) {
+func newMySQL(dsn string, pub config.EnginePublic, maxConns int) (*mysqlEngine, error) {
 	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil {
 		return nil, errors.New("not a MySQL DSN like root@tcp(127.0.0.1:3306)/")
@@ -46,7 +52,8 @@ func newMySQL(dsn string, pub config.EnginePublic) (*mysqlEngine, error) {
 	pool := sql.OpenDB(conn)
 	pool.SetMaxOpenConns(8)
 	pool.SetConnMaxLifetime(5 * time.Minute)
-	e := &mysqlEngine{pool: pool, host: "127.0.0.1", port: 3306}
+	e := &mysqlEngine{pool: pool, host: "127.0.0.1", port: 3306, limit: fmt.Sprintf(" WITH MAX_USER_CONNECTIONS %d", max(maxConns, 0)),
+		maxConns: max(maxConns, 0)}
 	if h, p, err := net.SplitHostPort(cfg.Addr); err == nil {
 		e.host = h
 		if n, err := strconv.Atoi(p); err == nil {
@@ -101,10 +108,12 @@ func (e *mysqlEngine) exec(ctx context.Context, stmts ...string) error {
 	return nil
 }
 
+// ensureUser creates or adopts user with password and the per-user session limit (one tenant
+// could otherwise take every connection of the server, the service's own included).
 func (e *mysqlEngine) ensureUser(ctx context.Context, user, password string) error {
 	return e.exec(ctx,
-		fmt.Sprintf("CREATE USER IF NOT EXISTS %s IDENTIFIED BY %s", mqa(user), ql(password)),
-		fmt.Sprintf("ALTER USER %s IDENTIFIED BY %s", mqa(user), ql(password)))
+		fmt.Sprintf("CREATE USER IF NOT EXISTS %s IDENTIFIED BY %s%s", mqa(user), ql(password), e.limit),
+		fmt.Sprintf("ALTER USER %s IDENTIFIED BY %s%s", mqa(user), ql(password), e.limit))
 }
 
 func (e *mysqlEngine) Create(ctx context.Context, dbName, role, password string) error {
@@ -158,7 +167,7 @@ func (e *mysqlEngine) SetLogin(ctx context.Context, dbName, role string, enabled
 		return err
 	}
 	if enabled {
-		return e.exec(ctx, fmt.Sprintf("ALTER USER %s ACCOUNT UNLOCK", mqa(role)))
+		return e.exec(ctx, fmt.Sprintf("ALTER USER %s%s ACCOUNT UNLOCK", mqa(role), e.limit))
 	}
 	if err := e.exec(ctx, fmt.Sprintf("ALTER USER %s ACCOUNT LOCK", mqa(role))); err != nil {
 		return err
@@ -234,6 +243,17 @@ func (e *mysqlEngine) Usage(ctx context.Context, dbs []string) (map[string]Usage
 		}
 		e.mu.Lock()
 		e.grantsEscaped = true
+		e.mu.Unlock()
+	}
+	e.mu.Lock()
+	limited := e.limitsSet
+	e.mu.Unlock()
+	if !limited { // and gives the users made before the limit existed theirs
+		if err := e.limitUsers(ctx, dbs); err != nil {
+			return nil, err
+		}
+		e.mu.Lock()
+		e.limitsSet = true
 		e.mu.Unlock()
 	}
 	args := make([]any, 0, len(dbs))
@@ -327,6 +347,49 @@ func (e *mysqlEngine) RefreshStats(ctx context.Context, dbs []string) error {
 			return fmt.Errorf("mysql: analyze: %w", err)
 		}
 		tables = tables[n:]
+	}
+	return nil
+}
+
+// limitUsers gives MAX_USER_CONNECTIONS maxConns to every user@'%' with privileges on one of the
+// schemas dbs (their owners and access credentials) that has another limit, such as users made
+// before there was one.
+func (e *mysqlEngine) limitUsers(ctx context.Context, dbs []string) error {
+	var schemas []any
+	for _, d := range dbs {
+		if SafeName.MatchString(d) {
+			schemas = append(schemas, grantDB(d), d)
+		}
+	}
+	if len(schemas) == 0 {
+		return nil
+	}
+	marks := strings.TrimSuffix(strings.Repeat("?,", len(schemas)), ",")
+	args := append([]any{e.maxConns}, schemas...)
+	rows, err := e.pool.QueryContext(ctx, `SELECT DISTINCT u.User FROM mysql.user u JOIN mysql.db d ON d.User = u.User AND d.Host = u.Host
+		WHERE u.Host = '%' AND u.max_user_connections <> ? AND d.Db IN (`+marks+`)`, args...)
+	if err != nil {
+		return fmt.Errorf("mysql: list users: %w", err)
+	}
+	var users []string
+	for rows.Next() {
+		var u string
+		if err := rows.Scan(&u); err != nil {
+			rows.Close()
+			return fmt.Errorf("mysql: list users: %w", err)
+		}
+		if SafeName.MatchString(u) {
+			users = append(users, u)
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("mysql: list users: %w", err)
+	}
+	for _, u := range users {
+		if err := e.exec(ctx, fmt.Sprintf("ALTER USER %s%s", mqa(u), e.limit)); err != nil && !isMySQLCode(err, 1396) {
+			return err
+		}
 	}
 	return nil
 }
@@ -472,12 +535,12 @@ func (e *mysqlEngine) ensureMarkedUser(ctx context.Context, user, password, mark
 		if mark != marker {
 			return ErrRoleTaken
 		}
-		return e.exec(ctx, fmt.Sprintf("ALTER USER %s IDENTIFIED BY %s", mqa(user), ql(password)))
+		return e.exec(ctx, fmt.Sprintf("ALTER USER %s IDENTIFIED BY %s%s", mqa(user), ql(password), e.limit))
 	}
 	if _, err := e.pool.ExecContext(ctx, "REPLACE INTO "+mysqlMarks+" (user_name, marker) VALUES (?, ?)", user, marker); err != nil {
 		return fmt.Errorf("mysql: mark user: %w", err)
 	}
-	err = e.exec(ctx, fmt.Sprintf("CREATE USER %s IDENTIFIED BY %s", mqa(user), ql(password)))
+	err = e.exec(ctx, fmt.Sprintf("CREATE USER %s IDENTIFIED BY %s%s", mqa(user), ql(password), e.limit))
 	if isMySQLCode(err, 1396) { // created concurrently by someone else: not ours
 		_, _ = e.pool.ExecContext(ctx, "DELETE FROM "+mysqlMarks+" WHERE user_name = ? AND marker = ?", user, marker)
 		return ErrRoleTaken
@@ -530,7 +593,7 @@ func (e *mysqlEngine) SetPassword(ctx context.Context, dbName, user, password, m
 	if !ok {
 		return ErrRoleTaken
 	}
-	return e.exec(ctx, fmt.Sprintf("ALTER USER %s IDENTIFIED BY %s", mqa(user), ql(password)))
+	return e.exec(ctx, fmt.Sprintf("ALTER USER %s IDENTIFIED BY %s%s", mqa(user), ql(password), e.limit))
 }
 
 func (e *mysqlEngine) SetUserLogin(ctx context.Context, dbName, user, marker string, enabled bool) error {
@@ -541,11 +604,11 @@ func (e *mysqlEngine) SetUserLogin(ctx context.Context, dbName, user, marker str
 	if err != nil || !ok {
 		return err
 	}
-	lock := "LOCK"
+	lock := " ACCOUNT LOCK"
 	if enabled {
-		lock = "UNLOCK"
+		lock = e.limit + " ACCOUNT UNLOCK"
 	}
-	if err := e.exec(ctx, fmt.Sprintf("ALTER USER %s ACCOUNT %s", mqa(user), lock)); err != nil {
+	if err := e.exec(ctx, fmt.Sprintf("ALTER USER %s%s", mqa(user), lock)); err != nil {
 		if isMySQLCode(err, 1396) { // dropped meanwhile
 			return nil
 		}
