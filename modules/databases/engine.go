@@ -66,6 +66,12 @@ type statsRefresher interface {
 	RefreshStats(ctx context.Context, dbs []string) error
 }
 
+// serverChecker is an engine that can tell which of its server's settings weaken what tenants are
+// kept from; the usage refresher logs each as a WARN when it starts.
+type serverChecker interface {
+	ServerWarnings(ctx context.Context) ([]string, error)
+}
+
 // ErrRoleTaken: the role exists on the engine but this service did not make it for this
 // credential, so it is left alone.
 var ErrRoleTaken = errors.New("the role exists and was not made for this credential")

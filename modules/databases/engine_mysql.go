@@ -32,6 +32,10 @@ type mysqlEngine struct {
 	// grantsEscaped: the grants on every live tenant schema name its schema alone (see
 	// escapeGrants); checked once per process, at the first usage refresh.
 	grantsEscaped bool
+	// flavor: "mariadb" or "mysql" ("" until read).
+	flavor string
+	// eventsRevoked: no tenant user of the databases the first usage refresh named has EVENT.
+	eventsRevoked bool
 	// limitsSet: every tenant user of the databases the first usage refresh named has maxConns.
 	limitsSet bool
 }
@@ -123,9 +127,13 @@ func (e *mysqlEngine) Create(ctx context.Context, dbName, role, password string)
 	if err := e.ensureUser(ctx, role, password); err != nil {
 		return err
 	}
+	privs, err := e.writerPrivs(ctx)
+	if err != nil {
+		return err
+	}
 	return e.exec(ctx,
 		fmt.Sprintf("CREATE DATABASE IF NOT EXISTS %s CHARACTER SET utf8mb4", mqi(dbName)),
-		fmt.Sprintf("GRANT ALL PRIVILEGES ON %s TO %s", onSchema(dbName), mqa(role)))
+		fmt.Sprintf("GRANT %s ON %s TO %s", privs, onSchema(dbName), mqa(role)))
 }
 
 // kill ends the sessions of user.
@@ -175,6 +183,36 @@ func (e *mysqlEngine) SetLogin(ctx context.Context, dbName, role string, enabled
 	return e.kill(ctx, role)
 }
 
+// writerPrivs is what a database's owner and its full-access credentials are granted on its
+// schema: everything on the schema but EVENT (and GRANT OPTION). An event runs by itself as its
+// definer, even while the definer's account is locked, so a paused tenant's events went on
+// running (and ALTER EVENT by the admin would make the admin their definer); tenants are not
+// promised events. MariaDB adds DELETE HISTORY (system-versioned tables), which MySQL lacks.
+func (e *mysqlEngine) writerPrivs(ctx context.Context) (string, error) {
+	const privs = "SELECT, INSERT, UPDATE, DELETE, CREATE, DROP, REFERENCES, INDEX, ALTER, CREATE TEMPORARY TABLES, " +
+		"LOCK TABLES, EXECUTE, CREATE VIEW, SHOW VIEW, CREATE ROUTINE, ALTER ROUTINE, TRIGGER"
+	e.mu.Lock()
+	flavor := e.flavor
+	e.mu.Unlock()
+	if flavor == "" {
+		v, err := e.Version(ctx)
+		if err != nil {
+			return "", err
+		}
+		flavor = "mysql"
+		if strings.Contains(strings.ToLower(v), "mariadb") {
+			flavor = "mariadb"
+		}
+		e.mu.Lock()
+		e.flavor = flavor
+		e.mu.Unlock()
+	}
+	if flavor == "mariadb" {
+		return privs + ", DELETE HISTORY", nil
+	}
+	return privs, nil
+}
+
 // readOnlyPrivs is what a writer keeps over its quota: SELECT and DELETE, so it can free space.
 const readOnlyPrivs = "SELECT, DELETE, SHOW VIEW"
 
@@ -210,9 +248,13 @@ func (e *mysqlEngine) SetReadOnly(ctx context.Context, dbName, role string, read
 		}
 	}
 	rows.Close()
+	privs, err := e.writerPrivs(ctx)
+	if err != nil {
+		return err
+	}
 	for _, u := range users {
 		if !readOnly {
-			if err := e.exec(ctx, fmt.Sprintf("GRANT ALL PRIVILEGES ON %s TO %s", onSchema(dbName), mqa(u))); err != nil {
+			if err := e.exec(ctx, fmt.Sprintf("GRANT %s ON %s TO %s", privs, onSchema(dbName), mqa(u))); err != nil {
 				return err
 			}
 			continue
@@ -243,6 +285,17 @@ func (e *mysqlEngine) Usage(ctx context.Context, dbs []string) (map[string]Usage
 		}
 		e.mu.Lock()
 		e.grantsEscaped = true
+		e.mu.Unlock()
+	}
+	e.mu.Lock()
+	revoked := e.eventsRevoked
+	e.mu.Unlock()
+	if !revoked { // and takes EVENT from users granted everything before writerPrivs
+		if err := e.revokeEvents(ctx, dbs); err != nil {
+			return nil, err
+		}
+		e.mu.Lock()
+		e.eventsRevoked = true
 		e.mu.Unlock()
 	}
 	e.mu.Lock()
@@ -349,6 +402,81 @@ func (e *mysqlEngine) RefreshStats(ctx context.Context, dbs []string) error {
 		tables = tables[n:]
 	}
 	return nil
+}
+
+// revokeEvents takes the EVENT privilege (see writerPrivs) from every user@'%' that has it on one
+// of the schemas dbs (escaped names: escapeGrants has run). Events made before stay as they are.
+func (e *mysqlEngine) revokeEvents(ctx context.Context, dbs []string) error {
+	var schemas []any
+	for _, d := range dbs {
+		if SafeName.MatchString(d) {
+			schemas = append(schemas, grantDB(d))
+		}
+	}
+	if len(schemas) == 0 {
+		return nil
+	}
+	marks := strings.TrimSuffix(strings.Repeat("?,", len(schemas)), ",")
+	rows, err := e.pool.QueryContext(ctx, "SELECT Db, User FROM mysql.db WHERE Host = '%' AND Event_priv = 'Y' AND Db IN ("+marks+")", schemas...)
+	if err != nil {
+		return fmt.Errorf("mysql: list event grants: %w", err)
+	}
+	var grants [][2]string
+	for rows.Next() {
+		var db, user string
+		if err := rows.Scan(&db, &user); err != nil {
+			rows.Close()
+			return fmt.Errorf("mysql: list event grants: %w", err)
+		}
+		if SafeName.MatchString(user) {
+			grants = append(grants, [2]string{db, user})
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("mysql: list event grants: %w", err)
+	}
+	for _, g := range grants {
+		// g[0] is the stored (escaped) name: quote it as it is.
+		if err := e.exec(ctx, fmt.Sprintf("REVOKE EVENT ON %s.* FROM %s", mqi(g[0]), mqa(g[1]))); err != nil && !isMySQLCode(err, 1141) {
+			return err
+		}
+	}
+	return nil
+}
+
+// ServerWarnings tells which settings of the server let a tenant reach beyond its schema or its
+// pause (see mysqlSettingWarnings).
+func (e *mysqlEngine) ServerWarnings(ctx context.Context) ([]string, error) {
+	vars := map[string]string{}
+	for _, name := range []string{"have_symlink", "event_scheduler"} {
+		var v string
+		if err := e.pool.QueryRowContext(ctx, "SELECT @@GLOBAL."+name).Scan(&v); err != nil {
+			if isMySQLCode(err, 1193) { // not a variable of this server: nothing to warn about
+				continue
+			}
+			return nil, fmt.Errorf("mysql: read %s: %w", name, err)
+		}
+		vars[name] = v
+	}
+	return mysqlSettingWarnings(vars), nil
+}
+
+// mysqlSettingWarnings are the warnings about the server's settings vars (name: value).
+func mysqlSettingWarnings(vars map[string]string) []string {
+	var out []string
+	if strings.EqualFold(vars["have_symlink"], "YES") {
+		out = append(out, "MySQL/MariaDB server has symbolic links enabled (have_symlink=YES): a tenant can "+
+			"CREATE TABLE … DATA DIRECTORY / INDEX DIRECTORY and place files anywhere mysqld may write; set "+
+			"symbolic-links=0 (skip-symbolic-links) in the server's configuration")
+	}
+	if v := strings.ToUpper(vars["event_scheduler"]); v == "ON" || v == "1" {
+		out = append(out, "MySQL/MariaDB server runs events (event_scheduler=ON): an event runs as its definer "+
+			"even while the definer's account is locked, so events a tenant made before tenants lost the EVENT "+
+			"privilege keep running while its database is paused; set event_scheduler=OFF (or DISABLED) in the "+
+			"server's configuration")
+	}
+	return out
 }
 
 // limitUsers gives MAX_USER_CONNECTIONS maxConns to every user@'%' with privileges on one of the
@@ -571,7 +699,10 @@ func (e *mysqlEngine) CreateUser(ctx context.Context, dbName, owner, user, passw
 	if err := e.escapeGrants(ctx, dbName); err != nil {
 		return err
 	}
-	privs := "ALL PRIVILEGES"
+	privs, err := e.writerPrivs(ctx)
+	if err != nil {
+		return err
+	}
 	if readOnly {
 		privs = "SELECT, SHOW VIEW"
 	} else if ok, err := e.writable(ctx, dbName, owner); err != nil {
@@ -667,6 +798,10 @@ func (e *mysqlEngine) escapeGrants(ctx context.Context, dbNames ...string) error
 	}
 	type grant struct{ db, user, privs string }
 	var grants []grant
+	writer, err := e.writerPrivs(ctx)
+	if err != nil {
+		return err
+	}
 	for rows.Next() {
 		var g grant
 		var ins, del string
@@ -676,7 +811,7 @@ func (e *mysqlEngine) escapeGrants(ctx context.Context, dbNames ...string) error
 		}
 		switch {
 		case ins == "Y":
-			g.privs = "ALL PRIVILEGES"
+			g.privs = writer
 		case del == "Y":
 			g.privs = readOnlyPrivs
 		default:

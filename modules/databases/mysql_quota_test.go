@@ -13,6 +13,7 @@ import (
 	"go.uber.org/fx"
 
 	"provisioner/modules/databases"
+	"provisioner/platform/config"
 	"provisioner/platform/testutil/apptest"
 )
 
@@ -136,4 +137,65 @@ func TestMySQLReadOnlyEndsAfterDelete(t *testing.T) {
 	require.NoError(t, err)
 	_, err = owner.Exec("INSERT INTO `big``one` (body) VALUES ('again')")
 	assert.NoError(t, err, "writable again")
+}
+
+// TestMySQLTenantsHaveNoEventPrivilege: an event runs by itself as its definer, even while the
+// definer's account is locked, so a paused MySQL/MariaDB tenant's events went on running (with
+// event_scheduler=ON); tenants are not promised events, so neither the owner nor a full-access
+// credential is granted EVENT any more, before or after a read-only switch, while everything
+// else on the schema (routines, triggers, views) stays theirs. Users granted everything before
+// lose EVENT at a process's first usage refresh. Fails without the fix: CREATE EVENT succeeds.
+func TestMySQLTenantsHaveNoEventPrivilege(t *testing.T) {
+	var engines *databases.Engines
+	var cfg *config.Config
+	a := start(t, nil, apptest.WithFx(fx.Populate(&engines, &cfg)))
+	admin := a.AdminToken(t)
+	ctx := context.Background()
+	root := enginePool(t, "mysql")
+	it, rv, _ := ownedDatabase(t, a, "mysql", "CREATE TABLE t (id int PRIMARY KEY)")
+	r := a.Post("/api/access-credentials", admin, map[string]any{"databaseInstanceId": it.ID})
+	require.Equal(t, http.StatusCreated, r.Status, string(r.Raw))
+	var cred credView
+	r.Decode(t, &cred)
+	users := [][2]string{{rv.DatabaseUser, rv.Password}, {cred.Username, cred.Password}}
+
+	check := func(stage string) {
+		t.Helper()
+		for i, u := range users {
+			conn, err := connect(t, "mysql", it, u[0], u[1])
+			require.NoError(t, err)
+			_, err = conn.Exec(fmt.Sprintf("CREATE EVENT e%d ON SCHEDULE EVERY 1 MINUTE DO DELETE FROM t", i))
+			assert.Error(t, err, "%s: %s may not create an event", stage, u[0])
+			for _, s := range []string{
+				fmt.Sprintf("CREATE PROCEDURE p%d() SELECT 1", i), fmt.Sprintf("DROP PROCEDURE p%d", i),
+				fmt.Sprintf("CREATE TRIGGER tr%d BEFORE INSERT ON t FOR EACH ROW SET @x = 1", i), fmt.Sprintf("DROP TRIGGER tr%d", i),
+				fmt.Sprintf("CREATE VIEW v%d AS SELECT 1 AS c", i), fmt.Sprintf("DROP VIEW v%d", i),
+			} {
+				_, err := conn.Exec(s)
+				assert.NoError(t, err, "%s: %s: %s", stage, u[0], s)
+			}
+			grants := showGrants(t, root, u[0])
+			assert.NotContains(t, grants, "EVENT", stage)
+			assert.NotContains(t, grants, "ALL PRIVILEGES", stage)
+		}
+	}
+	check("created")
+	e := engines.Get("mysql")
+	require.NoError(t, e.SetReadOnly(ctx, it.DatabaseName, it.DatabaseUser, true))
+	require.NoError(t, e.SetReadOnly(ctx, it.DatabaseName, it.DatabaseUser, false))
+	check("writable again")
+
+	// As the engine granted before: everything, EVENT included.
+	escaped := strings.ReplaceAll(it.DatabaseName, "_", `\_`)
+	for _, u := range users {
+		_, err := root.Exec(fmt.Sprintf("GRANT ALL PRIVILEGES ON `%s`.* TO '%s'@'%%'", escaped, u[0]))
+		require.NoError(t, err)
+	}
+	require.Contains(t, showGrants(t, root, rv.DatabaseUser), "ALL PRIVILEGES")
+	fresh, err := databases.NewEngines(cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = fresh.Close() })
+	_, err = fresh.Get("mysql").Usage(ctx, []string{it.DatabaseName})
+	require.NoError(t, err)
+	check("after the first usage refresh")
 }

@@ -40,6 +40,7 @@ func (u *UsageRefresher) Start() {
 	u.wg.Add(1)
 	go func() {
 		defer u.wg.Done()
+		u.checkServers()
 		t := time.NewTicker(u.interval)
 		defer t.Stop()
 		for {
@@ -55,6 +56,27 @@ func (u *UsageRefresher) Start() {
 			}
 		}
 	}()
+}
+
+// checkServers logs a WARN for each risky setting of an engine's server (serverChecker), once at
+// start; a server that does not answer is not checked.
+func (u *UsageRefresher) checkServers() {
+	for _, e := range u.engines.All() {
+		c, ok := e.(serverChecker)
+		if !ok {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		warnings, err := c.ServerWarnings(ctx)
+		cancel()
+		if err != nil {
+			u.log.Warn("engine server settings not checked", "engine", e.ID(), "error", err.Error())
+			continue
+		}
+		for _, w := range warnings {
+			u.log.Warn(w, "engine", e.ID())
+		}
+	}
 }
 
 // Stop ends the loop.
