@@ -59,6 +59,19 @@ type Engine interface {
 	Close() error
 }
 
+// statsRefresher is an engine whose size figures come from statistics that may lag behind what
+// a tenant deleted (MySQL/MariaDB: InnoDB's data_length is refreshed by ANALYZE TABLE, which a
+// read-only tenant may not run). RefreshStats measures the named databases afresh, within ctx.
+type statsRefresher interface {
+	RefreshStats(ctx context.Context, dbs []string) error
+}
+
+// serverChecker is an engine that can tell which of its server's settings weaken what tenants are
+// kept from; the usage refresher logs each as a WARN when it starts.
+type serverChecker interface {
+	ServerWarnings(ctx context.Context) ([]string, error)
+}
+
 // ErrRoleTaken: the role exists on the engine but this service did not make it for this
 // credential, so it is left alone.
 var ErrRoleTaken = errors.New("the role exists and was not made for this credential")
@@ -98,14 +111,14 @@ type Engines struct {
 func NewEngines(cfg *config.Config) (*Engines, error) {
 	e := &Engines{byID: map[string]Engine{}, def: cfg.Databases.DefaultEngine}
 	if dsn := cfg.ConnectionStrings.TenantPostgres; dsn != "" {
-		pg, err := newPostgres(dsn, cfg.Engines["postgres"])
+		pg, err := newPostgres(dsn, cfg.Engines["postgres"], cfg.Databases.MaxConnectionsPerRole)
 		if err != nil {
 			return nil, &config.ValidationError{Key: "ConnectionStrings:TenantPostgres", Reason: err.Error()}
 		}
 		e.add(pg)
 	}
 	if dsn := cfg.ConnectionStrings.TenantMysql; dsn != "" {
-		my, err := newMySQL(dsn, cfg.Engines["mysql"])
+		my, err := newMySQL(dsn, cfg.Engines["mysql"], cfg.Databases.MaxConnectionsPerRole)
 		if err != nil {
 			return nil, &config.ValidationError{Key: "ConnectionStrings:TenantMysql", Reason: err.Error()}
 		}

@@ -3,6 +3,7 @@ package databases
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"net"
@@ -21,15 +22,25 @@ type mysqlEngine struct {
 	pool *sql.DB
 	host string
 	port int
+	// maxConns is every tenant user's MAX_USER_CONNECTIONS (0: the server's max_user_connections,
+	// by default no limit); limit is the clause that sets it.
+	maxConns int
+	limit    string
 
 	mu         sync.Mutex
 	marksReady bool // the table of credential users' marks exists
 	// grantsEscaped: the grants on every live tenant schema name its schema alone (see
 	// escapeGrants); checked once per process, at the first usage refresh.
 	grantsEscaped bool
+	// flavor: "mariadb" or "mysql" ("" until read).
+	flavor string
+	// eventsRevoked: no tenant user of the databases the first usage refresh named has EVENT.
+	eventsRevoked bool
+	// limitsSet: every tenant user of the databases the first usage refresh named has maxConns.
+	limitsSet bool
 }
 
-func newMySQL(dsn string, pub config.EnginePublic) (*mysqlEngine, error) {
+func newMySQL(dsn string, pub config.EnginePublic, maxConns int) (*mysqlEngine, error) {
 	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil {
 		return nil, errors.New("not a MySQL DSN like root@tcp(127.0.0.1:3306)/")
@@ -45,7 +56,8 @@ func newMySQL(dsn string, pub config.EnginePublic) (*mysqlEngine, error) {
 	pool := sql.OpenDB(conn)
 	pool.SetMaxOpenConns(8)
 	pool.SetConnMaxLifetime(5 * time.Minute)
-	e := &mysqlEngine{pool: pool, host: "127.0.0.1", port: 3306}
+	e := &mysqlEngine{pool: pool, host: "127.0.0.1", port: 3306, limit: fmt.Sprintf(" WITH MAX_USER_CONNECTIONS %d", max(maxConns, 0)),
+		maxConns: max(maxConns, 0)}
 	if h, p, err := net.SplitHostPort(cfg.Addr); err == nil {
 		e.host = h
 		if n, err := strconv.Atoi(p); err == nil {
@@ -100,10 +112,12 @@ func (e *mysqlEngine) exec(ctx context.Context, stmts ...string) error {
 	return nil
 }
 
+// ensureUser creates or adopts user with password and the per-user session limit (one tenant
+// could otherwise take every connection of the server, the service's own included).
 func (e *mysqlEngine) ensureUser(ctx context.Context, user, password string) error {
 	return e.exec(ctx,
-		fmt.Sprintf("CREATE USER IF NOT EXISTS %s IDENTIFIED BY %s", mqa(user), ql(password)),
-		fmt.Sprintf("ALTER USER %s IDENTIFIED BY %s", mqa(user), ql(password)))
+		fmt.Sprintf("CREATE USER IF NOT EXISTS %s IDENTIFIED BY %s%s", mqa(user), ql(password), e.limit),
+		fmt.Sprintf("ALTER USER %s IDENTIFIED BY %s%s", mqa(user), ql(password), e.limit))
 }
 
 func (e *mysqlEngine) Create(ctx context.Context, dbName, role, password string) error {
@@ -113,9 +127,13 @@ func (e *mysqlEngine) Create(ctx context.Context, dbName, role, password string)
 	if err := e.ensureUser(ctx, role, password); err != nil {
 		return err
 	}
+	privs, err := e.writerPrivs(ctx)
+	if err != nil {
+		return err
+	}
 	return e.exec(ctx,
 		fmt.Sprintf("CREATE DATABASE IF NOT EXISTS %s CHARACTER SET utf8mb4", mqi(dbName)),
-		fmt.Sprintf("GRANT ALL PRIVILEGES ON %s TO %s", onSchema(dbName), mqa(role)))
+		fmt.Sprintf("GRANT %s ON %s TO %s", privs, onSchema(dbName), mqa(role)))
 }
 
 // kill ends the sessions of user.
@@ -157,12 +175,42 @@ func (e *mysqlEngine) SetLogin(ctx context.Context, dbName, role string, enabled
 		return err
 	}
 	if enabled {
-		return e.exec(ctx, fmt.Sprintf("ALTER USER %s ACCOUNT UNLOCK", mqa(role)))
+		return e.exec(ctx, fmt.Sprintf("ALTER USER %s%s ACCOUNT UNLOCK", mqa(role), e.limit))
 	}
 	if err := e.exec(ctx, fmt.Sprintf("ALTER USER %s ACCOUNT LOCK", mqa(role))); err != nil {
 		return err
 	}
 	return e.kill(ctx, role)
+}
+
+// writerPrivs is what a database's owner and its full-access credentials are granted on its
+// schema: everything on the schema but EVENT (and GRANT OPTION). An event runs by itself as its
+// definer, even while the definer's account is locked, so a paused tenant's events went on
+// running (and ALTER EVENT by the admin would make the admin their definer); tenants are not
+// promised events. MariaDB adds DELETE HISTORY (system-versioned tables), which MySQL lacks.
+func (e *mysqlEngine) writerPrivs(ctx context.Context) (string, error) {
+	const privs = "SELECT, INSERT, UPDATE, DELETE, CREATE, DROP, REFERENCES, INDEX, ALTER, CREATE TEMPORARY TABLES, " +
+		"LOCK TABLES, EXECUTE, CREATE VIEW, SHOW VIEW, CREATE ROUTINE, ALTER ROUTINE, TRIGGER"
+	e.mu.Lock()
+	flavor := e.flavor
+	e.mu.Unlock()
+	if flavor == "" {
+		v, err := e.Version(ctx)
+		if err != nil {
+			return "", err
+		}
+		flavor = "mysql"
+		if strings.Contains(strings.ToLower(v), "mariadb") {
+			flavor = "mariadb"
+		}
+		e.mu.Lock()
+		e.flavor = flavor
+		e.mu.Unlock()
+	}
+	if flavor == "mariadb" {
+		return privs + ", DELETE HISTORY", nil
+	}
+	return privs, nil
 }
 
 // readOnlyPrivs is what a writer keeps over its quota: SELECT and DELETE, so it can free space.
@@ -200,9 +248,13 @@ func (e *mysqlEngine) SetReadOnly(ctx context.Context, dbName, role string, read
 		}
 	}
 	rows.Close()
+	privs, err := e.writerPrivs(ctx)
+	if err != nil {
+		return err
+	}
 	for _, u := range users {
 		if !readOnly {
-			if err := e.exec(ctx, fmt.Sprintf("GRANT ALL PRIVILEGES ON %s TO %s", onSchema(dbName), mqa(u))); err != nil {
+			if err := e.exec(ctx, fmt.Sprintf("GRANT %s ON %s TO %s", privs, onSchema(dbName), mqa(u))); err != nil {
 				return err
 			}
 			continue
@@ -235,14 +287,35 @@ func (e *mysqlEngine) Usage(ctx context.Context, dbs []string) (map[string]Usage
 		e.grantsEscaped = true
 		e.mu.Unlock()
 	}
+	e.mu.Lock()
+	revoked := e.eventsRevoked
+	e.mu.Unlock()
+	if !revoked { // and takes EVENT from users granted everything before writerPrivs
+		if err := e.revokeEvents(ctx, dbs); err != nil {
+			return nil, err
+		}
+		e.mu.Lock()
+		e.eventsRevoked = true
+		e.mu.Unlock()
+	}
+	e.mu.Lock()
+	limited := e.limitsSet
+	e.mu.Unlock()
+	if !limited { // and gives the users made before the limit existed theirs
+		if err := e.limitUsers(ctx, dbs); err != nil {
+			return nil, err
+		}
+		e.mu.Lock()
+		e.limitsSet = true
+		e.mu.Unlock()
+	}
 	args := make([]any, 0, len(dbs))
 	marks := strings.TrimSuffix(strings.Repeat("?,", len(dbs)), ",")
 	for _, d := range dbs {
 		args = append(args, d)
 	}
 	rows, err := e.pool.QueryContext(ctx, `
-		SELECT s.schema_name,
-		       COALESCE((SELECT SUM(t.data_length + t.index_length) FROM information_schema.tables t WHERE t.table_schema = s.schema_name), 0),
+		SELECT s.schema_name, `+mysqlSchemaBytes+`,
 		       EXISTS (SELECT 1 FROM information_schema.processlist p WHERE p.db = s.schema_name)
 		FROM information_schema.schemata s WHERE s.schema_name IN (`+marks+`)`, args...)
 	if err != nil {
@@ -259,6 +332,215 @@ func (e *mysqlEngine) Usage(ctx context.Context, dbs []string) (map[string]Usage
 	}
 	return out, rows.Err()
 }
+
+// RefreshStats brings InnoDB's statistics of the schemas' tables up to date (ANALYZE TABLE), so
+// that their data_length reflects rows deleted since: InnoDB refreshes them only now and then,
+// and a read-only tenant may not run ANALYZE itself, so it stayed read-only after emptying its
+// tables. Only InnoDB base tables are analyzed (MyISAM and Aria figures are exact); ANALYZE reads
+// sampled index pages, writes nothing of the tenant's and runs no trigger. Names are quoted; the
+// session waits at most 2 s for a table's lock (a tenant's open transaction) and it stops when ctx
+// ends. Not replicated (NO_WRITE_TO_BINLOG).
+func (e *mysqlEngine) RefreshStats(ctx context.Context, dbs []string) error {
+	var schemas []any
+	for _, d := range dbs {
+		if SafeName.MatchString(d) {
+			schemas = append(schemas, d)
+		}
+	}
+	if len(schemas) == 0 {
+		return nil
+	}
+	marks := strings.TrimSuffix(strings.Repeat("?,", len(schemas)), ",")
+	rows, err := e.pool.QueryContext(ctx, `SELECT table_schema, table_name FROM information_schema.tables
+		WHERE table_schema IN (`+marks+`) AND table_type = 'BASE TABLE' AND engine = 'InnoDB'`, schemas...)
+	if err != nil {
+		return fmt.Errorf("mysql: list tables: %w", err)
+	}
+	var tables []string
+	for rows.Next() {
+		var s, t string
+		if err := rows.Scan(&s, &t); err != nil {
+			rows.Close()
+			return fmt.Errorf("mysql: list tables: %w", err)
+		}
+		tables = append(tables, mqi(s)+"."+mqi(t))
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("mysql: list tables: %w", err)
+	}
+	if len(tables) == 0 {
+		return nil
+	}
+	conn, err := e.pool.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("mysql: %w", err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, "SET SESSION lock_wait_timeout = 2"); err != nil {
+		return fmt.Errorf("mysql: %w", err)
+	}
+	defer func() {
+		// The connection goes back to the pool: its own setting again, or it is discarded.
+		if _, err := conn.ExecContext(context.WithoutCancel(ctx), "SET SESSION lock_wait_timeout = DEFAULT"); err != nil {
+			_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+		}
+	}()
+	const batch = 32
+	for len(tables) > 0 {
+		n := min(batch, len(tables))
+		res, err := conn.QueryContext(ctx, "ANALYZE NO_WRITE_TO_BINLOG TABLE "+strings.Join(tables[:n], ", "))
+		if err != nil {
+			return fmt.Errorf("mysql: analyze: %w", err)
+		}
+		for res.Next() { // one row per table: a table dropped meanwhile is a row, not an error
+		}
+		res.Close()
+		if err := res.Err(); err != nil {
+			return fmt.Errorf("mysql: analyze: %w", err)
+		}
+		tables = tables[n:]
+	}
+	return nil
+}
+
+// revokeEvents takes the EVENT privilege (see writerPrivs) from every user@'%' that has it on one
+// of the schemas dbs (escaped names: escapeGrants has run). Events made before stay as they are.
+func (e *mysqlEngine) revokeEvents(ctx context.Context, dbs []string) error {
+	var schemas []any
+	for _, d := range dbs {
+		if SafeName.MatchString(d) {
+			schemas = append(schemas, grantDB(d))
+		}
+	}
+	if len(schemas) == 0 {
+		return nil
+	}
+	marks := strings.TrimSuffix(strings.Repeat("?,", len(schemas)), ",")
+	rows, err := e.pool.QueryContext(ctx, "SELECT Db, User FROM mysql.db WHERE Host = '%' AND Event_priv = 'Y' AND Db IN ("+marks+")", schemas...)
+	if err != nil {
+		return fmt.Errorf("mysql: list event grants: %w", err)
+	}
+	var grants [][2]string
+	for rows.Next() {
+		var db, user string
+		if err := rows.Scan(&db, &user); err != nil {
+			rows.Close()
+			return fmt.Errorf("mysql: list event grants: %w", err)
+		}
+		if SafeName.MatchString(user) {
+			grants = append(grants, [2]string{db, user})
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("mysql: list event grants: %w", err)
+	}
+	for _, g := range grants {
+		// g[0] is the stored (escaped) name: quote it as it is.
+		if err := e.exec(ctx, fmt.Sprintf("REVOKE EVENT ON %s.* FROM %s", mqi(g[0]), mqa(g[1]))); err != nil && !isMySQLCode(err, 1141) {
+			return err
+		}
+	}
+	return nil
+}
+
+// ServerWarnings tells which settings of the server let a tenant reach beyond its schema or its
+// pause (see mysqlSettingWarnings).
+func (e *mysqlEngine) ServerWarnings(ctx context.Context) ([]string, error) {
+	vars := map[string]string{}
+	for _, name := range []string{"have_symlink", "event_scheduler"} {
+		var v string
+		if err := e.pool.QueryRowContext(ctx, "SELECT @@GLOBAL."+name).Scan(&v); err != nil {
+			if isMySQLCode(err, 1193) { // not a variable of this server: nothing to warn about
+				continue
+			}
+			return nil, fmt.Errorf("mysql: read %s: %w", name, err)
+		}
+		vars[name] = v
+	}
+	return mysqlSettingWarnings(vars), nil
+}
+
+// mysqlSettingWarnings are the warnings about the server's settings vars (name: value).
+func mysqlSettingWarnings(vars map[string]string) []string {
+	var out []string
+	if strings.EqualFold(vars["have_symlink"], "YES") {
+		out = append(out, "MySQL/MariaDB server has symbolic links enabled (have_symlink=YES): a tenant can "+
+			"CREATE TABLE … DATA DIRECTORY / INDEX DIRECTORY and place files anywhere mysqld may write; set "+
+			"symbolic-links=0 (skip-symbolic-links) in the server's configuration")
+	}
+	if v := strings.ToUpper(vars["event_scheduler"]); v == "ON" || v == "1" {
+		out = append(out, "MySQL/MariaDB server runs events (event_scheduler=ON): an event runs as its definer "+
+			"even while the definer's account is locked, so events a tenant made before tenants lost the EVENT "+
+			"privilege keep running while its database is paused; set event_scheduler=OFF (or DISABLED) in the "+
+			"server's configuration")
+	}
+	return out
+}
+
+// limitUsers gives MAX_USER_CONNECTIONS maxConns to every user@'%' with privileges on one of the
+// schemas dbs (their owners and access credentials) that has another limit, such as users made
+// before there was one.
+func (e *mysqlEngine) limitUsers(ctx context.Context, dbs []string) error {
+	var schemas []any
+	for _, d := range dbs {
+		if SafeName.MatchString(d) {
+			schemas = append(schemas, grantDB(d), d)
+		}
+	}
+	if len(schemas) == 0 {
+		return nil
+	}
+	marks := strings.TrimSuffix(strings.Repeat("?,", len(schemas)), ",")
+	args := append([]any{e.maxConns}, schemas...)
+	rows, err := e.pool.QueryContext(ctx, `SELECT DISTINCT u.User FROM mysql.user u JOIN mysql.db d ON d.User = u.User AND d.Host = u.Host
+		WHERE u.Host = '%' AND u.max_user_connections <> ? AND d.Db IN (`+marks+`)`, args...)
+	if err != nil {
+		return fmt.Errorf("mysql: list users: %w", err)
+	}
+	var users []string
+	for rows.Next() {
+		var u string
+		if err := rows.Scan(&u); err != nil {
+			rows.Close()
+			return fmt.Errorf("mysql: list users: %w", err)
+		}
+		if SafeName.MatchString(u) {
+			users = append(users, u)
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("mysql: list users: %w", err)
+	}
+	for _, u := range users {
+		if err := e.exec(ctx, fmt.Sprintf("ALTER USER %s%s", mqa(u), e.limit)); err != nil && !isMySQLCode(err, 1396) {
+			return err
+		}
+	}
+	return nil
+}
+
+// mysqlSchemaBytes is the space a schema s takes: its tables' data and indexes (for MyISAM and
+// Aria less the space of deleted rows, data_free, which their next inserts reuse; InnoDB's
+// data_free is free space of the tablespace, not part of data_length) and the definitions of its
+// stored routines (body, parameter and return types, comment), views, triggers and events, which
+// the server keeps outside the tables (mysql.proc, .frm and .TRG files, mysql.event) and which a
+// tenant could otherwise fill without limit. Every figure is in bytes of the stored text.
+const mysqlSchemaBytes = `COALESCE((SELECT SUM(t.data_length + t.index_length -
+		           CASE WHEN t.engine IN ('MyISAM', 'Aria') THEN COALESCE(t.data_free, 0) ELSE 0 END)
+		         FROM information_schema.tables t WHERE t.table_schema = s.schema_name), 0)
+		     + COALESCE((SELECT SUM(COALESCE(LENGTH(r.routine_definition), 0) + COALESCE(LENGTH(r.routine_comment), 0))
+		         FROM information_schema.routines r WHERE r.routine_schema = s.schema_name), 0)
+		     + COALESCE((SELECT SUM(COALESCE(LENGTH(p.dtd_identifier), 0) + COALESCE(LENGTH(p.parameter_name), 0))
+		         FROM information_schema.parameters p WHERE p.specific_schema = s.schema_name), 0)
+		     + COALESCE((SELECT SUM(COALESCE(LENGTH(v.view_definition), 0))
+		         FROM information_schema.views v WHERE v.table_schema = s.schema_name), 0)
+		     + COALESCE((SELECT SUM(COALESCE(LENGTH(g.action_statement), 0))
+		         FROM information_schema.triggers g WHERE g.trigger_schema = s.schema_name), 0)
+		     + COALESCE((SELECT SUM(COALESCE(LENGTH(v.event_definition), 0) + COALESCE(LENGTH(v.event_comment), 0))
+		         FROM information_schema.events v WHERE v.event_schema = s.schema_name), 0)`
 
 // MariaDB and MySQL 5.7 have no comment on a user, so the marks of credential users live in a
 // table of the service's own on the server (no tenant is granted anything on it).
@@ -381,12 +663,12 @@ func (e *mysqlEngine) ensureMarkedUser(ctx context.Context, user, password, mark
 		if mark != marker {
 			return ErrRoleTaken
 		}
-		return e.exec(ctx, fmt.Sprintf("ALTER USER %s IDENTIFIED BY %s", mqa(user), ql(password)))
+		return e.exec(ctx, fmt.Sprintf("ALTER USER %s IDENTIFIED BY %s%s", mqa(user), ql(password), e.limit))
 	}
 	if _, err := e.pool.ExecContext(ctx, "REPLACE INTO "+mysqlMarks+" (user_name, marker) VALUES (?, ?)", user, marker); err != nil {
 		return fmt.Errorf("mysql: mark user: %w", err)
 	}
-	err = e.exec(ctx, fmt.Sprintf("CREATE USER %s IDENTIFIED BY %s", mqa(user), ql(password)))
+	err = e.exec(ctx, fmt.Sprintf("CREATE USER %s IDENTIFIED BY %s%s", mqa(user), ql(password), e.limit))
 	if isMySQLCode(err, 1396) { // created concurrently by someone else: not ours
 		_, _ = e.pool.ExecContext(ctx, "DELETE FROM "+mysqlMarks+" WHERE user_name = ? AND marker = ?", user, marker)
 		return ErrRoleTaken
@@ -417,7 +699,10 @@ func (e *mysqlEngine) CreateUser(ctx context.Context, dbName, owner, user, passw
 	if err := e.escapeGrants(ctx, dbName); err != nil {
 		return err
 	}
-	privs := "ALL PRIVILEGES"
+	privs, err := e.writerPrivs(ctx)
+	if err != nil {
+		return err
+	}
 	if readOnly {
 		privs = "SELECT, SHOW VIEW"
 	} else if ok, err := e.writable(ctx, dbName, owner); err != nil {
@@ -439,7 +724,7 @@ func (e *mysqlEngine) SetPassword(ctx context.Context, dbName, user, password, m
 	if !ok {
 		return ErrRoleTaken
 	}
-	return e.exec(ctx, fmt.Sprintf("ALTER USER %s IDENTIFIED BY %s", mqa(user), ql(password)))
+	return e.exec(ctx, fmt.Sprintf("ALTER USER %s IDENTIFIED BY %s%s", mqa(user), ql(password), e.limit))
 }
 
 func (e *mysqlEngine) SetUserLogin(ctx context.Context, dbName, user, marker string, enabled bool) error {
@@ -450,11 +735,11 @@ func (e *mysqlEngine) SetUserLogin(ctx context.Context, dbName, user, marker str
 	if err != nil || !ok {
 		return err
 	}
-	lock := "LOCK"
+	lock := " ACCOUNT LOCK"
 	if enabled {
-		lock = "UNLOCK"
+		lock = e.limit + " ACCOUNT UNLOCK"
 	}
-	if err := e.exec(ctx, fmt.Sprintf("ALTER USER %s ACCOUNT %s", mqa(user), lock)); err != nil {
+	if err := e.exec(ctx, fmt.Sprintf("ALTER USER %s%s", mqa(user), lock)); err != nil {
 		if isMySQLCode(err, 1396) { // dropped meanwhile
 			return nil
 		}
@@ -513,6 +798,10 @@ func (e *mysqlEngine) escapeGrants(ctx context.Context, dbNames ...string) error
 	}
 	type grant struct{ db, user, privs string }
 	var grants []grant
+	writer, err := e.writerPrivs(ctx)
+	if err != nil {
+		return err
+	}
 	for rows.Next() {
 		var g grant
 		var ins, del string
@@ -522,7 +811,7 @@ func (e *mysqlEngine) escapeGrants(ctx context.Context, dbNames ...string) error
 		}
 		switch {
 		case ins == "Y":
-			g.privs = "ALL PRIVILEGES"
+			g.privs = writer
 		case del == "Y":
 			g.privs = readOnlyPrivs
 		default:

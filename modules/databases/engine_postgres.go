@@ -31,6 +31,11 @@ type postgresEngine struct {
 	shapedPublic bool
 	// version: server_version_num (0: not read yet).
 	version int
+	// connLimit is every tenant login role's CONNECTION LIMIT (-1: none); limit is the clause.
+	connLimit int
+	limit     string
+	// limitsSet: the roles of the databases the first usage refresh named have connLimit.
+	limitsSet bool
 }
 
 // pinnedSettings are startup parameters of every admin session the engine opens. A tenant owns
@@ -87,7 +92,7 @@ func pinned(u url.URL, version int) url.URL {
 	return u
 }
 
-func newPostgres(dsn string, pub config.EnginePublic) (*postgresEngine, error) {
+func newPostgres(dsn string, pub config.EnginePublic, maxConns int) (*postgresEngine, error) {
 	u, err := url.Parse(dsn)
 	if err != nil || u.Host == "" {
 		return nil, errors.New("not a postgres:// URL")
@@ -99,7 +104,11 @@ func newPostgres(dsn string, pub config.EnginePublic) (*postgresEngine, error) {
 	}
 	pool := sql.OpenDB(conn)
 	pool.SetMaxOpenConns(8)
-	e := &postgresEngine{admin: u, pool: pool, host: u.Hostname(), port: 5432, per: map[string]*sql.DB{}}
+	e := &postgresEngine{admin: u, pool: pool, host: u.Hostname(), port: 5432, per: map[string]*sql.DB{}, connLimit: -1}
+	if maxConns > 0 {
+		e.connLimit = maxConns
+	}
+	e.limit = fmt.Sprintf(" CONNECTION LIMIT %d", e.connLimit)
 	if p, err := strconv.Atoi(u.Port()); err == nil {
 		e.port = p
 	}
@@ -176,11 +185,11 @@ func (e *postgresEngine) ensureRole(ctx context.Context, role, password string) 
 		return err
 	}
 	if ok {
-		return e.exec(ctx, fmt.Sprintf("ALTER ROLE %s WITH LOGIN PASSWORD %s", qi(role), ql(password)))
+		return e.exec(ctx, fmt.Sprintf("ALTER ROLE %s WITH LOGIN PASSWORD %s%s", qi(role), ql(password), e.limit))
 	}
-	err = e.exec(ctx, fmt.Sprintf("CREATE ROLE %s WITH LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE PASSWORD %s", qi(role), ql(password)))
+	err = e.exec(ctx, fmt.Sprintf("CREATE ROLE %s WITH LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE PASSWORD %s%s", qi(role), ql(password), e.limit))
 	if db.IsCode(err, "42710") { // created concurrently
-		return e.exec(ctx, fmt.Sprintf("ALTER ROLE %s WITH LOGIN PASSWORD %s", qi(role), ql(password)))
+		return e.exec(ctx, fmt.Sprintf("ALTER ROLE %s WITH LOGIN PASSWORD %s%s", qi(role), ql(password), e.limit))
 	}
 	return err
 }
@@ -462,7 +471,7 @@ func (e *postgresEngine) SetLogin(ctx context.Context, dbName, role string, enab
 		return err
 	}
 	if enabled {
-		return e.exec(ctx, fmt.Sprintf("ALTER ROLE %s WITH LOGIN", qi(role)))
+		return e.exec(ctx, fmt.Sprintf("ALTER ROLE %s WITH LOGIN%s", qi(role), e.limit))
 	}
 	if err := e.exec(ctx, fmt.Sprintf("ALTER ROLE %s WITH NOLOGIN", qi(role))); err != nil {
 		return err
@@ -637,6 +646,17 @@ func (e *postgresEngine) Usage(ctx context.Context, dbs []string) (map[string]Us
 	if len(dbs) == 0 {
 		return out, nil
 	}
+	e.mu.Lock()
+	limited := e.limitsSet
+	e.mu.Unlock()
+	if !limited { // and gives the roles made before the limit existed theirs
+		if err := e.limitRoles(ctx, dbs); err != nil {
+			return nil, err
+		}
+		e.mu.Lock()
+		e.limitsSet = true
+		e.mu.Unlock()
+	}
 	rows, err := e.pool.QueryContext(ctx, `
 		SELECT d.datname, pg_catalog.pg_database_size(d.datname),
 		       EXISTS (SELECT 1 FROM pg_catalog.pg_stat_activity a WHERE a.datname = d.datname AND a.pid <> pg_catalog.pg_backend_pid())
@@ -654,6 +674,42 @@ func (e *postgresEngine) Usage(ctx context.Context, dbs []string) (map[string]Us
 		out[name] = u
 	}
 	return out, rows.Err()
+}
+
+// limitRoles gives CONNECTION LIMIT connLimit to every role that is not a superuser and may
+// connect to one of dbs (their login roles and access credentials) but has another limit, such as
+// roles made before there was one.
+func (e *postgresEngine) limitRoles(ctx context.Context, dbs []string) error {
+	rows, err := e.pool.QueryContext(ctx, `
+		SELECT DISTINCT r.rolname FROM pg_catalog.pg_database d
+		  CROSS JOIN LATERAL pg_catalog.aclexplode(d.datacl) a
+		  JOIN pg_catalog.pg_roles r ON r.oid = a.grantee
+		WHERE d.datname = ANY($1::text[]) AND a.privilege_type = 'CONNECT' AND NOT r.rolsuper AND r.rolconnlimit <> $2`,
+		"{"+strings.Join(dbs, ",")+"}", e.connLimit)
+	if err != nil {
+		return fmt.Errorf("postgres: list roles: %w", err)
+	}
+	var roles []string
+	for rows.Next() {
+		var r string
+		if err := rows.Scan(&r); err != nil {
+			rows.Close()
+			return fmt.Errorf("postgres: list roles: %w", err)
+		}
+		if SafeName.MatchString(r) {
+			roles = append(roles, r)
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("postgres: list roles: %w", err)
+	}
+	for _, r := range roles {
+		if err := e.exec(ctx, fmt.Sprintf("ALTER ROLE %s WITH%s", qi(r), e.limit)); err != nil && !db.IsCode(err, "42704") {
+			return err
+		}
+	}
+	return nil
 }
 
 // serverVersion is the server's server_version_num, read once.
@@ -800,10 +856,10 @@ func (e *postgresEngine) ensureMarkedRole(ctx context.Context, role, password, m
 			if mark != marker {
 				return ErrRoleTaken
 			}
-			return e.exec(ctx, fmt.Sprintf("ALTER ROLE %s WITH LOGIN PASSWORD %s", qi(role), ql(password)))
+			return e.exec(ctx, fmt.Sprintf("ALTER ROLE %s WITH LOGIN PASSWORD %s%s", qi(role), ql(password), e.limit))
 		}
 		err = e.inTx(ctx,
-			fmt.Sprintf("CREATE ROLE %s WITH LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE PASSWORD %s", qi(role), ql(password)),
+			fmt.Sprintf("CREATE ROLE %s WITH LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE PASSWORD %s%s", qi(role), ql(password), e.limit),
 			fmt.Sprintf("COMMENT ON ROLE %s IS %s", qi(role), ql(marker)))
 		if db.IsCode(err, "42710") && attempt == 0 { // created concurrently: look at its mark again
 			continue
@@ -900,7 +956,7 @@ func (e *postgresEngine) SetPassword(ctx context.Context, dbName, user, password
 	if !ok {
 		return ErrRoleTaken
 	}
-	return e.exec(ctx, fmt.Sprintf("ALTER ROLE %s WITH PASSWORD %s", qi(user), ql(password)))
+	return e.exec(ctx, fmt.Sprintf("ALTER ROLE %s WITH PASSWORD %s%s", qi(user), ql(password), e.limit))
 }
 
 func (e *postgresEngine) SetUserLogin(ctx context.Context, dbName, user, marker string, enabled bool) error {
@@ -913,7 +969,7 @@ func (e *postgresEngine) SetUserLogin(ctx context.Context, dbName, user, marker 
 	}
 	login := "NOLOGIN"
 	if enabled {
-		login = "LOGIN"
+		login = "LOGIN" + e.limit
 	}
 	if err := e.exec(ctx, fmt.Sprintf("ALTER ROLE %s WITH %s", qi(user), login)); err != nil {
 		if db.IsCode(err, "42704") { // dropped meanwhile

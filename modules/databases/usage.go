@@ -31,12 +31,16 @@ type UsageRefresher struct {
 
 const usageLockKey = 7_310_442_101
 
+// statsBudget bounds how long one refresh spends refreshing an engine's statistics.
+const statsBudget = 10 * time.Second
+
 // Start runs the refresher every interval until Stop.
 func (u *UsageRefresher) Start() {
 	u.stop = make(chan struct{})
 	u.wg.Add(1)
 	go func() {
 		defer u.wg.Done()
+		u.checkServers()
 		t := time.NewTicker(u.interval)
 		defer t.Stop()
 		for {
@@ -52,6 +56,27 @@ func (u *UsageRefresher) Start() {
 			}
 		}
 	}()
+}
+
+// checkServers logs a WARN for each risky setting of an engine's server (serverChecker), once at
+// start; a server that does not answer is not checked.
+func (u *UsageRefresher) checkServers() {
+	for _, e := range u.engines.All() {
+		c, ok := e.(serverChecker)
+		if !ok {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		warnings, err := c.ServerWarnings(ctx)
+		cancel()
+		if err != nil {
+			u.log.Warn("engine server settings not checked", "engine", e.ID(), "error", err.Error())
+			continue
+		}
+		for _, w := range warnings {
+			u.log.Warn(w, "engine", e.ID())
+		}
+	}
 }
 
 // Stop ends the loop.
@@ -108,8 +133,26 @@ func (u *UsageRefresher) Refresh(ctx context.Context) error {
 			continue
 		}
 		names := make([]string, len(list))
+		var stale []string
 		for i, r := range list {
 			names[i] = r.DatabaseName
+			if r.ReadOnly || r.UsedSpace > r.MaxSpace {
+				stale = append(stale, r.DatabaseName)
+			}
+		}
+		if sr, ok := engine.(statsRefresher); ok && len(stale) > 0 {
+			// Read-only (or about to be) on figures that may be stale: the tenant cannot refresh
+			// them, so a DELETE would never bring it back under its quota. Bounded to half of what
+			// is left of this refresh, at most statsBudget.
+			budget := statsBudget
+			if dl, ok := ctx.Deadline(); ok && time.Until(dl)/2 < budget {
+				budget = time.Until(dl) / 2
+			}
+			sctx, cancel := context.WithTimeout(ctx, budget)
+			if err := sr.RefreshStats(sctx, stale); err != nil {
+				u.log.Warn("engine statistics refresh failed", "engine", engineID, "error", err.Error())
+			}
+			cancel()
 		}
 		usage, err := engine.Usage(ctx, names)
 		if err != nil {

@@ -69,6 +69,9 @@ type Databases struct {
 	DefaultEngine string `koanf:"defaultengine"`
 	// UsageRefreshSeconds is how often used space is read from the engines; default 30.
 	UsageRefreshSeconds int `koanf:"usagerefreshseconds"`
+	// MaxConnectionsPerRole is how many sessions each tenant login role (a database's own and
+	// each access credential's) may have open at once; 0 = no limit. Default 10.
+	MaxConnectionsPerRole int `koanf:"maxconnectionsperrole"`
 }
 
 // Redis configures the shared cache; an empty Url means in-process stores only.
@@ -265,6 +268,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Databases.MaxPerUser < 0 {
 		return &ValidationError{"Databases:MaxPerUser", "must not be negative"}
+	}
+	if c.Databases.MaxConnectionsPerRole < 0 {
+		return &ValidationError{"Databases:MaxConnectionsPerRole", "must not be negative (0 = no limit)"}
 	}
 	if c.Databases.DefaultMaxSpaceBytes <= 0 {
 		return &ValidationError{"Databases:DefaultMaxSpaceBytes", "must be positive"}

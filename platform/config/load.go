@@ -28,6 +28,7 @@ func Defaults() map[string]any {
 		"databases.defaultmaxspacebytes":    536870912,
 		"databases.defaultengine":           "postgres",
 		"databases.usagerefreshseconds":     30,
+		"databases.maxconnectionsperrole":   10,
 		"redis.keyprefix":                   "prov",
 		"jwt.issuer":                        "provisioner",
 		"jwt.audience":                      "provisioner-clients",
