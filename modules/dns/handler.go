@@ -117,7 +117,8 @@ func (h *Handler) Register(api *httpx.API) {
 			"background only a record carrying this one's marker and content, never the other one's (retried for 7 days while " +
 			"the provider fails, then given up and logged for an operator). 409 when already revoked. " +
 			"502 when the provider failed: the record stays Revoking with the error and is retried in the background " +
-			"(`Retry-After` says when).",
+			"(`Retry-After` says when). Only the provider's own \"record does not exist\" (81044, 1032) counts as already " +
+			"deleted; any other 404 is a failure.",
 		Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusBadGateway}, Responses: providerFailedResponse},
 		func(ctx context.Context, in *idInput) (*httpx.Response[View], error) {
 			return h.revoked(ctx, in.ID, authn.FromContext(ctx).UserID)

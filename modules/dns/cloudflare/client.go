@@ -24,7 +24,8 @@ import (
 
 // Error codes the provider uses for DNS records.
 const (
-	CodeRecordNotFound  = 81044 // DELETE of a record that does not exist
+	CodeRecordNotFound  = 81044 // DELETE of a record that does not exist ("Record does not exist.", 404)
+	CodeInvalidRecordID = 1032  // DELETE of a record id the zone does not know ("Invalid DNS record identifier", 400)
 	CodeNameExists      = 81053 // a record with that host already exists
 	CodeRecordExists    = 81057 // the record already exists
 	CodeIdenticalRecord = 81058 // an identical record already exists
@@ -320,14 +321,22 @@ func (c *Client) Create(ctx context.Context, r Record) (Record, error) {
 	return out, err
 }
 
-// Delete removes a record; a record that does not exist is not an error.
+// Delete removes a record; a record that does not exist is not an error. Only the provider's own
+// word says so: a 4xx envelope carrying 81044 ("Record does not exist.") or 1032 ("Invalid DNS
+// record identifier"). Any other 404 (a proxy's HTML page, 7003 "Could not route to …", an
+// envelope without those codes) is a failure like any other: the record may well still be there.
 func (c *Client) Delete(ctx context.Context, id string) error {
 	err := c.do(ctx, http.MethodDelete, "/zones/"+url.PathEscape(c.o.ZoneID)+"/dns_records/"+url.PathEscape(id), nil, nil)
-	var ae *APIError
-	if errors.As(err, &ae) && (ae.Status == http.StatusNotFound || ae.Has(CodeRecordNotFound)) {
+	if Gone(err) {
 		return nil
 	}
 	return err
+}
+
+// Gone reports whether err is the provider's answer that a record does not exist.
+func Gone(err error) bool {
+	var ae *APIError
+	return errors.As(err, &ae) && ae.Status >= 400 && ae.Status < 500 && (ae.Has(CodeRecordNotFound) || ae.Has(CodeInvalidRecordID))
 }
 
 // Lookup lists the A records named fqdn.

@@ -23,6 +23,15 @@ type Fault struct {
 	// Echo answers Status (default 400) with an error whose message repeats the request's
 	// Authorization header, as a careless provider or proxy may.
 	Echo bool
+	// Raw, when set, is the whole answer body, sent as it is with Status (default 200) and
+	// ContentType (default application/json): a proxy's HTML page, an envelope of Cloudflare's
+	// other error codes (7003 "Could not route to …"), a malformed or incomplete envelope.
+	Raw         string
+	ContentType string
+	// Carried: the request is carried out first (a create stores its record, a delete removes
+	// it), then answered with Raw instead of the real answer: an answer lost or mangled on the
+	// way back.
+	Carried bool
 }
 
 // Fake is the fake provider.
@@ -224,6 +233,23 @@ func (f *Fake) serve(w http.ResponseWriter, r *http.Request) {
 		if ft.RetryAfter > 0 {
 			w.Header().Set("Retry-After", fmt.Sprint(ft.RetryAfter))
 		}
+		if ft.Raw != "" {
+			if ft.Carried {
+				f.handle(httptest.NewRecorder(), r)
+			}
+			status := ft.Status
+			if status == 0 {
+				status = http.StatusOK
+			}
+			ct := ft.ContentType
+			if ct == "" {
+				ct = "application/json"
+			}
+			w.Header().Set("Content-Type", ct)
+			w.WriteHeader(status)
+			_, _ = w.Write([]byte(ft.Raw))
+			return
+		}
 		if ft.Echo {
 			status := ft.Status
 			if status == 0 {
@@ -242,6 +268,11 @@ func (f *Fake) serve(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	f.handle(w, r)
+}
+
+// handle carries out an authorised request without a fault.
+func (f *Fake) handle(w http.ResponseWriter, r *http.Request) {
 	prefix := "/zones/" + f.Zone + "/dns_records"
 	if !strings.HasPrefix(r.URL.Path, prefix) {
 		write(w, http.StatusNotFound, nil, msg{7003, "Could not route to " + r.URL.Path + ", perhaps your object identifier is invalid?"})

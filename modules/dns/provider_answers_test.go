@@ -1,0 +1,85 @@
+package dns_test
+
+import (
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"provisioner/modules/dns/cloudflare/cloudflaretest"
+	"provisioner/platform/testutil/apptest"
+)
+
+// Answers of the provider that are not what they seem.
+const (
+	nginx404  = `<html><head><title>404 Not Found</title></head><body><center><h1>404 Not Found</h1></center><hr><center>nginx</center></body></html>`
+	route7003 = `{"success":false,"errors":[{"code":7003,"message":"Could not route to /client/v4/zones/dns_records/x, perhaps your object identifier is invalid?"}],"messages":[],"result":null}`
+	gone81044 = `{"success":false,"errors":[{"code":81044,"message":"Record does not exist."}],"messages":[],"result":null}`
+	gone1032  = `{"success":false,"errors":[{"code":1032,"message":"Invalid DNS record identifier"}],"messages":[],"result":null}`
+)
+
+func createActive(t *testing.T, a *apptest.App, token string) rec {
+	t.Helper()
+	r := a.Post("/api/me/dns", token, map[string]any{"label": label()})
+	require.Equal(t, http.StatusCreated, r.Status, string(r.Raw))
+	var got rec
+	r.Decode(t, &got)
+	return got
+}
+
+// TestOnlyTheProvidersNotFoundCodeMeansGone: a DELETE answered 404 is "already deleted" only
+// when the provider says so with its code (81044, or 1032 for an unknown id). A proxy's HTML 404
+// or Cloudflare's routing error (7003) says nothing about the record: the revocation stays
+// Revoking, the record stays at the provider, and the finisher tries again, which deletes it. The
+// same holds when a user is deleted.
+func TestOnlyTheProvidersNotFoundCodeMeansGone(t *testing.T) {
+	a, fake := setup(t, nil)
+	u := a.Register(t)
+	for _, tc := range []struct {
+		name, raw, ct string
+	}{{"nginx html", nginx404, "text/html"}, {"routing error 7003", route7003, ""}} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := createActive(t, a, u.Token)
+			fake.Fail(cloudflaretest.Fault{Method: "DELETE", Status: 404, Raw: tc.raw, ContentType: tc.ct})
+			r := a.Do(apptest.Request{Method: "DELETE", Path: fmt.Sprintf("/api/me/dns/%d", got.ID), Token: u.Token})
+			require.Equal(t, http.StatusBadGateway, r.Status, string(r.Raw))
+			r.Decode(t, &got)
+			assert.Equal(t, "Revoking", got.Status)
+			assert.Contains(t, got.ErrorMessage, "404")
+			assert.NotEmpty(t, r.Header.Get("Retry-After"))
+			require.Contains(t, fake.Records(), got.ProviderRecordID, "the record is still at the provider")
+
+			assert.Equal(t, "Revoked", retryNow(t, a, got.ID))
+			assert.NotContains(t, fake.Records(), got.ProviderRecordID, "the finisher's retry deleted it")
+		})
+	}
+
+	// The provider's own "not found" codes: gone, Revoked at once.
+	for _, tc := range []struct {
+		name, raw string
+		status    int
+	}{{"81044", gone81044, 404}, {"1032", gone1032, 400}} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := createActive(t, a, u.Token)
+			fake.Fail(cloudflaretest.Fault{Method: "DELETE", Status: tc.status, Raw: tc.raw})
+			r := a.Do(apptest.Request{Method: "DELETE", Path: fmt.Sprintf("/api/me/dns/%d", got.ID), Token: u.Token})
+			require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
+			assert.Contains(t, string(r.Raw), `"status":"Revoked"`)
+		})
+	}
+
+	// A deleted user's record: the same.
+	v := a.Register(t)
+	got := createActive(t, a, v.Token)
+	fake.Fail(cloudflaretest.Fault{Method: "DELETE", Status: 404, Raw: route7003})
+	admin := a.AdminToken(t)
+	require.Equal(t, http.StatusOK, a.Do(apptest.Request{Method: "DELETE", Path: fmt.Sprintf("/api/users/%d", v.ID), Token: admin}).Status)
+	a.Settle(5 * time.Second)
+	assert.Equal(t, "Revoking", statusOf(t, a, got.ID))
+	require.Contains(t, fake.Records(), got.ProviderRecordID, "the record is still at the provider")
+	assert.Equal(t, "Revoked", retryNow(t, a, got.ID))
+	assert.NotContains(t, fake.Records(), got.ProviderRecordID)
+}
