@@ -83,3 +83,47 @@ func TestOnlyTheProvidersNotFoundCodeMeansGone(t *testing.T) {
 	assert.Equal(t, "Revoked", retryNow(t, a, got.ID))
 	assert.NotContains(t, fake.Records(), got.ProviderRecordID)
 }
+
+// TestCreateAnsweredWithoutSuccessIsTransient: a create the provider carried out but answered
+// with a 2xx that is no proper envelope (no success: true) is not a final failure: the record stays
+// Pending (502 with Retry-After) and the finisher's lookup adopts what the provider made: one
+// record, Active with its id. A create answered with a 4xx after it may have reached the provider
+// ends Failed, and its leftover is deleted in the background.
+func TestCreateAnsweredWithoutSuccessIsTransient(t *testing.T) {
+	a, fake := setup(t, nil)
+	u := a.Register(t)
+	for _, raw := range []string{`{"errors":[],"messages":[]}`, `{"success":false,"errors":[],"messages":[],"result":null}`, `OK`} {
+		l := label()
+		fake.Fail(cloudflaretest.Fault{Method: "POST", Raw: raw, Carried: true})
+		r := a.Post("/api/me/dns", u.Token, map[string]any{"label": l})
+		require.Equal(t, http.StatusBadGateway, r.Status, string(r.Raw))
+		var got rec
+		r.Decode(t, &got)
+		assert.Equal(t, "Pending", got.Status, "%s: not Failed while the provider may hold it", raw)
+		assert.Contains(t, got.ErrorMessage, "malformed answer")
+		assert.NotEmpty(t, r.Header.Get("Retry-After"))
+		require.Len(t, at(fake, l), 1, "the provider made it")
+
+		require.Equal(t, "Active", retryNow(t, a, got.ID))
+		var pid string
+		require.NoError(t, a.DB.QueryRow("SELECT provider_record_id FROM dns_records WHERE id = ?", got.ID).Scan(&pid))
+		assert.Equal(t, at(fake, l)[0].ID, pid, "adopted")
+		require.Len(t, at(fake, l), 1, "never created twice")
+	}
+
+	// Failed after the create was sent: the leftover check is queued and deletes our record.
+	l := label()
+	fake.Fail(cloudflaretest.Fault{Method: "POST", Status: 400, Carried: true,
+		Raw: `{"success":false,"errors":[{"code":1004,"message":"DNS Validation Error"}],"messages":[],"result":null}`})
+	r := a.Post("/api/me/dns", u.Token, map[string]any{"label": l})
+	require.Equal(t, http.StatusBadGateway, r.Status, string(r.Raw))
+	var got rec
+	r.Decode(t, &got)
+	require.Equal(t, "Failed", got.Status)
+	require.Len(t, at(fake, l), 1)
+	var n int
+	require.NoError(t, a.DB.QueryRow("SELECT count(*) FROM dns_leftovers WHERE record_id = ?", got.ID).Scan(&n))
+	assert.Equal(t, 1, n, "a cleanup is queued")
+	a.Settle(5 * time.Second)
+	assert.Empty(t, at(fake, l), "the Failed record's leftover is deleted")
+}

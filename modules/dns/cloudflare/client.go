@@ -62,6 +62,9 @@ type APIError struct {
 	Errors []Message
 	// Wait is the provider's Retry-After (a 429, a 503), 0 when it sent none.
 	Wait time.Duration
+	// malformed: a 2xx we could not read (the call was likely carried out): not repeated within
+	// the call; the finisher's next attempt looks the name up first.
+	malformed bool
 }
 
 // RetryAfter implements provision.RetryAfterer: the background finisher schedules the next
@@ -213,11 +216,17 @@ func (c *Client) do(ctx context.Context, method, path string, body any, out any)
 			}
 		}
 		last = c.once(ctx, method, path, raw, out)
-		if last == nil || !Transient(last) || ctx.Err() != nil || timedOut(last) {
+		if last == nil || !Transient(last) || ctx.Err() != nil || timedOut(last) || malformed(last) {
 			return last
 		}
 	}
 	return last
+}
+
+// malformed reports whether err is a 2xx answer we could not read.
+func malformed(err error) bool {
+	var ae *APIError
+	return errors.As(err, &ae) && ae.malformed
 }
 
 // timedOut reports whether err is a try that got no answer in time.
@@ -257,16 +266,19 @@ func (c *Client) once(ctx context.Context, method, path string, body []byte, out
 	jerr := json.Unmarshal(data, &env)
 	if res.StatusCode >= 300 || jerr != nil || !env.Success {
 		ae := &APIError{Status: res.StatusCode, Errors: c.sanitized(env.Errors)}
-		if jerr != nil && res.StatusCode < 300 {
-			ae.Status = http.StatusBadGateway
-			ae.Errors = []Message{{Message: "malformed answer from the provider"}}
+		if res.StatusCode < 300 {
+			// A 2xx that is not a v4 envelope with success: true (not JSON, or success missing or
+			// false) is no answer we can read: the call may or may not have been carried out, so it
+			// is transient (the next attempt looks the name up first).
+			ae.Status, ae.malformed = http.StatusBadGateway, true
+			ae.Errors = []Message{{Message: fmt.Sprintf("malformed answer from the provider (HTTP %d without success: true)", res.StatusCode)}}
 		}
 		ae.Wait = provision.ParseRetryAfter(res.Header.Get("Retry-After"), time.Now())
 		return ae
 	}
 	if out != nil {
 		if err := json.Unmarshal(env.Result, out); err != nil {
-			return &APIError{Status: http.StatusBadGateway, Errors: []Message{{Message: "malformed result from the provider"}}}
+			return &APIError{Status: http.StatusBadGateway, malformed: true, Errors: []Message{{Message: "malformed result from the provider"}}}
 		}
 	}
 	return nil
