@@ -127,3 +127,29 @@ func TestCreateAnsweredWithoutSuccessIsTransient(t *testing.T) {
 	a.Settle(5 * time.Second)
 	assert.Empty(t, at(fake, l), "the Failed record's leftover is deleted")
 }
+
+// TestCreateSuccessWithoutAnIdIsMalformed: a create answered success: true without a record id
+// (result null) is never Active with an empty providerRecordId: 502, Pending, and the finisher's
+// lookup settles it (here nothing was stored: it creates the record, once).
+func TestCreateSuccessWithoutAnIdIsMalformed(t *testing.T) {
+	a, fake := setup(t, nil)
+	u := a.Register(t)
+	for _, raw := range []string{`{"success":true,"errors":[],"messages":[],"result":null}`,
+		`{"success":true,"errors":[],"messages":[],"result":{"type":"A","content":"203.0.113.10"}}`} {
+		l := label()
+		fake.Fail(cloudflaretest.Fault{Method: "POST", Raw: raw})
+		r := a.Post("/api/me/dns", u.Token, map[string]any{"label": l})
+		require.Equal(t, http.StatusBadGateway, r.Status, string(r.Raw))
+		var got rec
+		r.Decode(t, &got)
+		assert.Equal(t, "Pending", got.Status)
+		assert.Empty(t, got.ProviderRecordID)
+		assert.Contains(t, got.ErrorMessage, "without an id")
+
+		require.Equal(t, "Active", retryNow(t, a, got.ID))
+		var pid string
+		require.NoError(t, a.DB.QueryRow("SELECT provider_record_id FROM dns_records WHERE id = ?", got.ID).Scan(&pid))
+		require.Len(t, at(fake, l), 1)
+		assert.Equal(t, at(fake, l)[0].ID, pid)
+	}
+}

@@ -58,7 +58,7 @@ func Marker(r *Record) string { return fmt.Sprintf("provisioner user:%d record:%
 // findOurs returns the provider's record named like r, with r's content and r's marker, if any.
 func findOurs(found []cloudflare.Record, r *Record) *cloudflare.Record {
 	for i, f := range found {
-		if strings.EqualFold(strings.TrimSuffix(f.Name, "."), r.Fqdn) && f.Content == r.Content && f.Comment == Marker(r) {
+		if f.ID != "" && strings.EqualFold(strings.TrimSuffix(f.Name, "."), r.Fqdn) && f.Content == r.Content && f.Comment == Marker(r) {
 			return &found[i]
 		}
 	}
@@ -225,6 +225,9 @@ func (p *Provisioner) nameTaken(ctx context.Context, tx bun.IDB, r *Record, msg 
 // automatic, for a proxied record whatever was asked), so what we show is what the zone serves.
 func (p *Provisioner) active(ctx context.Context, tx bun.IDB, r *Record, held cloudflare.Record, adopted bool) (provision.CreateResponse, error) {
 	providerID := held.ID
+	if providerID == "" { // never Active without the provider's id (a revocation could not find it)
+		return provision.CreateResponse{}, fmt.Errorf("record %d: the provider gave no record id", r.ID)
+	}
 	ttl := heldTTL(r, held)
 	if _, err := tx.NewUpdate().Model(r).Set("status = ?", StatusActive).Set("provider_record_id = ?", providerID).
 		Set("record_ttl = ?", ttl).Set("error_message = ''").Set("last_error = ''").Set("updated_at = now()").

@@ -325,11 +325,17 @@ func redactPath(p string) string {
 	return p
 }
 
-// Create adds an A record.
+// Create adds an A record. A success whose result carries no record id is a malformed answer.
 func (c *Client) Create(ctx context.Context, r Record) (Record, error) {
 	r.Type = "A"
 	var out Record
 	err := c.do(ctx, http.MethodPost, "/zones/"+url.PathEscape(c.o.ZoneID)+"/dns_records", r, &out)
+	if err == nil && out.ID == "" {
+		// A success without the record's id: we cannot tell which record (if any) was made.
+		// Transient: the next attempt looks the name up first.
+		return Record{}, &APIError{Status: http.StatusBadGateway, malformed: true,
+			Errors: []Message{{Message: "malformed result from the provider: a created record without an id"}}}
+	}
 	return out, err
 }
 
