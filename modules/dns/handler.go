@@ -69,7 +69,7 @@ type dnsAdminListInput struct {
 
 const createDoc = "The intent is stored as Pending, then the provider is called. 201 with the Active record; " +
 	"409 when the label is live in the cell, when the provider already holds the name for a record not made by this " +
-	"service (81053/81057/81058, or found by the lookup before creating; nothing is stored), or when the quota " +
+	"service (81053/81057/81058, or found by the lookup before creating, a record of any type: A, AAAA, CNAME, TXT, MX…; nothing is stored), or when the quota " +
 	"`Dns:MaxRecordsPerUser` is reached; 502 when the provider failed — `data` is the record as stored: Failed with " +
 	"the provider's error in `errorMessage`, or still Pending (a transient failure, retried in the background; then " +
 	"`Retry-After` says when, never sooner than the provider's own `Retry-After`, honoured up to a day). " +

@@ -153,3 +153,33 @@ func TestCreateSuccessWithoutAnIdIsMalformed(t *testing.T) {
 		assert.Equal(t, at(fake, l)[0].ID, pid)
 	}
 }
+
+// TestRecordOfAnotherTypeHoldsTheName: a name at which the provider holds a record of any type not
+// ours (a CNAME, which Cloudflare answers with 81053; an AAAA, TXT or MX, beside which it would
+// accept our A record) is a conflict: 409, nothing stored, nothing created, the other record
+// untouched. Our own A record at the name is still adopted.
+func TestRecordOfAnotherTypeHoldsTheName(t *testing.T) {
+	a, fake := setup(t, nil)
+	u := a.Register(t)
+	for _, typ := range []string{"CNAME", "AAAA", "TXT", "MX"} {
+		l := label()
+		content := map[string]string{"CNAME": "elsewhere.example.net", "AAAA": "2001:db8::1", "TXT": "v=spf1 -all", "MX": "mail.example.net"}[typ]
+		theirs := fake.PutRecord(cloudflaretest.Record{Type: typ, Name: l + ".cell", Content: content, TTL: 1})
+		r := a.Post("/api/me/dns", u.Token, map[string]any{"label": l})
+		require.Equal(t, http.StatusConflict, r.Status, "%s: %s", typ, r.Raw)
+		assert.Contains(t, r.Env.Message, l+".cell.example.com")
+		require.Len(t, at(fake, l), 1, "%s: nothing created beside it", typ)
+		assert.Equal(t, theirs, at(fake, l)[0].ID)
+	}
+	var n int
+	require.NoError(t, a.DB.QueryRow("SELECT count(*) FROM dns_records WHERE user_id = ?", u.ID).Scan(&n))
+	assert.Zero(t, n, "nothing stored, no Failed rows")
+	assert.Zero(t, fake.Creates())
+
+	// Our own A record at a name (a create whose answer was lost) is adopted.
+	got := createActive(t, a, u.Token)
+	_, err := a.DB.Exec("UPDATE dns_records SET status = 'Pending', provider_record_id = '' WHERE id = ?", got.ID)
+	require.NoError(t, err)
+	assert.Equal(t, "Active", retryNow(t, a, got.ID))
+	assert.EqualValues(t, 1, fake.Creates())
+}

@@ -55,10 +55,11 @@ func load(ctx context.Context, tx bun.IDB, id int64) (*Record, error) {
 // record (or one of another row) is never taken over.
 func Marker(r *Record) string { return fmt.Sprintf("provisioner user:%d record:%d", r.UserID, r.ID) }
 
-// findOurs returns the provider's record named like r, with r's content and r's marker, if any.
+// findOurs returns the provider's A record named like r, with r's content and r's marker, if any.
+// The lookup lists every type: a record of another type at the name is never ours.
 func findOurs(found []cloudflare.Record, r *Record) *cloudflare.Record {
 	for i, f := range found {
-		if f.ID != "" && strings.EqualFold(strings.TrimSuffix(f.Name, "."), r.Fqdn) && f.Content == r.Content && f.Comment == Marker(r) {
+		if f.ID != "" && f.Type == "A" && strings.EqualFold(strings.TrimSuffix(f.Name, "."), r.Fqdn) && f.Content == r.Content && f.Comment == Marker(r) {
 			return &found[i]
 		}
 	}

@@ -357,10 +357,11 @@ func Gone(err error) bool {
 	return errors.As(err, &ae) && ae.Status >= 400 && ae.Status < 500 && (ae.Has(CodeRecordNotFound) || ae.Has(CodeInvalidRecordID))
 }
 
-// Lookup lists the A records named fqdn.
+// Lookup lists the records named fqdn, of every type: an AAAA, CNAME, TXT or MX record holds the
+// name as much as an A record does.
 func (c *Client) Lookup(ctx context.Context, fqdn string) ([]Record, error) {
 	var out []Record
-	q := url.Values{"type": {"A"}, "name": {fqdn}, "per_page": {"100"}}
+	q := url.Values{"name": {fqdn}, "per_page": {"100"}}
 	err := c.do(ctx, http.MethodGet, "/zones/"+url.PathEscape(c.o.ZoneID)+"/dns_records?"+q.Encode(), nil, &out)
 	return out, err
 }

@@ -115,14 +115,15 @@ func (f *Fake) Records() map[string]Record {
 	defer f.mu.Unlock()
 	out := map[string]Record{}
 	for id, r := range f.records {
-		out[id] = Record{ID: r.ID, Name: r.Name, Content: r.Content, TTL: r.TTL, Proxied: r.Proxied, Comment: r.Comment}
+		out[id] = Record{ID: r.ID, Type: r.Type, Name: r.Name, Content: r.Content, TTL: r.TTL, Proxied: r.Proxied, Comment: r.Comment}
 	}
 	return out
 }
 
-// Record is a stored record as tests see it.
+// Record is a stored record as tests see it. Type is "A" unless set (PutRecord: "AAAA", "CNAME",
+// "TXT", "MX"… another party's record at the name).
 type Record struct {
-	ID, Name, Content, Comment string
+	ID, Type, Name, Content, Comment string
 	TTL                        int
 	Proxied                    bool
 }
@@ -144,7 +145,11 @@ func (f *Fake) PutRecord(r Record) string {
 	defer f.mu.Unlock()
 	f.seq++
 	id := fmt.Sprintf("rec%06d", f.seq)
-	f.records[id] = record{ID: id, Type: "A", Name: f.fqdn(r.Name), Content: r.Content, TTL: r.TTL, Proxied: r.Proxied,
+	typ := r.Type
+	if typ == "" {
+		typ = "A"
+	}
+	f.records[id] = record{ID: id, Type: typ, Name: f.fqdn(r.Name), Content: r.Content, TTL: r.TTL, Proxied: r.Proxied,
 		Comment: r.Comment, CreatedOn: time.Now()}
 	return id
 }
@@ -326,9 +331,12 @@ func (f *Fake) create(w http.ResponseWriter, r *http.Request) {
 	}
 	f.mu.Lock()
 	for _, rec := range f.records {
-		if rec.Name == name {
+		// Like the real API, a CNAME takes its name whole; an A record is refused beside an A
+		// record (identical or, unlike the real API, any: the fake keeps one A per name), while
+		// AAAA, TXT, MX… records at the name do not stop it.
+		if rec.Name == name && (rec.Type == "A" || rec.Type == "CNAME") {
 			f.mu.Unlock()
-			if rec.Content == in.Content {
+			if rec.Type == "A" && rec.Content == in.Content {
 				write(w, http.StatusBadRequest, nil, msg{81058, "An identical record already exists."})
 			} else {
 				write(w, http.StatusBadRequest, nil, msg{81053, "An A, AAAA, or CNAME record with that host already exists."})
