@@ -124,8 +124,8 @@ func (f *Fake) Records() map[string]Record {
 // "TXT", "MX"… another party's record at the name).
 type Record struct {
 	ID, Type, Name, Content, Comment string
-	TTL                        int
-	Proxied                    bool
+	TTL                              int
+	Proxied                          bool
 }
 
 // Put stores a record directly (another party's record, or a leftover).
