@@ -317,6 +317,9 @@ func (f *Finisher) claimAndDrive(ctx context.Context, kind Kind, q Queue, id int
 		}
 		attempts := row.Attempts + 1
 		next := time.Now().Add(f.delay(attempts, verbErr))
+		if at, ok := DeferredUntil(verbErr); ok { // put off, not an attempt: not counted
+			attempts, next = row.Attempts, at
+		}
 		if _, err := tx.NewUpdate().Table(q.Table()).
 			Set("attempts = ?", attempts).
 			Set("next_attempt_at = ?", next).
@@ -324,7 +327,7 @@ func (f *Finisher) claimAndDrive(ctx context.Context, kind Kind, q Queue, id int
 			Where("id = ?", row.ID).Exec(ctx); err != nil {
 			return true, fmt.Errorf("record attempt of %s %d: %w", kind, row.ID, err)
 		}
-		if g, ok := p.(GiveUpper); ok && attempts >= f.o.MaxAttempts {
+		if g, ok := p.(GiveUpper); ok && attempts >= f.o.MaxAttempts && attempts > row.Attempts {
 			if err := g.GiveUp(ctx, tx, row.ID, verbErr); err != nil {
 				return true, fmt.Errorf("give up %s %d: %w", kind, row.ID, err)
 			}
