@@ -37,9 +37,7 @@ type CreateInput struct {
 	Proxied   *bool
 }
 
-func (s *Service) configured() bool {
-	return s.cfg.ZoneId != "" && s.cfg.ApiToken != "" && s.cfg.BaseUrl != ""
-}
+func (s *Service) configured() bool { return s.cfg.Enabled() }
 
 // names returns the provider name and the fqdn of label.
 func (s *Service) names(label string) (name, fqdn string) {
