@@ -118,7 +118,8 @@ func (h *Handler) Register(api *httpx.API) {
 			"the provider fails, then given up and logged for an operator). 409 when already revoked. " +
 			"502 when the provider failed: the record stays Revoking with the error and is retried in the background " +
 			"(`Retry-After` says when). Only the provider's own \"record does not exist\" (81044, 1032) counts as already " +
-			"deleted; any other 404 is a failure.",
+			"deleted; any other 404 is a failure. A record already Revoking whose next attempt is not due yet (backoff, the " +
+			"provider's Retry-After) is not sent to the provider again: 502 with `Retry-After` of the remaining wait.",
 		Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusBadGateway}, Responses: providerFailedResponse},
 		func(ctx context.Context, in *idInput) (*httpx.Response[View], error) {
 			return h.revoked(ctx, in.ID, authn.FromContext(ctx).UserID)
