@@ -69,7 +69,7 @@ type dnsAdminListInput struct {
 
 const createDoc = "The intent is stored as Pending, then the provider is called. 201 with the Active record; " +
 	"409 when the label is live in the cell, when the provider already holds the name for a record not made by this " +
-	"service (81053/81057/81058, or found by the lookup before creating; nothing is stored), or when the quota " +
+	"service (81053/81057/81058, or found by the lookup before creating, a record of any type: A, AAAA, CNAME, TXT, MX…; nothing is stored), or when the quota " +
 	"`Dns:MaxRecordsPerUser` is reached; 502 when the provider failed — `data` is the record as stored: Failed with " +
 	"the provider's error in `errorMessage`, or still Pending (a transient failure, retried in the background; then " +
 	"`Retry-After` says when, never sooner than the provider's own `Retry-After`, honoured up to a day). " +
@@ -117,7 +117,9 @@ func (h *Handler) Register(api *httpx.API) {
 			"background only a record carrying this one's marker and content, never the other one's (retried for 7 days while " +
 			"the provider fails, then given up and logged for an operator). 409 when already revoked. " +
 			"502 when the provider failed: the record stays Revoking with the error and is retried in the background " +
-			"(`Retry-After` says when).",
+			"(`Retry-After` says when). Only the provider's own \"record does not exist\" (81044, 1032) counts as already " +
+			"deleted; any other 404 is a failure. A record already Revoking whose next attempt is not due yet (backoff, the " +
+			"provider's Retry-After) is not sent to the provider again: 502 with `Retry-After` of the remaining wait.",
 		Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusBadGateway}, Responses: providerFailedResponse},
 		func(ctx context.Context, in *idInput) (*httpx.Response[View], error) {
 			return h.revoked(ctx, in.ID, authn.FromContext(ctx).UserID)

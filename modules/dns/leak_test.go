@@ -79,3 +79,30 @@ func TestProviderErrorEchoingTheTokenNeverShowsIt(t *testing.T) {
 	leaks("audit", strings.Join(details, " "))
 	leaks("log", logs.String())
 }
+
+// TestProviderErrorEchoingAPieceOfTheTokenNeverShowsIt: a provider (or a proxy) that echoes our
+// token cut short (17 of its 19 characters) gets that piece neither into the stored record nor
+// the dns.failed audit event: every piece of 16 characters or more is redacted.
+func TestProviderErrorEchoingAPieceOfTheTokenNeverShowsIt(t *testing.T) {
+	const short = "cfTok0123456789abcd" // 19 characters: no token-like 24+ run, no keyword
+	fake := cloudflaretest.New("zone123", short, "example.com")
+	t.Cleanup(fake.Close)
+	a := apptest.Start(t, apptest.With(map[string]any{"Dns:BaseUrl": fake.URL, "Dns:ZoneId": "zone123", "Dns:ApiToken": short,
+		"Dns:ZoneName": "example.com", "Dns:DefaultContent": "203.0.113.10", "Dns:TimeoutSeconds": 1}))
+	u := a.Register(t)
+	fake.Fail(cloudflaretest.Fault{Method: "POST", Status: 400,
+		Raw: `{"success":false,"errors":[{"code":9005,"message":"Content for A record is invalid (sent by ` + short[:17] + `)"}],"messages":[],"result":null}`})
+	r := a.Post("/api/me/dns", u.Token, map[string]any{"label": label()})
+	require.Equal(t, http.StatusBadGateway, r.Status, string(r.Raw))
+	var failed rec
+	r.Decode(t, &failed)
+	require.Equal(t, "Failed", failed.Status)
+	assert.Contains(t, failed.ErrorMessage, "[9005] Content for A record is invalid (sent by [redacted])")
+	var stored, audit string
+	require.NoError(t, a.DB.QueryRow("SELECT error_message FROM dns_records WHERE id = ?", failed.ID).Scan(&stored))
+	require.NoError(t, a.DB.QueryRow("SELECT details::text FROM audit_events WHERE action = 'dns.failed' AND target_id = ?", fmt.Sprint(failed.ID)).Scan(&audit))
+	for where, s := range map[string]string{"answer": string(r.Raw), "stored": stored, "audit": audit} {
+		assert.NotContains(t, s, short[:16], where)
+		assert.NotContains(t, s, short[1:17], where)
+	}
+}

@@ -48,9 +48,9 @@ var Module = fx.Module("dns",
 
 // newClient builds the provider client with our own outbound budget (Dns:OutboundRate, below the
 // provider's 1,200 calls per 5 minutes), shared across replicas through Redis. When the budget is
-// spent, a call waits for the next window (up to BudgetWait); past that the attempt fails as
-// transient and the record stays Pending: the finisher queues it, nothing bursts into the
-// provider's 5-minute block.
+// spent, a call waits for the next window (up to BudgetWait); past that the call is put off
+// (provision.Deferred, not a failed attempt) and the record stays Pending: the finisher tries it
+// again when the budget resets, nothing bursts into the provider's 5-minute block.
 func newClient(cfg *config.Config, rc *redis.Client, log *slog.Logger) (*cloudflare.Client, error) {
 	opts := ratelimit.Options{Prefix: cfg.Redis.KeyPrefix + ":dns", Rates: map[string]string{"DnsOutbound": cfg.Dns.OutboundRate}, Logger: log}
 	if rc != nil {
@@ -75,7 +75,9 @@ func newClient(cfg *config.Config, rc *redis.Client, log *slog.Logger) (*cloudfl
 					wait = 50 * time.Millisecond
 				}
 				if wait > BudgetWait {
-					return fmt.Errorf("DNS outbound budget spent until %s: queued for the background finisher", r.Reset.UTC().Format(time.RFC3339))
+					// Not sent: not a failed attempt. The finisher tries again when the budget resets.
+					return &provision.Deferred{At: r.Reset, Err: fmt.Errorf("DNS outbound budget spent until %s: queued for the background finisher",
+						r.Reset.UTC().Format(time.RFC3339))}
 				}
 				select {
 				case <-ctx.Done():

@@ -55,10 +55,11 @@ func load(ctx context.Context, tx bun.IDB, id int64) (*Record, error) {
 // record (or one of another row) is never taken over.
 func Marker(r *Record) string { return fmt.Sprintf("provisioner user:%d record:%d", r.UserID, r.ID) }
 
-// findOurs returns the provider's record named like r, with r's content and r's marker, if any.
+// findOurs returns the provider's A record named like r, with r's content and r's marker, if any.
+// The lookup lists every type: a record of another type at the name is never ours.
 func findOurs(found []cloudflare.Record, r *Record) *cloudflare.Record {
 	for i, f := range found {
-		if strings.EqualFold(strings.TrimSuffix(f.Name, "."), r.Fqdn) && f.Content == r.Content && f.Comment == Marker(r) {
+		if f.ID != "" && f.Type == "A" && strings.EqualFold(strings.TrimSuffix(f.Name, "."), r.Fqdn) && f.Content == r.Content && f.Comment == Marker(r) {
 			return &found[i]
 		}
 	}
@@ -105,7 +106,8 @@ func (p *Provisioner) Create(ctx context.Context, req provision.CreateRequest) (
 		return provision.CreateResponse{}, p.nameTaken(ctx, req.Tx, r, ae.Error()+"; "+taken(r))
 	}
 	if err != nil {
-		return provision.CreateResponse{}, p.failed(ctx, req.Tx, r, err)
+		// The create was sent: whatever it answered, it may have reached the provider.
+		return provision.CreateResponse{}, p.failedAfterCreate(ctx, req.Tx, r, err)
 	}
 	return p.active(ctx, req.Tx, r, created, false)
 }
@@ -224,6 +226,9 @@ func (p *Provisioner) nameTaken(ctx context.Context, tx bun.IDB, r *Record, msg 
 // automatic, for a proxied record whatever was asked), so what we show is what the zone serves.
 func (p *Provisioner) active(ctx context.Context, tx bun.IDB, r *Record, held cloudflare.Record, adopted bool) (provision.CreateResponse, error) {
 	providerID := held.ID
+	if providerID == "" { // never Active without the provider's id (a revocation could not find it)
+		return provision.CreateResponse{}, fmt.Errorf("record %d: the provider gave no record id", r.ID)
+	}
 	ttl := heldTTL(r, held)
 	if _, err := tx.NewUpdate().Model(r).Set("status = ?", StatusActive).Set("provider_record_id = ?", providerID).
 		Set("record_ttl = ?", ttl).Set("error_message = ''").Set("last_error = ''").Set("updated_at = now()").
@@ -237,15 +242,20 @@ func (p *Provisioner) active(ctx context.Context, tx bun.IDB, r *Record, held cl
 	return provision.CreateResponse{ExternalID: providerID}, nil
 }
 
-// final records a failure no retry can fix (a 4xx): Failed with the provider's message. When an
-// earlier attempt ended without an answer (its create may have reached the provider), a sweep is
-// queued: the finisher deletes the record carrying r's comment, if the provider holds one.
+// final records a failure no retry can fix (a 4xx): Failed with the provider's message. When a
+// create call may have reached the provider (an earlier attempt failed after or without an
+// answer, or this attempt sent one), a sweep is queued: the finisher deletes the record carrying
+// r's comment and content, if the provider holds one.
 func (p *Provisioner) final(ctx context.Context, tx bun.IDB, r *Record, msg string) error {
+	return p.finalAfter(ctx, tx, r, msg, false)
+}
+
+func (p *Provisioner) finalAfter(ctx context.Context, tx bun.IDB, r *Record, msg string, sent bool) error {
 	if _, err := tx.NewUpdate().Model(r).Set("status = ?", StatusFailed).Set("error_message = ?", msg).
 		Set("updated_at = now()").WherePK().Exec(ctx); err != nil {
 		return fmt.Errorf("record %d failed: %w", r.ID, err)
 	}
-	if r.Attempts > 0 {
+	if r.Attempts > 0 || sent {
 		if err := queueSweeps(ctx, tx, "r.id = ?", r.ID); err != nil {
 			return err
 		}
@@ -260,6 +270,15 @@ func (p *Provisioner) failed(ctx context.Context, tx bun.IDB, r *Record, err err
 		return err // the finisher records the attempt and retries with backoff
 	}
 	return p.final(ctx, tx, r, err.Error())
+}
+
+// failedAfterCreate is failed for the answer of a create call that was sent: a final failure
+// queues the leftover check, since the call may have reached the provider.
+func (p *Provisioner) failedAfterCreate(ctx context.Context, tx bun.IDB, r *Record, err error) error {
+	if cloudflare.Transient(err) {
+		return err
+	}
+	return p.finalAfter(ctx, tx, r, err.Error(), true)
 }
 
 // Delete implements provision.Provisioner: the provider record (found by id, or by lookup when

@@ -102,3 +102,33 @@ func statusOf(t *testing.T, a *apptest.App, id int64) string {
 	require.NoError(t, a.DB.QueryRow("SELECT status FROM dns_records WHERE id = ?", id).Scan(&status))
 	return status
 }
+
+// TestRepeatedRevokeWaitsForTheProvidersRetryAfter: a revocation the provider answered 429 with
+// Retry-After: 300 stays Revoking; asking again meanwhile answers 502 with the remaining wait and
+// does not call the provider. Once the wait is over the finisher deletes the record.
+func TestRepeatedRevokeWaitsForTheProvidersRetryAfter(t *testing.T) {
+	a, fake := setup(t, nil)
+	u := a.Register(t)
+	r := a.Post("/api/me/dns", u.Token, map[string]any{"label": label()})
+	require.Equal(t, http.StatusCreated, r.Status, string(r.Raw))
+	var got rec
+	r.Decode(t, &got)
+	fake.Fail(cloudflaretest.Fault{Status: 429, RetryAfter: 300, Method: "DELETE"})
+	path := fmt.Sprintf("/api/me/dns/%d", got.ID)
+	r = a.Do(apptest.Request{Method: "DELETE", Path: path, Token: u.Token})
+	require.Equal(t, http.StatusBadGateway, r.Status, string(r.Raw))
+	calls := fake.Calls()
+	for i := 0; i < 5; i++ {
+		r = a.Do(apptest.Request{Method: "DELETE", Path: path, Token: u.Token})
+		require.Equal(t, http.StatusBadGateway, r.Status, string(r.Raw))
+		assert.Contains(t, string(r.Raw), `"status":"Revoking"`)
+		secs, err := strconv.Atoi(r.Header.Get("Retry-After"))
+		require.NoError(t, err)
+		assert.Greater(t, secs, 250, "the remaining wait")
+	}
+	assert.Equal(t, calls, fake.Calls(), "no provider call before the provider's wait is over")
+	assert.Contains(t, fake.Records(), got.ProviderRecordID)
+
+	assert.Equal(t, "Revoked", retryNow(t, a, got.ID))
+	assert.NotContains(t, fake.Records(), got.ProviderRecordID)
+}

@@ -37,9 +37,7 @@ type CreateInput struct {
 	Proxied   *bool
 }
 
-func (s *Service) configured() bool {
-	return s.cfg.ZoneId != "" && s.cfg.ApiToken != "" && s.cfg.BaseUrl != ""
-}
+func (s *Service) configured() bool { return s.cfg.Enabled() }
 
 // names returns the provider name and the fqdn of label.
 func (s *Service) names(label string) (name, fqdn string) {
@@ -162,8 +160,10 @@ func (s *Service) List(ctx context.Context, userID int64) ([]View, error) {
 // record goes through the provider too: its create may have reached the provider (an answer lost,
 // then attempts run out), so the name is looked up and a record carrying this row's marker is
 // deleted. It returns the record as it then stands and the attempt's error (the record stays
-// Revoking for the finisher).
+// Revoking for the finisher). A record already Revoking is driven again only once its next attempt
+// is due: before that the provider is not called (its Retry-After, our backoff).
 func (s *Service) Revoke(ctx context.Context, id, userID int64) (*Record, error) {
+	waiting := false // a Revoking record whose next attempt is not due yet
 	err := s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
 		r := new(Record)
 		q := tx.NewSelect().Model(r).Where("id = ?", id).For("UPDATE")
@@ -180,6 +180,10 @@ func (s *Service) Revoke(ctx context.Context, id, userID int64) (*Record, error)
 		case StatusRevoked:
 			return httpx.Conflict("The record is already revoked")
 		case StatusRevoking:
+			// Already being revoked. While its next attempt is not due (the finisher's backoff,
+			// or the provider's Retry-After), asking again does not call the provider: the answer
+			// is the record as it stands (502, Retry-After: the remaining wait).
+			waiting = r.NextAttemptAt.After(time.Now())
 			return nil
 		case StatusFailed:
 			// A Failed record does not hold its label; another live record may have taken it. Then
@@ -218,6 +222,9 @@ func (s *Service) Revoke(ctx context.Context, id, userID int64) (*Record, error)
 	})
 	if err != nil {
 		return nil, err
+	}
+	if waiting {
+		return s.get(ctx, id, 0)
 	}
 	return s.drive(ctx, id)
 }

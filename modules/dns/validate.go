@@ -1,12 +1,12 @@
 package dns
 
 import (
-	"net/netip"
 	"regexp"
 	"strings"
 
 	"golang.org/x/net/idna"
 
+	"provisioner/platform/config"
 	"provisioner/platform/httpx"
 )
 
@@ -45,14 +45,7 @@ func validALabel(l string) bool {
 // host address: not in 0.0.0.0/8 ("this network", 0.0.0.0 included), loopback, link-local,
 // multicast or 240.0.0.0/4 (reserved, 255.255.255.255 included). Private ranges (10/8,
 // 172.16/12, 192.168/16, 100.64/10) are allowed: a cell may point at a private network.
-func ValidContent(s string) bool {
-	a, err := netip.ParseAddr(s)
-	if err != nil || !a.Is4() || a.String() != s {
-		return false
-	}
-	b := a.As4()
-	return !(b[0] == 0 || a.IsLoopback() || a.IsLinkLocalUnicast() || a.IsMulticast() || b[0] >= 240)
-}
+func ValidContent(s string) bool { return config.ValidRecordIPv4(s) }
 
 // ValidTTL is 1 (automatic) or 60–86400.
 func ValidTTL(ttl int) bool { return ttl == 1 || (ttl >= 60 && ttl <= 86400) }

@@ -6,6 +6,7 @@ package config
 import (
 	"encoding/base64"
 	"fmt"
+	"net/netip"
 	"net/url"
 	"strings"
 	"time"
@@ -133,6 +134,39 @@ type Dns struct {
 	// OutboundRate is our own budget of provider calls, shared across replicas, in the RateLimit
 	// format; default "200-M" (below the provider's 1,200 per 5 minutes).
 	OutboundRate string `koanf:"outboundrate"`
+}
+
+// Enabled reports whether the DNS cell is configured: a zone id, an API token and a base URL.
+func (d Dns) Enabled() bool { return d.ZoneId != "" && d.ApiToken != "" && d.BaseUrl != "" }
+
+// ValidZoneName reports whether s is a DNS zone name: at least two labels of a-z, 0-9 and '-'
+// (1–63 characters, no hyphen at either end), at most 253 characters; a trailing dot is allowed.
+func ValidZoneName(s string) bool {
+	s = strings.TrimSuffix(strings.ToLower(s), ".")
+	labels := strings.Split(s, ".")
+	if len(s) > 253 || len(labels) < 2 {
+		return false
+	}
+	for _, l := range labels {
+		if l == "" || len(l) > 63 || l[0] == '-' || l[len(l)-1] == '-' || strings.Trim(l, "abcdefghijklmnopqrstuvwxyz0123456789-") != "" {
+			return false
+		}
+	}
+	return true
+}
+
+// ValidRecordIPv4 reports whether s is an IPv4 address in dotted-decimal form that is routable as
+// a host address: not in 0.0.0.0/8 ("this network", 0.0.0.0 included), loopback, link-local,
+// multicast or 240.0.0.0/4 (reserved, 255.255.255.255 included). Private ranges (10/8,
+// 172.16/12, 192.168/16, 100.64/10) are allowed: a cell may point at a private network. The DNS
+// module checks a record's content with it (dns.ValidContent), and Validate Dns:DefaultContent.
+func ValidRecordIPv4(s string) bool {
+	a, err := netip.ParseAddr(s)
+	if err != nil || !a.Is4() || a.String() != s {
+		return false
+	}
+	b := a.As4()
+	return !(b[0] == 0 || a.IsLoopback() || a.IsLinkLocalUnicast() || a.IsMulticast() || b[0] >= 240)
 }
 
 // Wfauto configures the external workflow-automation provisioning cell.
@@ -277,6 +311,12 @@ func (c *Config) Validate() error {
 	}
 	if c.Dns.RecordTtl != 1 && (c.Dns.RecordTtl < 60 || c.Dns.RecordTtl > 86400) {
 		return &ValidationError{"Dns:RecordTtl", "must be 1 (automatic) or between 60 and 86400"}
+	}
+	if c.Dns.Enabled() && !ValidZoneName(c.Dns.ZoneName) {
+		return &ValidationError{"Dns:ZoneName", "must be the zone's name (e.g. example.com) when the DNS cell is configured (Dns:ZoneId, Dns:ApiToken)"}
+	}
+	if c.Dns.DefaultContent != "" && !ValidRecordIPv4(c.Dns.DefaultContent) {
+		return &ValidationError{"Dns:DefaultContent", "must be empty or an IPv4 address a record may point at (not 0.0.0.0/8, loopback, link-local, multicast or 240.0.0.0/4)"}
 	}
 	if _, err := url.Parse(c.Server.PublicUrl); err != nil || c.Server.PublicUrl == "" {
 		return &ValidationError{"Server:PublicUrl", "must be an absolute URL"}

@@ -100,6 +100,11 @@ func TestValidationNamesTheKey(t *testing.T) {
 		{"missing encryption key", []string{"Jwt__Key=" + goodKey}, "Secrets:EncryptionKey"},
 		{"encryption key not 32 bytes", []string{"Jwt__Key=" + goodKey, "Secrets__EncryptionKey=c2hvcnQ="}, "Secrets:EncryptionKey"},
 		{"bad ttl", append(required(), "Dns__RecordTtl=30"), "Dns:RecordTtl"},
+		{"dns configured without a zone name", append(required(), "Dns__ZoneId=zone1", "Dns__ApiToken=tok"), "Dns:ZoneName"},
+		{"dns zone name of one label", append(required(), "Dns__ZoneId=zone1", "Dns__ApiToken=tok", "Dns__ZoneName=nozone"), "Dns:ZoneName"},
+		{"dns zone name not a name", append(required(), "Dns__ZoneId=zone1", "Dns__ApiToken=tok", "Dns__ZoneName=exa mple.com"), "Dns:ZoneName"},
+		{"dns default content not an address", append(required(), "Dns__DefaultContent=example.com"), "Dns:DefaultContent"},
+		{"dns default content loopback", append(required(), "Dns__DefaultContent=127.0.0.1"), "Dns:DefaultContent"},
 		{"bad port", append(required(), "Server__Port=70000"), "Server:Port"},
 		{"admin email with a display name", append(required(), "Bootstrap__AdminEmail=Admin <admin@example.com>"), "Bootstrap:AdminEmail"},
 		{"admin email with a quoted local part", append(required(), `Bootstrap__AdminEmail="admin"@example.com`), "Bootstrap:AdminEmail"},
@@ -114,6 +119,17 @@ func TestValidationNamesTheKey(t *testing.T) {
 			assert.NotContains(t, err.Error(), "\n", "one line")
 		})
 	}
+}
+
+// TestDnsZoneNameRequiredOnlyWhenConfigured: the DNS cell needs its zone's name once it is
+// configured (every fqdn ends in it, and the lookups match on it); unconfigured, nothing is asked.
+func TestDnsZoneNameRequiredOnlyWhenConfigured(t *testing.T) {
+	_, err := config.Load(config.Source{File: "/dev/null", Env: required()})
+	require.NoError(t, err, "DNS not configured: no zone name needed")
+	cfg, err := config.Load(config.Source{File: "/dev/null", Env: append(required(), "Dns__ZoneId=zone1", "Dns__ApiToken=tok",
+		"Dns__ZoneName=Example.COM.", "Dns__DefaultContent=203.0.113.10")})
+	require.NoError(t, err)
+	assert.True(t, cfg.Dns.Enabled())
 }
 
 func TestDevelopmentAllowsPlaceholderKeyButNotShortOne(t *testing.T) {

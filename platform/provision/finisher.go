@@ -325,9 +325,13 @@ func (f *Finisher) claimAndDrive(ctx context.Context, kind Kind, q Queue, id int
 	}
 	if verbErr != nil {
 		attempts := row.Attempts + 1
+		next := time.Now().Add(f.delay(attempts, verbErr))
+		if at, ok := DeferredUntil(verbErr); ok { // put off, not an attempt: not counted
+			attempts, next = row.Attempts, at
+		}
 		f.o.Logger.Warn("provisioning attempt failed", "kind", string(kind), "id", row.ID,
 			"attempt", attempts, "undone", undone, "error", StoredError(verbErr))
-		if err := f.recordFailure(ctx, tx, kind, p, q, row.ID, attempts, verbErr); err != nil {
+		if err := f.recordFailure(ctx, tx, kind, p, q, row.ID, attempts, attempts > row.Attempts, next, verbErr); err != nil {
 			f.o.Logger.Error("finisher could not record a failed attempt", "kind", string(kind), "id", row.ID,
 				"attempt", attempts, "error", err.Error())
 			return true, err
@@ -369,11 +373,11 @@ func (f *Finisher) verb(ctx context.Context, kind Kind, p Provisioner, v Verb, r
 	return nil
 }
 
-// recordFailure counts a failed attempt of row id and schedules the next one; when the attempts
-// have run out it gives the row up. A give-up that fails is undone on its own (it is tried again
-// after the next failed attempt): the attempt stays recorded, so backoff still applies.
-func (f *Finisher) recordFailure(ctx context.Context, tx bun.Tx, kind Kind, p Provisioner, q Queue, id int64, attempts int, verbErr error) error {
-	next := time.Now().Add(f.delay(attempts, verbErr))
+// recordFailure records a failed attempt of row id (attempts, counted when the failure was an
+// attempt and not a Deferred) and schedules the next one at next; when counted attempts have run
+// out it gives the row up. A give-up that fails is undone on its own (it is tried again after the
+// next failed attempt): the attempt stays recorded, so backoff still applies.
+func (f *Finisher) recordFailure(ctx context.Context, tx bun.Tx, kind Kind, p Provisioner, q Queue, id int64, attempts int, counted bool, next time.Time, verbErr error) error {
 	if _, err := tx.NewUpdate().Table(q.Table()).
 		Set("attempts = ?", attempts).
 		Set("next_attempt_at = ?", next).
@@ -382,7 +386,7 @@ func (f *Finisher) recordFailure(ctx context.Context, tx bun.Tx, kind Kind, p Pr
 		return fmt.Errorf("record attempt of %s %d: %w", kind, id, err)
 	}
 	g, ok := p.(GiveUpper)
-	if !ok || attempts < f.o.MaxAttempts {
+	if !ok || !counted || attempts < f.o.MaxAttempts {
 		return nil
 	}
 	if _, err := tx.ExecContext(ctx, "SAVEPOINT "+giveUpSavepoint); err != nil {

@@ -144,6 +144,36 @@ func RetryAfterOf(err error) (time.Duration, bool) {
 	return d, true
 }
 
+// Deferred is the error of a call that was not made but only put off, such as one our own
+// outbound budget refused: not a failed attempt. The Finisher does not count it against
+// MaxAttempts (nor gives the row up for it) and schedules the next attempt at At.
+type Deferred struct {
+	At  time.Time
+	Err error
+}
+
+func (e *Deferred) Error() string { return e.Err.Error() }
+
+// Unwrap returns the cause.
+func (e *Deferred) Unwrap() error { return e.Err }
+
+// DeferredUntil returns when the first Deferred in err's chain may be tried again (never sooner
+// than a second from now), and whether there is one.
+func DeferredUntil(err error) (time.Time, bool) {
+	var d *Deferred
+	if !errors.As(err, &d) {
+		return time.Time{}, false
+	}
+	return maxTime(d.At, time.Now().Add(time.Second)), true
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
 // maxRetryAfter bounds a parsed Retry-After (a day): no overflow, and no absurd wait. It is also
 // the Finisher's default cap (DefaultMaxRetryAfter).
 const maxRetryAfter = 24 * time.Hour

@@ -20,7 +20,8 @@ var (
 	spaceRuns = regexp.MustCompile(`\s+`)
 )
 
-// Message returns msg with every non-empty secret redacted, token-like words (24 or more
+// Message returns msg with every non-empty secret redacted (and every piece of one, a prefix, a
+// suffix or a run inside it, of MinSecretLen bytes or more: a provider may echo it cut short), token-like words (24 or more
 // characters with a digit or one of _-+/=) and credentials after key=, token:, Bearer, Basic,
 // Authorization redacted, control characters replaced by spaces, as one line of at most max bytes
 // (cut on a character boundary, then "…"; max <= 0: no bound).
@@ -29,6 +30,7 @@ func Message(msg string, max int, secrets ...string) string {
 	for _, s := range secrets {
 		if s != "" {
 			msg = strings.ReplaceAll(msg, s, Mark)
+			msg = redactPieces(msg, s)
 		}
 	}
 	msg = strings.Map(func(r rune) rune {
@@ -54,4 +56,37 @@ func Message(msg string, max int, secrets ...string) string {
 		msg = msg[:cut] + "…"
 	}
 	return msg
+}
+
+// redactPieces replaces in msg every run of at least MinSecretLen bytes that is also a run of
+// secret (a token echoed cut short, or from its middle). Shorter pieces are left alone, like
+// secrets shorter than MinSecretLen are by Secret: they are too short to tell from words.
+func redactPieces(msg, secret string) string {
+	if len(secret) < MinSecretLen || len(msg) < MinSecretLen {
+		return msg
+	}
+	windows := make(map[string]struct{}, len(secret)-MinSecretLen+1)
+	for i := 0; i+MinSecretLen <= len(secret); i++ {
+		windows[secret[i:i+MinSecretLen]] = struct{}{}
+	}
+	var b strings.Builder
+	last := 0
+	for i := 0; i+MinSecretLen <= len(msg); {
+		if _, ok := windows[msg[i:i+MinSecretLen]]; !ok {
+			i++
+			continue
+		}
+		end := i + MinSecretLen
+		for end < len(msg) && strings.Contains(secret, msg[i:end+1]) {
+			end++
+		}
+		b.WriteString(msg[last:i])
+		b.WriteString(Mark)
+		last, i = end, end
+	}
+	if last == 0 {
+		return msg
+	}
+	b.WriteString(msg[last:])
+	return b.String()
 }

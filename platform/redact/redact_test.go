@@ -27,6 +27,13 @@ func TestMessage(t *testing.T) {
 		{"long plain word kept", "Antidisestablishmentarianisms", nil, "Antidisestablishmentarianisms"},
 		{"control characters and lines", "one\ntwo\r\n\tthree\x00", nil, "one two three"},
 		{"invalid utf-8", "bad \xff byte", nil, "bad byte"},
+		// A secret echoed cut short: a piece of 16 bytes or more is redacted, wherever it starts.
+		{"secret's prefix", "got cfAbcdefghij012345 end", []string{"cfAbcdefghij0123456"}, "got [redacted] end"},
+		{"secret's suffix", "got Abcdefghij0123456, end", []string{"cfAbcdefghij0123456"}, "got [redacted], end"},
+		{"run inside the secret", "got (bcdefghij0123456)", []string{"cfAbcdefghij0123456"}, "got ([redacted])"},
+		{"two pieces", "cfAbcdefghij0123 and bcdefghij0123456", []string{"cfAbcdefghij0123456"}, "[redacted] and [redacted]"},
+		{"piece of 15 bytes kept", "got cfAbcdefghij012 end", []string{"cfAbcdefghij0123456"}, "got cfAbcdefghij012 end"},
+		{"short secret: only whole", "short-s3cret and short-s3cr", []string{"short-s3cret!x"}, "short-s3cret and short-s3cr"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -24,7 +24,8 @@ import (
 
 // Error codes the provider uses for DNS records.
 const (
-	CodeRecordNotFound  = 81044 // DELETE of a record that does not exist
+	CodeRecordNotFound  = 81044 // DELETE of a record that does not exist ("Record does not exist.", 404)
+	CodeInvalidRecordID = 1032  // DELETE of a record id the zone does not know ("Invalid DNS record identifier", 400)
 	CodeNameExists      = 81053 // a record with that host already exists
 	CodeRecordExists    = 81057 // the record already exists
 	CodeIdenticalRecord = 81058 // an identical record already exists
@@ -61,6 +62,9 @@ type APIError struct {
 	Errors []Message
 	// Wait is the provider's Retry-After (a 429, a 503), 0 when it sent none.
 	Wait time.Duration
+	// malformed: a 2xx we could not read (the call was likely carried out): not repeated within
+	// the call; the finisher's next attempt looks the name up first.
+	malformed bool
 }
 
 // RetryAfter implements provision.RetryAfterer: the background finisher schedules the next
@@ -212,11 +216,17 @@ func (c *Client) do(ctx context.Context, method, path string, body any, out any)
 			}
 		}
 		last = c.once(ctx, method, path, raw, out)
-		if last == nil || !Transient(last) || ctx.Err() != nil || timedOut(last) {
+		if last == nil || !Transient(last) || ctx.Err() != nil || timedOut(last) || malformed(last) {
 			return last
 		}
 	}
 	return last
+}
+
+// malformed reports whether err is a 2xx answer we could not read.
+func malformed(err error) bool {
+	var ae *APIError
+	return errors.As(err, &ae) && ae.malformed
 }
 
 // timedOut reports whether err is a try that got no answer in time.
@@ -256,16 +266,19 @@ func (c *Client) once(ctx context.Context, method, path string, body []byte, out
 	jerr := json.Unmarshal(data, &env)
 	if res.StatusCode >= 300 || jerr != nil || !env.Success {
 		ae := &APIError{Status: res.StatusCode, Errors: c.sanitized(env.Errors)}
-		if jerr != nil && res.StatusCode < 300 {
-			ae.Status = http.StatusBadGateway
-			ae.Errors = []Message{{Message: "malformed answer from the provider"}}
+		if res.StatusCode < 300 {
+			// A 2xx that is not a v4 envelope with success: true (not JSON, or success missing or
+			// false) is no answer we can read: the call may or may not have been carried out, so it
+			// is transient (the next attempt looks the name up first).
+			ae.Status, ae.malformed = http.StatusBadGateway, true
+			ae.Errors = []Message{{Message: fmt.Sprintf("malformed answer from the provider (HTTP %d without success: true)", res.StatusCode)}}
 		}
 		ae.Wait = provision.ParseRetryAfter(res.Header.Get("Retry-After"), time.Now())
 		return ae
 	}
 	if out != nil {
 		if err := json.Unmarshal(env.Result, out); err != nil {
-			return &APIError{Status: http.StatusBadGateway, Errors: []Message{{Message: "malformed result from the provider"}}}
+			return &APIError{Status: http.StatusBadGateway, malformed: true, Errors: []Message{{Message: "malformed result from the provider"}}}
 		}
 	}
 	return nil
@@ -312,28 +325,43 @@ func redactPath(p string) string {
 	return p
 }
 
-// Create adds an A record.
+// Create adds an A record. A success whose result carries no record id is a malformed answer.
 func (c *Client) Create(ctx context.Context, r Record) (Record, error) {
 	r.Type = "A"
 	var out Record
 	err := c.do(ctx, http.MethodPost, "/zones/"+url.PathEscape(c.o.ZoneID)+"/dns_records", r, &out)
+	if err == nil && out.ID == "" {
+		// A success without the record's id: we cannot tell which record (if any) was made.
+		// Transient: the next attempt looks the name up first.
+		return Record{}, &APIError{Status: http.StatusBadGateway, malformed: true,
+			Errors: []Message{{Message: "malformed result from the provider: a created record without an id"}}}
+	}
 	return out, err
 }
 
-// Delete removes a record; a record that does not exist is not an error.
+// Delete removes a record; a record that does not exist is not an error. Only the provider's own
+// word says so: a 4xx envelope carrying 81044 ("Record does not exist.") or 1032 ("Invalid DNS
+// record identifier"). Any other 404 (a proxy's HTML page, 7003 "Could not route to …", an
+// envelope without those codes) is a failure like any other: the record may well still be there.
 func (c *Client) Delete(ctx context.Context, id string) error {
 	err := c.do(ctx, http.MethodDelete, "/zones/"+url.PathEscape(c.o.ZoneID)+"/dns_records/"+url.PathEscape(id), nil, nil)
-	var ae *APIError
-	if errors.As(err, &ae) && (ae.Status == http.StatusNotFound || ae.Has(CodeRecordNotFound)) {
+	if Gone(err) {
 		return nil
 	}
 	return err
 }
 
-// Lookup lists the A records named fqdn.
+// Gone reports whether err is the provider's answer that a record does not exist.
+func Gone(err error) bool {
+	var ae *APIError
+	return errors.As(err, &ae) && ae.Status >= 400 && ae.Status < 500 && (ae.Has(CodeRecordNotFound) || ae.Has(CodeInvalidRecordID))
+}
+
+// Lookup lists the records named fqdn, of every type: an AAAA, CNAME, TXT or MX record holds the
+// name as much as an A record does.
 func (c *Client) Lookup(ctx context.Context, fqdn string) ([]Record, error) {
 	var out []Record
-	q := url.Values{"type": {"A"}, "name": {fqdn}, "per_page": {"100"}}
+	q := url.Values{"name": {fqdn}, "per_page": {"100"}}
 	err := c.do(ctx, http.MethodGet, "/zones/"+url.PathEscape(c.o.ZoneID)+"/dns_records?"+q.Encode(), nil, &out)
 	return out, err
 }

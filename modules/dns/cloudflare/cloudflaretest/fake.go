@@ -23,6 +23,15 @@ type Fault struct {
 	// Echo answers Status (default 400) with an error whose message repeats the request's
 	// Authorization header, as a careless provider or proxy may.
 	Echo bool
+	// Raw, when set, is the whole answer body, sent as it is with Status (default 200) and
+	// ContentType (default application/json): a proxy's HTML page, an envelope of Cloudflare's
+	// other error codes (7003 "Could not route to …"), a malformed or incomplete envelope.
+	Raw         string
+	ContentType string
+	// Carried: the request is carried out first (a create stores its record, a delete removes
+	// it), then answered with Raw instead of the real answer: an answer lost or mangled on the
+	// way back.
+	Carried bool
 }
 
 // Fake is the fake provider.
@@ -106,16 +115,17 @@ func (f *Fake) Records() map[string]Record {
 	defer f.mu.Unlock()
 	out := map[string]Record{}
 	for id, r := range f.records {
-		out[id] = Record{ID: r.ID, Name: r.Name, Content: r.Content, TTL: r.TTL, Proxied: r.Proxied, Comment: r.Comment}
+		out[id] = Record{ID: r.ID, Type: r.Type, Name: r.Name, Content: r.Content, TTL: r.TTL, Proxied: r.Proxied, Comment: r.Comment}
 	}
 	return out
 }
 
-// Record is a stored record as tests see it.
+// Record is a stored record as tests see it. Type is "A" unless set (PutRecord: "AAAA", "CNAME",
+// "TXT", "MX"… another party's record at the name).
 type Record struct {
-	ID, Name, Content, Comment string
-	TTL                        int
-	Proxied                    bool
+	ID, Type, Name, Content, Comment string
+	TTL                              int
+	Proxied                          bool
 }
 
 // Put stores a record directly (another party's record, or a leftover).
@@ -135,7 +145,11 @@ func (f *Fake) PutRecord(r Record) string {
 	defer f.mu.Unlock()
 	f.seq++
 	id := fmt.Sprintf("rec%06d", f.seq)
-	f.records[id] = record{ID: id, Type: "A", Name: f.fqdn(r.Name), Content: r.Content, TTL: r.TTL, Proxied: r.Proxied,
+	typ := r.Type
+	if typ == "" {
+		typ = "A"
+	}
+	f.records[id] = record{ID: id, Type: typ, Name: f.fqdn(r.Name), Content: r.Content, TTL: r.TTL, Proxied: r.Proxied,
 		Comment: r.Comment, CreatedOn: time.Now()}
 	return id
 }
@@ -224,6 +238,23 @@ func (f *Fake) serve(w http.ResponseWriter, r *http.Request) {
 		if ft.RetryAfter > 0 {
 			w.Header().Set("Retry-After", fmt.Sprint(ft.RetryAfter))
 		}
+		if ft.Raw != "" {
+			if ft.Carried {
+				f.handle(httptest.NewRecorder(), r)
+			}
+			status := ft.Status
+			if status == 0 {
+				status = http.StatusOK
+			}
+			ct := ft.ContentType
+			if ct == "" {
+				ct = "application/json"
+			}
+			w.Header().Set("Content-Type", ct)
+			w.WriteHeader(status)
+			_, _ = w.Write([]byte(ft.Raw))
+			return
+		}
 		if ft.Echo {
 			status := ft.Status
 			if status == 0 {
@@ -242,6 +273,11 @@ func (f *Fake) serve(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	f.handle(w, r)
+}
+
+// handle carries out an authorised request without a fault.
+func (f *Fake) handle(w http.ResponseWriter, r *http.Request) {
 	prefix := "/zones/" + f.Zone + "/dns_records"
 	if !strings.HasPrefix(r.URL.Path, prefix) {
 		write(w, http.StatusNotFound, nil, msg{7003, "Could not route to " + r.URL.Path + ", perhaps your object identifier is invalid?"})
@@ -295,9 +331,12 @@ func (f *Fake) create(w http.ResponseWriter, r *http.Request) {
 	}
 	f.mu.Lock()
 	for _, rec := range f.records {
-		if rec.Name == name {
+		// Like the real API, a CNAME takes its name whole; an A record is refused beside an A
+		// record (identical or, unlike the real API, any: the fake keeps one A per name), while
+		// AAAA, TXT, MX… records at the name do not stop it.
+		if rec.Name == name && (rec.Type == "A" || rec.Type == "CNAME") {
 			f.mu.Unlock()
-			if rec.Content == in.Content {
+			if rec.Type == "A" && rec.Content == in.Content {
 				write(w, http.StatusBadRequest, nil, msg{81058, "An identical record already exists."})
 			} else {
 				write(w, http.StatusBadRequest, nil, msg{81053, "An A, AAAA, or CNAME record with that host already exists."})
