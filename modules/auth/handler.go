@@ -84,6 +84,24 @@ func commonPassword(field, password string) []error {
 // forgotMessage is the one answer of forgot-password, whether or not the account exists.
 const forgotMessage = "If an account exists for this email, a reset link has been sent."
 
+// resetMessage is the answer of a completed reset; one that took the account over says what that did.
+func resetMessage(out *ResetOutcome) string {
+	msg := "Password changed; sign in with the new password"
+	if !out.TakenOver {
+		return msg
+	}
+	msg += ". This reset proved the account's email for the first time (or unlinked sign-ins that did not prove it), so " +
+		"whoever used the account before may not have been you"
+	if _, ok := out.Revoked["aiKeys"]; ok {
+		msg += ": every AI key of the account was revoked; create new ones"
+	}
+	if _, ok := out.Revoked["databasePasswordsNotRotated"]; ok {
+		msg += ". The passwords of the account's databases were not changed: if someone else may know them, " +
+			"copy what you need and delete the databases"
+	}
+	return msg
+}
+
 // Register implements httpx.Routes.
 func (h *Handler) Register(api *httpx.API) {
 	tags := []string{"Auth"}
@@ -150,14 +168,18 @@ func (h *Handler) Register(api *httpx.API) {
 			"without a password gets its first one. In the same transaction every GitHub or Google identity linked to the account whose " +
 			"email the provider had not verified, or whose email is not the account's, is unlinked (audited as `user.identity.unlinked`, " +
 			"naming the providers): whoever made the account through someone else's unverified provider email can no longer sign in to it. " +
+			"A reset that so takes the account over (it proves an email the account had not proven, `emailVerified` false before, or " +
+			"unlinks identities) also revokes every AI key of the account at once (the answer's message says so); the passwords of the " +
+			"account's databases are not changed (the message says so too). A reset of an account whose email was proven leaves its keys alone. " +
 			"A link mailed to an address the account no " +
 			"longer has (an admin changed the email, which spends the account's links), or an unknown, expired or already " +
 			"spent token, is a 400 on the `token` field.",
 	}, func(ctx context.Context, in *resetInput) (*httpx.Response[httpx.NoData], error) {
-		if err := h.svc.ResetPassword(ctx, in.Body.Token, in.Body.NewPassword); err != nil {
+		out, err := h.svc.ResetPassword(ctx, in.Body.Token, in.Body.NewPassword)
+		if err != nil {
 			return nil, err
 		}
-		return httpx.Done("Password changed; sign in with the new password"), nil
+		return httpx.Done(resetMessage(out)), nil
 	})
 
 	h.registerOAuth(api)
