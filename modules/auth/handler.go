@@ -153,7 +153,7 @@ func (h *Handler) Register(api *httpx.API) {
 		if err := h.limiter.Check(ctx, "ForgotPassword", normalizeEmail(in.Body.Email)); err != nil {
 			return nil, err
 		}
-		if err := h.svc.ForgotPassword(ctx, in.Body.Email); err != nil {
+		if err := h.svc.ForgotPassword(ctx, in.Body.Email, true); err != nil {
 			return nil, err
 		}
 		return httpx.Done(forgotMessage), nil

@@ -32,6 +32,7 @@ var Module = fx.Module("auth",
 		}),
 	),
 	fx.Invoke(bootstrapAdmin),
+	fx.Invoke(func(lc fx.Lifecycle, s *Service) { lc.Append(fx.StopHook(s.WaitRecovery)) }),
 )
 
 // ServiceParams are the Service's dependencies; NewUser is optional.
@@ -52,7 +53,8 @@ type ServiceParams struct {
 // NewService builds the Service.
 func NewService(p ServiceParams) *Service {
 	return &Service{db: p.DB, cfg: p.Cfg, hasher: p.Hasher, tokens: p.Tokens, audit: p.Audit,
-		mailer: p.Mailer, newUser: p.NewUser, revokers: p.Revokers, log: p.Log}
+		mailer: p.Mailer, newUser: p.NewUser, revokers: p.Revokers, log: p.Log,
+		recoverySlots: make(chan struct{}, MaxRecoveryInFlight)}
 }
 
 // OAuthClientParams lets tests route the identity providers' hosts to fakes.

@@ -9,12 +9,14 @@ import (
 	"log/slog"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/uptrace/bun"
 
 	"provisioner/platform/audit"
 	"provisioner/platform/authn"
+	"provisioner/platform/coherent"
 	"provisioner/platform/config"
 	"provisioner/platform/db"
 	"provisioner/platform/emailaddr"
@@ -40,6 +42,10 @@ type Service struct {
 	// out (see ResetPassword).
 	revokers []provision.TakeoverRevoker
 	log      *slog.Logger
+
+	// recovery counts forgot-password's background work; recoverySlots bounds it.
+	recovery      sync.WaitGroup
+	recoverySlots chan struct{}
 }
 
 // Errors a caller may match.
@@ -160,12 +166,20 @@ func (s *Service) Login(ctx context.Context, email, password string) (*AuthResul
 	return s.signIn(u, "Password")
 }
 
+// MaxRecoveryInFlight bounds the reset mails being prepared and sent at once (forgot-password's
+// background work). Past it a request still gets its 200, and no mail: asking again later works.
+const MaxRecoveryInFlight = 64
+
 // ForgotPassword mails a single-use link to a known account: "reset your password" to one with a
 // password, "set a password" to one without (an account that signs in only through GitHub or
-// Google: the owner of the mailbox can then take the account over alone, see ResetPassword). It
-// does the same visible work whether or not the account exists or has a password; the mail goes
-// out in the background.
-func (s *Service) ForgotPassword(ctx context.Context, email string) error {
+// Google: the owner of the mailbox can then take the account over alone, see ResetPassword). When
+// send is false (the email's budget of reset mails is spent) nothing is mailed.
+//
+// The answer must not tell whether the account exists, by its body or by its time: the request
+// does the same work either way (parse, one lookup) and returns; for a known account the token's
+// insert, the audit event and the mail happen in the background (at most MaxRecoveryInFlight at
+// once; waited for at shutdown). A crash in between loses that one mail: the owner asks again.
+func (s *Service) ForgotPassword(ctx context.Context, email string, send bool) error {
 	email, err := parseEmail(email)
 	if err != nil {
 		return err
@@ -174,10 +188,33 @@ func (s *Service) ForgotPassword(ctx context.Context, email string) error {
 	if err != nil {
 		return err
 	}
-	token := secrets.RandomToken(32)
-	if u == nil {
+	if u == nil || !send {
 		return nil
 	}
+	select {
+	case s.recoverySlots <- struct{}{}:
+	default:
+		s.log.WarnContext(ctx, "password reset mail dropped: too many in flight", "userId", u.ID)
+		return nil
+	}
+	s.recovery.Add(1)
+	// The request's values (request id, client IP for the audit) without its cancellation, and a
+	// write marker of its own: the request must not wait for a Sync of this work either.
+	bctx, _ := coherent.WithWriteMarker(context.WithoutCancel(ctx))
+	go func() {
+		defer func() { <-s.recoverySlots; s.recovery.Done() }()
+		bctx, cancel := context.WithTimeout(bctx, 30*time.Second)
+		defer cancel()
+		if err := s.sendResetLink(bctx, u); err != nil {
+			s.log.ErrorContext(bctx, "password reset mail not sent", "userId", u.ID, "error", err.Error())
+		}
+	}()
+	return nil
+}
+
+// sendResetLink stores a new reset token of u, audits the request and mails the link.
+func (s *Service) sendResetLink(ctx context.Context, u *User) error {
+	token := secrets.RandomToken(32)
 	sum := sha256.Sum256([]byte(token))
 	rt := &resetToken{UserID: u.ID, TokenHash: sum[:], Email: u.Email, ExpiresAt: time.Now().Add(ResetTokenTTL)}
 	if _, err := s.db.NewInsert().Model(rt).Exec(ctx); err != nil {
@@ -186,15 +223,19 @@ func (s *Service) ForgotPassword(ctx context.Context, email string) error {
 	s.audit.Try(ctx, audit.Event{Action: "user.password.reset_requested", UserID: audit.Int64(u.ID),
 		TargetType: "user", TargetID: fmt.Sprint(u.ID), Details: map[string]any{"hasPassword": u.PasswordHash != nil}})
 	link := strings.TrimRight(s.cfg.Frontend.BaseUrl, "/") + "/auth/reset-password#token=" + url.QueryEscape(token)
-	msg := resetMail(u, link)
-	go func() {
-		mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		defer cancel()
-		if err := s.mailer.Send(mctx, msg); err != nil {
-			s.log.Error("password reset mail not sent", "userId", u.ID, "error", err.Error())
-		}
-	}()
-	return nil
+	return s.mailer.Send(ctx, resetMail(u, link))
+}
+
+// WaitRecovery waits until the background reset mails are done, or ctx ends.
+func (s *Service) WaitRecovery(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() { s.recovery.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // resetMail is the message carrying a reset link: to choose a new password, or, for an account
