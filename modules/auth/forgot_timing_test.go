@@ -20,7 +20,7 @@ import (
 // requests, known and unknown interleaved, must be close; the bound is tolerant (the work moved to
 // the background took several milliseconds, well past it).
 func TestForgotPasswordTimeDoesNotTellAccountsApart(t *testing.T) {
-	a := apptest.Start(t, apptest.With(map[string]any{"RateLimit:ForgotPassword": "1000-H", "RateLimit:PerIp": "10000-M"}))
+	a := apptest.Start(t, apptest.With(map[string]any{"RateLimit:ForgotPassword": "1000-H", "RateLimit:ForgotPasswordPerIp": "1000-H", "RateLimit:PerIp": "10000-M"}))
 	const n = 40
 	suffix := testutil.RandomSuffix()
 	known := make([]string, n)

@@ -148,12 +148,21 @@ func (h *Handler) Register(api *httpx.API) {
 		Description: "Always answers 200 with the same message (400 if the email is not a bare address), whether the email is unknown or " +
 			"an account's, with a password or without. A known account receives `{Frontend:BaseUrl}/auth/reset-password#token=<TOKEN>` " +
 			"by mail, valid for 30 minutes and once: to choose a new password, or, for an account without a password (one that signs in " +
-			"only through GitHub or Google), to set one; see POST /api/auth/reset-password for what completing it does.",
+			"only through GitHub or Google), to set one; see POST /api/auth/reset-password for what completing it does. " +
+			"Limits: `RateLimit:ForgotPassword` (default 3 per hour) counts the mails per email address and is silent: past it the " +
+			"answer is the same 200 and nothing is mailed (so nobody can lock an owner out of recovery by spending it, nor learn " +
+			"anything from it); `RateLimit:ForgotPasswordPerIp` (default 20 per hour, per client IP) answers 429 with `Retry-After`.",
 	}, func(ctx context.Context, in *forgotInput) (*httpx.Response[httpx.NoData], error) {
-		if err := h.limiter.Check(ctx, "ForgotPassword", normalizeEmail(in.Body.Email)); err != nil {
+		if err := h.limiter.Check(ctx, "ForgotPasswordPerIp", httpx.ClientIP(ctx)); err != nil {
 			return nil, err
 		}
-		if err := h.svc.ForgotPassword(ctx, in.Body.Email, true); err != nil {
+		// The email's budget of mails is silent (no headers, no 429): past it the answer is the same
+		// and nothing is mailed, so nobody can lock an owner out of recovery or learn anything by it.
+		perEmail, err := h.limiter.Take(ctx, "ForgotPassword", normalizeEmail(in.Body.Email))
+		if err != nil {
+			return nil, err
+		}
+		if err := h.svc.ForgotPassword(ctx, in.Body.Email, !perEmail.Reached); err != nil {
 			return nil, err
 		}
 		return httpx.Done(forgotMessage), nil
