@@ -293,3 +293,31 @@ func (s *Keys) ReleaseUser(ctx context.Context, tx bun.IDB, userID int64) error 
 	}
 	return nil
 }
+
+// RevokeOnTakeover revokes every live key of an account that a password reset has just taken over
+// (provision.TakeoverRevoker), in the reset's transaction: whoever made the account before its
+// email was proven may hold them. Each key's revocation is audited (aikey.revoked, with the
+// reason). The cache entries go on every replica with the commit (the ai_keys trigger), and the
+// reset's answer waits for them, as for any revocation.
+func (s *Keys) RevokeOnTakeover(ctx context.Context, tx bun.IDB, userID int64) (map[string]any, error) {
+	var ids []int64
+	if err := tx.NewUpdate().Model((*Key)(nil)).Set("status = ?", StatusRevoked).Set("revoked_at = now()").
+		Set("updated_at = now()").Where("user_id = ?", userID).Where("status = ?", StatusActive).
+		Returning("id").Scan(ctx, &ids); err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("revoke ai keys of user %d: %w", userID, err)
+	}
+	if _, err := tx.NewDelete().Model((*retiredHash)(nil)).
+		Where("key_id IN (SELECT id FROM ai_keys WHERE user_id = ?)", userID).Exec(ctx); err != nil {
+		return nil, fmt.Errorf("end grace periods of the ai keys of user %d: %w", userID, err)
+	}
+	if len(ids) == 0 {
+		return map[string]any{}, nil
+	}
+	for _, id := range ids {
+		if err := s.audit.RecordTx(ctx, tx, audit.Event{Action: "aikey.revoked", UserID: audit.Int64(userID), TargetType: "aiKey",
+			TargetID: fmt.Sprint(id), Details: map[string]any{"reason": "password reset took the account over"}}); err != nil {
+			return nil, err
+		}
+	}
+	return map[string]any{"aiKeys": ids}, nil
+}

@@ -43,6 +43,7 @@ var Module = fx.Module("aikeys",
 			return &Handler{keys: k, upstream: u, meter: m, limiter: l, pass: p}
 		}),
 		provision.AsUserReleaser(func(k *Keys) *Keys { return k }),
+		provision.AsTakeoverRevoker(func(k *Keys) *Keys { return k }),
 		summary.AsDashboardContributor(func(k *Keys) *Summary { return &Summary{keys: k} }),
 		summary.AsCounter(func(k *Keys) *Summary { return &Summary{keys: k} }),
 		db.AsMigrations(func() db.Migrations { return db.Migrations{Module: "aikeys", FS: migrations.FS} }),

@@ -84,6 +84,24 @@ func commonPassword(field, password string) []error {
 // forgotMessage is the one answer of forgot-password, whether or not the account exists.
 const forgotMessage = "If an account exists for this email, a reset link has been sent."
 
+// resetMessage is the answer of a completed reset; one that took the account over says what that did.
+func resetMessage(out *ResetOutcome) string {
+	msg := "Password changed; sign in with the new password"
+	if !out.TakenOver {
+		return msg
+	}
+	msg += ". This reset proved the account's email for the first time (or unlinked sign-ins that did not prove it), so " +
+		"whoever used the account before may not have been you"
+	if _, ok := out.Revoked["aiKeys"]; ok {
+		msg += ": every AI key of the account was revoked; create new ones"
+	}
+	if _, ok := out.Revoked["databasePasswordsNotRotated"]; ok {
+		msg += ". The passwords of the account's databases were not changed: if someone else may know them, " +
+			"copy what you need and delete the databases"
+	}
+	return msg
+}
+
 // Register implements httpx.Routes.
 func (h *Handler) Register(api *httpx.API) {
 	tags := []string{"Auth"}
@@ -130,12 +148,21 @@ func (h *Handler) Register(api *httpx.API) {
 		Description: "Always answers 200 with the same message (400 if the email is not a bare address), whether the email is unknown or " +
 			"an account's, with a password or without. A known account receives `{Frontend:BaseUrl}/auth/reset-password#token=<TOKEN>` " +
 			"by mail, valid for 30 minutes and once: to choose a new password, or, for an account without a password (one that signs in " +
-			"only through GitHub or Google), to set one; see POST /api/auth/reset-password for what completing it does.",
+			"only through GitHub or Google), to set one; see POST /api/auth/reset-password for what completing it does. " +
+			"Limits: `RateLimit:ForgotPassword` (default 3 per hour) counts the mails per email address and is silent: past it the " +
+			"answer is the same 200 and nothing is mailed (so nobody can lock an owner out of recovery by spending it, nor learn " +
+			"anything from it); `RateLimit:ForgotPasswordPerIp` (default 20 per hour, per client IP) answers 429 with `Retry-After`.",
 	}, func(ctx context.Context, in *forgotInput) (*httpx.Response[httpx.NoData], error) {
-		if err := h.limiter.Check(ctx, "ForgotPassword", normalizeEmail(in.Body.Email)); err != nil {
+		if err := h.limiter.Check(ctx, "ForgotPasswordPerIp", httpx.ClientIP(ctx)); err != nil {
 			return nil, err
 		}
-		if err := h.svc.ForgotPassword(ctx, in.Body.Email); err != nil {
+		// The email's budget of mails is silent (no headers, no 429): past it the answer is the same
+		// and nothing is mailed, so nobody can lock an owner out of recovery or learn anything by it.
+		perEmail, err := h.limiter.Take(ctx, "ForgotPassword", normalizeEmail(in.Body.Email))
+		if err != nil {
+			return nil, err
+		}
+		if err := h.svc.ForgotPassword(ctx, in.Body.Email, !perEmail.Reached); err != nil {
 			return nil, err
 		}
 		return httpx.Done(forgotMessage), nil
@@ -150,14 +177,18 @@ func (h *Handler) Register(api *httpx.API) {
 			"without a password gets its first one. In the same transaction every GitHub or Google identity linked to the account whose " +
 			"email the provider had not verified, or whose email is not the account's, is unlinked (audited as `user.identity.unlinked`, " +
 			"naming the providers): whoever made the account through someone else's unverified provider email can no longer sign in to it. " +
+			"A reset that so takes the account over (it proves an email the account had not proven, `emailVerified` false before, or " +
+			"unlinks identities) also revokes every AI key of the account at once (the answer's message says so); the passwords of the " +
+			"account's databases are not changed (the message says so too). A reset of an account whose email was proven leaves its keys alone. " +
 			"A link mailed to an address the account no " +
 			"longer has (an admin changed the email, which spends the account's links), or an unknown, expired or already " +
 			"spent token, is a 400 on the `token` field.",
 	}, func(ctx context.Context, in *resetInput) (*httpx.Response[httpx.NoData], error) {
-		if err := h.svc.ResetPassword(ctx, in.Body.Token, in.Body.NewPassword); err != nil {
+		out, err := h.svc.ResetPassword(ctx, in.Body.Token, in.Body.NewPassword)
+		if err != nil {
 			return nil, err
 		}
-		return httpx.Done("Password changed; sign in with the new password"), nil
+		return httpx.Done(resetMessage(out)), nil
 	})
 
 	h.registerOAuth(api)

@@ -32,6 +32,7 @@ var Module = fx.Module("auth",
 		}),
 	),
 	fx.Invoke(bootstrapAdmin),
+	fx.Invoke(func(lc fx.Lifecycle, s *Service) { lc.Append(fx.StopHook(s.WaitRecovery)) }),
 )
 
 // ServiceParams are the Service's dependencies; NewUser is optional.
@@ -44,13 +45,16 @@ type ServiceParams struct {
 	Audit   *audit.Recorder
 	Mailer  mail.Sender
 	NewUser provision.NewUserHook `optional:"true"`
-	Log     *slog.Logger
+	// Revokers revoke what an account taken over by a password reset handed out (AI keys).
+	Revokers []provision.TakeoverRevoker `group:"takeover_revokers"`
+	Log      *slog.Logger
 }
 
 // NewService builds the Service.
 func NewService(p ServiceParams) *Service {
 	return &Service{db: p.DB, cfg: p.Cfg, hasher: p.Hasher, tokens: p.Tokens, audit: p.Audit,
-		mailer: p.Mailer, newUser: p.NewUser, log: p.Log}
+		mailer: p.Mailer, newUser: p.NewUser, revokers: p.Revokers, log: p.Log,
+		recoverySlots: make(chan struct{}, MaxRecoveryInFlight)}
 }
 
 // OAuthClientParams lets tests route the identity providers' hosts to fakes.

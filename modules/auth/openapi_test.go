@@ -15,7 +15,7 @@ import (
 // TestAuthOperationsDocumentWhatTheyAnswer provokes each answer of the password operations and
 // checks the OpenAPI document lists that status for the operation (login's 401 was missing).
 func TestAuthOperationsDocumentWhatTheyAnswer(t *testing.T) {
-	a := apptest.Start(t, apptest.With(map[string]any{"RateLimit:Login": "2-M", "RateLimit:ForgotPassword": "1-H"}))
+	a := apptest.Start(t, apptest.With(map[string]any{"RateLimit:Login": "2-M", "RateLimit:ForgotPasswordPerIp": "1-H"}))
 	r := a.Get("/api/openapi.json", "")
 	require.Equal(t, http.StatusOK, r.Status)
 	var doc struct {

@@ -9,12 +9,14 @@ import (
 	"log/slog"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/uptrace/bun"
 
 	"provisioner/platform/audit"
 	"provisioner/platform/authn"
+	"provisioner/platform/coherent"
 	"provisioner/platform/config"
 	"provisioner/platform/db"
 	"provisioner/platform/emailaddr"
@@ -36,7 +38,14 @@ type Service struct {
 	audit   *audit.Recorder
 	mailer  mail.Sender
 	newUser provision.NewUserHook // nil when no module gives new users a resource
-	log     *slog.Logger
+	// revokers revoke, in a reset's transaction, what an account taken over by the reset handed
+	// out (see ResetPassword).
+	revokers []provision.TakeoverRevoker
+	log      *slog.Logger
+
+	// recovery counts forgot-password's background work; recoverySlots bounds it.
+	recovery      sync.WaitGroup
+	recoverySlots chan struct{}
 }
 
 // Errors a caller may match.
@@ -157,12 +166,20 @@ func (s *Service) Login(ctx context.Context, email, password string) (*AuthResul
 	return s.signIn(u, "Password")
 }
 
+// MaxRecoveryInFlight bounds the reset mails being prepared and sent at once (forgot-password's
+// background work). Past it a request still gets its 200, and no mail: asking again later works.
+const MaxRecoveryInFlight = 64
+
 // ForgotPassword mails a single-use link to a known account: "reset your password" to one with a
 // password, "set a password" to one without (an account that signs in only through GitHub or
-// Google: the owner of the mailbox can then take the account over alone, see ResetPassword). It
-// does the same visible work whether or not the account exists or has a password; the mail goes
-// out in the background.
-func (s *Service) ForgotPassword(ctx context.Context, email string) error {
+// Google: the owner of the mailbox can then take the account over alone, see ResetPassword). When
+// send is false (the email's budget of reset mails is spent) nothing is mailed.
+//
+// The answer must not tell whether the account exists, by its body or by its time: the request
+// does the same work either way (parse, one lookup) and returns; for a known account the token's
+// insert, the audit event and the mail happen in the background (at most MaxRecoveryInFlight at
+// once; waited for at shutdown). A crash in between loses that one mail: the owner asks again.
+func (s *Service) ForgotPassword(ctx context.Context, email string, send bool) error {
 	email, err := parseEmail(email)
 	if err != nil {
 		return err
@@ -171,10 +188,33 @@ func (s *Service) ForgotPassword(ctx context.Context, email string) error {
 	if err != nil {
 		return err
 	}
-	token := secrets.RandomToken(32)
-	if u == nil {
+	if u == nil || !send {
 		return nil
 	}
+	select {
+	case s.recoverySlots <- struct{}{}:
+	default:
+		s.log.WarnContext(ctx, "password reset mail dropped: too many in flight", "userId", u.ID)
+		return nil
+	}
+	s.recovery.Add(1)
+	// The request's values (request id, client IP for the audit) without its cancellation, and a
+	// write marker of its own: the request must not wait for a Sync of this work either.
+	bctx, _ := coherent.WithWriteMarker(context.WithoutCancel(ctx))
+	go func() {
+		defer func() { <-s.recoverySlots; s.recovery.Done() }()
+		bctx, cancel := context.WithTimeout(bctx, 30*time.Second)
+		defer cancel()
+		if err := s.sendResetLink(bctx, u); err != nil {
+			s.log.ErrorContext(bctx, "password reset mail not sent", "userId", u.ID, "error", err.Error())
+		}
+	}()
+	return nil
+}
+
+// sendResetLink stores a new reset token of u, audits the request and mails the link.
+func (s *Service) sendResetLink(ctx context.Context, u *User) error {
+	token := secrets.RandomToken(32)
 	sum := sha256.Sum256([]byte(token))
 	rt := &resetToken{UserID: u.ID, TokenHash: sum[:], Email: u.Email, ExpiresAt: time.Now().Add(ResetTokenTTL)}
 	if _, err := s.db.NewInsert().Model(rt).Exec(ctx); err != nil {
@@ -183,15 +223,19 @@ func (s *Service) ForgotPassword(ctx context.Context, email string) error {
 	s.audit.Try(ctx, audit.Event{Action: "user.password.reset_requested", UserID: audit.Int64(u.ID),
 		TargetType: "user", TargetID: fmt.Sprint(u.ID), Details: map[string]any{"hasPassword": u.PasswordHash != nil}})
 	link := strings.TrimRight(s.cfg.Frontend.BaseUrl, "/") + "/auth/reset-password#token=" + url.QueryEscape(token)
-	msg := resetMail(u, link)
-	go func() {
-		mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		defer cancel()
-		if err := s.mailer.Send(mctx, msg); err != nil {
-			s.log.Error("password reset mail not sent", "userId", u.ID, "error", err.Error())
-		}
-	}()
-	return nil
+	return s.mailer.Send(ctx, resetMail(u, link))
+}
+
+// WaitRecovery waits until the background reset mails are done, or ctx ends.
+func (s *Service) WaitRecovery(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() { s.recovery.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // resetMail is the message carrying a reset link: to choose a new password, or, for an account
@@ -219,6 +263,15 @@ func resetMail(u *User, link string) mail.Message {
 	}
 }
 
+// ResetOutcome says what a completed reset did beyond setting the password.
+type ResetOutcome struct {
+	// TakenOver: the reset proved an email the account had not proven, or unlinked identities,
+	// so whoever made the account may not be its owner: what it handed out was revoked.
+	TakenOver bool
+	// Revoked is what the revokers reported (e.g. aiKeys: the ids of the revoked keys).
+	Revoked map[string]any
+}
+
 // ResetPassword spends a reset token and every other outstanding reset token of the account, sets
 // the new password (the first one of an account without any) and invalidates every access token
 // issued before (the security stamp changes). The reset proves the account's email
@@ -231,17 +284,24 @@ func resetMail(u *User, link string) mail.Message {
 // were refused) is so taken from whoever made it: their provider sign-in no longer reaches it, and
 // their tokens die with the stamp. The unlinking is audited (user.identity.unlinked, naming the
 // providers).
-func (s *Service) ResetPassword(ctx context.Context, token, newPassword string) error {
+// A reset that so takes the account over (it proves an email the account had not proven, or
+// unlinks identities) also revokes, in the same transaction, what the account handed out that
+// works without its tokens: the TakeoverRevokers (the aikeys module revokes every AI key; the
+// databases module only lists the databases whose owner passwords stay as they were). What they
+// report is in the user.password.reset event's details (takeover, revoked).
+func (s *Service) ResetPassword(ctx context.Context, token, newPassword string) (*ResetOutcome, error) {
 	if secrets.IsCommon(newPassword) {
-		return httpx.BadRequest("Validation failed",
+		return nil, httpx.BadRequest("Validation failed",
 			httpx.FieldError{Field: "newPassword", Message: "is too common; choose a less guessable password"})
 	}
 	hash, err := s.hasher.Hash(ctx, newPassword)
 	if err != nil {
-		return fmt.Errorf("hash password: %w", err)
+		return nil, fmt.Errorf("hash password: %w", err)
 	}
 	sum := sha256.Sum256([]byte(token))
-	return s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+	out := &ResetOutcome{}
+	err = s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		*out = ResetOutcome{}
 		var rt resetToken
 		err := tx.NewUpdate().Model(&rt).Set("used_at = now()").
 			Where("token_hash = ?", sum[:]).Where("used_at IS NULL").Where("expires_at > now()").
@@ -252,17 +312,25 @@ func (s *Service) ResetPassword(ctx context.Context, token, newPassword string) 
 		if err != nil {
 			return fmt.Errorf("spend reset token: %w", err)
 		}
-		res, err := tx.NewUpdate().Model((*User)(nil)).
-			Set("password_hash = ?", hash).Set("security_stamp = security_stamp + 1").Set("updated_at = now()").
-			Set("email_verified_at = now()").
-			Where("id = ?", rt.UserID).Where("email = ?", rt.Email).Where("deleted_at IS NULL").Exec(ctx)
-		if err != nil {
-			return fmt.Errorf("set password: %w", err)
-		}
-		if n, _ := res.RowsAffected(); n == 0 {
+		// Whether the email was proven before this reset: read under the row's lock, so two
+		// resets of one account cannot both see it unproven, nor both miss it.
+		var wasProven bool
+		err = tx.NewSelect().Model((*User)(nil)).ColumnExpr("email_verified_at IS NOT NULL").
+			Where("id = ?", rt.UserID).Where("email = ?", rt.Email).Where("deleted_at IS NULL").For("UPDATE").
+			Scan(ctx, &wasProven)
+		if errors.Is(err, sql.ErrNoRows) {
 			return errBadResetCode
 		}
-		if err := s.unlinkUnproven(ctx, tx, rt.UserID, rt.Email); err != nil {
+		if err != nil {
+			return fmt.Errorf("lock user: %w", err)
+		}
+		if _, err := tx.NewUpdate().Model((*User)(nil)).
+			Set("password_hash = ?", hash).Set("security_stamp = security_stamp + 1").Set("updated_at = now()").
+			Set("email_verified_at = now()").Where("id = ?", rt.UserID).Exec(ctx); err != nil {
+			return fmt.Errorf("set password: %w", err)
+		}
+		unlinked, err := s.unlinkUnproven(ctx, tx, rt.UserID, rt.Email)
+		if err != nil {
 			return err
 		}
 		// Every other outstanding link of the account dies with this reset: one mailed earlier
@@ -271,22 +339,47 @@ func (s *Service) ResetPassword(ctx context.Context, token, newPassword string) 
 			Where("user_id = ?", rt.UserID).Where("used_at IS NULL").Exec(ctx); err != nil {
 			return fmt.Errorf("spend the other reset tokens: %w", err)
 		}
+		var details map[string]any
+		if !wasProven || unlinked > 0 {
+			out.TakenOver, out.Revoked = true, map[string]any{}
+			for _, r := range s.revokers {
+				got, err := r.RevokeOnTakeover(ctx, tx, rt.UserID)
+				if err != nil {
+					return fmt.Errorf("revoke what the account handed out: %w", err)
+				}
+				for k, v := range got {
+					out.Revoked[k] = v
+				}
+			}
+			details = map[string]any{"takeover": true, "reason": takeoverReason(wasProven, unlinked), "revoked": out.Revoked}
+		}
 		return s.audit.RecordTx(ctx, tx, audit.Event{Action: "user.password.reset", ActorUserID: audit.Int64(rt.UserID),
-			TargetType: "user", TargetID: fmt.Sprint(rt.UserID)})
+			TargetType: "user", TargetID: fmt.Sprint(rt.UserID), Details: details})
 	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func takeoverReason(wasProven bool, unlinked int) string {
+	if !wasProven {
+		return "the reset proved an email the account had not proven"
+	}
+	return "the reset unlinked identities that did not prove the email"
 }
 
 // unlinkUnproven deletes the identities of the account that do not vouch for email, the address a
 // reset link just reached: unverified by their provider when linked, or for another address.
-func (s *Service) unlinkUnproven(ctx context.Context, tx bun.Tx, userID int64, email string) error {
+func (s *Service) unlinkUnproven(ctx context.Context, tx bun.Tx, userID int64, email string) (int, error) {
 	var gone []identity
 	if err := tx.NewDelete().Model(&gone).Where("user_id = ?", userID).
 		Where("(NOT email_verified OR lower(email) <> lower(?))", email).Returning("provider, provider_user_id, email, email_verified").
 		Scan(ctx); err != nil && !errors.Is(err, sql.ErrNoRows) {
-		return fmt.Errorf("unlink unproven identities: %w", err)
+		return 0, fmt.Errorf("unlink unproven identities: %w", err)
 	}
 	if len(gone) == 0 {
-		return nil
+		return 0, nil
 	}
 	providers := make([]string, 0, len(gone))
 	identities := make([]map[string]any, 0, len(gone))
@@ -295,7 +388,7 @@ func (s *Service) unlinkUnproven(ctx context.Context, tx bun.Tx, userID int64, e
 		identities = append(identities, map[string]any{"provider": providerDisplay(i.Provider),
 			"providerUserId": i.ProviderUserID, "email": i.Email, "emailVerified": i.EmailVerified})
 	}
-	return s.audit.RecordTx(ctx, tx, audit.Event{Action: "user.identity.unlinked", UserID: audit.Int64(userID),
+	return len(gone), s.audit.RecordTx(ctx, tx, audit.Event{Action: "user.identity.unlinked", UserID: audit.Int64(userID),
 		TargetType: "user", TargetID: fmt.Sprint(userID), Details: map[string]any{"providers": providers,
 			"identities": identities, "reason": "password reset proved the email"}})
 }

@@ -38,3 +38,18 @@ func AsUserReleaser(f any) any {
 func AsNewUserHook(f any) any {
 	return fx.Annotate(f, fx.As(new(NewUserHook)))
 }
+
+// TakeoverRevoker is implemented by every module that hands an account credentials which work
+// without the account's session tokens (AI keys). When a password reset takes an account over from
+// whoever made it (the reset proves an email the account had not proven, or unlinks identities),
+// RevokeOnTakeover revokes them within tx (the reset's transaction), so the one who made the
+// account keeps nothing that still works once the reset is answered. It returns what it revoked,
+// for the reset's audit event (ids only, never secrets); an empty map when there was nothing.
+type TakeoverRevoker interface {
+	RevokeOnTakeover(ctx context.Context, tx bun.IDB, userID int64) (map[string]any, error)
+}
+
+// AsTakeoverRevoker provides a module's TakeoverRevoker to the platform.
+func AsTakeoverRevoker(f any) any {
+	return fx.Annotate(f, fx.As(new(TakeoverRevoker)), fx.ResultTags(`group:"takeover_revokers"`))
+}

@@ -64,8 +64,10 @@ var DefaultRates = map[string]string{
 	"Login":          "10-M",
 	"Register":       "5-M",
 	"ForgotPassword": "3-H",
-	"PasswordReveal": "5-M",
-	"AiGenerate":     "60-M",
+	// ForgotPasswordPerIp answers forgot-password's 429; ForgotPassword (per email) is silent.
+	"ForgotPasswordPerIp": "20-H",
+	"PasswordReveal":      "5-M",
+	"AiGenerate":          "60-M",
 }
 
 // DefaultRetryEvery is how long an unreachable Redis is left alone before it is tried again.
