@@ -10,6 +10,7 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 
+	"provisioner/platform/audit"
 	"provisioner/platform/httpx"
 )
 
@@ -103,6 +104,11 @@ func (h *Handler) registerOAuth(api *httpx.API) {
 			var fe *flowError
 			switch {
 			case errors.As(err, &fe):
+				// A refused sign-in is audited like a refused password (CONTRACT §8), with the
+				// provider and the code the browser gets; no provider text. It is bounded as the
+				// password's unknown-email failures are: by the per-IP limit of every route.
+				h.svc.audit.Try(ctx, audit.Event{Action: "user.login.failed", TargetType: "user",
+					Details: map[string]any{"provider": providerDisplay(name), "reason": fe.Code}})
 				out.Location = h.frontendURL(returnURL, url.Values{"error": {fe.Code}})
 			case err != nil:
 				// RFC 6749 §4.1.2.1's codes: a dependency that is down is not a failed sign-in.

@@ -151,6 +151,7 @@ func countRows(t *testing.T, a *apptest.App, query string, args ...any) int {
 // that account, which the squatter still signed in to, seeing everything the owner made.
 func TestOAuthUnverifiedEmailCreatesNoAccount(t *testing.T) {
 	a, p := startOAuth(t)
+	before := countRows(t, a, "SELECT coalesce(max(id), 0) FROM audit_events")
 	victim := "owner-" + testutil.RandomSuffix() + "@example.test"
 	squatter := oauthtest.User{ID: "7101" + testutil.RandomSuffix()[:3], Login: "squat", Email: victim, EmailVerified: false}
 	p.github.SetUser(squatter)
@@ -168,6 +169,9 @@ func TestOAuthUnverifiedEmailCreatesNoAccount(t *testing.T) {
 	assert.Equal(t, "email_unverified", code, "the squatter's identity reaches no account (signed in as %d)", again)
 	assert.NotEqual(t, owner, again)
 	assert.Zero(t, countRows(t, a, "SELECT count(*) FROM user_identities WHERE provider_user_id = ?", squatter.ID))
+	assert.Equal(t, 2, countRows(t, a, `SELECT count(*) FROM audit_events WHERE action = 'user.login.failed'
+		AND details->>'provider' = 'GitHub' AND details->>'reason' = 'email_unverified' AND id > ?`, before),
+		"both refused sign-ins are audited, as a refused password is")
 }
 
 // Pre-account takeover through a password registration: an attacker registers the victim's address
