@@ -126,7 +126,7 @@ func (s *Keys) Create(ctx context.Context, in CreateInput) (*View, error) {
 	text := newKeyText()
 	h := hashKey(text)
 	k := &Key{UserID: in.UserID, Name: name, Prefix: displayPrefix(text), KeyHash: h[:], Status: StatusActive, ExpiresAt: in.ExpiresAt}
-	err := s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+	err := db.RunInTx(ctx, s.db, func(ctx context.Context, tx bun.Tx) error {
 		if err := db.LockLiveUser(ctx, tx, in.UserID); err != nil {
 			return err
 		}
@@ -184,7 +184,7 @@ func (s *Keys) Rotate(ctx context.Context, id, userID int64, grace time.Duration
 	text := newKeyText()
 	h := hashKey(text)
 	var out *Key
-	err := s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+	err := db.RunInTx(ctx, s.db, func(ctx context.Context, tx bun.Tx) error {
 		k, err := s.lockOwn(ctx, tx, id, userID)
 		if err != nil {
 			return err
@@ -232,7 +232,7 @@ func (s *Keys) Rotate(ctx context.Context, id, userID int64, grace time.Duration
 // Revoke stops a key at once, on every replica.
 func (s *Keys) Revoke(ctx context.Context, id, userID int64) (*View, error) {
 	var out *Key
-	err := s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+	err := db.RunInTx(ctx, s.db, func(ctx context.Context, tx bun.Tx) error {
 		k, err := s.lockOwn(ctx, tx, id, userID)
 		if err != nil {
 			return err
