@@ -10,6 +10,7 @@ import (
 	"github.com/uptrace/bun"
 
 	"provisioner/platform/audit"
+	"provisioner/platform/db"
 	"provisioner/platform/httpx"
 )
 
@@ -111,7 +112,11 @@ func (s *AuditEvents) Create(ctx context.Context, in NoteInput) (*audit.Event, e
 		e.Details = map[string]any{}
 	}
 	e.Details["manual"] = true
-	stored, err := s.audit.Stored(ctx, s.db, e)
+	var stored audit.Event
+	err := db.RunInTx(ctx, s.db, func(ctx context.Context, tx bun.Tx) (err error) {
+		stored, err = s.audit.Stored(ctx, tx, e)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -121,7 +126,7 @@ func (s *AuditEvents) Create(ctx context.Context, in NoteInput) (*audit.Event, e
 // Update changes an event and records audit.event.updated holding the original and the change.
 func (s *AuditEvents) Update(ctx context.Context, id int64, in NoteInput) (*audit.Event, error) {
 	var out *audit.Event
-	err := s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+	err := db.RunInTx(ctx, s.db, func(ctx context.Context, tx bun.Tx) error {
 		e, err := s.get(ctx, tx, id)
 		if err != nil {
 			return err
@@ -154,7 +159,7 @@ func (s *AuditEvents) Update(ctx context.Context, id int64, in NoteInput) (*audi
 
 // Delete removes an event and records audit.event.deleted holding the original.
 func (s *AuditEvents) Delete(ctx context.Context, id int64) error {
-	return s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+	return db.RunInTx(ctx, s.db, func(ctx context.Context, tx bun.Tx) error {
 		e, err := s.get(ctx, tx, id)
 		if err != nil {
 			return err

@@ -115,7 +115,7 @@ func (s *Users) Create(ctx context.Context, in CreateUserInput) (*userRow, error
 	}
 	u := &userRow{Email: email, FullName: strings.TrimSpace(in.FullName),
 		Organization: strings.TrimSpace(in.Organization), Role: role, PasswordHash: &hash, SecurityStamp: 1}
-	err = s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+	err = db.RunInTx(ctx, s.db, func(ctx context.Context, tx bun.Tx) error {
 		if _, err := tx.NewInsert().Model(u).Returning("*").Exec(ctx); err != nil {
 			if db.IsUniqueViolation(err) {
 				return httpx.Conflict("An account with this email already exists")
@@ -156,6 +156,9 @@ func (s *Users) Update(ctx context.Context, id int64, in UpdateUserInput) (*user
 			if err := lockAdmins(ctx, tx); err != nil {
 				return err
 			}
+		}
+		if err := authn.LockCaller(ctx, tx); err != nil { // after lockAdmins: see there
+			return err
 		}
 		u, err := s.get(ctx, tx, id, true)
 		if err != nil {
@@ -233,6 +236,9 @@ func (s *Users) Delete(ctx context.Context, id int64) error {
 		if err := lockAdmins(ctx, tx); err != nil {
 			return err
 		}
+		if err := authn.LockCaller(ctx, tx); err != nil { // after lockAdmins: see there
+			return err
+		}
 		u, err := s.get(ctx, tx, id, true)
 		if err != nil {
 			return err
@@ -257,9 +263,18 @@ func (s *Users) Delete(ctx context.Context, id int64) error {
 	return err
 }
 
-// lockAdmins serialises changes that could remove the last Admin.
+// lastAdminLockKey is the transaction-scoped advisory lock of lockAdmins.
+const lastAdminLockKey = 7_310_442_201
+
+// lockAdmins serialises changes that could remove the last Admin (a demotion or a deletion):
+// each takes this lock first, so the next one counts the Admins after the previous committed.
+// It is an advisory lock, not row locks on every Admin: a transaction taking it holds no row yet,
+// and it then locks the caller's row (authn.LockCaller) and the target's. Row locks on every
+// Admin would wait for each Admin's write in flight, which holds its caller's row, and two Admins
+// deleting each other would deadlock; with the advisory lock first, the second one finds its
+// caller deleted (401).
 func lockAdmins(ctx context.Context, tx bun.Tx) error {
-	_, err := tx.ExecContext(ctx, "SELECT id FROM users WHERE role = 'Admin' AND deleted_at IS NULL FOR UPDATE")
+	_, err := tx.ExecContext(ctx, "SELECT pg_advisory_xact_lock(?)", lastAdminLockKey)
 	if err != nil {
 		return fmt.Errorf("lock admins: %w", err)
 	}

@@ -635,4 +635,11 @@ func TestDeletedUsersKeysAreRefusedOnEveryReplica(t *testing.T) {
 	require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
 	assert.Equal(t, http.StatusUnauthorized, generate(two, k.Key).Status)
 	assert.Equal(t, http.StatusUnauthorized, generate(one, k.Key).Status)
+
+	// The revoke is audited as the owner's own would be, by the admin who deleted the user.
+	var revoked []string
+	require.NoError(t, one.DB.NewSelect().Table("audit_events").Column("target_id").Where("action = 'aikey.revoked'").
+		Where("user_id = ?", u.ID).Where("actor_user_id = (SELECT id FROM users WHERE email = ? AND deleted_at IS NULL)", apptest.AdminEmail).
+		Where("details->>'reason' = 'user.deleted'").Scan(context.Background(), &revoked))
+	assert.Equal(t, []string{fmt.Sprint(k.ID)}, revoked)
 }

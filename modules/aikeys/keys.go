@@ -126,7 +126,7 @@ func (s *Keys) Create(ctx context.Context, in CreateInput) (*View, error) {
 	text := newKeyText()
 	h := hashKey(text)
 	k := &Key{UserID: in.UserID, Name: name, Prefix: displayPrefix(text), KeyHash: h[:], Status: StatusActive, ExpiresAt: in.ExpiresAt}
-	err := s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+	err := db.RunInTx(ctx, s.db, func(ctx context.Context, tx bun.Tx) error {
 		if err := db.LockLiveUser(ctx, tx, in.UserID); err != nil {
 			return err
 		}
@@ -184,7 +184,7 @@ func (s *Keys) Rotate(ctx context.Context, id, userID int64, grace time.Duration
 	text := newKeyText()
 	h := hashKey(text)
 	var out *Key
-	err := s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+	err := db.RunInTx(ctx, s.db, func(ctx context.Context, tx bun.Tx) error {
 		k, err := s.lockOwn(ctx, tx, id, userID)
 		if err != nil {
 			return err
@@ -232,7 +232,7 @@ func (s *Keys) Rotate(ctx context.Context, id, userID int64, grace time.Duration
 // Revoke stops a key at once, on every replica.
 func (s *Keys) Revoke(ctx context.Context, id, userID int64) (*View, error) {
 	var out *Key
-	err := s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+	err := db.RunInTx(ctx, s.db, func(ctx context.Context, tx bun.Tx) error {
 		k, err := s.lockOwn(ctx, tx, id, userID)
 		if err != nil {
 			return err
@@ -281,15 +281,24 @@ func (s *Keys) List(ctx context.Context, userID int64) ([]View, error) {
 	return out, nil
 }
 
-// ReleaseUser revokes every key of a deleted user, in the deleting transaction.
+// ReleaseUser revokes every key of a deleted user, in the deleting transaction, and records
+// aikey.revoked for each (as a revoke by its owner does; the actor is whoever deleted the user).
 func (s *Keys) ReleaseUser(ctx context.Context, tx bun.IDB, userID int64) error {
-	if _, err := tx.NewUpdate().Model((*Key)(nil)).Set("status = ?", StatusRevoked).Set("revoked_at = now()").
-		Where("user_id = ?", userID).Where("status = ?", StatusActive).Exec(ctx); err != nil {
+	var revoked []int64
+	if err := tx.NewUpdate().Model((*Key)(nil)).Set("status = ?", StatusRevoked).Set("revoked_at = now()").
+		Set("updated_at = now()").Where("user_id = ?", userID).Where("status = ?", StatusActive).
+		Returning("id").Scan(ctx, &revoked); err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return fmt.Errorf("revoke ai keys of user %d: %w", userID, err)
 	}
 	if _, err := tx.NewDelete().Model((*retiredHash)(nil)).
 		Where("key_id IN (SELECT id FROM ai_keys WHERE user_id = ?)", userID).Exec(ctx); err != nil {
 		return fmt.Errorf("end grace periods of the ai keys of user %d: %w", userID, err)
+	}
+	for _, id := range revoked {
+		if err := s.audit.RecordTx(ctx, tx, audit.Event{Action: "aikey.revoked", UserID: audit.Int64(userID), TargetType: "aiKey",
+			TargetID: fmt.Sprint(id), Details: map[string]any{"reason": "user.deleted"}}); err != nil {
+			return err
+		}
 	}
 	return nil
 }

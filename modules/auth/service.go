@@ -416,8 +416,12 @@ func (s *Service) Me(ctx context.Context, id int64) (*UserView, error) {
 	return &v, nil
 }
 
-// EnsureBootstrapAdmin makes sure Bootstrap:AdminEmail exists with role Admin: created with
-// Bootstrap:AdminPassword if missing, promoted if not Admin; an existing password is left alone.
+// EnsureBootstrapAdmin makes sure the service has an Admin: while it has none at all (first
+// install, or every Admin gone), Bootstrap:AdminEmail is created with Bootstrap:AdminPassword, or
+// promoted when it exists with role User (an existing password is left alone). While the service
+// has a live Admin it changes nothing: an Admin may have deleted or demoted the bootstrap account
+// on purpose, and a restart must not undo that with the password from the configuration. When
+// the account is then not a live Admin, one WARN line says why it was skipped.
 func (s *Service) EnsureBootstrapAdmin(ctx context.Context) error {
 	if strings.TrimSpace(s.cfg.Bootstrap.AdminEmail) == "" {
 		return nil
@@ -430,15 +434,38 @@ func (s *Service) EnsureBootstrapAdmin(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if u != nil {
-		if u.Role == authn.RoleAdmin {
-			return nil
+	if u != nil && u.Role == authn.RoleAdmin {
+		return nil
+	}
+	admins, err := s.db.NewSelect().Model((*User)(nil)).Where("role = ?", authn.RoleAdmin).Where("deleted_at IS NULL").Count(ctx)
+	if err != nil {
+		return fmt.Errorf("count admins: %w", err)
+	}
+	if admins > 0 {
+		deleted, err := s.db.NewSelect().Model((*User)(nil)).Where("lower(email) = ?", email).
+			Where("deleted_at IS NOT NULL").Exists(ctx)
+		if err != nil {
+			return fmt.Errorf("find deleted bootstrap admin: %w", err)
 		}
+		var reason string
+		switch {
+		case u != nil:
+			reason = "the account has role " + u.Role + " (demoted); it is promoted only while the service has no Admin"
+		case deleted:
+			reason = "the account was deleted; it is created again only when the service has no Admin"
+		default:
+			reason = "the account does not exist; it is created only when the service has no Admin"
+		}
+		s.log.WarnContext(ctx, "bootstrap admin skipped: other Admins exist", "email", email, "admins", admins, "reason", reason)
+		return nil
+	}
+	if u != nil {
 		_, err := s.db.NewUpdate().Model((*User)(nil)).Set("role = ?", authn.RoleAdmin).Set("updated_at = now()").
 			Where("id = ?", u.ID).Exec(ctx)
 		if err == nil {
 			s.audit.Try(ctx, audit.Event{Action: "user.role.changed", UserID: audit.Int64(u.ID), TargetType: "user",
 				TargetID: fmt.Sprint(u.ID), Details: map[string]any{"from": u.Role, "to": authn.RoleAdmin, "by": "bootstrap"}})
+			s.log.InfoContext(ctx, "bootstrap admin promoted: the service had no Admin", "email", email)
 		}
 		return err
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/uptrace/bun"
 
 	"provisioner/platform/audit"
+	"provisioner/platform/authn"
 	"provisioner/platform/db"
 	"provisioner/platform/httpx"
 	"provisioner/platform/provision"
@@ -91,12 +92,17 @@ func (c *Credentials) Create(ctx context.Context, dbID int64, username string, r
 		return nil, err
 	}
 	cr := &Credential{DatabaseInstanceID: inst.ID, Username: username, PasswordSealed: sealed, ReadOnly: readOnly, Status: CredentialCreating}
-	if _, err := c.db.NewInsert().Model(cr).Value("next_attempt_at", "now() + make_interval(secs => ?)", credentialGrace.Seconds()).
-		Returning("*").Exec(ctx); err != nil {
-		if db.IsUniqueViolation(err) {
-			return nil, httpx.Conflict("This username is taken")
+	if err := db.RunInTx(ctx, c.db, func(ctx context.Context, tx bun.Tx) error {
+		if _, err := tx.NewInsert().Model(cr).Value("next_attempt_at", "now() + make_interval(secs => ?)", credentialGrace.Seconds()).
+			Returning("*").Exec(ctx); err != nil {
+			if db.IsUniqueViolation(err) {
+				return httpx.Conflict("This username is taken")
+			}
+			return fmt.Errorf("store credential: %w", err)
 		}
-		return nil, fmt.Errorf("store credential: %w", err)
+		return nil
+	}); err != nil {
+		return nil, err
 	}
 	if err := c.make(ctx, inst, engine, cr, password); err != nil {
 		return nil, err
@@ -119,6 +125,13 @@ func (c *Credentials) make(ctx context.Context, inst *Instance, engine Engine, c
 		return fmt.Errorf("begin: %w", err)
 	}
 	defer func() { _ = tx.Rollback() }()
+	// The caller first, as every write of a request (db.RunInTx): an admin deleted or demoted
+	// since the row was stored makes nothing on the engine, and the row is undone below.
+	callerErr := authn.LockCaller(dctx, tx)
+	var callerRefused *httpx.Error
+	if callerErr != nil && !errors.As(callerErr, &callerRefused) {
+		return callerErr
+	}
 	if err := tx.NewSelect().Model(cr).WherePK().Where("status = ?", CredentialCreating).For("UPDATE").Scan(dctx); err != nil {
 		if errors.Is(err, sql.ErrNoRows) { // deleted before it was made: nothing is on the engine
 			return httpx.Conflict("The credential was deleted before it was made")
@@ -128,6 +141,9 @@ func (c *Credentials) make(ctx context.Context, inst *Instance, engine Engine, c
 	// The database's row, shared: no pause or resume runs meanwhile (theirs is 409), and none
 	// started since the status was read.
 	cur, err := lockInstanceShared(dctx, tx, inst.ID)
+	if err == nil {
+		err = callerErr
+	}
 	if err == nil && cur.Status != StatusActive && cur.Status != StatusPaused {
 		err = httpx.Conflict(fmt.Sprintf("Database is %s; credentials can be added to Active or Paused databases", cur.Status))
 	}
@@ -276,7 +292,7 @@ func lockInstanceShared(ctx context.Context, tx bun.Tx, id int64) (*Instance, er
 // meanwhile answers 409. A credential of a paused database stays login-blocked.
 func (c *Credentials) Rotate(ctx context.Context, id int64) (*CredentialView, error) {
 	var out *CredentialView
-	err := c.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+	err := db.RunInTx(ctx, c.db, func(ctx context.Context, tx bun.Tx) error {
 		cr, err := lockCredential(ctx, tx, id)
 		if err != nil {
 			return err
@@ -328,7 +344,7 @@ func (c *Credentials) Rotate(ctx context.Context, id int64) (*CredentialView, er
 // Deleted through the finisher's claim. When the engine fails the answer is 502 with the
 // credential as stored (Deleting): the finisher retries, and so does a second DELETE.
 func (c *Credentials) Delete(ctx context.Context, id int64) error {
-	err := c.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+	err := db.RunInTx(ctx, c.db, func(ctx context.Context, tx bun.Tx) error {
 		// A create, rotation or delete in progress holds the row's lock: 409 at once.
 		cr, err := lockCredential(ctx, tx, id)
 		if err != nil {

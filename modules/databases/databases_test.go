@@ -522,6 +522,16 @@ func TestDeletingAUserDropsTheirDatabases(t *testing.T) {
 	var live int
 	require.NoError(t, a.DB.QueryRow("SELECT count(*) FROM database_instances WHERE user_id = ? AND status <> 'Deleted'", u.ID).Scan(&live))
 	assert.Zero(t, live)
+
+	// Each drop is audited as the owner's own delete would be, by the admin who deleted the user.
+	var all, deleted []string
+	require.NoError(t, a.DB.NewSelect().Table("database_instances").ColumnExpr("id::text").Where("user_id = ?", u.ID).
+		Scan(context.Background(), &all))
+	require.NoError(t, a.DB.NewSelect().Table("audit_events").Column("target_id").Where("action = 'database.deleted'").
+		Where("user_id = ?", u.ID).Where("actor_user_id = (SELECT id FROM users WHERE email = ? AND deleted_at IS NULL)", apptest.AdminEmail).
+		Where("details->>'reason' = 'user.deleted'").Scan(context.Background(), &deleted))
+	assert.Contains(t, all, fmt.Sprint(it.ID))
+	assert.ElementsMatch(t, all, deleted)
 }
 
 func TestAdminListAndDashboard(t *testing.T) {

@@ -2,6 +2,7 @@ package databases
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -116,13 +117,22 @@ func (p *Provisioner) GiveUp(ctx context.Context, tx bun.IDB, id int64, lastErr 
 	return err
 }
 
-// ReleaseUser marks every database of a deleted user for dropping.
+// ReleaseUser marks every database of a deleted user for dropping and records database.deleted
+// for each (as a delete by its owner does; the actor is whoever deleted the user).
 func (p *Provisioner) ReleaseUser(ctx context.Context, tx bun.IDB, userID int64) error {
-	_, err := tx.NewUpdate().Model((*Instance)(nil)).Set("status = ?", StatusDeleting).Set("attempts = 0").
+	var released []int64
+	err := tx.NewUpdate().Model((*Instance)(nil)).Set("status = ?", StatusDeleting).Set("attempts = 0").
 		Set("next_attempt_at = now()").Set("updated_at = now()").
-		Where("user_id = ?", userID).Where("status NOT IN (?)", bun.In([]string{StatusDeleted, StatusDeleting})).Exec(ctx)
-	if err != nil {
+		Where("user_id = ?", userID).Where("status NOT IN (?)", bun.In([]string{StatusDeleted, StatusDeleting})).
+		Returning("id").Scan(ctx, &released)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return fmt.Errorf("release databases of user %d: %w", userID, err)
+	}
+	for _, id := range released {
+		if err := p.audit.RecordTx(ctx, tx, audit.Event{Action: "database.deleted", UserID: audit.Int64(userID),
+			TargetType: "database", TargetID: fmt.Sprint(id), Details: map[string]any{"reason": "user.deleted"}}); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -102,7 +102,7 @@ func (s *Service) Create(ctx context.Context, in CreateInput) (*Instance, error)
 	inst := &Instance{UserID: in.UserID, Name: display, Engine: engine.ID(), DatabaseName: name, DatabaseUser: name,
 		PasswordSealed: sealed, Status: StatusProvisioning, MaxSpaceBytes: s.cfg.Databases.DefaultMaxSpaceBytes,
 		NextAttemptAt: time.Now()}
-	err = s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+	err = db.RunInTx(ctx, s.db, func(ctx context.Context, tx bun.Tx) error {
 		// The owner's row lock serialises concurrent creates, so the quota cannot be overrun.
 		if err := db.LockLiveUser(ctx, tx, in.UserID); err != nil {
 			return err
@@ -180,7 +180,7 @@ func (s *Service) SetPaused(ctx context.Context, id, userID int64, pause bool) (
 	if !pause {
 		from, via, action = StatusPaused, StatusResuming, "database.resumed"
 	}
-	err := s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+	err := db.RunInTx(ctx, s.db, func(ctx context.Context, tx bun.Tx) error {
 		inst, err := s.lock(ctx, tx, id, userID)
 		if err != nil {
 			return err
@@ -245,7 +245,7 @@ func lockErr(err error, notFound, busy, what string) error {
 // Delete marks the database Deleting and drives the drop; the finisher retries if the engine
 // fails. It returns the row as it then stands and the attempt's error.
 func (s *Service) Delete(ctx context.Context, id, userID int64) (*Instance, error) {
-	err := s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+	err := db.RunInTx(ctx, s.db, func(ctx context.Context, tx bun.Tx) error {
 		inst, err := s.lock(ctx, tx, id, userID)
 		if err != nil {
 			return err
@@ -301,7 +301,7 @@ func (s *Service) Update(ctx context.Context, id int64, name *string, maxSpace *
 		return nil, httpx.BadRequest("Validation failed", httpx.FieldError{Field: "name", Message: "must not be blank"})
 	}
 	var out *Instance
-	err := s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+	err := db.RunInTx(ctx, s.db, func(ctx context.Context, tx bun.Tx) error {
 		inst, err := s.lock(ctx, tx, id, 0)
 		if err != nil {
 			return err

@@ -925,6 +925,13 @@ func TestAdminRoutesAndUserDeletion(t *testing.T) {
 	require.Equal(t, http.StatusOK, r.Status)
 	a.Settle(5 * time.Second)
 	assert.Empty(t, fake.Records(), "a deleted user's records are revoked at the provider")
+
+	// Each revoke is audited as the owner's own would be, by the admin who deleted the user.
+	var revoked []string
+	require.NoError(t, a.DB.NewSelect().Table("audit_events").Column("target_id").Where("action = 'dns.revoked'").
+		Where("user_id = ?", u.ID).Where("actor_user_id = (SELECT id FROM users WHERE email = ? AND deleted_at IS NULL)", apptest.AdminEmail).
+		Where("details->>'reason' = 'user.deleted'").Where("details->>'fqdn' <> ''").Scan(context.Background(), &revoked))
+	assert.ElementsMatch(t, []string{fmt.Sprint(got.ID), fmt.Sprint(failed.ID)}, revoked)
 }
 
 func TestOutboundBudgetQueuesInsteadOfBursting(t *testing.T) {

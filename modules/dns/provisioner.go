@@ -337,23 +337,42 @@ func (p *Provisioner) GiveUp(ctx context.Context, tx bun.IDB, id int64, lastErr 
 // record holds now cannot be Revoking (one live row per label): it is Revoked at once and a sweep
 // is queued, so the finisher deletes its leftover at the provider (only a record carrying its
 // marker) whether or not that other record is ever created.
+//
+// Each record so revoked is audited as dns.revoked, as a revoke by its owner is (the actor is
+// whoever deleted the user).
 func (p *Provisioner) ReleaseUser(ctx context.Context, tx bun.IDB, userID int64) error {
-	if _, err := tx.NewUpdate().Model((*Record)(nil)).Set("status = ?", StatusRevoking).Set("attempts = 0").
+	var revoking, revoked []releasedRecord
+	if err := tx.NewUpdate().Model((*Record)(nil)).Set("status = ?", StatusRevoking).Set("attempts = 0").
 		Set("error_message = ''").Set("last_error = ''").Set("next_attempt_at = now()").Set("updated_at = now()").
 		Where("user_id = ?", userID).
 		WhereGroup(" AND ", func(q *bun.UpdateQuery) *bun.UpdateQuery {
 			return q.Where("status IN (?)", bun.In([]string{StatusPending, StatusActive})).
 				WhereOr("status = ? AND NOT EXISTS (SELECT 1 FROM dns_records o WHERE o.label = r.label AND o.id <> r.id AND o.status IN (?))",
 					StatusFailed, bun.In([]string{StatusPending, StatusActive, StatusRevoking}))
-		}).Exec(ctx); err != nil {
+		}).Returning("id, fqdn").Scan(ctx, &revoking); err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return fmt.Errorf("release records of user %d: %w", userID, err)
 	}
 	if err := queueSweeps(ctx, tx, "r.user_id = ? AND r.status = ?", userID, StatusFailed); err != nil {
 		return err
 	}
-	_, err := tx.NewUpdate().Model((*Record)(nil)).Set("status = ?", StatusRevoked).Set("updated_at = now()").
-		Where("user_id = ?", userID).Where("status = ?", StatusFailed).Exec(ctx)
-	return err
+	if err := tx.NewUpdate().Model((*Record)(nil)).Set("status = ?", StatusRevoked).Set("updated_at = now()").
+		Where("user_id = ?", userID).Where("status = ?", StatusFailed).Returning("id, fqdn").Scan(ctx, &revoked); err != nil &&
+		!errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("revoke failed records of user %d: %w", userID, err)
+	}
+	for _, r := range append(revoking, revoked...) {
+		if err := p.audit.RecordTx(ctx, tx, audit.Event{Action: "dns.revoked", UserID: audit.Int64(userID), TargetType: "dnsRecord",
+			TargetID: fmt.Sprint(r.ID), Details: map[string]any{"fqdn": r.Fqdn, "reason": "user.deleted"}}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// releasedRecord is a record ReleaseUser revoked, for its audit event.
+type releasedRecord struct {
+	ID   int64  `bun:"id"`
+	Fqdn string `bun:"fqdn"`
 }
 
 var (

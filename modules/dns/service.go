@@ -80,7 +80,7 @@ func (s *Service) Create(ctx context.Context, in CreateInput) (*Record, error) {
 	// only if this request dies first).
 	rec := &Record{UserID: in.UserID, Label: label, Name: name, Fqdn: fqdn, Content: content, RecordTTL: ttl,
 		Proxied: proxied, Status: StatusPending, NextAttemptAt: time.Now().Add(time.Minute)}
-	err = s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+	err = db.RunInTx(ctx, s.db, func(ctx context.Context, tx bun.Tx) error {
 		if err := db.LockLiveUser(ctx, tx, in.UserID); err != nil {
 			return err
 		}
@@ -164,7 +164,7 @@ func (s *Service) List(ctx context.Context, userID int64) ([]View, error) {
 // is due: before that the provider is not called (its Retry-After, our backoff).
 func (s *Service) Revoke(ctx context.Context, id, userID int64) (*Record, error) {
 	waiting := false // a Revoking record whose next attempt is not due yet
-	err := s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+	err := db.RunInTx(ctx, s.db, func(ctx context.Context, tx bun.Tx) error {
 		r := new(Record)
 		q := tx.NewSelect().Model(r).Where("id = ?", id).For("UPDATE")
 		if userID != 0 {
@@ -235,25 +235,31 @@ func (s *Service) Retry(ctx context.Context, id int64) (*Record, error) {
 	if err != nil {
 		return nil, err
 	}
-	switch r.Status {
-	case StatusFailed:
-		res, err := s.db.NewUpdate().Model(r).Set("status = ?", StatusPending).Set("attempts = 0").Set("error_message = ''").
-			Set("next_attempt_at = now()").Set("updated_at = now()").WherePK().Where("status = ?", StatusFailed).Exec(ctx)
-		if err != nil {
-			if db.IsUniqueViolation(err) {
-				return nil, httpx.Conflict("The label is in use by another live record")
+	err = db.RunInTx(ctx, s.db, func(ctx context.Context, tx bun.Tx) error {
+		switch r.Status {
+		case StatusFailed:
+			res, err := tx.NewUpdate().Model(r).Set("status = ?", StatusPending).Set("attempts = 0").Set("error_message = ''").
+				Set("next_attempt_at = now()").Set("updated_at = now()").WherePK().Where("status = ?", StatusFailed).Exec(ctx)
+			if err != nil {
+				if db.IsUniqueViolation(err) {
+					return httpx.Conflict("The label is in use by another live record")
+				}
+				return err
 			}
-			return nil, err
+			if n, _ := res.RowsAffected(); n == 0 {
+				return httpx.Conflict("The record changed meanwhile; reload it")
+			}
+		case StatusPending, StatusRevoking:
+			if _, err := tx.NewUpdate().Model(r).Set("next_attempt_at = now()").WherePK().Exec(ctx); err != nil {
+				return err
+			}
+		default:
+			return httpx.Conflict(fmt.Sprintf("Nothing to retry: the record is %s", r.Status))
 		}
-		if n, _ := res.RowsAffected(); n == 0 {
-			return nil, httpx.Conflict("The record changed meanwhile; reload it")
-		}
-	case StatusPending, StatusRevoking:
-		if _, err := s.db.NewUpdate().Model(r).Set("next_attempt_at = now()").WherePK().Exec(ctx); err != nil {
-			return nil, err
-		}
-	default:
-		return nil, httpx.Conflict(fmt.Sprintf("Nothing to retry: the record is %s", r.Status))
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	wctx, w := withWaiting(ctx, id, false)
 	out, err := s.drive(wctx, id)

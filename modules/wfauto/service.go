@@ -41,7 +41,7 @@ func (s *Service) Provision(ctx context.Context, userID int64) (*Account, error)
 		return nil, httpx.Unavailable("Workflow automation is not configured (WfautoProvisioning:BaseUrl)")
 	}
 	var id int64
-	err := s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+	err := db.RunInTx(ctx, s.db, func(ctx context.Context, tx bun.Tx) error {
 		if err := db.LockLiveUser(ctx, tx, userID); err != nil {
 			return err
 		}
@@ -128,7 +128,10 @@ func (s *Service) Retry(ctx context.Context, id int64) (*Account, error) {
 	case StatusFailed:
 		return s.Provision(ctx, a.UserID)
 	case StatusPending, StatusDeprovisioning:
-		if _, err := s.db.NewUpdate().Model(a).Set("next_attempt_at = now()").WherePK().Exec(ctx); err != nil {
+		if err := db.RunInTx(ctx, s.db, func(ctx context.Context, tx bun.Tx) error {
+			_, err := tx.NewUpdate().Model(a).Set("next_attempt_at = now()").WherePK().Exec(ctx)
+			return err
+		}); err != nil {
 			return nil, err
 		}
 		return s.drive(ctx, id)

@@ -51,6 +51,12 @@ type Principal struct {
 	Email  string
 	Name   string
 	Role   string
+
+	// What the guard accepted, for LockCaller: the security stamp, and whether the operation
+	// needs the Admin role. guarded is false for a principal made with WithPrincipal.
+	guarded   bool
+	stamp     int64
+	needAdmin bool
 }
 
 // IsAdmin reports whether the principal's current role is Admin.
@@ -235,6 +241,7 @@ func (g *Guard) Middleware(api huma.API, access httpx.Access) func(huma.Context,
 			WriteError(api, ctx, challenge(err, fc.Get(fiber.HeaderAuthorization)))
 			return
 		}
+		p.needAdmin = access == httpx.AdminOnly
 		fc.Locals(principalKey{}, p)
 		next(huma.WithValue(ctx, principalKey{}, p))
 	}
@@ -289,6 +296,7 @@ func (g *Guard) Authenticate(c *fiber.Ctx) (*Principal, error) {
 		return nil, err
 	}
 	p := row.Principal // a copy per request: handlers may keep it
+	p.guarded, p.stamp = true, row.Stamp
 	if g.PerUser != nil {
 		if err := g.PerUser(c, id); err != nil {
 			return nil, err
@@ -318,3 +326,44 @@ func (g *Guard) load(ctx context.Context, id int64) (principalRow, error) {
 }
 
 var sqlErrNoRows = sql.ErrNoRows
+
+// LockCaller checks again, inside tx, what the guard checked when the request came in: the
+// caller is still a live user with the security stamp its token carries, and, on an AdminOnly
+// operation, still an Admin. It locks the caller's users row FOR KEY SHARE until tx ends.
+// The guard's check is made once, at the start of the request, from a cache; a deletion or
+// demotion of the caller that commits while the request is in flight would otherwise not stop a
+// write the request makes afterwards (an Admin deleted in the middle of POST /api/users could
+// still create an Admin). With the lock, such a change (DELETE and PUT /api/users/{id} lock the
+// user's row FOR UPDATE) either waits until the write's transaction has ended, or committed
+// first and is seen here: 401 (deleted, or the stamp changed: the token is no longer valid) or
+// 403 (no longer an Admin), and the transaction writes nothing. A password reset committed first
+// is seen too (401); one committing meanwhile does not wait (it updates the row without locking
+// it FOR UPDATE). KEY SHARE is shared: the caller's own writes do not wait for each other, and a
+// later db.LockLiveUser of the same row (FOR NO KEY UPDATE) does not conflict with it.
+//
+// Every write transaction of a request calls it first (db.RunInTx does), before it locks any
+// other row. It does nothing for a context without a principal that the guard let in (public
+// operations, background work).
+func LockCaller(ctx context.Context, tx bun.IDB) error {
+	p := FromContext(ctx)
+	if p == nil || !p.guarded {
+		return nil
+	}
+	var row struct {
+		Role  string `bun:"role"`
+		Stamp int64  `bun:"security_stamp"`
+		Live  bool   `bun:"live"`
+	}
+	err := tx.NewSelect().Table("users").Column("role", "security_stamp").ColumnExpr("deleted_at IS NULL AS live").
+		Where("id = ?", p.UserID).For("KEY SHARE").Scan(ctx, &row)
+	if errors.Is(err, sqlErrNoRows) || (err == nil && (!row.Live || row.Stamp != p.stamp)) {
+		return invalidToken().WithHeader(fiber.HeaderWWWAuthenticate, `Bearer error="invalid_token"`)
+	}
+	if err != nil {
+		return fmt.Errorf("lock caller %d: %w", p.UserID, err)
+	}
+	if p.needAdmin && row.Role != RoleAdmin {
+		return httpx.Forbidden("The Admin role is required")
+	}
+	return nil
+}

@@ -436,13 +436,30 @@ func NewMigrated(lc fx.Lifecycle, m *Migrator, log *slog.Logger) *Migrated {
 // IsUniqueViolation reports whether err is PostgreSQL's unique_violation (23505).
 func IsUniqueViolation(err error) bool { return IsCode(err, "23505") }
 
+// RunInTx runs fn in a transaction of bdb that first checks the request's caller again and locks
+// its users row (authn.LockCaller): a write made on behalf of a request is refused (401/403,
+// nothing written) when its caller was deleted, demoted or had its password reset after the
+// guard let the request in, and a deletion or demotion made meanwhile waits for the write to end. Every
+// write of a request to the control database goes through it (or calls authn.LockCaller first
+// in its own transaction); outside a request (no guarded principal) it is bun's RunInTx.
+func RunInTx(ctx context.Context, bdb *bun.DB, fn func(ctx context.Context, tx bun.Tx) error) error {
+	return bdb.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		if err := authn.LockCaller(ctx, tx); err != nil {
+			return err
+		}
+		return fn(ctx, tx)
+	})
+}
+
 // LockLiveUser locks the users row of a live (not deleted) account within tx, serialising the
 // owner's concurrent creates so per-user quotas cannot be overrun. A missing or deleted account is
 // authn.UserGone: 401 when it is the request's own principal (deleted while the request was in
-// flight), 404 "User not found" when an admin named it.
+// flight), 404 "User not found" when an admin named it. FOR NO KEY UPDATE: it conflicts with
+// itself and with a deletion's FOR UPDATE, not with the KEY SHARE lock authn.LockCaller took on
+// the same row (the owner's own request), so two creates of one owner queue instead of deadlocking.
 func LockLiveUser(ctx context.Context, tx bun.Tx, userID int64) error {
 	var live bool
-	err := tx.NewSelect().Table("users").ColumnExpr("deleted_at IS NULL").Where("id = ?", userID).For("UPDATE").Scan(ctx, &live)
+	err := tx.NewSelect().Table("users").ColumnExpr("deleted_at IS NULL").Where("id = ?", userID).For("NO KEY UPDATE").Scan(ctx, &live)
 	if errors.Is(err, sql.ErrNoRows) || (err == nil && !live) {
 		return authn.UserGone(ctx, userID)
 	}
