@@ -161,6 +161,9 @@ func FromError(err error) *Error {
 	if isConnectionError(err) {
 		return NewError(http.StatusServiceUnavailable, "A dependency is unavailable; try again later")
 	}
+	if isConcurrencyFailure(err) {
+		return NewError(http.StatusServiceUnavailable, "A concurrent change got in the way; try again").WithHeader("Retry-After", "1")
+	}
 	switch {
 	case errors.Is(err, ErrNotFound):
 		return NewError(http.StatusNotFound, "Not found")
@@ -196,6 +199,17 @@ func isConnectionError(err error) bool {
 	if errors.As(err, &pgErr) {
 		c := pgErr.Code
 		return c == "57P01" || c == "57P02" || c == "57P03" || strings.HasPrefix(c, "08")
+	}
+	return false
+}
+
+// isConcurrencyFailure recognises PostgreSQL breaking a transaction off because of a concurrent
+// one (deadlock_detected, serialization_failure, lock_not_available): nothing was written, and the
+// same request again succeeds, so it is a 503 with Retry-After, not a 500.
+func isConcurrencyFailure(err error) bool {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return pgErr.Code == "40P01" || pgErr.Code == "40001" || pgErr.Code == "55P03"
 	}
 	return false
 }

@@ -83,6 +83,8 @@ func (routes) Register(api *httpx.API) {
 					Message: "terminating connection due to administrator command"})
 			case 6: // a connection exception (class 08)
 				return nil, fmt.Errorf("load widget: %w", &pgconn.PgError{Severity: "FATAL", Code: "08006", Message: "connection failure"})
+			case 8: // a transaction broken off by a concurrent one: nothing written, try again
+				return nil, fmt.Errorf("delete widget: %w", &pgconn.PgError{Severity: "ERROR", Code: "40P01", Message: "deadlock detected"})
 			case 7: // any other database error is ours: a 500
 				return nil, fmt.Errorf("load widget: %w", &pgconn.PgError{Severity: "ERROR", Code: "42P01", Message: "relation \"secret_table\" does not exist"})
 			}
@@ -186,6 +188,7 @@ func TestEnvelopeOnEveryOutcome(t *testing.T) {
 		{"database restarting", "GET", "/api/widgets/5", "", 503, false, "unavailable", "administrator"},
 		{"database connection lost", "GET", "/api/widgets/6", "", 503, false, "unavailable", "08006"},
 		{"other database error", "GET", "/api/widgets/7", "", 500, false, "unexpected", "secret_table"},
+		{"deadlock", "GET", "/api/widgets/8", "", 503, false, "try again", "deadlock"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
