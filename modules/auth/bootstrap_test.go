@@ -118,3 +118,37 @@ func TestBootstrapAdminDeletedOrDemotedStaysSo(t *testing.T) {
 	assert.Equal(t, "Admin", role)
 	assert.Equal(t, http.StatusOK, login(d))
 }
+
+// TestBootstrapAdminPromotesOrCreatesWhileAdminsExist: apart from an account an Admin deleted or
+// demoted, the contract's rule holds on an install that has Admins: Bootstrap:AdminEmail naming a
+// self-registered account promotes it, and naming a new address creates it.
+func TestBootstrapAdminPromotesOrCreatesWhileAdminsExist(t *testing.T) {
+	url, drop, err := testutil.CreateDatabase("auth_bootstrap_contract")
+	require.NoError(t, err)
+	t.Cleanup(drop)
+	start := func(email, password string) *apptest.App {
+		kv := map[string]any{"ConnectionStrings:Control": url}
+		if email != "" {
+			kv["Bootstrap:AdminEmail"], kv["Bootstrap:AdminPassword"] = email, password
+		}
+		return apptest.Start(t, apptest.With(kv))
+	}
+	role := func(a *apptest.App, email string) string {
+		var r string
+		_ = a.DB.QueryRowContext(context.Background(), "SELECT role FROM users WHERE email = ? AND deleted_at IS NULL", email).Scan(&r)
+		return r
+	}
+	a := start("", "")
+	carol := a.Register(t)
+	require.Equal(t, "User", role(a, carol.Email))
+
+	b := start(carol.Email, "")
+	assert.Equal(t, "Admin", role(b, carol.Email), "a self-registered account named by Bootstrap:AdminEmail is promoted")
+	assert.Equal(t, http.StatusOK, b.Post("/api/auth/login", "", map[string]any{"email": carol.Email, "password": carol.Password}).Status,
+		"its password is left alone")
+
+	dave := "dave-" + testutil.RandomSuffix() + "@corp.test"
+	c := start(dave, "dave-bootstrap-passphrase-9")
+	assert.Equal(t, "Admin", role(c, dave), "a new address is created")
+	assert.Equal(t, http.StatusOK, c.Post("/api/auth/login", "", map[string]any{"email": dave, "password": "dave-bootstrap-passphrase-9"}).Status)
+}

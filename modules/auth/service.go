@@ -416,12 +416,12 @@ func (s *Service) Me(ctx context.Context, id int64) (*UserView, error) {
 	return &v, nil
 }
 
-// EnsureBootstrapAdmin makes sure the service has an Admin: while it has none at all (first
-// install, or every Admin gone), Bootstrap:AdminEmail is created with Bootstrap:AdminPassword, or
-// promoted when it exists with role User (an existing password is left alone). While the service
-// has a live Admin it changes nothing: an Admin may have deleted or demoted the bootstrap account
-// on purpose, and a restart must not undo that with the password from the configuration. When
-// the account is then not a live Admin, one WARN line says why it was skipped.
+// EnsureBootstrapAdmin makes sure Bootstrap:AdminEmail is an Admin (CONTRACT §3): created with
+// Bootstrap:AdminPassword if missing, promoted if not Admin (an existing password is left alone).
+// One exception while the service has another live Admin: an account an Admin deleted, or demoted
+// (its user.role.changed event from Admin), stays so: a restart must not undo that with the
+// password from the configuration. One WARN line says why it was skipped. Once no Admin is left at
+// all, it is created or promoted again.
 func (s *Service) EnsureBootstrapAdmin(ctx context.Context) error {
 	if strings.TrimSpace(s.cfg.Bootstrap.AdminEmail) == "" {
 		return nil
@@ -442,22 +442,34 @@ func (s *Service) EnsureBootstrapAdmin(ctx context.Context) error {
 		return fmt.Errorf("count admins: %w", err)
 	}
 	if admins > 0 {
-		deleted, err := s.db.NewSelect().Model((*User)(nil)).Where("lower(email) = ?", email).
-			Where("deleted_at IS NOT NULL").Exists(ctx)
-		if err != nil {
-			return fmt.Errorf("find deleted bootstrap admin: %w", err)
+		// Other Admins exist: the contract's "created if missing, promoted if not Admin" holds,
+		// except for an account an Admin deliberately deleted or demoted, which stays so (a
+		// restart would otherwise bring back, with the configured password, an admin removed
+		// because that password leaked).
+		reason := ""
+		if u == nil {
+			deleted, err := s.db.NewSelect().Model((*User)(nil)).Where("lower(email) = ?", email).
+				Where("deleted_at IS NOT NULL").Exists(ctx)
+			if err != nil {
+				return fmt.Errorf("find deleted bootstrap admin: %w", err)
+			}
+			if deleted {
+				reason = "the account was deleted; it is created again only when the service has no Admin"
+			}
+		} else {
+			demoted, err := s.db.NewSelect().Table("audit_events").Where("action = 'user.role.changed'").
+				Where("target_id = ?", fmt.Sprint(u.ID)).Where("details->>'from' = ?", authn.RoleAdmin).Exists(ctx)
+			if err != nil {
+				return fmt.Errorf("find demotion of bootstrap admin: %w", err)
+			}
+			if demoted {
+				reason = "the account has role " + u.Role + " (demoted); it is promoted again only when the service has no Admin"
+			}
 		}
-		var reason string
-		switch {
-		case u != nil:
-			reason = "the account has role " + u.Role + " (demoted); it is promoted only while the service has no Admin"
-		case deleted:
-			reason = "the account was deleted; it is created again only when the service has no Admin"
-		default:
-			reason = "the account does not exist; it is created only when the service has no Admin"
+		if reason != "" {
+			s.log.WarnContext(ctx, "bootstrap admin skipped: other Admins exist", "email", email, "admins", admins, "reason", reason)
+			return nil
 		}
-		s.log.WarnContext(ctx, "bootstrap admin skipped: other Admins exist", "email", email, "admins", admins, "reason", reason)
-		return nil
 	}
 	if u != nil {
 		_, err := s.db.NewUpdate().Model((*User)(nil)).Set("role = ?", authn.RoleAdmin).Set("updated_at = now()").
@@ -465,7 +477,7 @@ func (s *Service) EnsureBootstrapAdmin(ctx context.Context) error {
 		if err == nil {
 			s.audit.Try(ctx, audit.Event{Action: "user.role.changed", UserID: audit.Int64(u.ID), TargetType: "user",
 				TargetID: fmt.Sprint(u.ID), Details: map[string]any{"from": u.Role, "to": authn.RoleAdmin, "by": "bootstrap"}})
-			s.log.InfoContext(ctx, "bootstrap admin promoted: the service had no Admin", "email", email)
+			s.log.InfoContext(ctx, "bootstrap admin promoted", "email", email)
 		}
 		return err
 	}
