@@ -6,3 +6,10 @@ import "time"
 func SetLinger(s *Server, total, idle time.Duration, maxBytes int64, maxConns int) {
 	s.linger = lingerBounds{time: total, timeout: idle, maxBytes: maxBytes, maxConns: maxConns}
 }
+
+// Lingering is how many connections of s linger now.
+func Lingering(s *Server) int {
+	s.ln.mu.Lock()
+	defer s.ln.mu.Unlock()
+	return len(s.ln.lingering)
+}

@@ -74,6 +74,8 @@ func TestLingeringIsBounded(t *testing.T) {
 			t.Cleanup(func() { _ = s.Shutdown(context.Background()) })
 			if tc.maxConns == 1 { // one connection lingers (silent), so the next one cannot
 				defer overLimit(t, s.Addr()).Close()
+				// The server starts lingering when it closes, just after the client read its 413.
+				require.Eventually(t, func() bool { return httpx.Lingering(s) == 1 }, 5*time.Second, 5*time.Millisecond)
 			}
 			conn := overLimit(t, s.Addr())
 			defer conn.Close()
