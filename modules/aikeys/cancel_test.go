@@ -2,7 +2,6 @@ package aikeys_test
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"net/http"
 	"strings"
@@ -13,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"provisioner/modules/aikeys"
+	"provisioner/platform/testutil/apptest"
 )
 
 // TestStalledStreamIsCancelledWhenTheClientLeaves: a client that gave up on a stream the upstream
@@ -64,27 +64,8 @@ func TestHangingUpstreamIsCancelledWhenTheStreamClientLeaves(t *testing.T) {
 	a, up := setup(t, map[string]any{"Ai:TimeoutSeconds": 60})
 	u := a.Register(t)
 	k := newKey(t, a, u.Token, nil)
-	up.mu.Lock()
-	up.hang, up.finished = true, make(chan struct{})
-	finished := up.finished
-	up.mu.Unlock()
 	body, _ := json.Marshal(streamBody(nil))
-	req, err := http.NewRequest("POST", a.URL+"/api/ai/v1/chat/completions", bytes.NewReader(body))
-	require.NoError(t, err)
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("X-API-Key", k.Key)
-	start := time.Now()
-	_, err = (&http.Client{Timeout: time.Second}).Do(req) // curl -m 1
-	require.Error(t, err, "the client gives up")
-	select {
-	case <-finished:
-		assert.Less(t, time.Since(start), 4*time.Second)
-	case <-time.After(5 * time.Second):
-		t.Fatal("the upstream request is still open 5 s after the client left (Ai:TimeoutSeconds is 60)")
-	}
-	up.mu.Lock()
-	up.hang = false
-	up.mu.Unlock()
+	clientLeavesHangingUpstream(t, a, up, k.Key, "/api/ai/v1/chat/completions", string(body))
 	time.Sleep(1500 * time.Millisecond) // a flush
 	var ks []keyView
 	a.Get("/api/me/ai-keys", u.Token).Decode(t, &ks)
@@ -104,30 +85,11 @@ func TestHangingUpstreamIsCancelledWhenAPlainClientLeaves(t *testing.T) {
 		{"generate", "/api/ai/generate"}, {"pass-through", "/api/ai/v1/chat/completions"},
 	} {
 		t.Run(route.name, func(t *testing.T) {
-			up.mu.Lock()
-			up.hang, up.finished = true, make(chan struct{})
-			finished := up.finished
-			up.mu.Unlock()
 			body := `{"prompt":"hi"}`
 			if route.name == "pass-through" {
 				body = `{"model":"fake-model","messages":[{"role":"user","content":"hi"}]}`
 			}
-			req, err := http.NewRequest("POST", a.URL+route.path, strings.NewReader(body))
-			require.NoError(t, err)
-			req.Header.Set("Content-Type", "application/json")
-			req.Header.Set("X-API-Key", k.Key)
-			start := time.Now()
-			_, err = (&http.Client{Timeout: time.Second}).Do(req) // curl -m 1
-			require.Error(t, err, "the client gives up")
-			select {
-			case <-finished:
-				assert.Less(t, time.Since(start), 4*time.Second)
-			case <-time.After(5 * time.Second):
-				t.Fatal("the upstream request is still open 5 s after the client left (Ai:TimeoutSeconds is 60)")
-			}
-			up.mu.Lock()
-			up.hang = false
-			up.mu.Unlock()
+			clientLeavesHangingUpstream(t, a, up, k.Key, route.path, body)
 			// The abandoned connection is not handed to the next call: it is answered.
 			r := generate(a, k.Key)
 			require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
@@ -137,4 +99,33 @@ func TestHangingUpstreamIsCancelledWhenAPlainClientLeaves(t *testing.T) {
 	var ks []keyView
 	a.Get("/api/me/ai-keys", u.Token).Decode(t, &ks)
 	assert.EqualValues(t, 2, ks[0].Usage.Requests, "the two abandoned calls are not charged, the two answered ones are")
+}
+
+// clientLeavesHangingUpstream makes the upstream answer nothing, sends body to path with a client
+// that gives up after 1 s (curl -m 1), and asserts the upstream request ends within 4 s of that,
+// far sooner than Ai:TimeoutSeconds (60 in these tests). The upstream answers again afterwards.
+func clientLeavesHangingUpstream(t *testing.T, a *apptest.App, up *upstream, key, path, body string) {
+	t.Helper()
+	up.mu.Lock()
+	up.hang, up.finished = true, make(chan struct{})
+	finished := up.finished
+	up.mu.Unlock()
+	defer func() {
+		up.mu.Lock()
+		up.hang = false
+		up.mu.Unlock()
+	}()
+	req, err := http.NewRequest("POST", a.URL+path, strings.NewReader(body))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-API-Key", key)
+	start := time.Now()
+	_, err = (&http.Client{Timeout: time.Second}).Do(req)
+	require.Error(t, err, "the client gives up")
+	select {
+	case <-finished:
+		assert.Less(t, time.Since(start), 4*time.Second)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the upstream request is still open 5 s after the client left (Ai:TimeoutSeconds is 60)")
+	}
 }
