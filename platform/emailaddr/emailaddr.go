@@ -72,6 +72,12 @@ func Normalize(s string) (string, error) {
 	if domain, err = domains.ToUnicode(ascii); err != nil {
 		return "", ErrInvalid
 	}
+	// The Unicode form must lead back to the same ASCII form. "xn--xn--00-000a" decodes to a
+	// label that itself begins "xn--", which no longer converts: stored, it could never be read
+	// back or written to.
+	if again, err := domains.ToASCII(domain); err != nil || again != ascii {
+		return "", ErrInvalid
+	}
 	for _, label := range strings.Split(domain, ".") {
 		if label == "" || strings.HasPrefix(label, "-") || strings.HasSuffix(label, "-") {
 			return "", ErrInvalid
