@@ -336,9 +336,9 @@ var sqlErrNoRows = sql.ErrNoRows
 // still create an Admin). With the lock, such a change (DELETE and PUT /api/users/{id} lock the
 // user's row FOR UPDATE) either waits until the write's transaction has ended, or committed
 // first and is seen here: 401 (deleted, or the stamp changed: the token is no longer valid) or
-// 403 (no longer an Admin), and the transaction writes nothing. A password reset committed first
-// is seen too (401); one committing meanwhile does not wait (it updates the row without locking
-// it FOR UPDATE). KEY SHARE is shared: the caller's own writes do not wait for each other, and a
+// 403 (no longer an Admin), and the transaction writes nothing. A password reset (which changes
+// the stamp) locks the row FOR UPDATE as well: it waits for a write in flight, or committed first
+// and is seen (401). KEY SHARE is shared: the caller's own writes do not wait for each other, and a
 // later db.LockLiveUser of the same row (FOR NO KEY UPDATE) does not conflict with it.
 //
 // Every write transaction of a request calls it first (db.RunInTx does), before it locks any
