@@ -106,6 +106,8 @@ func TestRegisterValidation(t *testing.T) {
 		{"blank name", map[string]any{"fullName": " \t ", "email": email(), "password": goodPassword}, []string{"fullName"}},
 		{"blank name (Unicode spaces)", map[string]any{"fullName": "\u00a0\u2003", "email": email(), "password": goodPassword}, []string{"fullName"}},
 		{"blank name and common password", map[string]any{"fullName": "  ", "email": email(), "password": "password123"}, []string{"fullName", "password"}},
+		{"bidi override in name", map[string]any{"fullName": "\u202eevil", "email": email(), "password": goodPassword}, []string{"fullName"}},
+		{"escape sequence in organization", map[string]any{"fullName": "A", "organization": "Acme\u001b[2J", "email": email(), "password": goodPassword}, []string{"organization"}},
 		{"wrong types", map[string]any{"fullName": 5, "email": true, "password": goodPassword}, []string{"fullName", "email"}},
 	}
 	for _, tc := range cases {

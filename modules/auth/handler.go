@@ -35,13 +35,19 @@ type registerInput struct {
 	}
 }
 
-// Resolve checks what the schema cannot, alongside it: a 400 lists a common password, or a
-// fullName of white space only (stored trimmed, it would be the empty name minLength refuses), with
+// Resolve checks what the schema cannot, alongside it: a 400 lists a common password, a fullName
+// of white space only (stored trimmed, it would be the empty name minLength refuses), or control,
+// bidi or invisible format characters in fullName or organization (httpx.DisplayTextProblem), with
 // the schema's errors.
 func (in *registerInput) Resolve(huma.Context) []error {
 	errs := commonPassword("password", in.Body.Password)
 	if in.Body.FullName != "" && strings.TrimSpace(in.Body.FullName) == "" {
 		errs = append(errs, httpx.Invalid("fullName", "must not be blank (white space only)"))
+	} else if msg := httpx.DisplayTextProblem(in.Body.FullName); msg != "" {
+		errs = append(errs, httpx.Invalid("fullName", msg))
+	}
+	if msg := httpx.DisplayTextProblem(in.Body.Organization); msg != "" {
+		errs = append(errs, httpx.Invalid("organization", msg))
 	}
 	return errs
 }

@@ -395,7 +395,7 @@ func (s *Service) SignInExternal(ctx context.Context, id Identity) (*AuthResult,
 			return &flowError{"account_exists"}
 		default:
 			now := time.Now()
-			u = &User{Email: email, FullName: firstNonEmpty(id.Name, email), Role: authn.RoleUser, SecurityStamp: 1, EmailVerifiedAt: &now}
+			u = &User{Email: email, FullName: firstNonEmpty(providerName(id.Name), email), Role: authn.RoleUser, SecurityStamp: 1, EmailVerifiedAt: &now}
 			if _, err := tx.NewInsert().Model(u).Returning("*").Exec(ctx); err != nil {
 				if db.IsUniqueViolation(err) {
 					return &flowError{"account_exists"} // registered meanwhile, its email not proven
@@ -465,6 +465,22 @@ func providerDisplay(p string) string {
 		return "Google"
 	}
 	return p
+}
+
+// providerName is the name an identity provider gives, as a fullName: the characters a typed
+// fullName may not hold (httpx.Deceptive: control, bidi, invisible format) dropped, since the
+// provider's profile is not ours to refuse, and cut to the 200 characters a typed one may have.
+func providerName(s string) string {
+	s = strings.TrimSpace(strings.Map(func(r rune) rune {
+		if httpx.Deceptive(r) {
+			return -1
+		}
+		return r
+	}, s))
+	if r := []rune(s); len(r) > 200 {
+		s = strings.TrimSpace(string(r[:200]))
+	}
+	return s
 }
 
 func firstNonEmpty(vs ...string) string {

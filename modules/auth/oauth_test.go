@@ -427,3 +427,17 @@ func TestOAuthDatabaseFailureIsTemporarilyUnavailable(t *testing.T) {
 	again := fragment(signIn(t, a, browser(t, p), "github", ""))
 	assert.NotEmpty(t, again.Get("access_token"), "signs in once the database answers")
 }
+
+// A provider's profile name is not ours to refuse, but what a typed fullName may not hold (control,
+// bidi-override, invisible format characters) is dropped from it before it is stored.
+func TestOAuthNameLosesDeceptiveCharacters(t *testing.T) {
+	a, p := startOAuth(t)
+	email := "bidi-" + testutil.RandomSuffix() + "@example.test"
+	p.github.SetUser(oauthtest.User{ID: "7373" + testutil.RandomSuffix()[:4], Login: "bidi", Name: "\u202eOcto\u0007 C\u200bat\u001b[2J",
+		Email: email, EmailVerified: true})
+	id, code := signedInAs(t, a, signIn(t, a, browser(t, p), "github", ""))
+	require.Empty(t, code)
+	var name string
+	require.NoError(t, a.DB.QueryRow("SELECT full_name FROM users WHERE id = ?", id).Scan(&name))
+	assert.Equal(t, "Octo Cat[2J", name)
+}
