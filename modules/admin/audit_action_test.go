@@ -41,3 +41,48 @@ func TestNoteActionsCannotImitateServiceEvents(t *testing.T) {
 	require.Equal(t, http.StatusBadRequest, r.Status, string(r.Raw))
 	assert.Equal(t, []string{"action"}, r.Fields())
 }
+
+// An Admin may amend an event the service recorded (its action stays), but the amended event
+// says so in itself: before, PUT {"details": …} on a user.registered event left an event that read
+// exactly as one the service had recorded, with made-up details. A manual note stays manual.
+func TestAmendedEventsSaySo(t *testing.T) {
+	a := apptest.Start(t)
+	admin := a.AdminToken(t)
+	u := a.Register(t)
+	var p struct {
+		Items []struct {
+			ID int64 `json:"id"`
+		} `json:"items"`
+	}
+	r := a.Get(fmt.Sprintf("/api/audit-events?userId=%d&action=user.registered", u.ID), admin)
+	require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
+	r.Decode(t, &p)
+	require.Len(t, p.Items, 1)
+	type event struct {
+		Action   string         `json:"action"`
+		TargetID string         `json:"targetId"`
+		Details  map[string]any `json:"details"`
+	}
+	r = a.Do(apptest.Request{Method: "PUT", Path: fmt.Sprintf("/api/audit-events/%d", p.Items[0].ID), Token: admin,
+		Body: map[string]any{"targetId": "999", "details": map[string]any{"provider": "Password", "by": "bootstrap"}}})
+	require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
+	var got event
+	a.Get(fmt.Sprintf("/api/audit-events/%d", p.Items[0].ID), admin).Decode(t, &got)
+	assert.Equal(t, "user.registered", got.Action)
+	assert.Equal(t, "999", got.TargetID)
+	assert.Equal(t, map[string]any{"provider": "Password", "by": "bootstrap", "amended": true}, got.Details)
+	assert.NotContains(t, got.Details, "manual")
+
+	r = a.Post("/api/audit-events", admin, map[string]any{"action": "note.call", "details": map[string]any{"text": "called"}})
+	require.Equal(t, http.StatusCreated, r.Status, string(r.Raw))
+	var note struct {
+		ID int64 `json:"id"`
+	}
+	r.Decode(t, &note)
+	r = a.Do(apptest.Request{Method: "PUT", Path: fmt.Sprintf("/api/audit-events/%d", note.ID), Token: admin,
+		Body: map[string]any{"details": map[string]any{"text": "emailed"}}})
+	require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
+	var amended event
+	a.Get(fmt.Sprintf("/api/audit-events/%d", note.ID), admin).Decode(t, &amended)
+	assert.Equal(t, map[string]any{"text": "emailed", "manual": true, "amended": true}, amended.Details)
+}

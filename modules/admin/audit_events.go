@@ -124,6 +124,7 @@ func (s *AuditEvents) Create(ctx context.Context, in NoteInput) (*audit.Event, e
 }
 
 // Update changes an event and records audit.event.updated holding the original and the change.
+// The event is marked details.amended (and keeps details.manual when it was a manual note).
 func (s *AuditEvents) Update(ctx context.Context, id int64, in NoteInput) (*audit.Event, error) {
 	var out *audit.Event
 	err := db.RunInTx(ctx, s.db, func(ctx context.Context, tx bun.Tx) error {
@@ -147,6 +148,18 @@ func (s *AuditEvents) Update(ctx context.Context, id int64, in NoteInput) (*audi
 		if in.Details != nil {
 			e.Details = in.Details
 		}
+		// An amended event says so in itself, whatever its new details: an event the service
+		// recorded keeps its action, and must not read as recorded so once an Admin rewrote it.
+		// A manual note stays marked manual.
+		details := make(map[string]any, len(e.Details)+2)
+		for k, v := range e.Details {
+			details[k] = v
+		}
+		details["amended"] = true
+		if manual, _ := original.Details["manual"].(bool); manual {
+			details["manual"] = true
+		}
+		e.Details = details
 		if err := audit.Amend(ctx, tx, e); err != nil {
 			return err
 		}
