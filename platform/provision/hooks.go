@@ -49,6 +49,15 @@ type TakeoverRevoker interface {
 	RevokeOnTakeover(ctx context.Context, tx bun.IDB, userID int64) (map[string]any, error)
 }
 
+// TakeoverFollower is implemented by a TakeoverRevoker whose revocation is only stored as intent
+// in the reset's transaction and made outside it (the databases module sets the new owner
+// passwords on the engines). Once the reset has committed, FollowTakeover drives that work now,
+// within a bound of its own, so the reset's answer comes after it; what it does not finish (a
+// provider that does not answer) the Finisher finishes later. It never fails the reset.
+type TakeoverFollower interface {
+	FollowTakeover(ctx context.Context, userID int64)
+}
+
 // AsTakeoverRevoker provides a module's TakeoverRevoker to the platform.
 func AsTakeoverRevoker(f any) any {
 	return fx.Annotate(f, fx.As(new(TakeoverRevoker)), fx.ResultTags(`group:"takeover_revokers"`))
