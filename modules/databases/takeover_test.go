@@ -12,7 +12,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/fx"
 
+	"provisioner/modules/databases"
 	"provisioner/platform/testutil"
 	"provisioner/platform/testutil/apptest"
 )
@@ -71,7 +73,8 @@ func rotatedInAudit(t *testing.T, a *apptest.App, userID int64) []int64 {
 // longer log in on either engine, her open session is ended, the revealed passwords are new and
 // work, and the paused database stays paused until it is resumed (then the new password works, the
 // old one still not). A later reset of the now proven account is no takeover: nothing is rotated.
-// Before, the databases were only listed (databasePasswordsNotRotated) and Eve's passwords kept working.
+// Before, the databases were only listed (databasePasswordsNotRotated) and Eve's passwords kept
+// working.
 func TestTakeoverResetRotatesDatabasePasswords(t *testing.T) {
 	smtp := testutil.StartSMTP(t)
 	a := start(t, mailed(smtp))
@@ -143,10 +146,12 @@ func TestTakeoverResetRotatesDatabasePasswords(t *testing.T) {
 // the engine): the rotations stay Pending with their error, the revealed password is refused with
 // 409 and Retry-After rather than handing out one that does not log in yet. When the engines
 // answer again (a replica that reaches them), the finisher sets the new passwords: the old ones
-// stop working and the new ones log in.
+// stop working and the new ones log in. A rotation of a database deleted meanwhile, or of one
+// whose role is not made yet, ends Done.
 func TestRotationLeftByAnUnreachableEngineIsFinished(t *testing.T) {
 	smtp := testutil.StartSMTP(t)
-	up := start(t, nil)
+	var engines *databases.Engines
+	up := start(t, map[string]any{"Databases:MaxPerUser": 6}, apptest.WithFx(fx.Populate(&engines)))
 	downCfg := mailed(smtp)
 	downCfg["ConnectionStrings:TenantPostgres"] = "postgres://postgres@127.0.0.1:1/postgres?sslmode=disable&connect_timeout=2"
 	downCfg["ConnectionStrings:TenantMysql"] = "root@tcp(127.0.0.1:1)/"
@@ -179,18 +184,45 @@ func TestRotationLeftByAnUnreachableEngineIsFinished(t *testing.T) {
 		assert.NotContains(t, string(r.Raw), old[engine].Password)
 	}
 
-	_, err := up.DB.Exec("UPDATE database_password_rotations SET next_attempt_at = now() WHERE status = 'Pending'")
+	// Meanwhile one database is deleted (its rotation has nothing left to do), and one is back to
+	// Provisioning without its role, as after a crash before its create reached the engine: its
+	// create gives the role the stored (new) password.
+	gone := create(t, up, owner, "postgres")
+	fresh := create(t, up, owner, "mysql")
+	var rotations int
+	require.NoError(t, up.DB.QueryRow(`SELECT count(*) FROM database_password_rotations WHERE database_instance_id IN (?, ?)`,
+		gone.ID, fresh.ID).Scan(&rotations))
+	require.Zero(t, rotations, "databases made after the takeover are not rotated")
+	_, err := up.DB.Exec(`INSERT INTO database_password_rotations (database_instance_id, reason) VALUES (?, 'test'), (?, 'test')`,
+		gone.ID, fresh.ID)
+	require.NoError(t, err)
+	r := up.Do(apptest.Request{Method: http.MethodDelete, Path: fmt.Sprintf("/api/me/databases/%d", gone.ID), Token: owner})
+	require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
+	require.NoError(t, engines.Get("mysql").Drop(context.Background(), fresh.DatabaseName, fresh.DatabaseUser))
+	_, err = up.DB.Exec("UPDATE database_instances SET status = 'Provisioning' WHERE id = ?", fresh.ID)
+	require.NoError(t, err)
+
+	_, err = up.DB.Exec("UPDATE database_password_rotations SET next_attempt_at = now() WHERE status = 'Pending'")
+	require.NoError(t, err)
+	_, err = up.DB.Exec("UPDATE database_instances SET next_attempt_at = now() WHERE id = ?", fresh.ID)
 	require.NoError(t, err)
 	up.Settle(20 * time.Second)
+	var pending int
+	require.NoError(t, up.DB.QueryRow(`SELECT count(*) FROM database_password_rotations WHERE database_instance_id IN (?, ?)
+		AND status <> 'Done'`, gone.ID, fresh.ID).Scan(&pending))
+	assert.Zero(t, pending, "a deleted database's rotation and one of a role not made yet are Done")
+	dbs["mysql (recreated)"] = fresh
 	for engine, it := range dbs {
 		var status string
 		require.NoError(t, up.DB.QueryRow(`SELECT status FROM database_password_rotations WHERE database_instance_id = ?`,
 			it.ID).Scan(&status))
 		assert.Equal(t, "Done", status, engine)
-		_, err := connect(t, engine, it, old[engine].DatabaseUser, old[engine].Password)
-		assert.Error(t, err, "%s: the old password no longer logs in", engine)
+		if o, ok := old[engine]; ok {
+			_, err := connect(t, it.Engine, it, o.DatabaseUser, o.Password)
+			assert.Error(t, err, "%s: the old password no longer logs in", engine)
+		}
 		rv := revealPassword(t, up, owner, it.ID)
-		_, err = connect(t, engine, it, rv.DatabaseUser, rv.Password)
+		_, err := connect(t, it.Engine, it, rv.DatabaseUser, rv.Password)
 		assert.NoError(t, err, "%s: the new password logs in", engine)
 	}
 }
