@@ -40,7 +40,7 @@ func AsNewUserHook(f any) any {
 }
 
 // TakeoverRevoker is implemented by every module that hands an account credentials which work
-// without the account's session tokens (AI keys). When a password reset takes an account over from
+// without the account's session tokens (AI keys, database owner passwords). When a password reset takes an account over from
 // whoever made it (the reset proves an email the account had not proven, or unlinks identities),
 // RevokeOnTakeover revokes them within tx (the reset's transaction), so the one who made the
 // account keeps nothing that still works once the reset is answered. It returns what it revoked,
