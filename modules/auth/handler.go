@@ -101,9 +101,9 @@ func resetMessage(out *ResetOutcome) string {
 	if _, ok := out.Revoked["aiKeys"]; ok {
 		msg += ": every AI key of the account was revoked; create new ones"
 	}
-	if _, ok := out.Revoked["databasePasswordsNotRotated"]; ok {
-		msg += ". The passwords of the account's databases were not changed: if someone else may know them, " +
-			"copy what you need and delete the databases"
+	if _, ok := out.Revoked["databasePasswordsRotated"]; ok {
+		msg += ". The passwords of the account's databases were changed and their open sessions ended: " +
+			"reveal the new ones (a database whose engine does not answer now gets its new password as soon as it does)"
 	}
 	return msg
 }

@@ -270,6 +270,8 @@ type ResetOutcome struct {
 	TakenOver bool
 	// Revoked is what the revokers reported (e.g. aiKeys: the ids of the revoked keys).
 	Revoked map[string]any
+
+	userID int64
 }
 
 // ResetPassword spends a reset token and every other outstanding reset token of the account, sets
@@ -287,8 +289,10 @@ type ResetOutcome struct {
 // A reset that so takes the account over (it proves an email the account had not proven, or
 // unlinks identities) also revokes, in the same transaction, what the account handed out that
 // works without its tokens: the TakeoverRevokers (the aikeys module revokes every AI key; the
-// databases module only lists the databases whose owner passwords stay as they were). What they
-// report is in the user.password.reset event's details (takeover, revoked).
+// databases module stores a new owner password for every database and the intent to set it on the
+// engine). What they report is in the user.password.reset event's details (takeover, revoked).
+// Once committed, the TakeoverFollowers among them make what they stored as intent (the databases
+// module sets the new passwords and ends the old sessions), so the answer comes after it.
 func (s *Service) ResetPassword(ctx context.Context, token, newPassword string) (*ResetOutcome, error) {
 	if secrets.IsCommon(newPassword) {
 		return nil, httpx.BadRequest("Validation failed",
@@ -353,11 +357,19 @@ func (s *Service) ResetPassword(ctx context.Context, token, newPassword string) 
 			}
 			details = map[string]any{"takeover": true, "reason": takeoverReason(wasProven, unlinked), "revoked": out.Revoked}
 		}
+		out.userID = rt.UserID
 		return s.audit.RecordTx(ctx, tx, audit.Event{Action: "user.password.reset", ActorUserID: audit.Int64(rt.UserID),
 			TargetType: "user", TargetID: fmt.Sprint(rt.UserID), Details: details})
 	})
 	if err != nil {
 		return nil, err
+	}
+	if out.TakenOver {
+		for _, r := range s.revokers {
+			if f, ok := r.(provision.TakeoverFollower); ok {
+				f.FollowTakeover(ctx, out.userID)
+			}
+		}
 	}
 	return out, nil
 }

@@ -64,7 +64,7 @@ func TestTakeoverByResetRevokesTheSquattersAIKeys(t *testing.T) {
 		Takeover bool `json:"takeover"`
 		Revoked  struct {
 			AIKeys    []int64 `json:"aiKeys"`
-			Databases []int64 `json:"databasePasswordsNotRotated"`
+			Databases []int64 `json:"databasePasswordsRotated"`
 		} `json:"revoked"`
 	}
 	require.NoError(t, json.Unmarshal(raw, &details), string(raw))
@@ -72,7 +72,7 @@ func TestTakeoverByResetRevokesTheSquattersAIKeys(t *testing.T) {
 	assert.Equal(t, []int64{eveKeyID}, details.Revoked.AIKeys, string(raw))
 	var liveDatabases int
 	require.NoError(t, a.DB.QueryRow("SELECT count(*) FROM database_instances WHERE user_id = ? AND status <> 'Deleted'", eve.ID).Scan(&liveDatabases))
-	assert.Len(t, details.Revoked.Databases, liveDatabases, "the databases whose passwords stay are named: %s", raw)
+	assert.Len(t, details.Revoked.Databases, liveDatabases, "the databases whose passwords are rotated are named: %s", raw)
 	var n int
 	require.NoError(t, a.DB.QueryRow(`SELECT count(*) FROM audit_events WHERE action = 'aikey.revoked' AND target_id = ?`,
 		fmt.Sprint(eveKeyID)).Scan(&n))

@@ -31,6 +31,11 @@ type Engine interface {
 	Drop(ctx context.Context, db, role string) error
 	// SetLogin allows or refuses the role's logins; refusing also ends its open sessions.
 	SetLogin(ctx context.Context, db, role string, enabled bool) error
+	// SetOwnerPassword sets the password of db's login role to password, keeping its connection
+	// limit and whether it may log in (a paused database's role stays refused), then ends the
+	// role's open sessions, so whoever logged in with the old password is cut off. A role that does
+	// not exist (not yet created, or dropped) is a no-op. Repeatable.
+	SetOwnerPassword(ctx context.Context, db, role, password string) error
 	// SetReadOnly switches the database to read-only (ending open sessions) or back.
 	SetReadOnly(ctx context.Context, db, role string, readOnly bool) error
 	// Usage reports size and current activity of each named database, in one query.

@@ -183,6 +183,21 @@ func (e *mysqlEngine) SetLogin(ctx context.Context, dbName, role string, enabled
 	return e.kill(ctx, role)
 }
 
+// SetOwnerPassword implements Engine. ALTER USER … IDENTIFIED BY leaves ACCOUNT LOCK or UNLOCK
+// as it is; MAX_USER_CONNECTIONS is set again as everywhere else a tenant user is changed.
+func (e *mysqlEngine) SetOwnerPassword(ctx context.Context, dbName, role, password string) error {
+	if err := checkNames(dbName, role); err != nil {
+		return err
+	}
+	if err := e.exec(ctx, fmt.Sprintf("ALTER USER %s IDENTIFIED BY %s%s", mqa(role), ql(password), e.limit)); err != nil {
+		if isMySQLCode(err, 1396) { // no such user: nothing to change
+			return nil
+		}
+		return err
+	}
+	return e.kill(ctx, role)
+}
+
 // writerPrivs is what a database's owner and its full-access credentials are granted on its
 // schema: everything on the schema but EVENT (and GRANT OPTION). An event runs by itself as its
 // definer, even while the definer's account is locked, so a paused tenant's events went on

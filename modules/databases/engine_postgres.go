@@ -479,6 +479,21 @@ func (e *postgresEngine) SetLogin(ctx context.Context, dbName, role string, enab
 	return e.terminate(ctx, "usename = $1", role)
 }
 
+// SetOwnerPassword implements Engine. ALTER ROLE … PASSWORD leaves LOGIN or NOLOGIN as it is;
+// the connection limit is set again as everywhere else a tenant role is changed.
+func (e *postgresEngine) SetOwnerPassword(ctx context.Context, dbName, role, password string) error {
+	if err := checkNames(dbName, role); err != nil {
+		return err
+	}
+	if err := e.exec(ctx, fmt.Sprintf("ALTER ROLE %s WITH PASSWORD %s%s", qi(role), ql(password), e.limit)); err != nil {
+		if db.IsCode(err, "42704") { // no such role: nothing to change
+			return nil
+		}
+		return err
+	}
+	return e.terminate(ctx, "usename = $1", role)
+}
+
 // quotaHolder is the role that owns a PostgreSQL tenant database's objects while it is over its
 // quota; it cannot log in.
 func quotaHolder(dbName string) string { return dbName + "_quota" }

@@ -140,8 +140,10 @@ func (h *Handler) Register(api *httpx.API) {
 
 	httpx.Register(api, httpx.Authenticated, huma.Operation{OperationID: "revealMyDatabasePassword", Method: http.MethodGet,
 		Path: "/api/me/databases/{id}/password", Tags: tags, Summary: "Reveal a database's password",
-		Description: "Limited by `RateLimit:PasswordReveal` per user; every reveal is audited (`database.password.revealed`, with IP and user agent).",
-		Errors:      []int{http.StatusNotFound, http.StatusConflict}},
+		Description: "Limited by `RateLimit:PasswordReveal` per user; every reveal is audited (`database.password.revealed`, with IP and user agent). " +
+			"409 while the database is Provisioning, Failed or Deleting, and 409 with `Retry-After` while its owner password is being changed on the engine " +
+			"(a password reset took the account over: the new password is stored but does not log in yet; the engine is retried in the background).",
+		Errors: []int{http.StatusNotFound, http.StatusConflict}},
 		func(ctx context.Context, in *idInput) (*httpx.Response[Reveal], error) {
 			uid := authn.FromContext(ctx).UserID
 			if err := h.limiter.Check(ctx, "PasswordReveal", fmt.Sprint(uid)); err != nil {

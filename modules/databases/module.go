@@ -34,7 +34,14 @@ var Module = fx.Module("databases",
 		func(e *Engines) *CredentialProvisioner { return &CredentialProvisioner{engines: e} },
 		provision.AsProvisioner(func(p *CredentialProvisioner) *CredentialProvisioner { return p }),
 		provision.AsUserReleaser(func(p *Provisioner) *Provisioner { return p }),
-		provision.AsTakeoverRevoker(func(p *Provisioner) *Provisioner { return p }),
+		func(e *Engines, s *secrets.Sealer, log *slog.Logger) *RotationProvisioner {
+			return &RotationProvisioner{engines: e, sealer: s, log: log}
+		},
+		provision.AsProvisioner(func(p *RotationProvisioner) *RotationProvisioner { return p }),
+		func(d *bun.DB, s *secrets.Sealer, a *audit.Recorder, f *provision.Finisher, log *slog.Logger) *Takeover {
+			return &Takeover{db: d, sealer: s, audit: a, finisher: f, log: log}
+		},
+		provision.AsTakeoverRevoker(func(t *Takeover) *Takeover { return t }),
 		newService,
 		provision.AsNewUserHook(func(s *Service) *NewUserHook { return &NewUserHook{svc: s} }),
 		newUsageRefresher,

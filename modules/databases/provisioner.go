@@ -54,7 +54,7 @@ func (p *Provisioner) Create(ctx context.Context, req provision.CreateRequest) (
 	if err != nil {
 		return provision.CreateResponse{}, err
 	}
-	pw, err := p.sealer.Open(inst.PasswordSealed, "database:"+inst.Engine+":"+inst.DatabaseName)
+	pw, err := p.sealer.Open(inst.PasswordSealed, passwordAAD(inst.Engine, inst.DatabaseName))
 	if err != nil {
 		return provision.CreateResponse{}, fmt.Errorf("open password of database %d: %w", inst.ID, err)
 	}
@@ -205,23 +205,3 @@ func setCredentialsLogin(ctx context.Context, tx bun.IDB, engine Engine, inst *I
 }
 
 var _ provision.Suspender = (*Provisioner)(nil)
-
-// RevokeOnTakeover (provision.TakeoverRevoker) does not yet rotate anything: the owner
-// password of a database is changed nowhere but at its creation, so a password revealed by whoever
-// made the account before a password reset took it over keeps working. It lists the account's
-// live databases, whose passwords so stay as they were, for the reset's audit event
-// (databasePasswordsNotRotated), so an operator sees which ones to look at; see README (auth).
-func (p *Provisioner) RevokeOnTakeover(ctx context.Context, tx bun.IDB, userID int64) (map[string]any, error) {
-	var ids []int64
-	if err := tx.NewSelect().Model((*Instance)(nil)).Column("id").Where("user_id = ?", userID).
-		Where("status NOT IN (?)", bun.In([]string{StatusDeleted, StatusDeleting})).OrderExpr("id").
-		Scan(ctx, &ids); err != nil {
-		return nil, fmt.Errorf("list databases of user %d: %w", userID, err)
-	}
-	if len(ids) == 0 {
-		return map[string]any{}, nil
-	}
-	return map[string]any{"databasePasswordsNotRotated": ids}, nil
-}
-
-var _ provision.TakeoverRevoker = (*Provisioner)(nil)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"strings"
 	"time"
 
@@ -91,7 +92,7 @@ func (s *Service) Create(ctx context.Context, in CreateInput) (*Instance, error)
 	}
 	name := NewName(in.UserID)
 	password := secrets.RandomPassword()
-	sealed, err := s.sealer.Seal([]byte(password), "database:"+engine.ID()+":"+name)
+	sealed, err := s.sealer.Seal([]byte(password), passwordAAD(engine.ID(), name))
 	if err != nil {
 		return nil, err
 	}
@@ -280,7 +281,15 @@ func (s *Service) Reveal(ctx context.Context, id, userID int64) (*Reveal, error)
 	if inst.Status == StatusProvisioning || inst.Status == StatusFailed || inst.Status == StatusDeleting {
 		return nil, httpx.Conflict(fmt.Sprintf("Database is %s; its password is available once it is Active", inst.Status))
 	}
-	pw, err := s.sealer.Open(inst.PasswordSealed, "database:"+inst.Engine+":"+inst.DatabaseName)
+	// The new password of a rotation not yet made on the engine would not log in: none is shown
+	// until it is (the old one no longer is the stored one).
+	if next, pending, err := pendingRotation(ctx, s.db, id); err != nil {
+		return nil, err
+	} else if pending {
+		wait := max(time.Until(next), time.Second)
+		return nil, httpx.Conflict(errPasswordRotating).WithHeader("Retry-After", fmt.Sprint(int64(math.Ceil(wait.Seconds()))))
+	}
+	pw, err := s.sealer.Open(inst.PasswordSealed, passwordAAD(inst.Engine, inst.DatabaseName))
 	if err != nil {
 		return nil, fmt.Errorf("open database password %d: %w", id, err)
 	}
@@ -294,6 +303,11 @@ func (s *Service) Reveal(ctx context.Context, id, userID int64) (*Reveal, error)
 	}
 	return r, nil
 }
+
+// errPasswordRotating is the 409 of a reveal while the database's new password is being set on
+// its engine.
+const errPasswordRotating = "The database's password is being changed on its engine (a password reset took the account over); " +
+	"reveal it again after Retry-After seconds"
 
 // Update changes an instance's display name or quota (administrators).
 func (s *Service) Update(ctx context.Context, id int64, name *string, maxSpace *int64) (*Instance, error) {

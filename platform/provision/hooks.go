@@ -40,13 +40,22 @@ func AsNewUserHook(f any) any {
 }
 
 // TakeoverRevoker is implemented by every module that hands an account credentials which work
-// without the account's session tokens (AI keys). When a password reset takes an account over from
+// without the account's session tokens (AI keys, database owner passwords). When a password reset takes an account over from
 // whoever made it (the reset proves an email the account had not proven, or unlinks identities),
 // RevokeOnTakeover revokes them within tx (the reset's transaction), so the one who made the
 // account keeps nothing that still works once the reset is answered. It returns what it revoked,
 // for the reset's audit event (ids only, never secrets); an empty map when there was nothing.
 type TakeoverRevoker interface {
 	RevokeOnTakeover(ctx context.Context, tx bun.IDB, userID int64) (map[string]any, error)
+}
+
+// TakeoverFollower is implemented by a TakeoverRevoker whose revocation is only stored as intent
+// in the reset's transaction and made outside it (the databases module sets the new owner
+// passwords on the engines). Once the reset has committed, FollowTakeover drives that work now,
+// within a bound of its own, so the reset's answer comes after it; what it does not finish (a
+// provider that does not answer) the Finisher finishes later. It never fails the reset.
+type TakeoverFollower interface {
+	FollowTakeover(ctx context.Context, userID int64)
 }
 
 // AsTakeoverRevoker provides a module's TakeoverRevoker to the platform.
