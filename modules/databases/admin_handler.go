@@ -21,7 +21,7 @@ type adminCreateInput struct {
 		_      struct{} `additionalProperties:"true"`
 		UserID int64    `json:"userId" minimum:"1"`
 		Engine string   `json:"engine,omitempty" enum:"postgres,mysql"`
-		Name   string   `json:"name,omitempty" maxLength:"63" pattern:"^[A-Za-z0-9 _.-]*$"`
+		Name   string   `json:"name,omitempty" maxLength:"63" pattern:"^[A-Za-z0-9 _.-]*$" doc:"A display name. Omitted, empty or white space only: the generated database name is the display name too (surrounding spaces are trimmed)."`
 	}
 }
 

@@ -41,7 +41,7 @@ type createInput struct {
 	Body *struct {
 		_      struct{} `additionalProperties:"true"`
 		Engine string   `json:"engine,omitempty" enum:"postgres,mysql" doc:"Default: the configured default engine."`
-		Name   string   `json:"name,omitempty" maxLength:"63" pattern:"^[A-Za-z0-9 _.-]*$" doc:"A display name; the database and role names are generated."`
+		Name   string   `json:"name,omitempty" maxLength:"63" pattern:"^[A-Za-z0-9 _.-]*$" doc:"A display name; the database and role names are generated. Omitted, empty or white space only: the generated database name is the display name too (surrounding spaces are trimmed)."`
 	}
 }
 
