@@ -658,7 +658,7 @@ func (e *postgresEngine) Usage(ctx context.Context, dbs []string) (map[string]Us
 		e.mu.Unlock()
 	}
 	rows, err := e.pool.QueryContext(ctx, `
-		SELECT d.datname, pg_catalog.pg_database_size(d.datname),
+		SELECT d.datname, pg_catalog.pg_database_size(d.datname) + `+pgSharedBytes+`,
 		       EXISTS (SELECT 1 FROM pg_catalog.pg_stat_activity a WHERE a.datname = d.datname AND a.pid <> pg_catalog.pg_backend_pid())
 		FROM pg_catalog.pg_database d WHERE d.datname = ANY($1::text[])`, "{"+strings.Join(dbs, ",")+"}")
 	if err != nil {
@@ -675,6 +675,25 @@ func (e *postgresEngine) Usage(ctx context.Context, dbs []string) (map[string]Us
 	}
 	return out, rows.Err()
 }
+
+// pgSharedBytes is what a tenant database d writes into the cluster's shared catalogs, which
+// pg_database_size does not count: its owner's COMMENT ON DATABASE (pg_shdescription) and the
+// settings of ALTER DATABASE … SET (pg_db_role_setting), which take any text of a string setting
+// such as search_path, and the settings its roles give themselves (ALTER ROLE <self> [IN DATABASE
+// …] SET, which every role may do, read-only or not) and the comments on them. Before, a tenant
+// stored gigabytes there over its quota. Its roles are the database's owner and the roles granted
+// CONNECT on it (the login role, its credentials), superusers aside. Text is counted as stored
+// uncompressed (octet_length): every session loads the settings it applies whole.
+const pgSharedBytes = `COALESCE((SELECT SUM(pg_catalog.octet_length(s.setconfig::text)) FROM pg_catalog.pg_db_role_setting s
+		         WHERE s.setdatabase = d.oid OR s.setrole IN (` + pgTenantRoles + `)), 0)
+		     + COALESCE((SELECT SUM(pg_catalog.octet_length(c.description)) FROM pg_catalog.pg_shdescription c
+		         WHERE (c.classoid = 'pg_catalog.pg_database'::pg_catalog.regclass AND c.objoid = d.oid)
+		            OR (c.classoid = 'pg_catalog.pg_authid'::pg_catalog.regclass AND c.objoid IN (` + pgTenantRoles + `))), 0)`
+
+// pgTenantRoles are the roles of database d: its owner and the roles granted CONNECT on it, but
+// no superuser (the service's own).
+const pgTenantRoles = `SELECT r.oid FROM pg_catalog.pg_roles r WHERE NOT r.rolsuper AND (r.oid = d.datdba
+		            OR r.oid IN (SELECT a.grantee FROM pg_catalog.aclexplode(d.datacl) a WHERE a.privilege_type = 'CONNECT'))`
 
 // limitRoles gives CONNECTION LIMIT connLimit to every role that is not a superuser and may
 // connect to one of dbs (their login roles and access credentials) but has another limit, such as
