@@ -695,6 +695,53 @@ const pgSharedBytes = `COALESCE((SELECT SUM(pg_catalog.octet_length(s.setconfig:
 const pgTenantRoles = `SELECT r.oid FROM pg_catalog.pg_roles r WHERE NOT r.rolsuper AND (r.oid = d.datdba
 		            OR r.oid IN (SELECT a.grantee FROM pg_catalog.aclexplode(d.datacl) a WHERE a.privilege_type = 'CONNECT'))`
 
+// maxRoleSettingBytes bounds the text of the settings one role of a read-only (or over-quota)
+// database gives itself (ALTER ROLE <itself> [IN DATABASE …] SET): far more than any search_path.
+const maxRoleSettingBytes = 64 << 10
+
+// GuardOverQuota resets every setting a role of one of dbs has on itself (ALTER ROLE … RESET,
+// role-wide and in each database) when their text is over maxRoleSettingBytes, but the
+// service's own default_transaction_read_only (read-only credentials). Read-only takes
+// the database's ownership away, so its comment and settings cannot grow, but a role may always
+// set its own defaults: without this a read-only tenant went on filling the shared catalogue
+// pg_db_role_setting. Settings of the database itself are left alone (counted, see pgSharedBytes).
+func (e *postgresEngine) GuardOverQuota(ctx context.Context, dbs []string) error {
+	rows, err := e.pool.QueryContext(ctx, `
+		WITH roles AS (SELECT DISTINCT r.oid, r.rolname FROM pg_catalog.pg_database d
+		                 JOIN pg_catalog.pg_roles r ON NOT r.rolsuper AND (r.oid = d.datdba
+		                   OR r.oid IN (SELECT a.grantee FROM pg_catalog.aclexplode(d.datacl) a WHERE a.privilege_type = 'CONNECT'))
+		               WHERE d.datname = ANY($1::text[])),
+		     big AS (SELECT s.setrole FROM pg_catalog.pg_db_role_setting s WHERE s.setrole IN (SELECT oid FROM roles)
+		             GROUP BY s.setrole HAVING SUM(pg_catalog.octet_length(s.setconfig::text)) > $2)
+		SELECT DISTINCT r.rolname, COALESCE(o.datname, ''), pg_catalog.split_part(c.setting, '=', 1)
+		FROM pg_catalog.pg_db_role_setting s CROSS JOIN LATERAL pg_catalog.unnest(s.setconfig) c(setting)
+		  JOIN roles r ON r.oid = s.setrole LEFT JOIN pg_catalog.pg_database o ON o.oid = s.setdatabase
+		WHERE s.setrole IN (SELECT setrole FROM big) AND (s.setdatabase = 0 OR o.oid IS NOT NULL)
+		  AND pg_catalog.split_part(c.setting, '=', 1) <> 'default_transaction_read_only'`,
+		"{"+strings.Join(dbs, ",")+"}", maxRoleSettingBytes)
+	if err != nil {
+		return fmt.Errorf("postgres: list role settings: %w", err)
+	}
+	var stmts []string
+	for rows.Next() {
+		var role, in, name string
+		if err := rows.Scan(&role, &in, &name); err != nil {
+			rows.Close()
+			return fmt.Errorf("postgres: list role settings: %w", err)
+		}
+		st := fmt.Sprintf("ALTER ROLE %s", qi(role))
+		if in != "" {
+			st += " IN DATABASE " + qi(in)
+		}
+		stmts = append(stmts, st+" RESET "+qi(name))
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("postgres: list role settings: %w", err)
+	}
+	return e.exec(ctx, stmts...)
+}
+
 // limitRoles gives CONNECTION LIMIT connLimit to every role that is not a superuser and may
 // connect to one of dbs (their login roles and access credentials) but has another limit, such as
 // roles made before there was one.

@@ -19,8 +19,10 @@ import (
 // itself SET …: the cluster keeps these in shared catalogs (pg_shdescription,
 // pg_db_role_setting) that pg_database_size does not count, so a tenant stored megabytes there
 // over its quota and stayed writable. Now they count: the database goes read-only, and read-only
-// (the database owned by the quota holder) refuses commenting on it or changing its settings.
-// Fails without the fix: usedSpaceBytes does not move and readOnly stays false.
+// (the database owned by the quota holder) refuses commenting on it or changing its settings;
+// what its roles still set on themselves beyond 64 KiB is reset at the next refresh. Fails
+// without the fix: usedSpaceBytes does not move and readOnly stays false (and without the
+// guard, the role's settings stay).
 func TestPostgresQuotaCountsSharedCatalogs(t *testing.T) {
 	var usage *databases.UsageRefresher
 	a := start(t, nil, apptest.WithFx(fx.Populate(&usage)))
@@ -38,17 +40,17 @@ func TestPostgresQuotaCountsSharedCatalogs(t *testing.T) {
 		_, err := owner.Exec(fmt.Sprintf(stmt, "'"+strings.Repeat("c", n)+"'"))
 		require.NoError(t, err, stmt)
 	}
-	write("COMMENT ON DATABASE "+it.DatabaseName+" IS %s", 2_000_000)
+	write("COMMENT ON DATABASE "+it.DatabaseName+" IS %s", 3_000_000)
 	require.NoError(t, usage.Refresh(ctx))
 	got := adminItem(t, a, admin, it.ID)
-	assert.GreaterOrEqual(t, got.UsedSpaceBytes, base+2_000_000, "the database's comment counts")
+	assert.GreaterOrEqual(t, got.UsedSpaceBytes, base+3_000_000, "the database's comment counts")
 	require.False(t, got.ReadOnly, "still under the quota")
 
 	write("ALTER DATABASE "+it.DatabaseName+" SET search_path = %s", 1_000_000)
 	write("ALTER ROLE "+rv.DatabaseUser+" SET search_path = %s", 1_500_000)
 	require.NoError(t, usage.Refresh(ctx))
 	got = adminItem(t, a, admin, it.ID)
-	assert.GreaterOrEqual(t, got.UsedSpaceBytes, base+4_500_000, "the database's and the role's settings count")
+	assert.GreaterOrEqual(t, got.UsedSpaceBytes, base+5_500_000, "the database's and the role's settings count")
 	require.True(t, got.ReadOnly, "over the quota through the shared catalogs alone: read-only")
 
 	owner, err := connect(t, "postgres", it, rv.DatabaseUser, rv.Password)
@@ -63,11 +65,18 @@ func TestPostgresQuotaCountsSharedCatalogs(t *testing.T) {
 		_, err := owner.Exec(s)
 		assert.Error(t, err, "read-only: %s", s)
 	}
-	// What the role set on itself it may take back (ALTER ROLE on itself is every role's).
-	_, err = owner.Exec("ALTER ROLE " + rv.DatabaseUser + " RESET search_path")
-	require.NoError(t, err)
+	// A role may always set its own defaults: over the quota, what it sets beyond 64 KiB is reset
+	// at the next refresh (the service's default_transaction_read_only of a credential stays).
+	write("ALTER ROLE "+rv.DatabaseUser+" SET search_path = %s", 1_500_000)
+	write("ALTER ROLE "+rv.DatabaseUser+" IN DATABASE "+it.DatabaseName+" SET search_path = %s", 1_000_000)
+	write("ALTER ROLE "+rv.DatabaseUser+" IN DATABASE postgres SET search_path = %s", 1_000_000)
 	require.NoError(t, usage.Refresh(ctx))
 	got = adminItem(t, a, admin, it.ID)
-	assert.Less(t, got.UsedSpaceBytes, base+3_100_000, "the reset setting no longer counts")
-	assert.GreaterOrEqual(t, got.UsedSpaceBytes, base+3_000_000, "the comment and the database's setting still do")
+	assert.True(t, got.ReadOnly, "still over the quota")
+	var left int
+	require.NoError(t, enginePool(t, "postgres").QueryRow(`SELECT count(*) FROM pg_db_role_setting s JOIN pg_roles r ON r.oid = s.setrole
+		WHERE r.rolname = $1 AND array_to_string(s.setconfig, ',') LIKE '%search_path%'`, rv.DatabaseUser).Scan(&left))
+	assert.Zero(t, left, "the role's own settings are reset")
+	assert.Less(t, got.UsedSpaceBytes, base+4_100_000, "and no longer count")
+	assert.GreaterOrEqual(t, got.UsedSpaceBytes, base+4_000_000, "the comment and the database's setting still do")
 }
