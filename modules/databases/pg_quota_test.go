@@ -30,6 +30,8 @@ func TestPostgresQuotaCountsSharedCatalogs(t *testing.T) {
 	ctx := context.Background()
 	it, rv, owner := ownedDatabase(t, a, "postgres")
 	require.NoError(t, usage.Refresh(ctx))
+	// pg_database_size moves by a few hundred KiB between refreshes (free space and visibility
+	// maps, checkpoints): the figures below are MBs, the bounds leave half a MB either way.
 	base := adminItem(t, a, admin, it.ID).UsedSpaceBytes
 	require.Positive(t, base)
 	setMaxSpace(t, a, admin, it.ID, base+4<<20)
@@ -43,14 +45,14 @@ func TestPostgresQuotaCountsSharedCatalogs(t *testing.T) {
 	write("COMMENT ON DATABASE "+it.DatabaseName+" IS %s", 3_000_000)
 	require.NoError(t, usage.Refresh(ctx))
 	got := adminItem(t, a, admin, it.ID)
-	assert.GreaterOrEqual(t, got.UsedSpaceBytes, base+3_000_000, "the database's comment counts")
+	assert.GreaterOrEqual(t, got.UsedSpaceBytes, base+2_500_000, "the database's comment counts")
 	require.False(t, got.ReadOnly, "still under the quota")
 
 	write("ALTER DATABASE "+it.DatabaseName+" SET search_path = %s", 1_000_000)
 	write("ALTER ROLE "+rv.DatabaseUser+" SET search_path = %s", 1_500_000)
 	require.NoError(t, usage.Refresh(ctx))
 	got = adminItem(t, a, admin, it.ID)
-	assert.GreaterOrEqual(t, got.UsedSpaceBytes, base+5_500_000, "the database's and the role's settings count")
+	assert.GreaterOrEqual(t, got.UsedSpaceBytes, base+5_000_000, "the database's and the role's settings count")
 	require.True(t, got.ReadOnly, "over the quota through the shared catalogs alone: read-only")
 
 	owner, err := connect(t, "postgres", it, rv.DatabaseUser, rv.Password)
@@ -77,6 +79,6 @@ func TestPostgresQuotaCountsSharedCatalogs(t *testing.T) {
 	require.NoError(t, enginePool(t, "postgres").QueryRow(`SELECT count(*) FROM pg_db_role_setting s JOIN pg_roles r ON r.oid = s.setrole
 		WHERE r.rolname = $1 AND array_to_string(s.setconfig, ',') LIKE '%search_path%'`, rv.DatabaseUser).Scan(&left))
 	assert.Zero(t, left, "the role's own settings are reset")
-	assert.Less(t, got.UsedSpaceBytes, base+4_100_000, "and no longer count")
-	assert.GreaterOrEqual(t, got.UsedSpaceBytes, base+4_000_000, "the comment and the database's setting still do")
+	assert.Less(t, got.UsedSpaceBytes, base+4_500_000, "and no longer count")
+	assert.GreaterOrEqual(t, got.UsedSpaceBytes, base+3_500_000, "the comment and the database's setting still do")
 }
