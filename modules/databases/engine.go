@@ -71,6 +71,14 @@ type statsRefresher interface {
 	RefreshStats(ctx context.Context, dbs []string) error
 }
 
+// overQuotaGuard is an engine where a tenant keeps a way to grow what counts toward its quota
+// after its database went read-only (PostgreSQL: ALTER ROLE <itself> SET, which every role may
+// run). GuardOverQuota undoes such growth beyond what any tenant needs, for the named databases
+// (read-only or over their quota), within ctx.
+type overQuotaGuard interface {
+	GuardOverQuota(ctx context.Context, dbs []string) error
+}
+
 // serverChecker is an engine that can tell which of its server's settings weaken what tenants are
 // kept from; the usage refresher logs each as a WARN when it starts.
 type serverChecker interface {

@@ -38,6 +38,9 @@ type mysqlEngine struct {
 	eventsRevoked bool
 	// limitsSet: every tenant user of the databases the first usage refresh named has maxConns.
 	limitsSet bool
+	// tablespaces is the information_schema table listing InnoDB's tablespace files with their
+	// sizes (see mysqlTablespaces; "" until looked up, "-" when the server has none).
+	tablespaces string
 }
 
 func newMySQL(dsn string, pub config.EnginePublic, maxConns int) (*mysqlEngine, error) {
@@ -329,10 +332,33 @@ func (e *mysqlEngine) Usage(ctx context.Context, dbs []string) (map[string]Usage
 	for _, d := range dbs {
 		args = append(args, d)
 	}
-	rows, err := e.pool.QueryContext(ctx, `
-		SELECT s.schema_name, `+mysqlSchemaBytes+`,
+	ts, err := e.tablespaceTable(ctx)
+	if err != nil {
+		return nil, err
+	}
+	conn, err := e.pool.Conn(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("mysql usage: %w", err)
+	}
+	defer conn.Close()
+	// MySQL 8 caches the figures of information_schema.tables for a day by default (and ANALYZE
+	// TABLE, which a writable tenant may run, fills the cache): this session reads them afresh.
+	// MariaDB and MySQL 5.7 have no such cache (error 1193, unknown variable).
+	_, err = conn.ExecContext(ctx, "SET SESSION information_schema_stats_expiry = 0")
+	switch {
+	case err == nil:
+		defer func() {
+			if _, err := conn.ExecContext(context.WithoutCancel(ctx), "SET SESSION information_schema_stats_expiry = DEFAULT"); err != nil {
+				_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+			}
+		}()
+	case !isMySQLCode(err, 1193):
+		return nil, fmt.Errorf("mysql usage: %w", err)
+	}
+	rows, err := conn.QueryContext(ctx, `
+		SELECT s.schema_name, `+mysqlSchemaBytes(ts)+`,
 		       EXISTS (SELECT 1 FROM information_schema.processlist p WHERE p.db = s.schema_name)
-		FROM information_schema.schemata s WHERE s.schema_name IN (`+marks+`)`, args...)
+		FROM information_schema.schemata s `+mysqlFilesJoin(ts)+` WHERE s.schema_name IN (`+marks+`)`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("mysql usage: %w", err)
 	}
@@ -538,13 +564,31 @@ func (e *mysqlEngine) limitUsers(ctx context.Context, dbs []string) error {
 }
 
 // mysqlSchemaBytes is the space a schema s takes: its tables' data and indexes (for MyISAM and
-// Aria less the space of deleted rows, data_free, which their next inserts reuse; InnoDB's
-// data_free is free space of the tablespace, not part of data_length) and the definitions of its
-// stored routines (body, parameter and return types, comment), views, triggers and events, which
-// the server keeps outside the tables (mysql.proc, .frm and .TRG files, mysql.event) and which a
-// tenant could otherwise fill without limit. Every figure is in bytes of the stored text.
-const mysqlSchemaBytes = `COALESCE((SELECT SUM(t.data_length + t.index_length -
-		           CASE WHEN t.engine IN ('MyISAM', 'Aria') THEN COALESCE(t.data_free, 0) ELSE 0 END)
+// Aria less the space of deleted rows, data_free, which their next inserts reuse), and the
+// definitions of its stored routines (body, parameter and return types, comment), views,
+// triggers and events, which the server keeps outside the tables (mysql.proc, .frm and .TRG
+// files, mysql.event) and which a tenant could otherwise fill without limit. Every figure is in
+// bytes of the stored text.
+//
+// InnoDB's data_length and index_length are statistics: refreshed only now and then, and never
+// for a table the tenant made with STATS_AUTO_RECALC=0 (or STATS_PERSISTENT=1 and the server's
+// innodb_stats_auto_recalc off), which kept them at an empty table's 16 KiB while the tenant
+// wrote gigabytes. So the schema's InnoDB tables count at least what their tablespace files
+// (ts, one per table or partition, named "<schema>/…"; see mysqlFilesJoin as f) take on disk
+// less their free extents, data_free, which InnoDB reads from the file's header each time (it
+// holds a few extents back as a reserve, so a file of more than a few MiB counts 2–4 MiB more
+// than its pages hold): the larger of the two sums. Neither the tenant nor a stale statistic
+// can make the file smaller than what it holds. Without ts (no InnoDB) the statistics alone.
+func mysqlSchemaBytes(ts string) string {
+	files := "0"
+	if ts != "" {
+		files = "COALESCE(f.file_bytes, 0)"
+	}
+	return `COALESCE((SELECT
+		           COALESCE(SUM(CASE WHEN t.engine = 'InnoDB' THEN 0 ELSE t.data_length + t.index_length -
+		             CASE WHEN t.engine IN ('MyISAM', 'Aria') THEN COALESCE(t.data_free, 0) ELSE 0 END END), 0)
+		           + GREATEST(COALESCE(SUM(CASE WHEN t.engine = 'InnoDB' THEN t.data_length + t.index_length ELSE 0 END), 0),
+		                      ` + files + ` - COALESCE(SUM(CASE WHEN t.engine = 'InnoDB' THEN COALESCE(t.data_free, 0) ELSE 0 END), 0))
 		         FROM information_schema.tables t WHERE t.table_schema = s.schema_name), 0)
 		     + COALESCE((SELECT SUM(COALESCE(LENGTH(r.routine_definition), 0) + COALESCE(LENGTH(r.routine_comment), 0))
 		         FROM information_schema.routines r WHERE r.routine_schema = s.schema_name), 0)
@@ -556,6 +600,51 @@ const mysqlSchemaBytes = `COALESCE((SELECT SUM(t.data_length + t.index_length -
 		         FROM information_schema.triggers g WHERE g.trigger_schema = s.schema_name), 0)
 		     + COALESCE((SELECT SUM(COALESCE(LENGTH(v.event_definition), 0) + COALESCE(LENGTH(v.event_comment), 0))
 		         FROM information_schema.events v WHERE v.event_schema = s.schema_name), 0)`
+}
+
+// mysqlFilesJoin joins to schemata s the size of each schema's InnoDB tablespace files as
+// f.file_bytes, read once for the whole server (one row per file, kept in memory by InnoDB).
+// A file's name is "<schema>/<table>" (tables and partitions; a tenant schema's name needs no
+// encoding); the shared system and undo tablespaces have no "/" and belong to no schema.
+func mysqlFilesJoin(ts string) string {
+	if ts == "" {
+		return ""
+	}
+	return `LEFT JOIN (SELECT SUBSTRING_INDEX(i.name, '/', 1) AS schema_name, SUM(i.file_size) AS file_bytes
+		FROM information_schema.` + ts + ` i WHERE i.name LIKE '%/%' GROUP BY SUBSTRING_INDEX(i.name, '/', 1)) f
+		ON f.schema_name = s.schema_name`
+}
+
+// mysqlTablespaces are the information_schema tables that list InnoDB's tablespace files with a
+// FILE_SIZE column: MySQL 8 (INNODB_TABLESPACES), MariaDB and MySQL 5.7 (INNODB_SYS_TABLESPACES).
+var mysqlTablespaces = []string{"INNODB_TABLESPACES", "INNODB_SYS_TABLESPACES"}
+
+// tablespaceTable finds which of mysqlTablespaces this server has, once ("" when none: InnoDB
+// is not loaded, and the statistics alone count).
+func (e *mysqlEngine) tablespaceTable(ctx context.Context) (string, error) {
+	e.mu.Lock()
+	ts := e.tablespaces
+	e.mu.Unlock()
+	if ts != "" {
+		return strings.TrimPrefix(ts, "-"), nil
+	}
+	found := "-"
+	for _, name := range mysqlTablespaces {
+		var n int
+		if err := e.pool.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.columns
+			WHERE table_schema = 'information_schema' AND table_name = ? AND column_name IN ('NAME', 'FILE_SIZE')`, name).Scan(&n); err != nil {
+			return "", fmt.Errorf("mysql: look up tablespaces: %w", err)
+		}
+		if n == 2 {
+			found = name
+			break
+		}
+	}
+	e.mu.Lock()
+	e.tablespaces = found
+	e.mu.Unlock()
+	return strings.TrimPrefix(found, "-"), nil
+}
 
 // MariaDB and MySQL 5.7 have no comment on a user, so the marks of credential users live in a
 // table of the service's own on the server (no tenant is granted anything on it).

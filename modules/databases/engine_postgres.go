@@ -673,7 +673,7 @@ func (e *postgresEngine) Usage(ctx context.Context, dbs []string) (map[string]Us
 		e.mu.Unlock()
 	}
 	rows, err := e.pool.QueryContext(ctx, `
-		SELECT d.datname, pg_catalog.pg_database_size(d.datname),
+		SELECT d.datname, pg_catalog.pg_database_size(d.datname) + `+pgSharedBytes+`,
 		       EXISTS (SELECT 1 FROM pg_catalog.pg_stat_activity a WHERE a.datname = d.datname AND a.pid <> pg_catalog.pg_backend_pid())
 		FROM pg_catalog.pg_database d WHERE d.datname = ANY($1::text[])`, "{"+strings.Join(dbs, ",")+"}")
 	if err != nil {
@@ -689,6 +689,72 @@ func (e *postgresEngine) Usage(ctx context.Context, dbs []string) (map[string]Us
 		out[name] = u
 	}
 	return out, rows.Err()
+}
+
+// pgSharedBytes is what a tenant database d writes into the cluster's shared catalogs, which
+// pg_database_size does not count: its owner's COMMENT ON DATABASE (pg_shdescription) and the
+// settings of ALTER DATABASE … SET (pg_db_role_setting), which take any text of a string setting
+// such as search_path, and the settings its roles give themselves (ALTER ROLE <self> [IN DATABASE
+// …] SET, which every role may do, read-only or not) and the comments on them. Before, a tenant
+// stored gigabytes there over its quota. Its roles are the database's owner and the roles granted
+// CONNECT on it (the login role, its credentials), superusers aside. Text is counted as stored
+// uncompressed (octet_length): every session loads the settings it applies whole.
+const pgSharedBytes = `COALESCE((SELECT SUM(pg_catalog.octet_length(s.setconfig::text)) FROM pg_catalog.pg_db_role_setting s
+		         WHERE s.setdatabase = d.oid OR s.setrole IN (` + pgTenantRoles + `)), 0)
+		     + COALESCE((SELECT SUM(pg_catalog.octet_length(c.description)) FROM pg_catalog.pg_shdescription c
+		         WHERE (c.classoid = 'pg_catalog.pg_database'::pg_catalog.regclass AND c.objoid = d.oid)
+		            OR (c.classoid = 'pg_catalog.pg_authid'::pg_catalog.regclass AND c.objoid IN (` + pgTenantRoles + `))), 0)`
+
+// pgTenantRoles are the roles of database d: its owner and the roles granted CONNECT on it, but
+// no superuser (the service's own).
+const pgTenantRoles = `SELECT r.oid FROM pg_catalog.pg_roles r WHERE NOT r.rolsuper AND (r.oid = d.datdba
+		            OR r.oid IN (SELECT a.grantee FROM pg_catalog.aclexplode(d.datacl) a WHERE a.privilege_type = 'CONNECT'))`
+
+// maxRoleSettingBytes bounds the text of the settings one role of a read-only (or over-quota)
+// database gives itself (ALTER ROLE <itself> [IN DATABASE …] SET): far more than any search_path.
+const maxRoleSettingBytes = 64 << 10
+
+// GuardOverQuota resets every setting a role of one of dbs has on itself (ALTER ROLE … RESET,
+// role-wide and in each database) when their text is over maxRoleSettingBytes, but the
+// service's own default_transaction_read_only (read-only credentials). Read-only takes
+// the database's ownership away, so its comment and settings cannot grow, but a role may always
+// set its own defaults: without this a read-only tenant went on filling the shared catalogue
+// pg_db_role_setting. Settings of the database itself are left alone (counted, see pgSharedBytes).
+func (e *postgresEngine) GuardOverQuota(ctx context.Context, dbs []string) error {
+	rows, err := e.pool.QueryContext(ctx, `
+		WITH roles AS (SELECT DISTINCT r.oid, r.rolname FROM pg_catalog.pg_database d
+		                 JOIN pg_catalog.pg_roles r ON NOT r.rolsuper AND (r.oid = d.datdba
+		                   OR r.oid IN (SELECT a.grantee FROM pg_catalog.aclexplode(d.datacl) a WHERE a.privilege_type = 'CONNECT'))
+		               WHERE d.datname = ANY($1::text[])),
+		     big AS (SELECT s.setrole FROM pg_catalog.pg_db_role_setting s WHERE s.setrole IN (SELECT oid FROM roles)
+		             GROUP BY s.setrole HAVING SUM(pg_catalog.octet_length(s.setconfig::text)) > $2)
+		SELECT DISTINCT r.rolname, COALESCE(o.datname, ''), pg_catalog.split_part(c.setting, '=', 1)
+		FROM pg_catalog.pg_db_role_setting s CROSS JOIN LATERAL pg_catalog.unnest(s.setconfig) c(setting)
+		  JOIN roles r ON r.oid = s.setrole LEFT JOIN pg_catalog.pg_database o ON o.oid = s.setdatabase
+		WHERE s.setrole IN (SELECT setrole FROM big) AND (s.setdatabase = 0 OR o.oid IS NOT NULL)
+		  AND pg_catalog.split_part(c.setting, '=', 1) <> 'default_transaction_read_only'`,
+		"{"+strings.Join(dbs, ",")+"}", maxRoleSettingBytes)
+	if err != nil {
+		return fmt.Errorf("postgres: list role settings: %w", err)
+	}
+	var stmts []string
+	for rows.Next() {
+		var role, in, name string
+		if err := rows.Scan(&role, &in, &name); err != nil {
+			rows.Close()
+			return fmt.Errorf("postgres: list role settings: %w", err)
+		}
+		st := fmt.Sprintf("ALTER ROLE %s", qi(role))
+		if in != "" {
+			st += " IN DATABASE " + qi(in)
+		}
+		stmts = append(stmts, st+" RESET "+qi(name))
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("postgres: list role settings: %w", err)
+	}
+	return e.exec(ctx, stmts...)
 }
 
 // limitRoles gives CONNECTION LIMIT connLimit to every role that is not a superuser and may

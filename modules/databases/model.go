@@ -52,7 +52,7 @@ type Item struct {
 	DatabaseName       string     `json:"databaseName" example:"u7_k3x9q2ab"`
 	DatabaseUser       string     `json:"databaseUser" example:"u7_k3x9q2ab"`
 	Status             string     `json:"status" enum:"Provisioning,Active,Pausing,Paused,Resuming,Failed,Deleting,Deleted" example:"Active" doc:"Pausing, Resuming and Deleting are in-between: the change is stored and is being made on the engine (or failed and is retried in the background)."`
-	UsedSpaceBytes     int64      `json:"usedSpaceBytes" example:"8404992"`
+	UsedSpaceBytes     int64      `json:"usedSpaceBytes" example:"8404992" doc:"Space the database takes, measured every usage refresh. PostgreSQL: pg_database_size plus the text of the database's comment and settings and of its roles' own settings (kept in the cluster's shared catalogues). MySQL/MariaDB: table data and indexes (InnoDB: at least its table files less their free extents), plus the text of stored routines, views, triggers and events."`
 	MaxSpaceBytes      int64      `json:"maxSpaceBytes" example:"536870912"`
 	ReadOnly           bool       `json:"readOnly" doc:"True while the database is over its quota: writes are refused until it is back under 90%."`
 	LastActivity       *time.Time `json:"lastActivity" doc:"The last time a session was seen or the database grew; null if never."`

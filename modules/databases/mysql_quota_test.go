@@ -103,7 +103,10 @@ func TestMySQLQuotaCountsStoredProgramsAndViews(t *testing.T) {
 // engine analyze the tables of read-only databases before measuring them, so the next refreshes
 // see the delete and make it writable again. The table keeps InnoDB from recalculating its
 // statistics by itself (STATS_AUTO_RECALC=0, the tenant's own option), which makes the stale
-// figure last as it did in the probe rather than until a background recalculation. Fails without the fix: usedSpaceBytes stays at the
+// figure last as it did in the probe rather than until a background recalculation. The quota is
+// 8 MiB: the table's file keeps counting InnoDB's reserve of free extents (about 4 MiB, see
+// TestMySQLQuotaCountsTablesWithFrozenStatistics) after the delete, while the stale statistic
+// (about 12 MB) stays over 90 % of it. Fails without the fix: usedSpaceBytes stays at the
 // table's full size and readOnly true for the whole wait.
 func TestMySQLReadOnlyEndsAfterDelete(t *testing.T) {
 	var usage *databases.UsageRefresher
@@ -111,13 +114,14 @@ func TestMySQLReadOnlyEndsAfterDelete(t *testing.T) {
 	admin := a.AdminToken(t)
 	ctx := context.Background()
 	it, rv, owner := ownedDatabase(t, a, "mysql", "CREATE TABLE `big``one` (id int PRIMARY KEY AUTO_INCREMENT, body longtext) ENGINE=InnoDB STATS_AUTO_RECALC=0",
-		"INSERT INTO `big``one` (body) SELECT REPEAT('x', 2000) FROM seq_1_to_1500")
+		"INSERT INTO `big``one` (body) SELECT REPEAT('x', 2000) FROM seq_1_to_5000")
 	_, err := enginePool(t, "mysql").Exec(fmt.Sprintf("ANALYZE TABLE `%s`.`big``one`", it.DatabaseName))
 	require.NoError(t, err)
-	setMaxSpace(t, a, admin, it.ID, 1<<20)
+	setMaxSpace(t, a, admin, it.ID, 8<<20)
 	require.NoError(t, usage.Refresh(ctx))
 	got := adminItem(t, a, admin, it.ID)
-	require.Greater(t, got.UsedSpaceBytes, int64(2<<20))
+	require.Greater(t, got.UsedSpaceBytes, int64(10<<20))
+	full := got.UsedSpaceBytes
 	require.True(t, got.ReadOnly, "over the quota")
 
 	owner, err = connect(t, "mysql", it, rv.DatabaseUser, rv.Password)
@@ -132,7 +136,7 @@ func TestMySQLReadOnlyEndsAfterDelete(t *testing.T) {
 		got = adminItem(t, a, admin, it.ID)
 		return !got.ReadOnly
 	}, 30*time.Second, time.Second, "the delete brings it back under the quota (last seen %d bytes)", got.UsedSpaceBytes)
-	assert.Less(t, got.UsedSpaceBytes, int64(900<<10))
+	assert.Less(t, got.UsedSpaceBytes, full/2)
 	owner, err = connect(t, "mysql", it, rv.DatabaseUser, rv.Password)
 	require.NoError(t, err)
 	_, err = owner.Exec("INSERT INTO `big``one` (body) VALUES ('again')")
@@ -198,4 +202,50 @@ func TestMySQLTenantsHaveNoEventPrivilege(t *testing.T) {
 	_, err = fresh.Get("mysql").Usage(ctx, []string{it.DatabaseName})
 	require.NoError(t, err)
 	check("after the first usage refresh")
+}
+
+// TestMySQLQuotaCountsTablesWithFrozenStatistics: InnoDB's data_length is a statistic, and a
+// tenant may keep it from ever being recalculated (CREATE TABLE … STATS_AUTO_RECALC=0, or ALTER
+// TABLE to it): the used space stayed at the empty tables' 16 KiB each while the tenant wrote
+// many times its quota, and it stayed writable. Used space now counts at least what the tables'
+// files take on disk less their free extents, which the tenant cannot freeze: the next refresh
+// sees the writes and makes the database read-only. Fails without the fix: usedSpaceBytes stays
+// a few tens of KiB and readOnly false.
+func TestMySQLQuotaCountsTablesWithFrozenStatistics(t *testing.T) {
+	var usage *databases.UsageRefresher
+	a := start(t, nil, apptest.WithFx(fx.Populate(&usage)))
+	admin := a.AdminToken(t)
+	ctx := context.Background()
+	it, rv, owner := ownedDatabase(t, a, "mysql",
+		"CREATE TABLE frozen (id int PRIMARY KEY AUTO_INCREMENT, body varchar(3000)) ENGINE=InnoDB STATS_AUTO_RECALC=0",
+		"CREATE TABLE later (id int PRIMARY KEY AUTO_INCREMENT, body varchar(3000)) ENGINE=InnoDB",
+		"ALTER TABLE later STATS_AUTO_RECALC=0",
+		"ANALYZE TABLE frozen, later")
+	setMaxSpace(t, a, admin, it.ID, 8<<20)
+	require.NoError(t, usage.Refresh(ctx))
+	got := adminItem(t, a, admin, it.ID)
+	require.False(t, got.ReadOnly, "empty tables are under the quota")
+	require.Less(t, got.UsedSpaceBytes, int64(1<<20))
+
+	// About 12 MB in each table; the statistics still say 16 KiB each.
+	for _, s := range []string{
+		"INSERT INTO frozen (body) SELECT REPEAT('x', 2000) FROM seq_1_to_5000",
+		"INSERT INTO later (body) SELECT REPEAT('y', 2000) FROM seq_1_to_5000",
+	} {
+		_, err := owner.Exec(s)
+		require.NoError(t, err, s)
+	}
+	var stats int64
+	require.NoError(t, owner.QueryRow(`SELECT SUM(data_length + index_length) FROM information_schema.tables
+		WHERE table_schema = DATABASE()`).Scan(&stats))
+	require.Less(t, stats, int64(1<<20), "the statistics are frozen (else this test proves nothing)")
+
+	require.NoError(t, usage.Refresh(ctx))
+	got = adminItem(t, a, admin, it.ID)
+	assert.Greater(t, got.UsedSpaceBytes, int64(20<<20), "the rows written count")
+	require.True(t, got.ReadOnly, "over the quota: read-only at the next refresh")
+	owner, err := connect(t, "mysql", it, rv.DatabaseUser, rv.Password)
+	require.NoError(t, err)
+	_, err = owner.Exec("INSERT INTO frozen (body) VALUES ('more')")
+	assert.Error(t, err, "read-only refuses further writes")
 }

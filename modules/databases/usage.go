@@ -154,6 +154,11 @@ func (u *UsageRefresher) Refresh(ctx context.Context) error {
 			}
 			cancel()
 		}
+		if g, ok := engine.(overQuotaGuard); ok && len(stale) > 0 {
+			if err := g.GuardOverQuota(ctx, stale); err != nil {
+				u.log.Warn("engine over-quota guard failed", "engine", engineID, "error", err.Error())
+			}
+		}
 		usage, err := engine.Usage(ctx, names)
 		if err != nil {
 			u.log.Warn("engine usage unavailable", "engine", engineID, "error", err.Error())
