@@ -139,8 +139,19 @@ func (c *Credentials) make(ctx context.Context, inst *Instance, engine Engine, c
 		return fmt.Errorf("lock credential %d: %w", cr.ID, err)
 	}
 	// The database's row, shared: no pause or resume runs meanwhile (theirs is 409), and none
-	// started since the status was read.
+	// started since the status was read. A refused lock (55P03, the row is being changed) aborts
+	// the transaction: the savepoint keeps it usable for the undo below, so the answer is 409 and
+	// the row is Deleted at once (before, the undo failed in the aborted transaction: 500, and
+	// the row stayed Creating until the finisher undid it).
+	if _, err := tx.ExecContext(dctx, "SAVEPOINT lock_database"); err != nil {
+		return fmt.Errorf("savepoint: %w", err)
+	}
 	cur, err := lockInstanceShared(dctx, tx, inst.ID)
+	if err != nil {
+		if _, rerr := tx.ExecContext(dctx, "ROLLBACK TO SAVEPOINT lock_database"); rerr != nil {
+			return fmt.Errorf("roll back to savepoint: %w", rerr)
+		}
+	}
 	if err == nil {
 		err = callerErr
 	}

@@ -36,6 +36,8 @@ type postgresEngine struct {
 	limit     string
 	// limitsSet: the roles of the databases the first usage refresh named have connLimit.
 	limitsSet bool
+	// locks serialise catalogue changes per tenant database (see dbLocks).
+	locks *dbLocks
 }
 
 // pinnedSettings are startup parameters of every admin session the engine opens. A tenant owns
@@ -104,7 +106,8 @@ func newPostgres(dsn string, pub config.EnginePublic, maxConns int) (*postgresEn
 	}
 	pool := sql.OpenDB(conn)
 	pool.SetMaxOpenConns(8)
-	e := &postgresEngine{admin: u, pool: pool, host: u.Hostname(), port: 5432, per: map[string]*sql.DB{}, connLimit: -1}
+	e := &postgresEngine{admin: u, pool: pool, host: u.Hostname(), port: 5432, per: map[string]*sql.DB{}, connLimit: -1,
+		locks: newDBLocks(sql.OpenDB(conn))}
 	if maxConns > 0 {
 		e.connLimit = maxConns
 	}
@@ -134,6 +137,7 @@ func (e *postgresEngine) Close() error {
 		_ = p.Close()
 	}
 	e.mu.Unlock()
+	_ = e.locks.pool.Close()
 	return e.pool.Close()
 }
 
@@ -330,6 +334,11 @@ func (e *postgresEngine) Drop(ctx context.Context, dbName, role string) error {
 	if err := checkNames(dbName, role); err != nil {
 		return err
 	}
+	unlock, err := e.locks.lock(ctx, dbName)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	if err := e.exec(ctx, fmt.Sprintf("ALTER ROLE %s WITH NOLOGIN", qi(role))); err != nil && !db.IsCode(err, "42704") {
 		return err
 	}
@@ -513,6 +522,11 @@ func (e *postgresEngine) SetReadOnly(ctx context.Context, dbName, role string, r
 	if err := checkNames(dbName, role); err != nil {
 		return err
 	}
+	unlock, err := e.locks.lock(ctx, dbName)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	t, err := e.tenant(ctx, dbName)
 	if err != nil {
 		return err
@@ -971,6 +985,12 @@ func (e *postgresEngine) CreateUser(ctx context.Context, dbName, owner, user, pa
 	if err := checkNames(dbName, owner, user); err != nil {
 		return err
 	}
+	// Concurrent GRANTs on the database and its schema public fail (see dbLocks).
+	unlock, err := e.locks.lock(ctx, dbName)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	if err := e.ensureMarkedRole(ctx, user, password, marker); err != nil {
 		return err
 	}
@@ -1077,6 +1097,12 @@ func (e *postgresEngine) DropUser(ctx context.Context, dbName, user, marker stri
 	if err := checkNames(dbName, user); err != nil {
 		return err
 	}
+	// Concurrent DROP OWNED BY revokes on the same rows fail (see dbLocks).
+	unlock, err := e.locks.lock(ctx, dbName)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	ok, err := e.credentialRole(ctx, dbName, user, marker) // never drop, or strip, a role this credential did not make
 	if err != nil || !ok {
 		return err
