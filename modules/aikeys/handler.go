@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"reflect"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -38,7 +39,7 @@ type aiKeyIDInput struct {
 type aiKeyCreateInput struct {
 	Body struct {
 		_         struct{}   `additionalProperties:"true"`
-		Name      string     `json:"name" minLength:"1" maxLength:"100" example:"ci pipeline"`
+		Name      string     `json:"name" minLength:"1" maxLength:"100" pattern:"^[^\\x00-\\x1f\\x7f-\\x9f]*[^\\x00-\\x20\\x7f-\\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000][^\\x00-\\x1f\\x7f-\\x9f]*$" patternDescription:"not blank (white space only), without control characters" example:"ci pipeline"`
 		ExpiresAt *time.Time `json:"expiresAt,omitempty" doc:"After this instant the key is refused (ISO 8601)."`
 	}
 }
@@ -48,6 +49,9 @@ func (in *aiKeyCreateInput) Resolve(huma.Context) []error {
 	var errs []error
 	if msg := httpx.DisplayTextProblem(in.Body.Name); msg != "" {
 		errs = append(errs, httpx.Invalid("name", msg))
+	} else if in.Body.Name != "" && strings.TrimSpace(in.Body.Name) == "" {
+		// As Keys.Create says (it trims the name): said here too, in place of the schema's pattern.
+		errs = append(errs, httpx.Invalid("name", "must not be blank"))
 	}
 	if in.Body.ExpiresAt != nil && !in.Body.ExpiresAt.After(time.Now()) {
 		errs = append(errs, httpx.Invalid("expiresAt", "must be in the future"))
