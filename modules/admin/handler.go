@@ -33,7 +33,7 @@ type listUsersInput struct {
 type createUserInput struct {
 	Body struct {
 		_            struct{} `additionalProperties:"true"`
-		FullName     string   `json:"fullName" minLength:"1" maxLength:"200"`
+		FullName     string   `json:"fullName" minLength:"1" maxLength:"200" pattern:"^[^\\x00]*[^\\x00\\t\\n\\v\\f\\r \\x85\\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000][^\\x00]*$" patternDescription:"not blank (white space only), without NUL"`
 		Organization string   `json:"organization,omitempty" maxLength:"200"`
 		Email        string   `json:"email" format:"email" maxLength:"254"`
 		Password     string   `json:"password" minLength:"8" maxLength:"128"`
@@ -82,7 +82,7 @@ type updateUserInput struct {
 	ID   int64 `path:"id" minimum:"1"`
 	Body struct {
 		_            struct{} `additionalProperties:"true"`
-		FullName     *string  `json:"fullName,omitempty" minLength:"1" maxLength:"200"`
+		FullName     *string  `json:"fullName,omitempty" minLength:"1" maxLength:"200" pattern:"^[^\\x00]*[^\\x00\\t\\n\\v\\f\\r \\x85\\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000][^\\x00]*$" patternDescription:"not blank (white space only), without NUL"`
 		Organization *string  `json:"organization,omitempty" maxLength:"200"`
 		Email        *string  `json:"email,omitempty" format:"email" maxLength:"254"`
 		Role         *string  `json:"role,omitempty" enum:"User,Admin"`
@@ -107,7 +107,7 @@ type eventPath struct {
 
 type noteBody struct {
 	_          struct{}       `additionalProperties:"true"`
-	Action     string         `json:"action" minLength:"1" maxLength:"100" example:"note.manual" doc:"Plain ASCII: words of letters, digits, _ and - joined by single dots (^[A-Za-z0-9_-]+(\\.[A-Za-z0-9_-]+)*$), not in a namespace of the service's own events (user.*, aikey.*, …)."`
+	Action     string         `json:"action" minLength:"1" maxLength:"100" pattern:"^[A-Za-z0-9_-]+(\\.[A-Za-z0-9_-]+)*$" patternDescription:"plain ASCII: words of letters, digits, _ and - joined by single dots, e.g. note.manual" example:"note.manual" doc:"Plain ASCII: words of letters, digits, _ and - joined by single dots (^[A-Za-z0-9_-]+(\\.[A-Za-z0-9_-]+)*$), not in a namespace of the service's own events (user.*, aikey.*, …)."`
 	TargetType string         `json:"targetType,omitempty" maxLength:"100"`
 	TargetID   string         `json:"targetId,omitempty" maxLength:"100"`
 	UserID     *int64         `json:"userId,omitempty" minimum:"1" doc:"The user the note is about."`
@@ -145,7 +145,7 @@ type updateEventInput struct {
 	ID   int64 `path:"id" minimum:"1"`
 	Body struct {
 		_          struct{}       `additionalProperties:"true"`
-		Action     *string        `json:"action,omitempty" minLength:"1" maxLength:"100" doc:"A new action: as on create, plain dotted ASCII outside the service's namespaces."`
+		Action     *string        `json:"action,omitempty" minLength:"1" maxLength:"100" pattern:"^[A-Za-z0-9_-]+(\\.[A-Za-z0-9_-]+)*$" patternDescription:"plain ASCII: words of letters, digits, _ and - joined by single dots, e.g. note.manual" doc:"A new action: as on create, plain dotted ASCII outside the service's namespaces."`
 		TargetType *string        `json:"targetType,omitempty" maxLength:"100"`
 		TargetID   *string        `json:"targetId,omitempty" maxLength:"100"`
 		Details    map[string]any `json:"details,omitempty" doc:"At most 32 levels of nesting and 64 KiB as JSON."`

@@ -60,6 +60,10 @@ type upstream struct {
 	okBody string
 	// hang answers nothing until the request's context ends, then closes finished.
 	hang bool
+	// failHeader, with fail, sets headers on the error answer (an empty value removes one:
+	// Content-Type, the 429's Retry-After); failOnce answers fail to one request only.
+	failHeader map[string]string
+	failOnce   bool
 }
 
 type connRequests struct{}
@@ -102,7 +106,10 @@ func (u *upstream) serve(w http.ResponseWriter, r *http.Request) {
 	u.bodies = append(u.bodies, body)
 	fail, huge, delay, release, finished := u.fail, u.huge, u.delay, u.release, u.finished
 	ticks, tick, usageInLast := u.ticks, u.tick, u.usageInLast
-	failBody, ignoreStream := u.failBody, u.ignoreStream
+	failBody, ignoreStream, failHeader := u.failBody, u.ignoreStream, u.failHeader
+	if u.failOnce {
+		u.fail = 0
+	}
 	streamWrites, okBody, hang := u.streamWrites, u.okBody, u.hang
 	u.mu.Unlock()
 	if hang {
@@ -129,6 +136,13 @@ func (u *upstream) serve(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		if fail == http.StatusTooManyRequests {
 			w.Header().Set("Retry-After", "7")
+		}
+		for k, v := range failHeader {
+			if v == "" {
+				w.Header()[k] = nil // not even Go's sniffed Content-Type
+			} else {
+				w.Header().Set(k, v)
+			}
 		}
 		w.WriteHeader(fail)
 		if fail == http.StatusUnauthorized || fail == http.StatusForbidden { // as OpenAI does: quote the key

@@ -61,8 +61,13 @@ func NewUpstream(base, key, model string, timeout time.Duration) *Upstream {
 		MaxIdemponentCallAttempts: 2, // at most one retry, and only when upstreamTransport says so
 		RetryIfErr:                func(*fasthttp.Request, int, error) (bool, bool) { return false, true },
 	}
-	return &Upstream{base: strings.TrimRight(base, "/"), key: key, secret: redact.NewSecret(key), model: model, timeout: timeout, http: &http.Client{Transport: tr}, fast: fast, calls: calls}
+	return &Upstream{base: strings.TrimRight(base, "/"), key: key, secret: redact.NewSecret(key), model: model, timeout: timeout, http: &http.Client{Transport: tr, CheckRedirect: noRedirects}, fast: fast, calls: calls}
 }
+
+// noRedirects makes a stream request's redirect the answer (a 502, see sendAnswer), as fasthttp
+// does for the other calls: a redirect is a wrong Ai:BaseUrl, and following it would turn the POST
+// into a GET (301, 302, 303) or send the prompt and Ai:ApiKey somewhere not configured.
+func noRedirects(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 
 // maxAnswer bounds a non-streamed answer read into memory.
 const maxAnswer = 16 << 20
@@ -216,11 +221,7 @@ func (u *Upstream) Generate(c *fiber.Ctx, in GenerateInput) (*Generation, error)
 	if a.status == http.StatusTooManyRequests {
 		// The upstream's own limit: the client may retry, when the upstream said (the contract's
 		// 429 always carries Retry-After; 1 s when the upstream gave none).
-		retry := a.retryAfter
-		if retry == "" {
-			retry = "1"
-		}
-		return nil, httpx.NewError(http.StatusTooManyRequests, "The AI upstream is rate limiting; retry later").WithHeader(fiber.HeaderRetryAfter, retry)
+		return nil, httpx.NewError(http.StatusTooManyRequests, "The AI upstream is rate limiting; retry later").WithHeader(fiber.HeaderRetryAfter, upstreamRetryAfter(a.retryAfter))
 	}
 	if refusedInput(a.status) {
 		if err := u.refusal(a); err != nil {
@@ -247,16 +248,77 @@ func (u *Upstream) Generate(c *fiber.Ctx, in GenerateInput) (*Generation, error)
 
 func upstreamError(msg string, data any) error { return httpx.BadGateway(msg, data) }
 
-// refusedInput reports whether an upstream status refuses the client's own input (an unknown
-// model: 404, or 400 or 422; a prompt beyond the model's context: 400 or 413), not the upstream
-// failing: a 4xx other than 401 and 403 (the gateway's Ai:ApiKey refused), 407 (a proxy's
-// credentials), 408 (the upstream's timeout) and 429 (its rate limit, answered as such).
+// refusedInput reports whether an upstream status refuses the client's own input, on both routes:
+// 400 (a bad parameter, a prompt beyond the model's context), 404 (an unknown model), 409, 413 (a
+// prompt too large) and 422. Every other 4xx is the gateway's or the upstream's problem, not the
+// client's: 401 and 403 (the gateway's Ai:ApiKey refused), 402 (the upstream account's billing),
+// 405, 406 and 415 (a wrong Ai:BaseUrl or a gateway bug), 407 (a proxy's credentials), 408 (the
+// upstream's timeout) and so on; 429 (its rate limit) is answered as such.
 func refusedInput(status int) bool {
 	switch status {
-	case http.StatusUnauthorized, http.StatusForbidden, http.StatusProxyAuthRequired, http.StatusRequestTimeout, http.StatusTooManyRequests:
-		return false
+	case http.StatusBadRequest, http.StatusNotFound, http.StatusConflict, http.StatusRequestEntityTooLarge, http.StatusUnprocessableEntity:
+		return true
 	}
-	return status >= 400 && status < 500
+	return false
+}
+
+// upstreamRetryAfter is the Retry-After to send with a 429 the upstream answered: its own in
+// seconds (an HTTP date turned into the seconds until it), else 1 (the contract's 429 always
+// carries Retry-After, an integer).
+func upstreamRetryAfter(v string) string {
+	v = strings.TrimSpace(v)
+	if n, err := strconv.ParseUint(v, 10, 31); err == nil {
+		return strconv.FormatUint(n, 10)
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		if d := time.Until(t); d > 0 {
+			return strconv.FormatInt(int64((d+time.Second-1)/time.Second), 10)
+		}
+		return "0"
+	}
+	return "1"
+}
+
+// upstreamErr is what an upstream's JSON error answer says (any field may be missing).
+type upstreamErr struct {
+	Message string
+	Type    any
+	Param   any
+	Code    any
+}
+
+// parseUpstreamError reads an upstream error answer in OpenAI's format ({"error": {message, type,
+// param, code}}), Ollama's ({"error": "..."}), vLLM's or FastAPI's (a top-level message or
+// detail). ok is false when the body is no JSON error (an HTML page from a wrong Ai:BaseUrl, a
+// proxy's text).
+func parseUpstreamError(body []byte) (e upstreamErr, ok bool) {
+	var top map[string]json.RawMessage
+	if json.Unmarshal(body, &top) != nil || (top["error"] == nil && top["message"] == nil && top["detail"] == nil) {
+		return e, false
+	}
+	var detail struct {
+		Message string `json:"message"`
+		Type    any    `json:"type"`
+		Param   any    `json:"param"`
+		Code    any    `json:"code"`
+	}
+	if json.Unmarshal(top["error"], &detail) != nil {
+		_ = json.Unmarshal(top["error"], &detail.Message) // {"error": "model 'x' not found"}
+	}
+	if detail.Message == "" {
+		_ = json.Unmarshal(top["message"], &detail.Message)
+		_ = json.Unmarshal(top["param"], &detail.Param)
+		if detail.Type == nil {
+			_ = json.Unmarshal(top["type"], &detail.Type)
+		}
+		if detail.Code == nil {
+			_ = json.Unmarshal(top["code"], &detail.Code)
+		}
+	}
+	if detail.Message == "" {
+		_ = json.Unmarshal(top["detail"], &detail.Message) // FastAPI: {"detail": "..."}
+	}
+	return upstreamErr(detail), true
 }
 
 // maxRefusal bounds the upstream's words quoted in a refusal, in runes.
@@ -269,24 +331,12 @@ const maxRefusal = 300
 // field it is. An answer that is not a JSON error (an HTML 404 from a wrong Ai:BaseUrl, a proxy's
 // page) is no refusal of the input: nil, and the caller answers 502.
 func (u *Upstream) refusal(a answer) error {
-	var body map[string]json.RawMessage
-	if json.Unmarshal(a.body, &body) != nil || (body["error"] == nil && body["message"] == nil && body["detail"] == nil) {
+	detail, ok := parseUpstreamError(a.body)
+	if !ok {
 		return nil
 	}
-	var detail struct {
-		Message string `json:"message"`
-		Param   any    `json:"param"`
-		Code    any    `json:"code"`
-	}
-	if json.Unmarshal(body["error"], &detail) != nil {
-		_ = json.Unmarshal(body["error"], &detail.Message) // {"error": "model 'x' not found"}
-	}
-	if detail.Message == "" {
-		_ = json.Unmarshal(body["message"], &detail.Message)
-		_ = json.Unmarshal(body["param"], &detail.Param)
-	}
 	msg := fmt.Sprintf("The AI upstream refused the request (%d)", a.status)
-	if said := u.sanitize(detail.Message); said != "" {
+	if said := u.sanitize(detail.Message, maxRefusal); said != "" {
 		msg += ": " + said
 	}
 	param, _ := detail.Param.(string)
@@ -303,8 +353,8 @@ func (u *Upstream) refusal(a answer) error {
 
 // sanitize makes the upstream's words fit to quote: valid UTF-8, Ai:ApiKey redacted (as it is or
 // JSON-escaped: a message may quote JSON), control and bidi characters as spaces, spaces
-// collapsed, at most maxRefusal runes.
-func (u *Upstream) sanitize(s string) string {
+// collapsed, at most max runes.
+func (u *Upstream) sanitize(s string, max int) string {
 	s = u.secret.RedactString(strings.ToValidUTF8(s, ""))
 	s = strings.Join(strings.Fields(strings.Map(func(r rune) rune {
 		if httpx.Deceptive(r) {
@@ -312,8 +362,8 @@ func (u *Upstream) sanitize(s string) string {
 		}
 		return r
 	}, s)), " ")
-	if r := []rune(s); len(r) > maxRefusal {
-		s = string(r[:maxRefusal-1]) + "…"
+	if r := []rune(s); len(r) > max {
+		s = string(r[:max-1]) + "…"
 	}
 	return s
 }
@@ -528,7 +578,7 @@ func (p *Passthrough) relayStream(c *fiber.Ctx, keyID int64, raw []byte, promptE
 		return openAIError(c, http.StatusBadGateway, "server_error", "upstream_unavailable", "", "The AI upstream did not answer")
 	}
 	if res.StatusCode != http.StatusOK {
-		// Refused before streaming began: relay the upstream's error as it is.
+		// Refused before streaming began: answered as a non-streamed answer is (sendAnswer).
 		defer cancel()
 		defer idle.Stop()
 		defer res.Body.Close()
@@ -749,17 +799,26 @@ func (p *Passthrough) relayAnswer(c *fiber.Ctx, keyID int64, raw []byte) error {
 	return p.sendAnswer(c, keyID, a)
 }
 
-// sendAnswer relays a whole upstream answer. A 5xx becomes 502; so does a 401 or 403, which
-// refuses the gateway's own credentials (Ai:ApiKey), not the client's, and may quote them. Anything
-// else (the answer, or the upstream's 4xx in OpenAI's format, with its Retry-After) goes through
-// as it is, but for Ai:ApiKey, redacted wherever it appears. Only a 2xx is metered (the one rule of both routes: a request counts when the client
-// got the upstream's generation).
+// maxRelayedMessage bounds the upstream's message in a relayed error, in runes.
+const maxRelayedMessage = 2000
+
+// sendAnswer relays a whole upstream answer; what reaches the client is one of the statuses the
+// route documents, and every error is OpenAI's {error: {message, type, param, code}} as JSON:
+//   - 200 with a JSON object: relayed (our Ai:ApiKey redacted) and metered, the only answer that is;
+//   - 429: relayed, with the upstream's Retry-After (1 when it gave none) and not our rate-limit headers;
+//   - 400, 404, 409, 413, 422 (refusedInput: the client's own request refused) with a JSON error: relayed;
+//   - 408 (the upstream timed out): 502 upstream_timeout, as when it does not answer in time;
+//   - anything else (1xx, 3xx such as a wrong Ai:BaseUrl's http→https redirect, a 2xx other than
+//     200, 401/403/407 refusing our credentials, any other 4xx, a 4xx that is no JSON error, 5xx):
+//     502 upstream_error.
+//
+// A relayed error keeps the upstream's message, type, param and code when present and of the
+// right type (strings; param and code may be null), the message on one line, at most
+// maxRelayedMessage runes, without control or bidi characters and with Ai:ApiKey redacted.
 func (p *Passthrough) sendAnswer(c *fiber.Ctx, keyID int64, a answer) error {
-	if a.status >= 500 || a.status == http.StatusUnauthorized || a.status == http.StatusForbidden {
-		return openAIError(c, http.StatusBadGateway, "server_error", "upstream_error", "", fmt.Sprintf("The AI upstream answered %d", a.status))
-	}
-	if a.status >= 200 && a.status < 300 {
-		// A 2xx that is no JSON object (a proxy's or a captive portal's HTML page, a cut body) is
+	switch {
+	case a.status == http.StatusOK:
+		// A 200 that is no JSON object (a proxy's or a captive portal's HTML page, a cut body) is
 		// no completion: an SDK would fail to parse it. Not relayed, not metered.
 		var cr chatResponse
 		if json.Unmarshal(a.body, &cr) != nil || bytes.TrimSpace(a.body)[0] != '{' {
@@ -770,20 +829,48 @@ func (p *Passthrough) sendAnswer(c *fiber.Ctx, keyID int64, a answer) error {
 		} else {
 			p.meter.Add(keyID, 0, 0)
 		}
-	}
-	if a.status == http.StatusTooManyRequests {
+		// The answer is relayed as the upstream wrote it, except our Ai:ApiKey, as it is or
+		// JSON-escaped (`\/`, `\u002d`...).
+		c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
+		return c.Status(http.StatusOK).Send(p.upstream.secret.Redact(a.body))
+	case a.status == http.StatusTooManyRequests:
 		// The upstream's own limit: our per-key X-RateLimit-*/RateLimit headers (this key may
 		// well have requests left here) would contradict its Retry-After. Only the upstream's
 		// signal goes out.
 		dropLimitHeaders(c)
+		c.Set(fiber.HeaderRetryAfter, upstreamRetryAfter(a.retryAfter))
+		return p.relayError(c, a, "requests", "The AI upstream is rate limiting; retry later")
+	case a.status == http.StatusRequestTimeout:
+		return openAIError(c, http.StatusBadGateway, "server_error", "upstream_timeout", "", "The AI upstream timed out (408)")
+	case refusedInput(a.status):
+		if _, ok := parseUpstreamError(a.body); ok {
+			return p.relayError(c, a, "invalid_request_error", fmt.Sprintf("The AI upstream refused the request (%d)", a.status))
+		}
 	}
-	if a.retryAfter != "" {
-		c.Set(fiber.HeaderRetryAfter, a.retryAfter)
+	msg := fmt.Sprintf("The AI upstream answered %d", a.status)
+	if a.status >= 300 && a.status < 400 {
+		msg += " (a redirect: check Ai:BaseUrl)"
 	}
-	if a.contentType != "" {
-		c.Set(fiber.HeaderContentType, a.contentType)
+	return openAIError(c, http.StatusBadGateway, "server_error", "upstream_error", "", msg)
+}
+
+// relayError answers the upstream's error status with its error in OpenAI's format (see
+// sendAnswer); typ and msg stand for what the upstream did not say.
+func (p *Passthrough) relayError(c *fiber.Ctx, a answer, typ, msg string) error {
+	e, _ := parseUpstreamError(a.body)
+	if said := p.upstream.sanitize(e.Message, maxRelayedMessage); said != "" {
+		msg = said
 	}
-	// The answer is relayed as the upstream wrote it, except our Ai:ApiKey, as it is or
-	// JSON-escaped (`\/`, `\u002d`...): a refusal may quote the Authorization it got.
-	return c.Status(a.status).Send(p.upstream.secret.Redact(a.body))
+	str := func(v any) any { // a non-empty string, sanitized, or null
+		if s, ok := v.(string); ok {
+			if s = p.upstream.sanitize(s, 200); s != "" {
+				return s
+			}
+		}
+		return nil
+	}
+	if t, ok := str(e.Type).(string); ok {
+		typ = t
+	}
+	return c.Status(a.status).JSON(fiber.Map{"error": fiber.Map{"message": msg, "type": typ, "param": str(e.Param), "code": str(e.Code)}})
 }

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"reflect"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -38,7 +39,7 @@ type aiKeyIDInput struct {
 type aiKeyCreateInput struct {
 	Body struct {
 		_         struct{}   `additionalProperties:"true"`
-		Name      string     `json:"name" minLength:"1" maxLength:"100" example:"ci pipeline"`
+		Name      string     `json:"name" minLength:"1" maxLength:"100" pattern:"^[^\\x00-\\x1f\\x7f-\\x9f]*[^\\x00-\\x20\\x7f-\\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000][^\\x00-\\x1f\\x7f-\\x9f]*$" patternDescription:"not blank (white space only), without control characters" example:"ci pipeline"`
 		ExpiresAt *time.Time `json:"expiresAt,omitempty" doc:"After this instant the key is refused (ISO 8601)."`
 	}
 }
@@ -48,6 +49,9 @@ func (in *aiKeyCreateInput) Resolve(huma.Context) []error {
 	var errs []error
 	if msg := httpx.DisplayTextProblem(in.Body.Name); msg != "" {
 		errs = append(errs, httpx.Invalid("name", msg))
+	} else if in.Body.Name != "" && strings.TrimSpace(in.Body.Name) == "" {
+		// As Keys.Create says (it trims the name): said here too, in place of the schema's pattern.
+		errs = append(errs, httpx.Invalid("name", "must not be blank"))
 	}
 	if in.Body.ExpiresAt != nil && !in.Body.ExpiresAt.After(time.Now()) {
 		errs = append(errs, httpx.Invalid("expiresAt", "must be in the future"))
@@ -175,10 +179,10 @@ func (h *Handler) Register(api *httpx.API) {
 		Tags: gen, Summary: "Generate text", Middlewares: huma.Middlewares{h.requireKey(api.API)},
 		Description: "Runs one chat completion at `{Ai:BaseUrl}/chat/completions`. 401 for a bad, revoked or expired key, and for ambiguous credentials (two different `X-API-Key` values); " +
 			"400 for a `model` holding a control character, a bidirectional override or isolate or an invisible format character (it is sent upstream and echoed); 429 past `RateLimit:AiGenerate` per key, " +
-			"or when the upstream answers 429 (with its `Retry-After`, else 1); 400 when the upstream refuses the request itself (any 4xx but 401, 403, 407, 408 and 429, " +
+			"or when the upstream answers 429 (with its `Retry-After`, else 1); 400 when the upstream refuses the request itself (400, 404, 409, 413 or 422, " +
 			"with a JSON error body: an unknown `model`, a prompt beyond the model's context), the message quoting the upstream's (one line, at most 300 characters, `Ai:ApiKey` redacted) and " +
 			"`errors` naming the field when the upstream names its parameter or the model is not found (404); " +
-			"502 when the upstream fails (5xx, or a 4xx without a JSON error: a wrong `Ai:BaseUrl`), refuses the gateway's own `Ai:ApiKey` (401, 403), times out (`Ai:TimeoutSeconds` for the whole answer) or answers more than 16 MiB. " +
+			"502 when the upstream fails (5xx, any other status but 200 and 429 — a redirect, a 2xx other than 200, another 4xx such as 402 or 405 — or a 4xx without a JSON error: a wrong `Ai:BaseUrl`), refuses the gateway's own `Ai:ApiKey` (401, 403, 407), times out (`Ai:TimeoutSeconds` for the whole answer) or answers more than 16 MiB. " +
 			"Only a generation the upstream answered counts in the key's usage (requests and tokens), on this route and on the pass-through alike. " +
 			"Should the upstream write the gateway's own `Ai:ApiKey` anywhere in what is passed on (the text, a refusal's message), it is replaced by `[redacted]`. " +
 			"A request that meets a keep-alive connection the upstream closed while idle is sent again once, on a fresh connection. " +
@@ -223,9 +227,9 @@ func (h *Handler) Register(api *httpx.API) {
 			"when it (or any event) cannot reach the client, the upstream request is cancelled at once; a client that leaves before the upstream's stream begins is noticed " +
 			"(its connection checked without reading, from 1 s into the wait) and the upstream request cancelled too. A non-streamed call is watched the same way while it waits: once its client is gone the upstream request is abandoned and not charged. " +
 			"A client that disconnects mid-stream is charged for what the upstream generated until then: the usage chunk's tokens if it came, else one completion token per content delta read. " +
-			"Only a 2xx answer counts in the key's usage: a refusal or failure (the upstream's 4xx and 5xx included) does not. " +
+			"Only a 200 answer counts in the key's usage: a refusal or failure (the upstream's 4xx and 5xx included) does not. " +
 			"A `stream: true` request the upstream answers with a 200 that is not `text/event-stream` is a 502 (`upstream_not_streaming`), not relayed; " +
-			"a non-streamed 2xx that is not a JSON object (a proxy's HTML page) is a 502 (`upstream_malformed`), not relayed, not metered. " +
+			"a non-streamed 200 that is not a JSON object (a proxy's HTML page) is a 502 (`upstream_malformed`), not relayed, not metered. " +
 			"Ambiguous credentials (two different `X-API-Key` values or Bearer tokens, or an `X-API-Key` with a different Bearer) are a 401. " +
 			"An upstream 429 is relayed with its `Retry-After` and without the gateway's own `X-RateLimit-*`/`RateLimit` headers, which would contradict it. " +
 			"`Ai:TimeoutSeconds` bounds each wait for the upstream (for the answer to begin, then between two chunks), not a stream's length; " +
@@ -233,8 +237,12 @@ func (h *Handler) Register(api *httpx.API) {
 			"`data: {\"error\": {message, type, param, code}}` and no `[DONE]`, so SDKs raise. " +
 			"Every error, including those raised before the handler (404 under `/api/ai/v1/`, 405, 413 over 1 MiB, 415 for a compressed body, the per-IP 429, 500), follows OpenAI's " +
 			"`{error: {message, type, param, code}}`: 400 bad body (`messages` missing, not an array, or empty), 401 bad key, 429 rate limit, 502 upstream failure, 503 key check or upstream unavailable. " +
-			"The upstream's own 4xx answers (say 400 or 404 for an unknown model, 429 with its `Retry-After`) are relayed as they are, " +
-			"except 401 and 403, which refuse the gateway's credentials and answer 502. " +
+			"Of the upstream's statuses only 200 (a JSON object), 429 and the refusals of the client's own request (400, 404, 409, 413, 422 with a JSON error body) are relayed; " +
+			"every other status is a 502: 401, 403 and 407 refuse the gateway's credentials, 408 is the upstream's timeout (`upstream_timeout`), and a 1xx, a redirect, " +
+			"a 2xx other than 200, any other 4xx (402, 405, 410...) or a 5xx is `upstream_error`. A relayed error is rewritten in OpenAI's format as `application/json`: the upstream's " +
+			"`message`, `type`, `param` and `code` are kept when they are strings (`param` and `code` may be null; a top-level `message` or `detail`, or an `error` string, is taken for the message), " +
+			"the message on one line, at most 2,000 characters; what is missing is filled in (`type: invalid_request_error`, `requests` for a 429; `param` and `code` null). " +
+			"An upstream 429 always carries `Retry-After` (the upstream's seconds, else 1). " +
 			"Whatever is relayed (an answer, a relayed 4xx, every line of a stream, its error events included) has the gateway's own upstream key (`Ai:ApiKey`) " +
 			"replaced by `[redacted]` should the upstream write it, as it is or JSON-escaped (`\\/`, `\\u002d`, any character escaped), " +
 			"even split across two of the upstream's writes; a stream is still relayed line by line as it comes. A non-streamed answer, or the error refusing a stream, larger than 16 MiB is a 502; a stream is relayed whatever its length.",
@@ -249,16 +257,22 @@ func (h *Handler) Register(api *httpx.API) {
 		Responses: map[string]*huma.Response{
 			"200": {Description: "The upstream's chat completion, or a text/event-stream when `stream` is true.",
 				Content: map[string]*huma.MediaType{"application/json": {Schema: &huma.Schema{Type: "object"}}, "text/event-stream": {Schema: &huma.Schema{Type: "string"}}}},
-			"400": {Description: "The body is not a JSON object, or its `messages` is missing, not an array or empty (OpenAI error format, `param: \"messages\"`), or its `stream`, `stream_options` or `model` is not a boolean, an object or a string (`invalid_type`, `param` naming it); or the upstream's own 400, relayed."},
+			"400": {Description: "The body is not a JSON object, or its `messages` is missing, not an array or empty (OpenAI error format, `param: \"messages\"`), or its `stream`, `stream_options` or `model` is not a boolean, an object or a string (`invalid_type`, `param` naming it); or the upstream's own 400 with a JSON error (a bad parameter, a prompt beyond the model's context), relayed."},
 			"401": {Description: "Bad, revoked or expired key, or ambiguous credentials (OpenAI error format, `code: invalid_api_key`)."},
-			"404": {Description: "The upstream's own 404 (an unknown model, say), relayed."},
-			"413": {Description: "A body over 1 MiB (OpenAI error format, `code: request_too_large`)."},
+			"404": {Description: "The upstream's own 404 with a JSON error (an unknown model), relayed."},
+			"409": {Description: "The upstream's own 409 with a JSON error, relayed."},
+			"413": {Description: "A body over 1 MiB (OpenAI error format, `code: request_too_large`), or the upstream's own 413 with a JSON error (a prompt too large), relayed."},
 			"415": {Description: "A `Content-Encoding` other than `identity` (a gzip, deflate or brotli body): bodies are taken uncompressed only (OpenAI error format, `code: unsupported_encoding`; the answer carries `Accept-Encoding: identity`)."},
-			"429": {Description: "Per-key rate limit (OpenAI error format, with the `X-RateLimit-*` and `RateLimit` headers), or the upstream's own 429, relayed with its `Retry-After` and without the gateway's rate-limit headers.",
-				Headers: map[string]*huma.Param{"Retry-After": {Description: "Seconds to wait.", Schema: &huma.Schema{Type: "integer"}}}},
-			"502": {Description: "The upstream failed, timed out, refused the gateway's credentials or answered more than 16 MiB without streaming (OpenAI error format, " +
-				"`code` one of `upstream_error`, `upstream_unavailable`, `upstream_cut`, `upstream_too_large`), answered a stream request without a stream (`upstream_not_streaming`), " +
-				"or answered a 2xx that is no JSON object (`upstream_malformed`)."},
+			"422": {Description: "The upstream's own 422 with a JSON error, relayed."},
+			"429": {Description: "Per-key rate limit (OpenAI error format, with the `X-RateLimit-*` and `RateLimit` headers), the per-IP limit, or the upstream's own 429, relayed with its `Retry-After` " +
+				"(an HTTP date turned into seconds; 1 when it gave none or an unreadable one) and without the gateway's rate-limit headers.",
+				Headers: map[string]*huma.Param{"Retry-After": {Description: "Seconds to wait; always sent with this 429.", Required: true, Schema: &huma.Schema{Type: "integer"}}}},
+			"500": {Description: "An unexpected error (OpenAI error format, `code: server_error`)."},
+			"502": {Description: "The upstream failed (5xx), did not answer in time or answered 408 (`upstream_timeout` when it answered 408 or a stream stalled, `upstream_unavailable` when no answer came), " +
+				"refused the gateway's credentials (401, 403, 407), answered a status the route does not relay (a 1xx, a redirect such as a wrong `Ai:BaseUrl`'s http→https one, a 2xx other than 200, " +
+				"a 4xx other than 400, 404, 409, 413, 422 and 429, or one of those without a JSON error body: `upstream_error`), answered more than 16 MiB without streaming (`upstream_too_large`) " +
+				"or was cut (`upstream_cut`), answered a stream request without a stream (`upstream_not_streaming`), answered a 200 that is no JSON object (`upstream_malformed`), " +
+				"or the client left before the upstream answered (`client_gone`). OpenAI error format, `type: server_error`; never metered."},
 			"503": {Description: "The key cannot be checked (control database down) or no upstream is configured (OpenAI error format)."},
 		},
 	})
@@ -278,7 +292,7 @@ type openAIErrorDoc struct {
 
 type openAIErrorObject struct {
 	Message string  `json:"message" doc:"What went wrong."`
-	Type    string  `json:"type" doc:"invalid_request_error, requests (rate limit) or server_error; the upstream's own for relayed answers." example:"invalid_request_error"`
+	Type    string  `json:"type" doc:"invalid_request_error, requests (rate limit) or server_error; the upstream's own for relayed answers when it gave one." example:"invalid_request_error"`
 	Param   *string `json:"param" nullable:"true" doc:"The request member at fault, or null." example:"messages"`
 	Code    *string `json:"code" nullable:"true" doc:"A machine-readable code, say invalid_api_key, rate_limit_exceeded, upstream_error; null in some relayed answers." example:"invalid_api_key"`
 }

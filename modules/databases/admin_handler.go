@@ -52,7 +52,7 @@ type credUpdateInput struct {
 	ID   int64 `path:"id" minimum:"1"`
 	Body struct {
 		_              struct{} `additionalProperties:"true"`
-		RotatePassword bool     `json:"rotatePassword" doc:"Must be true: sets a new password, shown once in the answer."`
+		RotatePassword bool     `json:"rotatePassword" enum:"true" doc:"Must be true: sets a new password, shown once in the answer."`
 	}
 }
 

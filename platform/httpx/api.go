@@ -372,6 +372,22 @@ func init() {
 	}
 }
 
+// patternRefusal reports whether a huma message refuses a value its schema's pattern or enum does
+// not allow (a Resolve check of the same field, when there is one, says better what is wrong):
+// "expected value to be one of …", "expected string to match pattern …", or "expected string to be <patternDescription>",
+// which the formats' messages, "expected string to be RFC 5322 email" and the like, are not), and
+// answers the message in our words ("must be <patternDescription>").
+func patternRefusal(m string) (string, bool) {
+	if strings.HasPrefix(m, "expected string to match pattern ") || strings.HasPrefix(m, "expected value to be one of ") {
+		return m, true
+	}
+	desc, ok := strings.CutPrefix(m, "expected string to be ")
+	if !ok || strings.HasPrefix(desc, "RFC ") || strings.HasPrefix(desc, "either RFC ") || strings.HasPrefix(desc, "regex: ") || desc == "base64 encoded" {
+		return m, false
+	}
+	return "must be " + desc, true
+}
+
 // mapHumaError turns huma's own errors (validation, unmarshal, body size) and errors returned by
 // handlers into our Error: validation is 400 with every field, internals never reach the client.
 func mapHumaError(hctx huma.Context, status int, msg string, errs ...error) huma.StatusError {
@@ -388,13 +404,22 @@ func mapHumaError(hctx huma.Context, status int, msg string, errs ...error) huma
 		return out
 	}
 	var fields []FieldError
-	add := func(field, message string) {
-		if !slices.ContainsFunc(fields, func(f FieldError) bool { return f.Field == field }) {
-			// One entry per field: the schema's comes first; a Resolve check of the same
-			// field (a common password that is also too short) adds nothing.
+	byPattern := map[string]bool{} // fields whose entry is the schema's pattern refusing them
+	addFrom := func(field, message string, pattern bool) {
+		i := slices.IndexFunc(fields, func(f FieldError) bool { return f.Field == field })
+		switch {
+		case i < 0:
 			fields = append(fields, FieldError{Field: field, Message: message})
+			byPattern[field] = pattern
+		case byPattern[field] && !pattern:
+			// The schema's pattern only says the value does not match; a Resolve check of the
+			// same field says what is wrong (blank, the control character it holds).
+			fields[i].Message, byPattern[field] = message, false
 		}
+		// Otherwise one entry per field: the schema's comes first; a Resolve check of the same
+		// field (a common password that is also too short) adds nothing.
 	}
+	add := func(field, message string) { addFrom(field, message, false) }
 	// A number beyond the Go type's range says what the type holds, not what the field accepts:
 	// listed only for a field nothing else names (a Resolve check of the field says its own range).
 	var beyondType []FieldError
@@ -402,6 +427,10 @@ func mapHumaError(hctx huma.Context, status int, msg string, errs ...error) huma
 		var d *huma.ErrorDetail
 		if errors.As(err, &d) {
 			field, message := fieldName(d.Location), integralLimits(d.Message)
+			pattern := false
+			if m, ok := patternRefusal(message); ok {
+				message, pattern = m, true
+			}
 			if field == "body" {
 				if f, m, ok := memberMessage(d.Message); ok {
 					if beyondTypeRange(m) {
@@ -420,7 +449,7 @@ func mapHumaError(hctx huma.Context, status int, msg string, errs ...error) huma
 				}
 				message = "is required"
 			}
-			add(field, message)
+			addFrom(field, message, pattern)
 			continue
 		}
 		if err != nil && status < 500 {
