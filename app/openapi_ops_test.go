@@ -90,7 +90,9 @@ func TestOpenAPIDocumentsTheOperationalEndpoints(t *testing.T) {
 		require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
 		s := doc.Paths[path]["get"].Responses["200"].Content["application/json"].Schema.Ref
 		assert.Empty(t, validAgainst(t, reg, s, r.Raw), "%s answers what it documents: %s", path, r.Raw)
+		assert.NotContains(t, doc.Paths[path]["get"].Responses, "429", "no rate limit counts %s", path)
 	}
+	assert.Contains(t, doc.Paths["/api/engines"]["get"].Responses, "429", "the per-IP limit counts the other routes")
 	assert.Contains(t, string(a.Get("/readyz", "").Raw), `"checks":{"database":"ok","redis":"ok"}`)
 
 	// The schema is strict enough to tell: an answer with another check value does not match.

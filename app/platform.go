@@ -182,8 +182,7 @@ func newServer(cfg *config.Config, log *slog.Logger, m *httpx.Metrics, g *authn.
 		Metrics:        m,
 		Guard:          g,
 		Before: []fiber.Handler{coherent.Middleware(b), l.Middleware("PerIp", func(c *fiber.Ctx) string {
-			switch c.Path() {
-			case "/healthz", "/readyz", "/metrics":
+			if httpx.Probe(c.Path()) {
 				return ""
 			}
 			return httpx.FiberClientIP(c)

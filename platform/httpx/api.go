@@ -127,8 +127,12 @@ func Register[I, O any](a *API, access Access, op huma.Operation, h func(context
 		}
 		errs = append(errs, http.StatusUnauthorized)
 	}
-	// Every operation may meet a dependency that is down (the control database, an engine): 503.
-	errs = append(errs, http.StatusTooManyRequests, http.StatusInternalServerError, http.StatusServiceUnavailable)
+	// Every operation may meet a dependency that is down (the control database, an engine): 503;
+	// and a rate limit (429), but for the probes no limit counts.
+	if !Probe(op.Path) {
+		errs = append(errs, http.StatusTooManyRequests)
+	}
+	errs = append(errs, http.StatusInternalServerError, http.StatusServiceUnavailable)
 	if op.Method == http.MethodPost || op.Method == http.MethodPut || op.Method == http.MethodPatch {
 		errs = append(errs, http.StatusBadRequest, http.StatusRequestEntityTooLarge)
 	}

@@ -274,7 +274,7 @@ func accessLog(log *slog.Logger, m *Metrics, errorHandler fiber.ErrorHandler) fi
 			m.requests.WithLabelValues(method, route, strconv.Itoa(status)).Inc()
 			m.latency.WithLabelValues(method, route).Observe(d.Seconds())
 		}
-		if route == "/healthz" || route == "/readyz" || route == "/metrics" {
+		if Probe(route) {
 			return nil
 		}
 		level := slog.LevelInfo
@@ -310,4 +310,11 @@ func methodLabel(m string) string {
 		}
 	}
 	return "other"
+}
+
+// Probe reports whether path is one of the operational endpoints a load balancer or scraper
+// polls (/healthz, /readyz, /metrics): they are not logged per request, and no rate limit counts
+// them (so none answers 429).
+func Probe(path string) bool {
+	return path == "/healthz" || path == "/readyz" || path == "/metrics"
 }
