@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"provisioner/platform/testutil"
 	"provisioner/platform/testutil/apptest"
 )
 
@@ -85,4 +86,23 @@ func TestAmendedEventsSaySo(t *testing.T) {
 	var amended event
 	a.Get(fmt.Sprintf("/api/audit-events/%d", note.ID), admin).Decode(t, &amended)
 	assert.Equal(t, map[string]any{"text": "emailed", "manual": true, "amended": true}, amended.Details)
+}
+
+// A note about a user that never existed used to be stored (201) with a dangling userId: it is
+// refused naming userId, and nothing is stored; a deleted user's id is still fine.
+func TestNoteAboutAnUnknownUserIsRefused(t *testing.T) {
+	a := apptest.Start(t)
+	admin := a.AdminToken(t)
+	tag := "note.unknown-user-" + testutil.RandomSuffix()
+	r := a.Post("/api/audit-events", admin, map[string]any{"action": tag, "userId": int64(1) << 52})
+	require.Equal(t, http.StatusBadRequest, r.Status, string(r.Raw))
+	assert.Equal(t, []string{"userId"}, r.Fields(), string(r.Raw))
+	var n int
+	require.NoError(t, a.DB.QueryRow("SELECT count(*) FROM audit_events WHERE action = ?", tag).Scan(&n))
+	assert.Zero(t, n)
+
+	gone := createUser(t, a, admin, "Gone Person", "User")
+	require.Equal(t, http.StatusOK, a.Do(apptest.Request{Method: "DELETE", Path: fmt.Sprintf("/api/users/%d", gone), Token: admin}).Status)
+	r = a.Post("/api/audit-events", admin, map[string]any{"action": tag, "userId": gone})
+	require.Equal(t, http.StatusCreated, r.Status, string(r.Raw))
 }

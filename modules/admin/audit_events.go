@@ -114,6 +114,16 @@ func (s *AuditEvents) Create(ctx context.Context, in NoteInput) (*audit.Event, e
 	e.Details["manual"] = true
 	var stored audit.Event
 	err := db.RunInTx(ctx, s.db, func(ctx context.Context, tx bun.Tx) (err error) {
+		if in.UserID != nil {
+			// A note about a user names one the service has or had (a deleted account's row stays).
+			exists, err := tx.NewSelect().Table("users").Where("id = ?", *in.UserID).Exists(ctx)
+			if err != nil {
+				return fmt.Errorf("look up user %d: %w", *in.UserID, err)
+			}
+			if !exists {
+				return httpx.BadRequest("Validation failed", httpx.FieldError{Field: "userId", Message: "names no user"})
+			}
+		}
 		stored, err = s.audit.Stored(ctx, tx, e)
 		return err
 	})

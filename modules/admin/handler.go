@@ -110,7 +110,7 @@ type noteBody struct {
 	Action     string         `json:"action" minLength:"1" maxLength:"100" pattern:"^[A-Za-z0-9_-]+(\\.[A-Za-z0-9_-]+)*$" patternDescription:"plain ASCII: words of letters, digits, _ and - joined by single dots, e.g. note.manual" example:"note.manual" doc:"Plain ASCII: words of letters, digits, _ and - joined by single dots (^[A-Za-z0-9_-]+(\\.[A-Za-z0-9_-]+)*$), not in a namespace of the service's own events (user.*, aikey.*, …)."`
 	TargetType string         `json:"targetType,omitempty" maxLength:"100"`
 	TargetID   string         `json:"targetId,omitempty" maxLength:"100"`
-	UserID     *int64         `json:"userId,omitempty" minimum:"1" doc:"The user the note is about."`
+	UserID     *int64         `json:"userId,omitempty" minimum:"1" doc:"The user the note is about: one the service has or had (a deleted account counts); any other id is a 400."`
 	Details    map[string]any `json:"details,omitempty" doc:"At most 32 levels of nesting and 64 KiB as JSON."`
 }
 
