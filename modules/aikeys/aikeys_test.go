@@ -329,6 +329,14 @@ func TestRefusedKeys(t *testing.T) {
 			assert.False(t, r.Env.Success)
 		})
 	}
+	// A live key sent the OpenAI SDKs' way to the X-API-Key route is refused, saying where the key goes
+	// (it used to read "Invalid, revoked or expired API key", as if the key were bad).
+	live := newKey(t, a, u.Token, map[string]any{"name": "bearer"})
+	r := a.Do(apptest.Request{Method: "POST", Path: "/api/ai/generate", Body: map[string]any{"prompt": "Say hello"},
+		Header: map[string]string{"Authorization": "Bearer " + live.Key}, SkipSync: true})
+	assert.Equal(t, http.StatusUnauthorized, r.Status, string(r.Raw))
+	assert.Contains(t, r.Env.Message, "X-API-Key", string(r.Raw))
+	assert.NotContains(t, string(r.Raw), live.Key)
 	assert.Equal(t, http.StatusBadRequest, a.Post("/api/me/ai-keys", u.Token, map[string]any{"name": "past", "expiresAt": "2001-01-01T00:00:00Z"}).Status)
 	assert.Equal(t, http.StatusBadRequest, a.Post("/api/me/ai-keys", u.Token, map[string]any{"name": ""}).Status)
 }

@@ -97,6 +97,9 @@ func (h *Handler) requireKey(api huma.API) func(huma.Context, func(huma.Context)
 		var err error
 		if !unambiguous {
 			err = httpx.Unauthorized("Ambiguous credentials: send one X-API-Key")
+		} else if presented == "" && len(humafiber.Unwrap(ctx).Request().Header.Peek(fiber.HeaderAuthorization)) > 0 {
+			// An AI key sent the OpenAI SDKs' way, or a JWT: say where this route reads the key.
+			err = httpx.Unauthorized("This route takes the AI key in X-API-Key (Authorization: Bearer is read on /api/ai/v1/chat/completions only)")
 		} else {
 			p, err = h.keys.Authenticate(ctx.Context(), presented)
 		}
@@ -177,7 +180,7 @@ func (h *Handler) Register(api *httpx.API) {
 	gen := []string{"AI generation"}
 	httpx.Register(api, httpx.APIKey, huma.Operation{OperationID: "generate", Method: http.MethodPost, Path: "/api/ai/generate",
 		Tags: gen, Summary: "Generate text", Middlewares: huma.Middlewares{h.requireKey(api.API)},
-		Description: "Runs one chat completion at `{Ai:BaseUrl}/chat/completions`. 401 for a bad, revoked or expired key, and for ambiguous credentials (two different `X-API-Key` values); " +
+		Description: "Runs one chat completion at `{Ai:BaseUrl}/chat/completions`. 401 for a bad, revoked or expired key, for ambiguous credentials (two different `X-API-Key` values), and for a key sent only as `Authorization: Bearer` (this route reads `X-API-Key`; the message says so); " +
 			"400 for a `model` holding a control character, a bidirectional override or isolate or an invisible format character (it is sent upstream and echoed); 429 past `RateLimit:AiGenerate` per key, " +
 			"or when the upstream answers 429 (with its `Retry-After`, else 1); 400 when the upstream refuses the request itself (400, 404, 409, 413 or 422, " +
 			"with a JSON error body: an unknown `model`, a prompt beyond the model's context), the message quoting the upstream's (one line, at most 300 characters, `Ai:ApiKey` redacted) and " +
