@@ -3,7 +3,6 @@ package admin
 import (
 	"context"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -48,34 +47,13 @@ func (in *createUserInput) Resolve(huma.Context) []error {
 	if secrets.IsCommon(in.Body.Password) {
 		errs = append(errs, httpx.Invalid("password", "is too common; choose a less guessable password"))
 	}
-	return append(errs, personTexts(&in.Body.FullName, &in.Body.Organization)...)
+	return append(errs, httpx.PersonTexts(&in.Body.FullName, &in.Body.Organization)...)
 }
 
 // Resolve checks what the schema cannot, alongside it: a fullName of white space only, and
 // control, bidi or invisible format characters in the names.
 func (in *updateUserInput) Resolve(huma.Context) []error {
-	return personTexts(in.Body.FullName, in.Body.Organization)
-}
-
-// personTexts refuses a fullName of white space only (stored trimmed, it would be the empty name
-// minLength refuses, which reports the empty one), and a fullName or organization holding a
-// character httpx.DisplayTextProblem refuses: both are shown to other people (admin lists, the
-// dashboard, the JWT's name claim), where "\u202eevil" or an escape sequence would mislead.
-func personTexts(fullName, organization *string) []error {
-	var errs []error
-	if fullName != nil && *fullName != "" && strings.TrimSpace(*fullName) == "" {
-		errs = append(errs, httpx.Invalid("fullName", "must not be blank (white space only)"))
-	} else if fullName != nil {
-		if msg := httpx.DisplayTextProblem(*fullName); msg != "" {
-			errs = append(errs, httpx.Invalid("fullName", msg))
-		}
-	}
-	if organization != nil {
-		if msg := httpx.DisplayTextProblem(*organization); msg != "" {
-			errs = append(errs, httpx.Invalid("organization", msg))
-		}
-	}
-	return errs
+	return httpx.PersonTexts(in.Body.FullName, in.Body.Organization)
 }
 
 type updateUserInput struct {

@@ -3,7 +3,6 @@ package auth
 import (
 	"context"
 	"net/http"
-	"strings"
 
 	"github.com/danielgtaylor/huma/v2"
 
@@ -41,15 +40,7 @@ type registerInput struct {
 // the schema's errors.
 func (in *registerInput) Resolve(huma.Context) []error {
 	errs := commonPassword("password", in.Body.Password)
-	if in.Body.FullName != "" && strings.TrimSpace(in.Body.FullName) == "" {
-		errs = append(errs, httpx.Invalid("fullName", "must not be blank (white space only)"))
-	} else if msg := httpx.DisplayTextProblem(in.Body.FullName); msg != "" {
-		errs = append(errs, httpx.Invalid("fullName", msg))
-	}
-	if msg := httpx.DisplayTextProblem(in.Body.Organization); msg != "" {
-		errs = append(errs, httpx.Invalid("organization", msg))
-	}
-	return errs
+	return append(errs, httpx.PersonTexts(&in.Body.FullName, &in.Body.Organization)...)
 }
 
 type loginInput struct {

@@ -2,6 +2,7 @@ package httpx
 
 import (
 	"fmt"
+	"strings"
 	"unicode"
 )
 
@@ -43,4 +44,27 @@ func DisplayTextProblem(s string) string {
 		prev = r
 	}
 	return ""
+}
+
+// PersonTexts checks a user's fullName and organization as given in a request (nil: not sent),
+// for register and the admin's user routes alike: a fullName of white space only is refused
+// (stored trimmed, it would be the empty name minLength refuses, which reports the empty one), and
+// so is either text holding a character DisplayTextProblem refuses: both are shown to other
+// people (admin lists, the dashboard, the JWT's name claim), where "\u202eevil" or an escape
+// sequence would mislead.
+func PersonTexts(fullName, organization *string) []error {
+	var errs []error
+	if fullName != nil && *fullName != "" && strings.TrimSpace(*fullName) == "" {
+		errs = append(errs, Invalid("fullName", "must not be blank (white space only)"))
+	} else if fullName != nil {
+		if msg := DisplayTextProblem(*fullName); msg != "" {
+			errs = append(errs, Invalid("fullName", msg))
+		}
+	}
+	if organization != nil {
+		if msg := DisplayTextProblem(*organization); msg != "" {
+			errs = append(errs, Invalid("organization", msg))
+		}
+	}
+	return errs
 }
