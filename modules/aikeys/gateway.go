@@ -393,7 +393,7 @@ func openAIErrorBody(typ, code, param, msg string) fiber.Map {
 
 // writeOpenAIError answers, in OpenAI's format, the errors the server raises under the
 // pass-through's prefix before or around its handler: no route (404), method not allowed (405),
-// body over 1 MiB (413), a compressed body (415), the per-IP limit (429), a panic (500).
+// body over 1 MiB (413), a compressed or non-UTF-8 body (415), the per-IP limit (429), a panic (500).
 func writeOpenAIError(c *fiber.Ctx, e *httpx.Error) error {
 	typ, code := "invalid_request_error", "invalid_request"
 	switch {
@@ -405,6 +405,8 @@ func writeOpenAIError(c *fiber.Ctx, e *httpx.Error) error {
 		code = "method_not_allowed"
 	case e.Status == http.StatusRequestEntityTooLarge:
 		code = "request_too_large"
+	case e.Status == http.StatusUnsupportedMediaType && errors.Is(e, httpx.ErrCharset):
+		code = "unsupported_charset"
 	case e.Status == http.StatusUnsupportedMediaType:
 		code = "unsupported_encoding"
 	case e.Status == http.StatusTooManyRequests:

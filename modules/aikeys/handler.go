@@ -265,7 +265,7 @@ func (h *Handler) Register(api *httpx.API) {
 			"404": {Description: "The upstream's own 404 with a JSON error (an unknown model), relayed."},
 			"409": {Description: "The upstream's own 409 with a JSON error, relayed."},
 			"413": {Description: "A body over 1 MiB (OpenAI error format, `code: request_too_large`), or the upstream's own 413 with a JSON error (a prompt too large), relayed."},
-			"415": {Description: "A `Content-Encoding` other than `identity` (a gzip, deflate or brotli body): bodies are taken uncompressed only (OpenAI error format, `code: unsupported_encoding`; the answer carries `Accept-Encoding: identity`)."},
+			"415": {Description: "A `Content-Encoding` other than `identity` (a gzip, deflate or brotli body): bodies are taken uncompressed only (OpenAI error format, `code: unsupported_encoding`; the answer carries `Accept-Encoding: identity`), or a `Content-Type` whose `charset` is not `utf-8` (`code: unsupported_charset`)."},
 			"422": {Description: "The upstream's own 422 with a JSON error, relayed."},
 			"429": {Description: "Per-key rate limit (OpenAI error format, with the `X-RateLimit-*` and `RateLimit` headers), the per-IP limit, or the upstream's own 429, relayed with its `Retry-After` " +
 				"(an HTTP date turned into seconds; 1 when it gave none or an unreadable one) and without the gateway's rate-limit headers.",

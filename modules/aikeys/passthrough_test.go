@@ -350,4 +350,26 @@ func TestCompressedChatBodyIsRefused(t *testing.T) {
 
 	res, raw = send([]byte(`{"messages":[{"role":"user","content":"hi"}]}`), "identity")
 	assert.Equal(t, http.StatusOK, res.StatusCode, "identity is no coding: %s", raw)
+
+	// A body declared as UTF-16 is refused too, with a code of its own, and not forwarded.
+	up.mu.Lock()
+	served := up.served
+	up.mu.Unlock()
+	req, err := http.NewRequest("POST", a.URL+"/api/ai/v1/chat/completions",
+		strings.NewReader(`{"messages":[{"role":"user","content":"hi"}]}`))
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+k.Key)
+	req.Header.Set("Content-Type", "application/json; charset=utf-16")
+	res, err = http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	assert.Equal(t, http.StatusUnsupportedMediaType, res.StatusCode, string(body))
+	oe = openAIError{}
+	require.NoError(t, json.Unmarshal(body, &oe), string(body))
+	assert.Equal(t, "unsupported_charset", oe.Error.Code, string(body))
+	assert.Contains(t, oe.Error.Message, "utf-16")
+	up.mu.Lock()
+	assert.Equal(t, served, up.served, "nothing was forwarded")
+	up.mu.Unlock()
 }

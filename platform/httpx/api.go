@@ -334,7 +334,7 @@ func newAPI(app *fiber.App, title, version string, guard Guard) *API {
 		"a method a path does not serve is a 405 whose `Allow` lists those it does (not listed under each operation, which never answers it); " +
 		"every GET route also answers HEAD; `Content-Type` is matched case-insensitively. Request bodies are taken " +
 		"uncompressed only: a body with a `Content-Encoding` other than `identity` (gzip, deflate, br) is a 415 on every route, " +
-		"before anything reads it. Every answer carries " +
+		"before anything reads it, and so is a body whose `Content-Type` declares a `charset` other than `utf-8` (bodies are read as UTF-8, RFC 8259). Every answer carries " +
 		"`Cache-Control: no-store`, `X-Content-Type-Options: nosniff` and `Referrer-Policy: no-referrer`; a 401 of a " +
 		"Bearer operation carries `WWW-Authenticate`; the X-API-Key operations and `POST /api/auth/login` send none: neither an API " +
 		"key nor a password in the body is an HTTP authentication scheme, so no challenge applies.\n\n" +

@@ -109,3 +109,27 @@ func TestCompressedBodiesAreRefused(t *testing.T) {
 	res, _, raw = call(t, "POST", base+"/api/widgets/1/poke", "\x1f\x8b", map[string]string{"Content-Encoding": "gzip"})
 	assert.Equal(t, http.StatusUnsupportedMediaType, res.StatusCode, raw)
 }
+
+// TestNonUTF8CharsetsAreRefused: a body declared as UTF-16 (or Latin-1) was decoded as UTF-8, so
+// it was misread or refused with a JSON syntax error that did not say why. It is a 415 naming the
+// charset, before any handler runs; UTF-8 (any spelling and case) and US-ASCII are read as before.
+func TestNonUTF8CharsetsAreRefused(t *testing.T) {
+	base := newServer(t)
+	for _, path := range []string{"/api/raw-body", "/api/huma-body"} {
+		for _, ct := range []string{"application/json; charset=utf-16", "application/json;charset=UTF-16LE",
+			"application/json; charset=iso-8859-1", `application/json; charset="windows-1252"`} {
+			before := bodiesRead.Load()
+			res, env, raw := call(t, "POST", base+path, `{"name":"x"}`, map[string]string{"Content-Type": ct})
+			assert.Equal(t, http.StatusUnsupportedMediaType, res.StatusCode, "%s %s: %s", path, ct, raw)
+			assert.False(t, env.Success)
+			assert.Contains(t, env.Message, "charset", raw)
+			assert.Equal(t, before, bodiesRead.Load(), "%s %s: no handler ran", path, ct)
+		}
+		for _, ct := range []string{"application/json", "application/json; charset=utf-8", "Application/JSON; Charset=UTF-8",
+			"application/json; charset=utf8", "application/json; charset=us-ascii"} {
+			res, env, raw := call(t, "POST", base+path, `{"name":"x"}`, map[string]string{"Content-Type": ct})
+			assert.Equal(t, http.StatusOK, res.StatusCode, "%s %s: %s", path, ct, raw)
+			assert.True(t, env.Success)
+		}
+	}
+}

@@ -31,6 +31,8 @@ var (
 	ErrUpstream = errors.New("upstream provider failed")
 	// ErrUnavailable is 503: a dependency needed for this request is down.
 	ErrUnavailable = errors.New("service unavailable")
+	// ErrCharset is 415: a request body declared in a charset other than UTF-8.
+	ErrCharset = errors.New("unsupported charset")
 )
 
 // FieldError names one invalid field of a request.

@@ -113,7 +113,8 @@ func responseHeaders(c *fiber.Ctx) error {
 	return c.Next()
 }
 
-// identityBodies refuses, 415, a request whose Content-Encoding is anything but identity, before
+// identityBodies refuses, 415, a request whose Content-Encoding is anything but identity, or whose
+// Content-Type declares a charset other than UTF-8 (see bodyCharset), before
 // any handler runs. Fiber's c.Body() (what huma's adapter and the Fiber routes read) inflates a
 // gzip, deflate or brotli body without bound: BodyLimit counts the compressed bytes, so 300 KB of
 // gzip became 300 MB in memory before the 413. The API accepts plain bodies only; the answer
@@ -137,6 +138,10 @@ func identityBodies(c *fiber.Ctx) error {
 		}
 	})
 	if refused == "" {
+		if cs := bodyCharset(c); cs != "" {
+			return wrap(fiber.StatusUnsupportedMediaType,
+				fmt.Sprintf("Unsupported charset %q: request bodies are read as UTF-8 (RFC 8259)", cs), ErrCharset)
+		}
 		return c.Next()
 	}
 	c.Set(fiber.HeaderAcceptEncoding, "identity")
@@ -145,6 +150,32 @@ func identityBodies(c *fiber.Ctx) error {
 	}
 	return NewError(fiber.StatusUnsupportedMediaType,
 		fmt.Sprintf("Unsupported Content-Encoding %q: send the body uncompressed", refused))
+}
+
+// bodyCharset is the charset a request body declares when it is not UTF-8 (or US-ASCII, a subset
+// of it), else "". Every body is read as UTF-8, as RFC 8259 requires of JSON: a UTF-16 or Latin-1
+// body would otherwise be misread, or refused with a parse error that does not say why.
+func bodyCharset(c *fiber.Ctx) string {
+	ct := c.Get(fiber.HeaderContentType)
+	if !strings.Contains(ct, "=") { // no parameters: the common case costs no parse
+		return ""
+	}
+	_, params, err := mime.ParseMediaType(ct)
+	if err != nil {
+		return ""
+	}
+	cs, ok := params["charset"]
+	if !ok {
+		return ""
+	}
+	switch strings.ToLower(strings.TrimSpace(cs)) {
+	case "utf-8", "utf8", "us-ascii":
+		return ""
+	}
+	if len(cs) > 32 {
+		cs = cs[:32] + "…"
+	}
+	return cs
 }
 
 func newRequestID() string {
