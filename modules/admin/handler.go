@@ -31,12 +31,12 @@ type listUsersInput struct {
 
 type createUserInput struct {
 	Body struct {
-		_            struct{} `additionalProperties:"true"`
-		FullName     string   `json:"fullName" minLength:"1" maxLength:"200" pattern:"^[^\\x00]*[^\\x00\\t\\n\\v\\f\\r \\x85\\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000][^\\x00]*$" patternDescription:"not blank (white space only), without NUL"`
-		Organization string   `json:"organization,omitempty" maxLength:"200"`
-		Email        string   `json:"email" format:"email" maxLength:"254"`
-		Password     string   `json:"password" minLength:"8" maxLength:"128"`
-		Role         string   `json:"role,omitempty" enum:"User,Admin" default:"User"`
+		_            struct{}       `additionalProperties:"true"`
+		FullName     httpx.FullName `json:"fullName"`
+		Organization string         `json:"organization,omitempty" maxLength:"200"`
+		Email        string         `json:"email" format:"email" maxLength:"254"`
+		Password     string         `json:"password" minLength:"8" maxLength:"128"`
+		Role         string         `json:"role,omitempty" enum:"User,Admin" default:"User"`
 	}
 }
 
@@ -47,23 +47,23 @@ func (in *createUserInput) Resolve(huma.Context) []error {
 	if secrets.IsCommon(in.Body.Password) {
 		errs = append(errs, httpx.Invalid("password", "is too common; choose a less guessable password"))
 	}
-	return append(errs, httpx.PersonTexts(&in.Body.FullName, &in.Body.Organization)...)
+	return append(errs, httpx.PersonTexts((*string)(&in.Body.FullName), &in.Body.Organization)...)
 }
 
 // Resolve checks what the schema cannot, alongside it: a fullName of white space only, and
 // control, bidi or invisible format characters in the names.
 func (in *updateUserInput) Resolve(huma.Context) []error {
-	return httpx.PersonTexts(in.Body.FullName, in.Body.Organization)
+	return httpx.PersonTexts((*string)(in.Body.FullName), in.Body.Organization)
 }
 
 type updateUserInput struct {
 	ID   int64 `path:"id" minimum:"1"`
 	Body struct {
-		_            struct{} `additionalProperties:"true"`
-		FullName     *string  `json:"fullName,omitempty" minLength:"1" maxLength:"200" pattern:"^[^\\x00]*[^\\x00\\t\\n\\v\\f\\r \\x85\\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000][^\\x00]*$" patternDescription:"not blank (white space only), without NUL"`
-		Organization *string  `json:"organization,omitempty" maxLength:"200"`
-		Email        *string  `json:"email,omitempty" format:"email" maxLength:"254"`
-		Role         *string  `json:"role,omitempty" enum:"User,Admin"`
+		_            struct{}        `additionalProperties:"true"`
+		FullName     *httpx.FullName `json:"fullName,omitempty"`
+		Organization *string         `json:"organization,omitempty" maxLength:"200"`
+		Email        *string         `json:"email,omitempty" format:"email" maxLength:"254"`
+		Role         *string         `json:"role,omitempty" enum:"User,Admin"`
 	}
 }
 
@@ -155,7 +155,7 @@ func (h *Handler) Register(api *httpx.API) {
 		Tags: users, Summary: "Create a user", DefaultStatus: http.StatusCreated, Errors: []int{http.StatusConflict}},
 		func(ctx context.Context, in *createUserInput) (*httpx.Response[User], error) {
 			b := in.Body
-			u, err := h.users.Create(ctx, CreateUserInput{FullName: b.FullName, Organization: b.Organization,
+			u, err := h.users.Create(ctx, CreateUserInput{FullName: string(b.FullName), Organization: b.Organization,
 				Email: b.Email, Password: b.Password, Role: b.Role})
 			if err != nil {
 				return nil, err
@@ -173,7 +173,7 @@ func (h *Handler) Register(api *httpx.API) {
 		Errors: []int{http.StatusNotFound, http.StatusConflict}},
 		func(ctx context.Context, in *updateUserInput) (*httpx.Response[User], error) {
 			b := in.Body
-			u, err := h.users.Update(ctx, in.ID, UpdateUserInput{FullName: b.FullName, Organization: b.Organization, Email: b.Email, Role: b.Role})
+			u, err := h.users.Update(ctx, in.ID, UpdateUserInput{FullName: (*string)(b.FullName), Organization: b.Organization, Email: b.Email, Role: b.Role})
 			if err != nil {
 				return nil, err
 			}

@@ -26,11 +26,11 @@ func NewHandler(svc *Service, limiter *ratelimit.Limiter, oauth *OAuth) *Handler
 
 type registerInput struct {
 	Body struct {
-		_            struct{} `additionalProperties:"true"`
-		FullName     string   `json:"fullName" minLength:"1" maxLength:"200" pattern:"^[^\\x00]*[^\\x00\\t\\n\\v\\f\\r \\x85\\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000][^\\x00]*$" patternDescription:"not blank (white space only), without NUL" example:"Ada Lovelace"`
-		Organization string   `json:"organization,omitempty" maxLength:"200" example:"Analytical Engines Ltd"`
-		Email        string   `json:"email" format:"email" maxLength:"254" example:"ada@example.com"`
-		Password     string   `json:"password" minLength:"8" maxLength:"128" doc:"8–128 characters, not among the 10,000 most common passwords." example:"correct horse battery staple"`
+		_            struct{}       `additionalProperties:"true"`
+		FullName     httpx.FullName `json:"fullName" example:"Ada Lovelace"`
+		Organization string         `json:"organization,omitempty" maxLength:"200" example:"Analytical Engines Ltd"`
+		Email        string         `json:"email" format:"email" maxLength:"254" example:"ada@example.com"`
+		Password     string         `json:"password" minLength:"8" maxLength:"128" doc:"8–128 characters, not among the 10,000 most common passwords." example:"correct horse battery staple"`
 	}
 }
 
@@ -40,7 +40,7 @@ type registerInput struct {
 // the schema's errors.
 func (in *registerInput) Resolve(huma.Context) []error {
 	errs := commonPassword("password", in.Body.Password)
-	return append(errs, httpx.PersonTexts(&in.Body.FullName, &in.Body.Organization)...)
+	return append(errs, httpx.PersonTexts((*string)(&in.Body.FullName), &in.Body.Organization)...)
 }
 
 type loginInput struct {
@@ -112,7 +112,7 @@ func (h *Handler) Register(api *httpx.API) {
 			return nil, err
 		}
 		res, err := h.svc.Register(ctx, RegisterInput{
-			FullName: in.Body.FullName, Organization: in.Body.Organization, Email: in.Body.Email, Password: in.Body.Password,
+			FullName: string(in.Body.FullName), Organization: in.Body.Organization, Email: in.Body.Email, Password: in.Body.Password,
 		})
 		if err != nil {
 			return nil, err

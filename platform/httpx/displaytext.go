@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"unicode"
+
+	"github.com/danielgtaylor/huma/v2"
 )
 
 // Names users give things (an AI key's name, an audit note's action) are shown to other people, in
@@ -68,3 +70,20 @@ func PersonTexts(fullName, organization *string) []error {
 	}
 	return errs
 }
+
+// FullName is a person's name as a request body takes it (register, the admin's user routes). Its
+// schema, one place for every body that has one, carries what the server enforces: 1–200
+// characters, not white space only and without NUL (PersonTexts adds the characters a pattern
+// cannot express).
+type FullName string
+
+// fullNamePattern: at least one character that is neither white space nor NUL, and no NUL.
+const fullNamePattern = "^[^\\x00]*[^\\x00\\t\\n\\v\\f\\r \\x85\\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000][^\\x00]*$"
+
+// Schema implements huma.SchemaProvider.
+func (FullName) Schema(huma.Registry) *huma.Schema {
+	return &huma.Schema{Type: huma.TypeString, MinLength: ptr(1), MaxLength: ptr(200),
+		Pattern: fullNamePattern, PatternDescription: "not blank (white space only), without NUL"}
+}
+
+func ptr[T any](v T) *T { return &v }
