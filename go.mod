@@ -2,7 +2,7 @@ module provisioner
 
 go 1.26.8
 
-toolchain go1.26.9
+toolchain go1.26.11
 
 require (
 	github.com/danielgtaylor/huma/v2 v2.37.2
@@ -29,7 +29,7 @@ require (
 	github.com/wneessen/go-mail v0.8.1
 	go.uber.org/fx v1.24.0
 	golang.org/x/crypto v0.58.0
-	golang.org/x/net v0.61.0
+	golang.org/x/net v0.62.0
 	golang.org/x/sync v0.24.0
 	golang.org/x/text v0.43.0
 	gopkg.in/yaml.v3 v3.0.1

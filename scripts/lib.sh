@@ -4,8 +4,8 @@
 
 say() { printf '%s\n' "$*" >&2; }
 
-# go.mod's `toolchain go1.26.9` carries the standard library's security fixes (net/http, crypto/tls).
-# This machine's go.env says GOTOOLCHAIN=local, which would ignore it: an older Go fetches go1.26.9
+# go.mod's `toolchain go1.26.11` carries the standard library's security fixes (net/http, crypto/tls,
+# crypto/x509). This machine's go.env says GOTOOLCHAIN=local, which would ignore it: an older Go fetches go1.26.11
 # once through the module proxy instead.
 export GOTOOLCHAIN=${GOTOOLCHAIN:-auto}
 
