@@ -133,9 +133,7 @@ func Register[I, O any](a *API, access Access, op huma.Operation, h func(context
 		errs = append(errs, http.StatusTooManyRequests)
 	}
 	errs = append(errs, http.StatusInternalServerError, http.StatusServiceUnavailable)
-	if op.Method == http.MethodPost || op.Method == http.MethodPut || op.Method == http.MethodPatch {
-		errs = append(errs, http.StatusBadRequest, http.StatusRequestEntityTooLarge)
-	}
+	// 400, 413 and 415: documentBadRequest, for every operation.
 	if hidden := hiddenEmbedded(reflect.TypeFor[I](), map[reflect.Type]bool{}); hidden != "" {
 		panic(fmt.Sprintf("httpx: %s %s: %s", op.Method, op.Path, hidden))
 	}

@@ -164,15 +164,14 @@ func (s *Server) Finish() {
 }
 
 // documentBadRequest makes the error responses of op say what the server answers: validation
-// failures are 400, never 422, and an operation whose body or parameters can fail validation
-// documents its 400 (huma adds 422 only for path parameters and bodies, and Register adds 400 only
-// for POST/PUT/PATCH; GET /api/admin/users?page=0 is a 400 too). An operation with a body also
-// documents 415 for a Content-Type other than JSON or a compressed body; a POST, PUT or PATCH
-// without one still documents 413 and 415 (a body sent anyway is refused before routing), other
-// methods neither.
+// failures are 400, never 422. Every operation documents 400, 413 and 415, since the middleware
+// answers them before routing whatever the operation: a URL holding a NUL character (%00) is a
+// 400, a body over BodyLimit a 413 (as soon as the headers announce it), and a compressed body or
+// one declared in a charset other than UTF-8 a 415, even to an operation that takes no body (a
+// body sent anyway). An operation with a body also answers 415 for a Content-Type other than JSON.
 func documentBadRequest(op *huma.Operation) {
 	if op.Responses == nil {
-		return
+		op.Responses = map[string]*huma.Response{}
 	}
 	template := op.Responses["422"]
 	if template == nil {
@@ -180,39 +179,33 @@ func documentBadRequest(op *huma.Operation) {
 	}
 	delete(op.Responses, "422")
 	if template == nil {
-		return
+		// An operation documented by hand (GET /metrics, whose answer is not the envelope): the
+		// middleware's refusals are still the envelope.
+		template = &huma.Response{Content: map[string]*huma.MediaType{
+			"application/json": {Schema: &huma.Schema{Ref: "#/components/schemas/Error"}}}}
 	}
-	add := func(status int) {
-		code := fmt.Sprint(status)
+	set := func(code, description string) {
 		if op.Responses[code] == nil {
-			op.Responses[code] = &huma.Response{Description: http.StatusText(status), Content: template.Content}
+			op.Responses[code] = &huma.Response{Description: description, Content: template.Content}
 		}
 	}
+	const refused = "a compressed body (a `Content-Encoding` other than `identity`; the answer carries " +
+		"`Accept-Encoding: identity`), or a `Content-Type` whose `charset` is not `utf-8`."
 	if op.RequestBody == nil {
-		// Register documents 413 for every POST, PUT and PATCH. One that takes no body still
-		// answers a body sent anyway over BodyLimit with 413 and a compressed one with 415 (both
-		// are refused before routing); other methods list neither.
-		switch op.Method {
-		case http.MethodPost, http.MethodPut, http.MethodPatch:
-			if op.Responses["415"] == nil {
-				op.Responses["415"] = &huma.Response{Content: template.Content, Description: "The operation takes no body, " +
-					"but one was sent compressed (a `Content-Encoding` other than `identity`; the answer carries `Accept-Encoding: identity`)."}
-			}
-		default:
-			delete(op.Responses, "413")
-			delete(op.Responses, "415")
-		}
+		set("413", "The operation takes no body, but one over 1 MiB was sent anyway (refused before routing).")
+		set("415", "The operation takes no body, but one was sent anyway: "+refused)
 	} else {
-		add(http.StatusBadRequest)
-		if op.Responses["415"] == nil {
-			op.Responses["415"] = &huma.Response{Content: template.Content, Description: "The `Content-Type` is not JSON, " +
-				"or the body is compressed (a `Content-Encoding` other than `identity`; the answer carries `Accept-Encoding: identity`)."}
-		}
+		set("413", "Request body is larger than 1 MiB.")
+		set("415", "The `Content-Type` is not JSON, or "+refused)
 	}
+	badRequest := op.RequestBody != nil
 	for _, p := range op.Parameters {
-		if paramCanFail(p) {
-			add(http.StatusBadRequest)
-		}
+		badRequest = badRequest || paramCanFail(p)
+	}
+	if badRequest {
+		set("400", http.StatusText(http.StatusBadRequest))
+	} else {
+		set("400", "The URL holds a NUL character (`%00`), refused on every route.")
 	}
 }
 
