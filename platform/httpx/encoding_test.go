@@ -6,6 +6,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -131,5 +132,28 @@ func TestNonUTF8CharsetsAreRefused(t *testing.T) {
 			assert.Equal(t, http.StatusOK, res.StatusCode, "%s %s: %s", path, ct, raw)
 			assert.True(t, env.Success)
 		}
+	}
+}
+
+// TestWhichContentTypesAreJSON pins what README says a body's Content-Type may be: application/json
+// in any case, a +json type, or none at all, is read as JSON; anything else is a 415.
+func TestWhichContentTypesAreJSON(t *testing.T) {
+	base := newServer(t)
+	for _, ct := range []string{"application/json", "APPLICATION/JSON", "application/merge-patch+json", ""} {
+		req, err := http.NewRequest(http.MethodPost, base+"/api/huma-body", strings.NewReader(`{"name":"x"}`))
+		require.NoError(t, err)
+		if ct != "" {
+			req.Header.Set("Content-Type", ct)
+		}
+		res, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		raw, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		assert.Equal(t, http.StatusOK, res.StatusCode, "%q: %s", ct, raw)
+	}
+	for _, ct := range []string{"text/plain", "multipart/form-data; boundary=x", "application/x-www-form-urlencoded"} {
+		res, env, raw := call(t, "POST", base+"/api/huma-body", `{"name":"x"}`, map[string]string{"Content-Type": ct})
+		assert.Equal(t, http.StatusUnsupportedMediaType, res.StatusCode, "%q: %s", ct, raw)
+		assert.Equal(t, "Unsupported Content-Type: send application/json", env.Message)
 	}
 }
