@@ -222,8 +222,8 @@ func TestCellFailures(t *testing.T) {
 		mode, status, contains string
 	}{
 		{"400", "Failed", "organization not allowed"},
-		{"garbage", "Failed", "malformed"},
-		{"missing-url", "Failed", "malformed"},
+		{"garbage", "Pending", "malformed"},
+		{"missing-url", "Pending", "malformed"},
 		{"500", "Pending", "database is down"},
 		{"hang", "Pending", "timed out"},
 	}
@@ -694,35 +694,31 @@ func TestDeprovisionSkipsTheCellForAnAccountItNeverGot(t *testing.T) {
 // a minute, not at 0001-01-01.
 func TestAnAnswerWithControlCharactersOrUnboundedIsMalformed(t *testing.T) {
 	a, c := setup(t)
+	admin := a.AdminToken(t)
 	for _, mode := range []string{"nul-id", "newline-id", "c1-url", "long-id", "long-url"} {
 		t.Run(mode, func(t *testing.T) {
 			u := a.Register(t)
-			c.mu.Lock()
-			calls0 := c.calls
-			c.mu.Unlock()
-			before := time.Now()
 			c.set(mode)
 			r := a.Post("/api/me/wfauto/provision", u.Token, nil)
+			c.set("")
 			require.Equal(t, http.StatusBadGateway, r.Status, string(r.Raw))
 			var acc account
 			r.Decode(t, &acc)
-			assert.Equal(t, "Failed", acc.Status)
+			assert.Equal(t, "Pending", acc.Status, "the cell may hold the account: retried with the same key")
 			assert.Contains(t, acc.ErrorMessage, "malformed answer")
-			assert.Empty(t, r.Header.Get("Retry-After"), "nothing is retried")
-			a.Settle(3 * time.Second)
-			c.set("")
+			assert.NotEmpty(t, r.Header.Get("Retry-After"))
+			var external string
+			require.NoError(t, a.DB.QueryRow("SELECT external_account_id FROM wfauto_accounts WHERE id = ?", acc.ID).Scan(&external))
+			assert.Empty(t, external, "nothing of the bad answer stored")
+
+			// The retry (same Idempotency-Key) gets the cell's account, made once.
+			r = a.Post(fmt.Sprintf("/api/wfauto/accounts/%d/retry", acc.ID), admin, nil)
+			require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
+			r.Decode(t, &acc)
+			assert.Equal(t, "Active", acc.Status)
 			c.mu.Lock()
-			assert.Equal(t, calls0+1, c.calls, "one call to the cell: the answer is final")
+			assert.Equal(t, c.accounts[fmt.Sprint(acc.ID)], acc.ExternalAccountID)
 			c.mu.Unlock()
-			var status, external string
-			var attempts int
-			var next time.Time
-			require.NoError(t, a.DB.QueryRow("SELECT status, external_account_id, attempts, next_attempt_at FROM wfauto_accounts WHERE id = ?", acc.ID).
-				Scan(&status, &external, &attempts, &next))
-			assert.Equal(t, "Failed", status)
-			assert.Empty(t, external)
-			assert.Zero(t, attempts)
-			assert.True(t, next.After(before), "stored due in a minute, not %s", next)
 		})
 	}
 	t.Run("refused: next_attempt_at as stored", func(t *testing.T) {
@@ -918,4 +914,58 @@ func TestARefusedBodyIsNotPinned(t *testing.T) {
 	r = a.Post("/api/me/wfauto/provision", u.Token, nil)
 	require.Equal(t, http.StatusCreated, r.Status, string(r.Raw))
 	assert.Equal(t, []any{"X Renamed"}, sentNames(c, fmt.Sprint(acc.ID)), "the owner's current details, not the refused body")
+}
+
+// TestAMalformedAnswerToTheProvisioningIsRetried: the cell makes the account and answers with a
+// 2xx that is not the documented JSON (a proxy's page, a mangled body). The account stays Pending
+// (502 with Retry-After) and the finisher's retry, with the same Idempotency-Key, gets the cell's
+// account: Active with it, one account at the cell. When attempts run out first, the account ends
+// Failed and deleting its owner re-posts the key and deletes the account at the cell.
+func TestAMalformedAnswerToTheProvisioningIsRetried(t *testing.T) {
+	t.Run("retried", func(t *testing.T) {
+		a, c := setup(t)
+		admin := a.AdminToken(t)
+		u := a.Register(t)
+		c.set("garbage")
+		r := a.Post("/api/me/wfauto/provision", u.Token, nil)
+		c.set("")
+		require.Equal(t, http.StatusBadGateway, r.Status, string(r.Raw))
+		var acc account
+		r.Decode(t, &acc)
+		assert.Equal(t, "Pending", acc.Status, "the cell holds the account: not Failed")
+		assert.Contains(t, acc.ErrorMessage, "malformed answer")
+		assert.NotEmpty(t, r.Header.Get("Retry-After"))
+		require.True(t, c.held(fmt.Sprint(acc.ID)))
+
+		r = a.Post(fmt.Sprintf("/api/wfauto/accounts/%d/retry", acc.ID), admin, nil)
+		require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
+		r.Decode(t, &acc)
+		assert.Equal(t, "Active", acc.Status)
+		assert.Equal(t, "acc_1", acc.ExternalAccountID, "the account the cell made")
+		c.mu.Lock()
+		assert.Equal(t, 1, c.creates, "made once")
+		c.mu.Unlock()
+	})
+	t.Run("attempts run out", func(t *testing.T) {
+		a, c := strictApp(t, 1)
+		admin := a.AdminToken(t)
+		u := a.Register(t)
+		c.set("garbage")
+		r := a.Post("/api/me/wfauto/provision", u.Token, nil)
+		c.set("")
+		require.Equal(t, http.StatusBadGateway, r.Status, string(r.Raw))
+		var acc account
+		r.Decode(t, &acc)
+		assert.Equal(t, "Failed", acc.Status)
+		assert.Contains(t, acc.ErrorMessage, "malformed answer")
+		require.True(t, c.held(fmt.Sprint(acc.ID)))
+
+		r = a.Do(apptest.Request{Method: "DELETE", Path: fmt.Sprintf("/api/users/%d", u.ID), Token: admin})
+		require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
+		a.Settle(5 * time.Second)
+		var status string
+		require.NoError(t, a.DB.QueryRow("SELECT status FROM wfauto_accounts WHERE id = ?", acc.ID).Scan(&status))
+		assert.Equal(t, "Deprovisioned", status)
+		assert.False(t, c.held(fmt.Sprint(acc.ID)), "deleted at the cell")
+	})
 }
