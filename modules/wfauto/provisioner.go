@@ -10,6 +10,7 @@ import (
 	"github.com/uptrace/bun"
 
 	"provisioner/platform/audit"
+	"provisioner/platform/authn"
 	"provisioner/platform/provision"
 )
 
@@ -217,8 +218,14 @@ func (p *Provisioner) Delete(ctx context.Context, req provision.DeleteRequest) (
 	if err := unmarkSent(ctx, req.Tx, a.ID); err != nil {
 		return provision.DeleteResponse{}, err
 	}
-	return provision.DeleteResponse{}, p.audit.RecordTx(ctx, req.Tx, audit.Event{Action: "wfauto.deprovisioned",
-		UserID: audit.Int64(a.UserID), TargetType: "wfautoAccount", TargetID: fmt.Sprint(a.ID)})
+	// An account is deprovisioned only because its owner was deleted: audited as the other modules
+	// audit what a deleted user released, with the reason and whoever deleted the user as actor.
+	details := map[string]any{"reason": "user.deleted"}
+	if accountID != "" {
+		details["externalAccountId"] = accountID
+	}
+	return provision.DeleteResponse{}, p.audit.RecordTx(ctx, req.Tx, audit.Event{Action: "wfauto.deprovisioned", ActorUserID: a.ReleasedBy,
+		UserID: audit.Int64(a.UserID), TargetType: "wfautoAccount", TargetID: fmt.Sprint(a.ID), Details: details})
 }
 
 // GiveUp marks an account whose provisioning kept failing Failed, with its last error.
@@ -232,8 +239,14 @@ func (p *Provisioner) GiveUp(ctx context.Context, tx bun.IDB, id int64, lastErr 
 // Failed alike. A Failed account's create may have reached the cell (a timeout, then attempts ran
 // out): the finisher re-posts its Idempotency-Key to learn its id and deletes it there before it
 // is Deprovisioned. One never sent (or only refused) is Deprovisioned without calling the cell.
+// Whoever deletes the user is kept (released_by): the wfauto.deprovisioned event, written once the
+// cell has deleted the account, names them as its actor, with details.reason "user.deleted".
 func (p *Provisioner) ReleaseUser(ctx context.Context, tx bun.IDB, userID int64) error {
-	if _, err := tx.NewUpdate().Model((*Account)(nil)).Set("status = ?", StatusDeprovisioning).Set("attempts = 0").
+	var actor *int64
+	if pr := authn.FromContext(ctx); pr != nil {
+		actor = audit.Int64(pr.UserID)
+	}
+	if _, err := tx.NewUpdate().Model((*Account)(nil)).Set("status = ?", StatusDeprovisioning).Set("attempts = 0").Set("released_by = ?", actor).
 		Set("error_message = ''").Set("last_error = ''").Set("next_attempt_at = now()").Set("updated_at = now()").
 		Where("user_id = ?", userID).Where("status IN (?)", bun.In([]string{StatusPending, StatusActive, StatusFailed})).Exec(ctx); err != nil {
 		return fmt.Errorf("release accounts of user %d: %w", userID, err)

@@ -326,6 +326,19 @@ func TestDeprovisionOnUserDeletionAndAdminRoutes(t *testing.T) {
 	var status string
 	require.NoError(t, a.DB.QueryRow("SELECT status FROM wfauto_accounts WHERE id = ?", acc.ID).Scan(&status))
 	assert.Equal(t, "Deprovisioned", status)
+
+	// Audited as the other modules audit what a deleted user released: the deleting admin as
+	// actor, details.reason user.deleted.
+	var deleter int64
+	require.NoError(t, a.DB.QueryRow("SELECT actor_user_id FROM audit_events WHERE action = 'user.deleted' AND user_id = ?", u.ID).Scan(&deleter))
+	var actor *int64
+	var reason, external string
+	require.NoError(t, a.DB.QueryRow("SELECT actor_user_id, details->>'reason', details->>'externalAccountId' FROM audit_events "+
+		"WHERE action = 'wfauto.deprovisioned' AND target_id = ?", fmt.Sprint(acc.ID)).Scan(&actor, &reason, &external))
+	require.NotNil(t, actor, "the deleting admin is the actor")
+	assert.Equal(t, deleter, *actor)
+	assert.Equal(t, "user.deleted", reason)
+	assert.Equal(t, acc.ExternalAccountID, external)
 }
 
 func TestNotConfigured(t *testing.T) {
