@@ -264,6 +264,30 @@ func (p *Provisioner) finalAfter(ctx context.Context, tx bun.IDB, r *Record, msg
 		TargetID: fmt.Sprint(r.ID), Details: map[string]any{"fqdn": r.Fqdn, "error": msg}})
 }
 
+// MsgInternal is what is stored and shown (last_error, errorMessage) for a failed attempt whose
+// error is not the provider's: our database refused a statement, an audit write failed, our
+// outbound budget's Redis failed. Their text (SQL, SQLSTATE, addresses) is only logged.
+const MsgInternal = "internal error while handling the provider's answer (details in the server log)"
+
+// shownError is err's text as stored and shown: the provider's answer (its errors sanitised by
+// the client, or what happened to a call without an answer), our own words about it (they wrap
+// it), a call put off by our budget, or MsgInternal for anything else.
+func shownError(err error) string {
+	var (
+		ae *cloudflare.APIError
+		te *cloudflare.TransportError
+		de *provision.Deferred
+	)
+	if errors.As(err, &ae) || errors.As(err, &te) || errors.As(err, &de) {
+		return provision.StoredError(err)
+	}
+	return MsgInternal
+}
+
+// ErrorText implements provision.ErrorTexter: a failed attempt's last_error is the errorMessage
+// of a Pending or Revoking record.
+func (p *Provisioner) ErrorText(err error) string { return shownError(err) }
+
 // failed turns a provider error into the verb's answer: final for a 4xx, a retry otherwise.
 func (p *Provisioner) failed(ctx context.Context, tx bun.IDB, r *Record, err error) error {
 	if cloudflare.Transient(err) {
@@ -302,7 +326,7 @@ func (p *Provisioner) Delete(ctx context.Context, req provision.DeleteRequest) (
 	}
 	for _, id := range ids {
 		if err := p.provider.Delete(ctx, id); err != nil {
-			if _, uerr := req.Tx.NewUpdate().Model(r).Set("error_message = ?", err.Error()).WherePK().Exec(ctx); uerr != nil {
+			if _, uerr := req.Tx.NewUpdate().Model(r).Set("error_message = ?", shownError(err)).WherePK().Exec(ctx); uerr != nil {
 				return provision.DeleteResponse{}, uerr
 			}
 			return provision.DeleteResponse{}, err
@@ -320,7 +344,7 @@ func (p *Provisioner) Delete(ctx context.Context, req provision.DeleteRequest) (
 // must not resolve, so the finisher deletes the record carrying its comment if there is one.
 // Revocations are never given up: they keep being retried at the capped backoff.
 func (p *Provisioner) GiveUp(ctx context.Context, tx bun.IDB, id int64, lastErr error) error {
-	res, err := tx.NewUpdate().Model((*Record)(nil)).Set("status = ?", StatusFailed).Set("error_message = ?", provision.StoredError(lastErr)).
+	res, err := tx.NewUpdate().Model((*Record)(nil)).Set("status = ?", StatusFailed).Set("error_message = ?", shownError(lastErr)).
 		Set("updated_at = now()").Where("id = ?", id).Where("status = ?", StatusPending).Exec(ctx)
 	if err != nil {
 		return err
@@ -381,4 +405,6 @@ var (
 	_ provision.GiveUpper    = (*Provisioner)(nil)
 	_ provision.UserReleaser = (*Provisioner)(nil)
 	_ provision.RetryAfterer = (*cloudflare.APIError)(nil)
+	_ provision.ErrorTexter  = (*Provisioner)(nil)
+	_ provision.ErrorTexter  = (*Sweeper)(nil)
 )

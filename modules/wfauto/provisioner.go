@@ -228,9 +228,28 @@ func (p *Provisioner) Delete(ctx context.Context, req provision.DeleteRequest) (
 		UserID: audit.Int64(a.UserID), TargetType: "wfautoAccount", TargetID: fmt.Sprint(a.ID), Details: details})
 }
 
-// GiveUp marks an account whose provisioning kept failing Failed, with its last error.
+// MsgInternal is what is stored and shown (last_error, errorMessage) for a failed attempt whose
+// error is not the cell's: our database refused a statement, an audit write failed. Their text
+// (SQL, SQLSTATE) is only logged.
+const MsgInternal = "internal error while handling the cell's answer (details in the server log)"
+
+// shownError is err's text as stored and shown: the cell's answer (sanitised by the client),
+// with our own words about it (they wrap it), or MsgInternal for anything else.
+func shownError(err error) string {
+	var ce *CellError
+	if errors.As(err, &ce) {
+		return provision.StoredError(err)
+	}
+	return MsgInternal
+}
+
+// ErrorText implements provision.ErrorTexter: a failed attempt's last_error is the errorMessage
+// of a Pending or Deprovisioning account.
+func (p *Provisioner) ErrorText(err error) string { return shownError(err) }
+
+// GiveUp marks an account whose provisioning kept failing Failed, with its last error (as shown).
 func (p *Provisioner) GiveUp(ctx context.Context, tx bun.IDB, id int64, lastErr error) error {
-	_, err := tx.NewUpdate().Model((*Account)(nil)).Set("status = ?", StatusFailed).Set("error_message = ?", provision.StoredError(lastErr)).
+	_, err := tx.NewUpdate().Model((*Account)(nil)).Set("status = ?", StatusFailed).Set("error_message = ?", shownError(lastErr)).
 		Set("updated_at = now()").Where("id = ?", id).Where("status = ?", StatusPending).Exec(ctx)
 	return err
 }
@@ -260,4 +279,5 @@ var (
 	_ provision.GiveUpper    = (*Provisioner)(nil)
 	_ provision.UserReleaser = (*Provisioner)(nil)
 	_ provision.RetryAfterer = (*CellError)(nil)
+	_ provision.ErrorTexter  = (*Provisioner)(nil)
 )

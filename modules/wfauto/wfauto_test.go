@@ -982,3 +982,39 @@ func TestAMalformedAnswerToTheProvisioningIsRetried(t *testing.T) {
 		assert.False(t, c.held(fmt.Sprint(acc.ID)), "deleted at the cell")
 	})
 }
+
+// TestAnErrorOfOursIsNotShown: an attempt that fails on our side (here the database refuses to
+// record the account Active) is retried like any other, but its errorMessage is a generic text:
+// the database's words (the statement, SQLSTATE) are only logged. The retry, with the same
+// Idempotency-Key, gets the account the cell made.
+func TestAnErrorOfOursIsNotShown(t *testing.T) {
+	a, c := setup(t)
+	admin := a.AdminToken(t)
+	u := a.Register(t)
+	_, err := a.DB.Exec(fmt.Sprintf(`CREATE OR REPLACE FUNCTION test_refuse_active() RETURNS trigger AS $f$ BEGIN
+		IF NEW.status = 'Active' AND NEW.user_id = %d THEN RAISE EXCEPTION 'internal detail: relation secret_table'; END IF;
+		RETURN NEW; END $f$ LANGUAGE plpgsql`, u.ID))
+	require.NoError(t, err)
+	_, err = a.DB.Exec("CREATE TRIGGER test_refuse_active BEFORE UPDATE ON wfauto_accounts FOR EACH ROW EXECUTE FUNCTION test_refuse_active()")
+	require.NoError(t, err)
+	drop := func() { _, _ = a.DB.Exec("DROP TRIGGER IF EXISTS test_refuse_active ON wfauto_accounts") }
+	t.Cleanup(drop)
+
+	r := a.Post("/api/me/wfauto/provision", u.Token, nil)
+	require.Equal(t, http.StatusBadGateway, r.Status, string(r.Raw))
+	var acc account
+	r.Decode(t, &acc)
+	assert.Equal(t, "Pending", acc.Status)
+	assert.Equal(t, wfauto.MsgInternal, acc.ErrorMessage)
+	assert.NotContains(t, string(r.Raw), "secret_table")
+	assert.NotContains(t, string(r.Raw), "SQLSTATE")
+
+	drop()
+	r = a.Post(fmt.Sprintf("/api/wfauto/accounts/%d/retry", acc.ID), admin, nil)
+	require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
+	r.Decode(t, &acc)
+	assert.Equal(t, "Active", acc.Status)
+	c.mu.Lock()
+	assert.Equal(t, 1, c.creates)
+	c.mu.Unlock()
+}
