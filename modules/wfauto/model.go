@@ -29,9 +29,9 @@ type Account struct {
 	NextAttemptAt     time.Time `bun:"next_attempt_at,notnull"`
 	LastError         string    `bun:"last_error,notnull"`
 	// ReleasedBy is who deleted the owner (Deprovisioning): the actor of wfauto.deprovisioned.
-	ReleasedBy *int64 `bun:"released_by"`
-	CreatedAt         time.Time `bun:"created_at,nullzero,notnull,default:current_timestamp"`
-	UpdatedAt         time.Time `bun:"updated_at,nullzero,notnull,default:current_timestamp"`
+	ReleasedBy *int64    `bun:"released_by"`
+	CreatedAt  time.Time `bun:"created_at,nullzero,notnull,default:current_timestamp"`
+	UpdatedAt  time.Time `bun:"updated_at,nullzero,notnull,default:current_timestamp"`
 }
 
 // View is an account as the API shows it.
