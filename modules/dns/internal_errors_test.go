@@ -11,6 +11,7 @@ import (
 
 	"provisioner/modules/dns"
 	"provisioner/modules/dns/cloudflare/cloudflaretest"
+	"provisioner/platform/testutil/apptest"
 )
 
 // TestACreatedRecordUnfitToStoreIsAMalformedAnswer: the provider carries a create out and answers
@@ -82,4 +83,43 @@ func TestAnErrorOfOursIsNotShown(t *testing.T) {
 	drop()
 	require.Equal(t, "Active", retryNow(t, a, got.ID))
 	require.Len(t, at(fake, l), 1, "adopted, never created twice")
+}
+
+// TestARecordIdHeldByAnotherRecordIsRefused: the provider carries a create out but answers it with
+// the id of another user's live record. The answer is refused as suspicious: the record stays
+// Pending (502) without that id, and the finisher's lookup adopts the record made for it, with its
+// own id. Revoking it deletes only that one: the other user's record stays at the provider.
+func TestARecordIdHeldByAnotherRecordIsRefused(t *testing.T) {
+	a, fake := setup(t, nil)
+	alice, bob := a.Register(t), a.Register(t)
+	first := createActive(t, a, alice.Token)
+
+	l := label()
+	fake.Fail(cloudflaretest.Fault{Method: "POST", Carried: true,
+		Raw: `{"success":true,"errors":[],"messages":[],"result":{"id":"` + first.ProviderRecordID + `","ttl":1}}`})
+	r := a.Post("/api/me/dns", bob.Token, map[string]any{"label": l})
+	require.Equal(t, http.StatusBadGateway, r.Status, string(r.Raw))
+	var got rec
+	r.Decode(t, &got)
+	assert.Equal(t, "Pending", got.Status)
+	assert.Contains(t, got.ErrorMessage, "belongs to another record")
+	assert.Empty(t, got.ProviderRecordID)
+
+	require.Equal(t, "Active", retryNow(t, a, got.ID))
+	var pid string
+	require.NoError(t, a.DB.QueryRow("SELECT provider_record_id FROM dns_records WHERE id = ?", got.ID).Scan(&pid))
+	require.Len(t, at(fake, l), 1)
+	assert.Equal(t, at(fake, l)[0].ID, pid, "its own record")
+	assert.NotEqual(t, first.ProviderRecordID, pid)
+
+	r = a.Do(apptest.Request{Method: "DELETE", Path: fmt.Sprintf("/api/me/dns/%d", got.ID), Token: bob.Token})
+	require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
+	assert.Contains(t, fake.Records(), first.ProviderRecordID, "alice's record is untouched")
+
+	// The index refuses a second live holder whatever the code does.
+	_, err := a.DB.Exec("UPDATE dns_records SET provider_record_id = ? WHERE id = ?", first.ProviderRecordID, got.ID)
+	require.NoError(t, err, "a Revoked row may keep any id")
+	_, err = a.DB.Exec("INSERT INTO dns_records (user_id, label, name, fqdn, content, record_ttl, status, provider_record_id) "+
+		"VALUES (?, 'dup-x', 'dup-x', 'dup-x', '203.0.113.10', 1, 'Failed', ?)", bob.ID, first.ProviderRecordID)
+	require.Error(t, err)
 }

@@ -116,6 +116,11 @@ func (s *Sweeper) Delete(ctx context.Context, req provision.DeleteRequest) (prov
 			if findOurs([]cloudflare.Record{f}, r) == nil {
 				continue // another party's record, or another row's: never ours to delete
 			}
+			if another, err := heldByAnother(ctx, req.Tx, f.ID, r.ID); err != nil {
+				return provision.DeleteResponse{}, err
+			} else if another {
+				continue // an id another row holds: never deleted for this one
+			}
 			if err := s.provider.Delete(ctx, f.ID); err != nil {
 				return provision.DeleteResponse{}, err
 			}

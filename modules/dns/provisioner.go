@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"net/http"
 	"regexp"
 	"strconv"
 	"strings"
@@ -151,6 +152,12 @@ func (p *Provisioner) dropLeftovers(ctx context.Context, tx bun.IDB, r *Record, 
 			rest = append(rest, f) // our marker, another content: not the dead row's record as it made it
 			continue
 		}
+		if another, err := heldByAnother(ctx, tx, f.ID, dead.ID); err != nil {
+			return nil, err
+		} else if another { // another row's record: never deleted as a leftover
+			rest = append(rest, f)
+			continue
+		}
 		if err := p.provider.Delete(ctx, f.ID); err != nil {
 			return nil, err
 		}
@@ -222,12 +229,35 @@ func (p *Provisioner) nameTaken(ctx context.Context, tx bun.IDB, r *Record, msg 
 	return nil
 }
 
+// msgDuplicateID is the error of a provider's answer naming a record another row holds.
+const msgDuplicateID = "suspicious result from the provider: a record id that belongs to another record; refused"
+
+// heldByAnother reports whether a row other than self that is not Revoked holds the provider's
+// record id: such an id is never stored for self, nor deleted at the provider for it.
+func heldByAnother(ctx context.Context, tx bun.IDB, providerID string, self int64) (bool, error) {
+	held, err := tx.NewSelect().Model((*Record)(nil)).Where("provider_record_id = ?", providerID).Where("id <> ?", self).
+		Where("status <> ?", StatusRevoked).Exists(ctx)
+	if err != nil {
+		return false, fmt.Errorf("is provider record %q held by another record: %w", providerID, err)
+	}
+	return held, nil
+}
+
 // active records the provider's record as r's: its id, and the TTL the provider holds (1,
 // automatic, for a proxied record whatever was asked), so what we show is what the zone serves.
 func (p *Provisioner) active(ctx context.Context, tx bun.IDB, r *Record, held cloudflare.Record, adopted bool) (provision.CreateResponse, error) {
 	providerID := held.ID
 	if providerID == "" { // never Active without the provider's id (a revocation could not find it)
 		return provision.CreateResponse{}, fmt.Errorf("record %d: the provider gave no record id", r.ID)
+	}
+	if another, err := heldByAnother(ctx, tx, providerID, r.ID); err != nil {
+		return provision.CreateResponse{}, err
+	} else if another {
+		// The provider names a record another of our rows holds: stored, revoking r would delete
+		// that record. A suspicious answer, transient like a malformed one: the next attempt looks
+		// the name up first (and adopts the record carrying r's comment, with its own id).
+		return provision.CreateResponse{}, &cloudflare.APIError{Status: http.StatusBadGateway,
+			Errors: []cloudflare.Message{{Message: msgDuplicateID}}}
 	}
 	ttl := heldTTL(r, held)
 	if _, err := tx.NewUpdate().Model(r).Set("status = ?", StatusActive).Set("provider_record_id = ?", providerID).
@@ -321,7 +351,13 @@ func (p *Provisioner) Delete(ctx context.Context, req provision.DeleteRequest) (
 			return provision.DeleteResponse{}, err
 		}
 		if ours := findOurs(found, r); ours != nil {
-			ids = append(ids, ours.ID)
+			another, err := heldByAnother(ctx, req.Tx, ours.ID, r.ID)
+			if err != nil {
+				return provision.DeleteResponse{}, err
+			}
+			if !another { // never delete another row's record for this one
+				ids = append(ids, ours.ID)
+			}
 		}
 	}
 	for _, id := range ids {

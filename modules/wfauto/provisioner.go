@@ -153,6 +153,20 @@ func (p *Provisioner) Create(ctx context.Context, req provision.CreateRequest) (
 	if err != nil {
 		return provision.CreateResponse{}, err // transient: retried with the same Idempotency-Key
 	}
+	if held, err := heldByAnother(ctx, req.Tx, got.AccountID, a.ID); err != nil {
+		return provision.CreateResponse{}, err
+	} else if held {
+		// The cell answered with another live account's id: stored, deleting this account would
+		// delete that one at the cell. Refused as a suspicious answer: Failed, the id not stored
+		// (the create stays recorded as possibly at the cell).
+		msg := (&CellError{Status: http.StatusBadGateway, Msg: msgDuplicateID}).Error()
+		if _, uerr := req.Tx.NewUpdate().Model(a).Set("status = ?", StatusFailed).Set("error_message = ?", msg).
+			Set("updated_at = now()").WherePK().Exec(ctx); uerr != nil {
+			return provision.CreateResponse{}, uerr
+		}
+		return provision.CreateResponse{}, p.audit.RecordTx(ctx, req.Tx, audit.Event{Action: "wfauto.failed", UserID: audit.Int64(a.UserID),
+			TargetType: "wfautoAccount", TargetID: fmt.Sprint(a.ID), Details: map[string]any{"error": msg, "externalAccountId": got.AccountID}})
+	}
 	if _, err := req.Tx.NewUpdate().Model(a).Set("status = ?", StatusActive).Set("external_account_id = ?", got.AccountID).
 		Set("url = ?", got.URL).Set("error_message = ''").Set("last_error = ''").Set("updated_at = now()").WherePK().Exec(ctx); err != nil {
 		return provision.CreateResponse{}, fmt.Errorf("record account %d active: %w", a.ID, err)
@@ -162,6 +176,20 @@ func (p *Provisioner) Create(ctx context.Context, req provision.CreateRequest) (
 		return provision.CreateResponse{}, err
 	}
 	return provision.CreateResponse{ExternalID: got.AccountID}, nil
+}
+
+// msgDuplicateID is the error of a cell's answer naming an account another live row holds.
+const msgDuplicateID = "suspicious answer: the accountId belongs to another account; refused"
+
+// heldByAnother reports whether a live account other than self (not Deprovisioned) holds the
+// cell's accountID: such an id is never stored for self nor deprovisioned for it.
+func heldByAnother(ctx context.Context, tx bun.IDB, accountID string, self int64) (bool, error) {
+	held, err := tx.NewSelect().Model((*Account)(nil)).Where("external_account_id = ?", accountID).Where("id <> ?", self).
+		Where("status <> ?", StatusDeprovisioned).Exists(ctx)
+	if err != nil {
+		return false, fmt.Errorf("is account id held by another account: %w", err)
+	}
+	return held, nil
 }
 
 // Delete implements provision.Provisioner. An account never sent to the cell (its owner deleted
@@ -196,7 +224,13 @@ func (p *Provisioner) Delete(ctx context.Context, req provision.DeleteRequest) (
 		var ce *CellError
 		switch {
 		case err == nil:
-			accountID = got.AccountID
+			held, herr := heldByAnother(ctx, req.Tx, got.AccountID, a.ID)
+			if herr != nil {
+				return provision.DeleteResponse{}, herr
+			}
+			if !held {
+				accountID = got.AccountID
+			} // else: another live account's id: never deleted for this one
 		case refusedOriginal(err, original):
 			// The cell refuses the key's own body: nothing exists there.
 		case errors.As(err, &ce) && ce.Final:

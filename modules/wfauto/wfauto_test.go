@@ -46,7 +46,9 @@ type cell struct {
 	// mode is "", "500", "400", "409", "garbage", "hang", "missing-url", "leak", "leak-html", "throttle", or an
 	// answer with a bad accountId or url: "nul-id", "newline-id", "c1-url", "long-id", "long-url".
 	mode string
-	hang time.Duration
+	// dupID is the accountId of mode "dup": the answer names this (another) account.
+	dupID string
+	hang  time.Duration
 	// throttle is the status (429, 503) and Retry-After of mode "throttle".
 	throttle struct {
 		status     int
@@ -145,6 +147,9 @@ func (c *cell) serve(w http.ResponseWriter, r *http.Request) {
 		switch mode {
 		case "garbage":
 			_, _ = w.Write([]byte(`<html>oops</html>`))
+		case "dup": // another account's id (dupID), as a broken cell may answer
+			w.WriteHeader(http.StatusCreated)
+			_, _ = w.Write([]byte(`{"accountId":"` + c.dupID + `","url":"https://flows.example.test/` + c.dupID + `"}`))
 		case "missing-url":
 			_, _ = w.Write([]byte(`{"accountId":"` + id + `"}`))
 		case "nul-id": // an id PostgreSQL cannot store
@@ -1017,4 +1022,47 @@ func TestAnErrorOfOursIsNotShown(t *testing.T) {
 	c.mu.Lock()
 	assert.Equal(t, 1, c.creates)
 	c.mu.Unlock()
+}
+
+// TestAnAccountIdHeldByAnotherAccountIsRefused: a cell that answers a provision with the
+// accountId of another user's live account is refused: the account is Failed with a sanitised
+// message and the id is not stored; deleting its user (the re-post of its key answered with that
+// id again) does not delete the other user's account at the cell.
+func TestAnAccountIdHeldByAnotherAccountIsRefused(t *testing.T) {
+	a, c := setup(t)
+	admin := a.AdminToken(t)
+	alice, bob := a.Register(t), a.Register(t)
+	r := a.Post("/api/me/wfauto/provision", alice.Token, nil)
+	require.Equal(t, http.StatusCreated, r.Status, string(r.Raw))
+	var first account
+	r.Decode(t, &first)
+
+	c.mu.Lock()
+	c.dupID = first.ExternalAccountID
+	c.mu.Unlock()
+	c.set("dup")
+	r = a.Post("/api/me/wfauto/provision", bob.Token, nil)
+	require.Equal(t, http.StatusBadGateway, r.Status, string(r.Raw))
+	var acc account
+	r.Decode(t, &acc)
+	assert.Equal(t, "Failed", acc.Status)
+	assert.Contains(t, acc.ErrorMessage, "belongs to another account")
+	assert.Empty(t, acc.ExternalAccountID)
+
+	r = a.Do(apptest.Request{Method: "DELETE", Path: fmt.Sprintf("/api/users/%d", bob.ID), Token: admin})
+	require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
+	a.Settle(5 * time.Second)
+	c.set("")
+	var status string
+	require.NoError(t, a.DB.QueryRow("SELECT status FROM wfauto_accounts WHERE id = ?", acc.ID).Scan(&status))
+	assert.Equal(t, "Deprovisioned", status)
+	c.mu.Lock()
+	assert.NotContains(t, c.deleted, first.ExternalAccountID, "alice's account is not deleted at the cell")
+	c.mu.Unlock()
+
+	// The index refuses a second live holder whatever the code does.
+	_, err := a.DB.Exec("UPDATE wfauto_accounts SET external_account_id = ? WHERE id = ?", first.ExternalAccountID, acc.ID)
+	require.NoError(t, err, "a Deprovisioned row may keep any id")
+	_, err = a.DB.Exec("INSERT INTO wfauto_accounts (user_id, status, external_account_id) VALUES (?, 'Failed', ?)", bob.ID, first.ExternalAccountID)
+	require.Error(t, err)
 }
