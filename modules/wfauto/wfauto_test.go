@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -70,6 +71,17 @@ func (c *cell) held(key string) bool {
 		}
 	}
 	return true
+}
+
+// accountSeq numbers the accounts of every fake cell of the package: like a real cell's, an
+// account id is never given twice, even by the cells of two tests sharing one control database.
+var accountSeq atomic.Int64
+
+// accountOf is the account the cell made for Idempotency-Key key ("" when none).
+func (c *cell) accountOf(key string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.accounts[key]
 }
 
 func newCell(t *testing.T) *cell {
@@ -139,7 +151,7 @@ func (c *cell) serve(w http.ResponseWriter, r *http.Request) {
 		id, ok := c.accounts[key]
 		if !ok {
 			c.creates++
-			id = fmt.Sprintf("acc_%d", c.creates)
+			id = fmt.Sprintf("acc_%d", accountSeq.Add(1))
 			c.accounts[key] = id
 			c.fingerprints[key] = string(raw)
 		}
@@ -205,8 +217,10 @@ func TestProvisionOnePerUser(t *testing.T) {
 	var acc account
 	r.Decode(t, &acc)
 	assert.Equal(t, "Active", acc.Status)
-	assert.Equal(t, "acc_1", acc.ExternalAccountID)
-	assert.Equal(t, "https://flows.example.test/acc_1", acc.URL)
+	made := c.accountOf(fmt.Sprint(acc.ID))
+	assert.NotEmpty(t, made)
+	assert.Equal(t, made, acc.ExternalAccountID)
+	assert.Equal(t, "https://flows.example.test/"+made, acc.URL)
 	require.Len(t, c.keys, 1)
 	assert.Equal(t, fmt.Sprint(acc.ID), c.keys[0], "Idempotency-Key is the local account id")
 	assert.Equal(t, u.Email, c.bodies[0]["email"])
@@ -818,7 +832,7 @@ func TestARetryAfterARenameSendsTheBodyFirstSent(t *testing.T) {
 	a.Get("/api/me/wfauto", u.Token).Decode(t, &list)
 	require.Len(t, list, 1)
 	assert.Equal(t, "Active", list[0].Status, list[0].ErrorMessage)
-	assert.Equal(t, "acc_1", list[0].ExternalAccountID)
+	assert.Equal(t, c.accountOf(fmt.Sprint(acc.ID)), list[0].ExternalAccountID)
 	assert.Equal(t, []any{"Test User", "Test User"}, sentNames(c, fmt.Sprint(acc.ID)), "the same key went with the same body")
 }
 
@@ -959,7 +973,7 @@ func TestAMalformedAnswerToTheProvisioningIsRetried(t *testing.T) {
 		require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
 		r.Decode(t, &acc)
 		assert.Equal(t, "Active", acc.Status)
-		assert.Equal(t, "acc_1", acc.ExternalAccountID, "the account the cell made")
+		assert.Equal(t, c.accountOf(fmt.Sprint(acc.ID)), acc.ExternalAccountID, "the account the cell made")
 		c.mu.Lock()
 		assert.Equal(t, 1, c.creates, "made once")
 		c.mu.Unlock()
