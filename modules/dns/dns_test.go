@@ -14,6 +14,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/uptrace/bun"
 	"go.uber.org/fx"
 
 	"provisioner/modules/dns"
@@ -878,7 +879,11 @@ func TestConcurrentCreatesNeverDuplicate(t *testing.T) {
 	assert.Equal(t, 51, counts[http.StatusCreated], "50 distinct labels and one winner of the shared label")
 	assert.Equal(t, 9, counts[http.StatusConflict])
 
-	rows, err := a.DB.Query("SELECT provider_record_id FROM dns_records WHERE status = 'Active'")
+	ids := make([]int64, len(users))
+	for i, u := range users {
+		ids[i] = u.ID
+	}
+	rows, err := a.DB.Query("SELECT provider_record_id FROM dns_records WHERE status = 'Active' AND user_id IN (?)", bun.In(ids))
 	require.NoError(t, err)
 	active := map[string]bool{}
 	for rows.Next() {

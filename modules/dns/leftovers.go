@@ -116,6 +116,11 @@ func (s *Sweeper) Delete(ctx context.Context, req provision.DeleteRequest) (prov
 			if findOurs([]cloudflare.Record{f}, r) == nil {
 				continue // another party's record, or another row's: never ours to delete
 			}
+			if another, err := heldByAnother(ctx, req.Tx, f.ID, r.ID); err != nil {
+				return provision.DeleteResponse{}, err
+			} else if another {
+				continue // an id another row holds: never deleted for this one
+			}
 			if err := s.provider.Delete(ctx, f.ID); err != nil {
 				return provision.DeleteResponse{}, err
 			}
@@ -132,6 +137,9 @@ func (s *Sweeper) Delete(ctx context.Context, req provision.DeleteRequest) (prov
 	}
 	return provision.DeleteResponse{}, nil
 }
+
+// ErrorText implements provision.ErrorTexter: a sweep's last_error is shown to administrators.
+func (s *Sweeper) ErrorText(err error) string { return shownError(err) }
 
 // GiveUp implements provision.GiveUpper; the finisher calls it, in the attempt's transaction,
 // after every failed attempt once Finisher:MaxAttempts have failed. It gives the sweep up (GaveUp,
@@ -156,9 +164,9 @@ func (s *Sweeper) GiveUp(ctx context.Context, tx bun.IDB, id int64, lastErr erro
 	if err := tx.NewSelect().Model(r).Column("id", "user_id", "fqdn").Where("id = ?", recordID).Scan(ctx); err != nil {
 		return fmt.Errorf("load record %d: %w", recordID, err)
 	}
-	msg := provision.StoredError(lastErr) // as the finisher stores last_error
+	msg := shownError(lastErr) // as the finisher stores last_error
 	s.log.Warn("dns leftover sweep given up: a record of ours may stay at the provider", "sweep", id, "record", r.ID,
-		"fqdn", r.Fqdn, "attempts", attempts, "error", msg)
+		"fqdn", r.Fqdn, "attempts", attempts, "error", provision.StoredError(lastErr))
 	return s.audit.RecordTx(ctx, tx, audit.Event{Action: "dns.leftover.given_up", UserID: audit.Int64(r.UserID), TargetType: "dnsRecord",
 		TargetID: fmt.Sprint(r.ID), Details: map[string]any{"fqdn": r.Fqdn, "attempts": attempts, "error": msg}})
 }

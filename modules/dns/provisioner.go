@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"net/http"
 	"regexp"
 	"strconv"
 	"strings"
@@ -151,6 +152,12 @@ func (p *Provisioner) dropLeftovers(ctx context.Context, tx bun.IDB, r *Record, 
 			rest = append(rest, f) // our marker, another content: not the dead row's record as it made it
 			continue
 		}
+		if another, err := heldByAnother(ctx, tx, f.ID, dead.ID); err != nil {
+			return nil, err
+		} else if another { // another row's record: never deleted as a leftover
+			rest = append(rest, f)
+			continue
+		}
 		if err := p.provider.Delete(ctx, f.ID); err != nil {
 			return nil, err
 		}
@@ -222,12 +229,35 @@ func (p *Provisioner) nameTaken(ctx context.Context, tx bun.IDB, r *Record, msg 
 	return nil
 }
 
+// msgDuplicateID is the error of a provider's answer naming a record another row holds.
+const msgDuplicateID = "suspicious result from the provider: a record id that belongs to another record; refused"
+
+// heldByAnother reports whether a row other than self that is not Revoked holds the provider's
+// record id: such an id is never stored for self, nor deleted at the provider for it.
+func heldByAnother(ctx context.Context, tx bun.IDB, providerID string, self int64) (bool, error) {
+	held, err := tx.NewSelect().Model((*Record)(nil)).Where("provider_record_id = ?", providerID).Where("id <> ?", self).
+		Where("status <> ?", StatusRevoked).Exists(ctx)
+	if err != nil {
+		return false, fmt.Errorf("is provider record %q held by another record: %w", providerID, err)
+	}
+	return held, nil
+}
+
 // active records the provider's record as r's: its id, and the TTL the provider holds (1,
 // automatic, for a proxied record whatever was asked), so what we show is what the zone serves.
 func (p *Provisioner) active(ctx context.Context, tx bun.IDB, r *Record, held cloudflare.Record, adopted bool) (provision.CreateResponse, error) {
 	providerID := held.ID
 	if providerID == "" { // never Active without the provider's id (a revocation could not find it)
 		return provision.CreateResponse{}, fmt.Errorf("record %d: the provider gave no record id", r.ID)
+	}
+	if another, err := heldByAnother(ctx, tx, providerID, r.ID); err != nil {
+		return provision.CreateResponse{}, err
+	} else if another {
+		// The provider names a record another of our rows holds: stored, revoking r would delete
+		// that record. A suspicious answer, transient like a malformed one: the next attempt looks
+		// the name up first (and adopts the record carrying r's comment, with its own id).
+		return provision.CreateResponse{}, &cloudflare.APIError{Status: http.StatusBadGateway,
+			Errors: []cloudflare.Message{{Message: msgDuplicateID}}}
 	}
 	ttl := heldTTL(r, held)
 	if _, err := tx.NewUpdate().Model(r).Set("status = ?", StatusActive).Set("provider_record_id = ?", providerID).
@@ -264,6 +294,30 @@ func (p *Provisioner) finalAfter(ctx context.Context, tx bun.IDB, r *Record, msg
 		TargetID: fmt.Sprint(r.ID), Details: map[string]any{"fqdn": r.Fqdn, "error": msg}})
 }
 
+// MsgInternal is what is stored and shown (last_error, errorMessage) for a failed attempt whose
+// error is not the provider's: our database refused a statement, an audit write failed, our
+// outbound budget's Redis failed. Their text (SQL, SQLSTATE, addresses) is only logged.
+const MsgInternal = "internal error while handling the provider's answer (details in the server log)"
+
+// shownError is err's text as stored and shown: the provider's answer (its errors sanitised by
+// the client, or what happened to a call without an answer), our own words about it (they wrap
+// it), a call put off by our budget, or MsgInternal for anything else.
+func shownError(err error) string {
+	var (
+		ae *cloudflare.APIError
+		te *cloudflare.TransportError
+		de *provision.Deferred
+	)
+	if errors.As(err, &ae) || errors.As(err, &te) || errors.As(err, &de) {
+		return provision.StoredError(err)
+	}
+	return MsgInternal
+}
+
+// ErrorText implements provision.ErrorTexter: a failed attempt's last_error is the errorMessage
+// of a Pending or Revoking record.
+func (p *Provisioner) ErrorText(err error) string { return shownError(err) }
+
 // failed turns a provider error into the verb's answer: final for a 4xx, a retry otherwise.
 func (p *Provisioner) failed(ctx context.Context, tx bun.IDB, r *Record, err error) error {
 	if cloudflare.Transient(err) {
@@ -297,12 +351,18 @@ func (p *Provisioner) Delete(ctx context.Context, req provision.DeleteRequest) (
 			return provision.DeleteResponse{}, err
 		}
 		if ours := findOurs(found, r); ours != nil {
-			ids = append(ids, ours.ID)
+			another, err := heldByAnother(ctx, req.Tx, ours.ID, r.ID)
+			if err != nil {
+				return provision.DeleteResponse{}, err
+			}
+			if !another { // never delete another row's record for this one
+				ids = append(ids, ours.ID)
+			}
 		}
 	}
 	for _, id := range ids {
 		if err := p.provider.Delete(ctx, id); err != nil {
-			if _, uerr := req.Tx.NewUpdate().Model(r).Set("error_message = ?", err.Error()).WherePK().Exec(ctx); uerr != nil {
+			if _, uerr := req.Tx.NewUpdate().Model(r).Set("error_message = ?", shownError(err)).WherePK().Exec(ctx); uerr != nil {
 				return provision.DeleteResponse{}, uerr
 			}
 			return provision.DeleteResponse{}, err
@@ -320,7 +380,7 @@ func (p *Provisioner) Delete(ctx context.Context, req provision.DeleteRequest) (
 // must not resolve, so the finisher deletes the record carrying its comment if there is one.
 // Revocations are never given up: they keep being retried at the capped backoff.
 func (p *Provisioner) GiveUp(ctx context.Context, tx bun.IDB, id int64, lastErr error) error {
-	res, err := tx.NewUpdate().Model((*Record)(nil)).Set("status = ?", StatusFailed).Set("error_message = ?", provision.StoredError(lastErr)).
+	res, err := tx.NewUpdate().Model((*Record)(nil)).Set("status = ?", StatusFailed).Set("error_message = ?", shownError(lastErr)).
 		Set("updated_at = now()").Where("id = ?", id).Where("status = ?", StatusPending).Exec(ctx)
 	if err != nil {
 		return err
@@ -381,4 +441,6 @@ var (
 	_ provision.GiveUpper    = (*Provisioner)(nil)
 	_ provision.UserReleaser = (*Provisioner)(nil)
 	_ provision.RetryAfterer = (*cloudflare.APIError)(nil)
+	_ provision.ErrorTexter  = (*Provisioner)(nil)
+	_ provision.ErrorTexter  = (*Sweeper)(nil)
 )

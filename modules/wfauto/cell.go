@@ -42,7 +42,9 @@ type CellAccount struct {
 	URL       string `json:"url"`
 }
 
-// CellError is a failed call; Final means no retry can succeed (a 4xx or a malformed answer).
+// CellError is a failed call; Final means no retry can succeed (a 4xx). A malformed 2xx answer is
+// not final: the cell may have made the account, and a retry with the same Idempotency-Key gets
+// the cell's answer again (the cell replays it).
 type CellError struct {
 	Status int
 	Msg    string
@@ -165,16 +167,19 @@ func (c *Cell) Provision(ctx context.Context, idemKey string, body []byte) (Cell
 	if status != http.StatusOK && status != http.StatusCreated {
 		return CellAccount{}, c.statusError(a)
 	}
+	// A 2xx we cannot read is transient, not final: the cell may well have made the account (the
+	// answer was mangled on the way back), and the finisher's retry with the same Idempotency-Key
+	// gets the account (the cell answers a repeated key with the original answer).
 	var out CellAccount
 	if err := json.Unmarshal(a.body, &out); err != nil {
-		return CellAccount{}, &CellError{Status: status, Msg: "malformed answer: not JSON", Final: true}
+		return CellAccount{}, &CellError{Status: status, Msg: "malformed answer: not JSON"}
 	}
 	u, err := url.Parse(out.URL)
 	if out.AccountID == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return CellAccount{}, &CellError{Status: status, Msg: "malformed answer: accountId and an http(s) url are required", Final: true}
+		return CellAccount{}, &CellError{Status: status, Msg: "malformed answer: accountId and an http(s) url are required"}
 	}
 	if !printable(out.AccountID, MaxAccountID) || !printable(out.URL, MaxAccountURL) {
-		return CellAccount{}, &CellError{Status: status, Final: true, Msg: fmt.Sprintf("malformed answer: accountId (at most %d bytes) "+
+		return CellAccount{}, &CellError{Status: status, Msg: fmt.Sprintf("malformed answer: accountId (at most %d bytes) "+
 			"and url (at most %d bytes) must not hold control characters", MaxAccountID, MaxAccountURL)}
 	}
 	return out, nil

@@ -28,8 +28,10 @@ type Account struct {
 	Attempts          int       `bun:"attempts,notnull"`
 	NextAttemptAt     time.Time `bun:"next_attempt_at,notnull"`
 	LastError         string    `bun:"last_error,notnull"`
-	CreatedAt         time.Time `bun:"created_at,nullzero,notnull,default:current_timestamp"`
-	UpdatedAt         time.Time `bun:"updated_at,nullzero,notnull,default:current_timestamp"`
+	// ReleasedBy is who deleted the owner (Deprovisioning): the actor of wfauto.deprovisioned.
+	ReleasedBy *int64    `bun:"released_by"`
+	CreatedAt  time.Time `bun:"created_at,nullzero,notnull,default:current_timestamp"`
+	UpdatedAt  time.Time `bun:"updated_at,nullzero,notnull,default:current_timestamp"`
 }
 
 // View is an account as the API shows it.
@@ -38,7 +40,7 @@ type View struct {
 	Status            string    `json:"status" enum:"Pending,Active,Failed,Deprovisioning,Deprovisioned" example:"Active"`
 	ExternalAccountID string    `json:"externalAccountId" doc:"The cell's account id, once provisioned." example:"acc_9f2"`
 	URL               string    `json:"url" doc:"Where the user signs in to their workflow-automation account." example:"https://flows.example.com/acc_9f2"`
-	ErrorMessage      string    `json:"errorMessage" doc:"Why the last attempt failed; empty when none."`
+	ErrorMessage      string    `json:"errorMessage" doc:"Why the last attempt failed: the cell's status and its sanitised words, or what happened to a call without an answer; for a failure on our side (not the cell's) 'internal error while handling the cell's answer (details in the server log)'. Empty when none."`
 	CreatedAt         time.Time `json:"createdAt"`
 	UpdatedAt         time.Time `json:"updatedAt"`
 	UserID            int64     `json:"userId"`

@@ -10,6 +10,7 @@ import (
 	"github.com/uptrace/bun"
 
 	"provisioner/platform/audit"
+	"provisioner/platform/authn"
 	"provisioner/platform/provision"
 )
 
@@ -152,6 +153,20 @@ func (p *Provisioner) Create(ctx context.Context, req provision.CreateRequest) (
 	if err != nil {
 		return provision.CreateResponse{}, err // transient: retried with the same Idempotency-Key
 	}
+	if held, err := heldByAnother(ctx, req.Tx, got.AccountID, a.ID); err != nil {
+		return provision.CreateResponse{}, err
+	} else if held {
+		// The cell answered with another live account's id: stored, deleting this account would
+		// delete that one at the cell. Refused as a suspicious answer: Failed, the id not stored
+		// (the create stays recorded as possibly at the cell).
+		msg := (&CellError{Status: http.StatusBadGateway, Msg: msgDuplicateID}).Error()
+		if _, uerr := req.Tx.NewUpdate().Model(a).Set("status = ?", StatusFailed).Set("error_message = ?", msg).
+			Set("updated_at = now()").WherePK().Exec(ctx); uerr != nil {
+			return provision.CreateResponse{}, uerr
+		}
+		return provision.CreateResponse{}, p.audit.RecordTx(ctx, req.Tx, audit.Event{Action: "wfauto.failed", UserID: audit.Int64(a.UserID),
+			TargetType: "wfautoAccount", TargetID: fmt.Sprint(a.ID), Details: map[string]any{"error": msg, "externalAccountId": got.AccountID}})
+	}
 	if _, err := req.Tx.NewUpdate().Model(a).Set("status = ?", StatusActive).Set("external_account_id = ?", got.AccountID).
 		Set("url = ?", got.URL).Set("error_message = ''").Set("last_error = ''").Set("updated_at = now()").WherePK().Exec(ctx); err != nil {
 		return provision.CreateResponse{}, fmt.Errorf("record account %d active: %w", a.ID, err)
@@ -161,6 +176,20 @@ func (p *Provisioner) Create(ctx context.Context, req provision.CreateRequest) (
 		return provision.CreateResponse{}, err
 	}
 	return provision.CreateResponse{ExternalID: got.AccountID}, nil
+}
+
+// msgDuplicateID is the error of a cell's answer naming an account another live row holds.
+const msgDuplicateID = "suspicious answer: the accountId belongs to another account; refused"
+
+// heldByAnother reports whether a live account other than self (not Deprovisioned) holds the
+// cell's accountID: such an id is never stored for self nor deprovisioned for it.
+func heldByAnother(ctx context.Context, tx bun.IDB, accountID string, self int64) (bool, error) {
+	held, err := tx.NewSelect().Model((*Account)(nil)).Where("external_account_id = ?", accountID).Where("id <> ?", self).
+		Where("status <> ?", StatusDeprovisioned).Exists(ctx)
+	if err != nil {
+		return false, fmt.Errorf("is account id held by another account: %w", err)
+	}
+	return held, nil
 }
 
 // Delete implements provision.Provisioner. An account never sent to the cell (its owner deleted
@@ -195,7 +224,13 @@ func (p *Provisioner) Delete(ctx context.Context, req provision.DeleteRequest) (
 		var ce *CellError
 		switch {
 		case err == nil:
-			accountID = got.AccountID
+			held, herr := heldByAnother(ctx, req.Tx, got.AccountID, a.ID)
+			if herr != nil {
+				return provision.DeleteResponse{}, herr
+			}
+			if !held {
+				accountID = got.AccountID
+			} // else: another live account's id: never deleted for this one
 		case refusedOriginal(err, original):
 			// The cell refuses the key's own body: nothing exists there.
 		case errors.As(err, &ce) && ce.Final:
@@ -217,13 +252,38 @@ func (p *Provisioner) Delete(ctx context.Context, req provision.DeleteRequest) (
 	if err := unmarkSent(ctx, req.Tx, a.ID); err != nil {
 		return provision.DeleteResponse{}, err
 	}
-	return provision.DeleteResponse{}, p.audit.RecordTx(ctx, req.Tx, audit.Event{Action: "wfauto.deprovisioned",
-		UserID: audit.Int64(a.UserID), TargetType: "wfautoAccount", TargetID: fmt.Sprint(a.ID)})
+	// An account is deprovisioned only because its owner was deleted: audited as the other modules
+	// audit what a deleted user released, with the reason and whoever deleted the user as actor.
+	details := map[string]any{"reason": "user.deleted"}
+	if accountID != "" {
+		details["externalAccountId"] = accountID
+	}
+	return provision.DeleteResponse{}, p.audit.RecordTx(ctx, req.Tx, audit.Event{Action: "wfauto.deprovisioned", ActorUserID: a.ReleasedBy,
+		UserID: audit.Int64(a.UserID), TargetType: "wfautoAccount", TargetID: fmt.Sprint(a.ID), Details: details})
 }
 
-// GiveUp marks an account whose provisioning kept failing Failed, with its last error.
+// MsgInternal is what is stored and shown (last_error, errorMessage) for a failed attempt whose
+// error is not the cell's: our database refused a statement, an audit write failed. Their text
+// (SQL, SQLSTATE) is only logged.
+const MsgInternal = "internal error while handling the cell's answer (details in the server log)"
+
+// shownError is err's text as stored and shown: the cell's answer (sanitised by the client),
+// with our own words about it (they wrap it), or MsgInternal for anything else.
+func shownError(err error) string {
+	var ce *CellError
+	if errors.As(err, &ce) {
+		return provision.StoredError(err)
+	}
+	return MsgInternal
+}
+
+// ErrorText implements provision.ErrorTexter: a failed attempt's last_error is the errorMessage
+// of a Pending or Deprovisioning account.
+func (p *Provisioner) ErrorText(err error) string { return shownError(err) }
+
+// GiveUp marks an account whose provisioning kept failing Failed, with its last error (as shown).
 func (p *Provisioner) GiveUp(ctx context.Context, tx bun.IDB, id int64, lastErr error) error {
-	_, err := tx.NewUpdate().Model((*Account)(nil)).Set("status = ?", StatusFailed).Set("error_message = ?", provision.StoredError(lastErr)).
+	_, err := tx.NewUpdate().Model((*Account)(nil)).Set("status = ?", StatusFailed).Set("error_message = ?", shownError(lastErr)).
 		Set("updated_at = now()").Where("id = ?", id).Where("status = ?", StatusPending).Exec(ctx)
 	return err
 }
@@ -232,8 +292,14 @@ func (p *Provisioner) GiveUp(ctx context.Context, tx bun.IDB, id int64, lastErr 
 // Failed alike. A Failed account's create may have reached the cell (a timeout, then attempts ran
 // out): the finisher re-posts its Idempotency-Key to learn its id and deletes it there before it
 // is Deprovisioned. One never sent (or only refused) is Deprovisioned without calling the cell.
+// Whoever deletes the user is kept (released_by): the wfauto.deprovisioned event, written once the
+// cell has deleted the account, names them as its actor, with details.reason "user.deleted".
 func (p *Provisioner) ReleaseUser(ctx context.Context, tx bun.IDB, userID int64) error {
-	if _, err := tx.NewUpdate().Model((*Account)(nil)).Set("status = ?", StatusDeprovisioning).Set("attempts = 0").
+	var actor *int64
+	if pr := authn.FromContext(ctx); pr != nil {
+		actor = audit.Int64(pr.UserID)
+	}
+	if _, err := tx.NewUpdate().Model((*Account)(nil)).Set("status = ?", StatusDeprovisioning).Set("attempts = 0").Set("released_by = ?", actor).
 		Set("error_message = ''").Set("last_error = ''").Set("next_attempt_at = now()").Set("updated_at = now()").
 		Where("user_id = ?", userID).Where("status IN (?)", bun.In([]string{StatusPending, StatusActive, StatusFailed})).Exec(ctx); err != nil {
 		return fmt.Errorf("release accounts of user %d: %w", userID, err)
@@ -247,4 +313,5 @@ var (
 	_ provision.GiveUpper    = (*Provisioner)(nil)
 	_ provision.UserReleaser = (*Provisioner)(nil)
 	_ provision.RetryAfterer = (*CellError)(nil)
+	_ provision.ErrorTexter  = (*Provisioner)(nil)
 )

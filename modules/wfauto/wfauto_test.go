@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -46,7 +47,9 @@ type cell struct {
 	// mode is "", "500", "400", "409", "garbage", "hang", "missing-url", "leak", "leak-html", "throttle", or an
 	// answer with a bad accountId or url: "nul-id", "newline-id", "c1-url", "long-id", "long-url".
 	mode string
-	hang time.Duration
+	// dupID is the accountId of mode "dup": the answer names this (another) account.
+	dupID string
+	hang  time.Duration
 	// throttle is the status (429, 503) and Retry-After of mode "throttle".
 	throttle struct {
 		status     int
@@ -68,6 +71,17 @@ func (c *cell) held(key string) bool {
 		}
 	}
 	return true
+}
+
+// accountSeq numbers the accounts of every fake cell of the package: like a real cell's, an
+// account id is never given twice, even by the cells of two tests sharing one control database.
+var accountSeq atomic.Int64
+
+// accountOf is the account the cell made for Idempotency-Key key ("" when none).
+func (c *cell) accountOf(key string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.accounts[key]
 }
 
 func newCell(t *testing.T) *cell {
@@ -137,7 +151,7 @@ func (c *cell) serve(w http.ResponseWriter, r *http.Request) {
 		id, ok := c.accounts[key]
 		if !ok {
 			c.creates++
-			id = fmt.Sprintf("acc_%d", c.creates)
+			id = fmt.Sprintf("acc_%d", accountSeq.Add(1))
 			c.accounts[key] = id
 			c.fingerprints[key] = string(raw)
 		}
@@ -145,6 +159,9 @@ func (c *cell) serve(w http.ResponseWriter, r *http.Request) {
 		switch mode {
 		case "garbage":
 			_, _ = w.Write([]byte(`<html>oops</html>`))
+		case "dup": // another account's id (dupID), as a broken cell may answer
+			w.WriteHeader(http.StatusCreated)
+			_, _ = w.Write([]byte(`{"accountId":"` + c.dupID + `","url":"https://flows.example.test/` + c.dupID + `"}`))
 		case "missing-url":
 			_, _ = w.Write([]byte(`{"accountId":"` + id + `"}`))
 		case "nul-id": // an id PostgreSQL cannot store
@@ -200,8 +217,10 @@ func TestProvisionOnePerUser(t *testing.T) {
 	var acc account
 	r.Decode(t, &acc)
 	assert.Equal(t, "Active", acc.Status)
-	assert.Equal(t, "acc_1", acc.ExternalAccountID)
-	assert.Equal(t, "https://flows.example.test/acc_1", acc.URL)
+	made := c.accountOf(fmt.Sprint(acc.ID))
+	assert.NotEmpty(t, made)
+	assert.Equal(t, made, acc.ExternalAccountID)
+	assert.Equal(t, "https://flows.example.test/"+made, acc.URL)
 	require.Len(t, c.keys, 1)
 	assert.Equal(t, fmt.Sprint(acc.ID), c.keys[0], "Idempotency-Key is the local account id")
 	assert.Equal(t, u.Email, c.bodies[0]["email"])
@@ -222,8 +241,8 @@ func TestCellFailures(t *testing.T) {
 		mode, status, contains string
 	}{
 		{"400", "Failed", "organization not allowed"},
-		{"garbage", "Failed", "malformed"},
-		{"missing-url", "Failed", "malformed"},
+		{"garbage", "Pending", "malformed"},
+		{"missing-url", "Pending", "malformed"},
 		{"500", "Pending", "database is down"},
 		{"hang", "Pending", "timed out"},
 	}
@@ -326,6 +345,19 @@ func TestDeprovisionOnUserDeletionAndAdminRoutes(t *testing.T) {
 	var status string
 	require.NoError(t, a.DB.QueryRow("SELECT status FROM wfauto_accounts WHERE id = ?", acc.ID).Scan(&status))
 	assert.Equal(t, "Deprovisioned", status)
+
+	// Audited as the other modules audit what a deleted user released: the deleting admin as
+	// actor, details.reason user.deleted.
+	var deleter int64
+	require.NoError(t, a.DB.QueryRow("SELECT actor_user_id FROM audit_events WHERE action = 'user.deleted' AND user_id = ?", u.ID).Scan(&deleter))
+	var actor *int64
+	var reason, external string
+	require.NoError(t, a.DB.QueryRow("SELECT actor_user_id, details->>'reason', details->>'externalAccountId' FROM audit_events "+
+		"WHERE action = 'wfauto.deprovisioned' AND target_id = ?", fmt.Sprint(acc.ID)).Scan(&actor, &reason, &external))
+	require.NotNil(t, actor, "the deleting admin is the actor")
+	assert.Equal(t, deleter, *actor)
+	assert.Equal(t, "user.deleted", reason)
+	assert.Equal(t, acc.ExternalAccountID, external)
 }
 
 func TestNotConfigured(t *testing.T) {
@@ -694,35 +726,31 @@ func TestDeprovisionSkipsTheCellForAnAccountItNeverGot(t *testing.T) {
 // a minute, not at 0001-01-01.
 func TestAnAnswerWithControlCharactersOrUnboundedIsMalformed(t *testing.T) {
 	a, c := setup(t)
+	admin := a.AdminToken(t)
 	for _, mode := range []string{"nul-id", "newline-id", "c1-url", "long-id", "long-url"} {
 		t.Run(mode, func(t *testing.T) {
 			u := a.Register(t)
-			c.mu.Lock()
-			calls0 := c.calls
-			c.mu.Unlock()
-			before := time.Now()
 			c.set(mode)
 			r := a.Post("/api/me/wfauto/provision", u.Token, nil)
+			c.set("")
 			require.Equal(t, http.StatusBadGateway, r.Status, string(r.Raw))
 			var acc account
 			r.Decode(t, &acc)
-			assert.Equal(t, "Failed", acc.Status)
+			assert.Equal(t, "Pending", acc.Status, "the cell may hold the account: retried with the same key")
 			assert.Contains(t, acc.ErrorMessage, "malformed answer")
-			assert.Empty(t, r.Header.Get("Retry-After"), "nothing is retried")
-			a.Settle(3 * time.Second)
-			c.set("")
+			assert.NotEmpty(t, r.Header.Get("Retry-After"))
+			var external string
+			require.NoError(t, a.DB.QueryRow("SELECT external_account_id FROM wfauto_accounts WHERE id = ?", acc.ID).Scan(&external))
+			assert.Empty(t, external, "nothing of the bad answer stored")
+
+			// The retry (same Idempotency-Key) gets the cell's account, made once.
+			r = a.Post(fmt.Sprintf("/api/wfauto/accounts/%d/retry", acc.ID), admin, nil)
+			require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
+			r.Decode(t, &acc)
+			assert.Equal(t, "Active", acc.Status)
 			c.mu.Lock()
-			assert.Equal(t, calls0+1, c.calls, "one call to the cell: the answer is final")
+			assert.Equal(t, c.accounts[fmt.Sprint(acc.ID)], acc.ExternalAccountID)
 			c.mu.Unlock()
-			var status, external string
-			var attempts int
-			var next time.Time
-			require.NoError(t, a.DB.QueryRow("SELECT status, external_account_id, attempts, next_attempt_at FROM wfauto_accounts WHERE id = ?", acc.ID).
-				Scan(&status, &external, &attempts, &next))
-			assert.Equal(t, "Failed", status)
-			assert.Empty(t, external)
-			assert.Zero(t, attempts)
-			assert.True(t, next.After(before), "stored due in a minute, not %s", next)
 		})
 	}
 	t.Run("refused: next_attempt_at as stored", func(t *testing.T) {
@@ -804,7 +832,7 @@ func TestARetryAfterARenameSendsTheBodyFirstSent(t *testing.T) {
 	a.Get("/api/me/wfauto", u.Token).Decode(t, &list)
 	require.Len(t, list, 1)
 	assert.Equal(t, "Active", list[0].Status, list[0].ErrorMessage)
-	assert.Equal(t, "acc_1", list[0].ExternalAccountID)
+	assert.Equal(t, c.accountOf(fmt.Sprint(acc.ID)), list[0].ExternalAccountID)
 	assert.Equal(t, []any{"Test User", "Test User"}, sentNames(c, fmt.Sprint(acc.ID)), "the same key went with the same body")
 }
 
@@ -918,4 +946,137 @@ func TestARefusedBodyIsNotPinned(t *testing.T) {
 	r = a.Post("/api/me/wfauto/provision", u.Token, nil)
 	require.Equal(t, http.StatusCreated, r.Status, string(r.Raw))
 	assert.Equal(t, []any{"X Renamed"}, sentNames(c, fmt.Sprint(acc.ID)), "the owner's current details, not the refused body")
+}
+
+// TestAMalformedAnswerToTheProvisioningIsRetried: the cell makes the account and answers with a
+// 2xx that is not the documented JSON (a proxy's page, a mangled body). The account stays Pending
+// (502 with Retry-After) and the finisher's retry, with the same Idempotency-Key, gets the cell's
+// account: Active with it, one account at the cell. When attempts run out first, the account ends
+// Failed and deleting its owner re-posts the key and deletes the account at the cell.
+func TestAMalformedAnswerToTheProvisioningIsRetried(t *testing.T) {
+	t.Run("retried", func(t *testing.T) {
+		a, c := setup(t)
+		admin := a.AdminToken(t)
+		u := a.Register(t)
+		c.set("garbage")
+		r := a.Post("/api/me/wfauto/provision", u.Token, nil)
+		c.set("")
+		require.Equal(t, http.StatusBadGateway, r.Status, string(r.Raw))
+		var acc account
+		r.Decode(t, &acc)
+		assert.Equal(t, "Pending", acc.Status, "the cell holds the account: not Failed")
+		assert.Contains(t, acc.ErrorMessage, "malformed answer")
+		assert.NotEmpty(t, r.Header.Get("Retry-After"))
+		require.True(t, c.held(fmt.Sprint(acc.ID)))
+
+		r = a.Post(fmt.Sprintf("/api/wfauto/accounts/%d/retry", acc.ID), admin, nil)
+		require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
+		r.Decode(t, &acc)
+		assert.Equal(t, "Active", acc.Status)
+		assert.Equal(t, c.accountOf(fmt.Sprint(acc.ID)), acc.ExternalAccountID, "the account the cell made")
+		c.mu.Lock()
+		assert.Equal(t, 1, c.creates, "made once")
+		c.mu.Unlock()
+	})
+	t.Run("attempts run out", func(t *testing.T) {
+		a, c := strictApp(t, 1)
+		admin := a.AdminToken(t)
+		u := a.Register(t)
+		c.set("garbage")
+		r := a.Post("/api/me/wfauto/provision", u.Token, nil)
+		c.set("")
+		require.Equal(t, http.StatusBadGateway, r.Status, string(r.Raw))
+		var acc account
+		r.Decode(t, &acc)
+		assert.Equal(t, "Failed", acc.Status)
+		assert.Contains(t, acc.ErrorMessage, "malformed answer")
+		require.True(t, c.held(fmt.Sprint(acc.ID)))
+
+		r = a.Do(apptest.Request{Method: "DELETE", Path: fmt.Sprintf("/api/users/%d", u.ID), Token: admin})
+		require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
+		a.Settle(5 * time.Second)
+		var status string
+		require.NoError(t, a.DB.QueryRow("SELECT status FROM wfauto_accounts WHERE id = ?", acc.ID).Scan(&status))
+		assert.Equal(t, "Deprovisioned", status)
+		assert.False(t, c.held(fmt.Sprint(acc.ID)), "deleted at the cell")
+	})
+}
+
+// TestAnErrorOfOursIsNotShown: an attempt that fails on our side (here the database refuses to
+// record the account Active) is retried like any other, but its errorMessage is a generic text:
+// the database's words (the statement, SQLSTATE) are only logged. The retry, with the same
+// Idempotency-Key, gets the account the cell made.
+func TestAnErrorOfOursIsNotShown(t *testing.T) {
+	a, c := setup(t)
+	admin := a.AdminToken(t)
+	u := a.Register(t)
+	_, err := a.DB.Exec(fmt.Sprintf(`CREATE OR REPLACE FUNCTION test_refuse_active() RETURNS trigger AS $f$ BEGIN
+		IF NEW.status = 'Active' AND NEW.user_id = %d THEN RAISE EXCEPTION 'internal detail: relation secret_table'; END IF;
+		RETURN NEW; END $f$ LANGUAGE plpgsql`, u.ID))
+	require.NoError(t, err)
+	_, err = a.DB.Exec("CREATE TRIGGER test_refuse_active BEFORE UPDATE ON wfauto_accounts FOR EACH ROW EXECUTE FUNCTION test_refuse_active()")
+	require.NoError(t, err)
+	drop := func() { _, _ = a.DB.Exec("DROP TRIGGER IF EXISTS test_refuse_active ON wfauto_accounts") }
+	t.Cleanup(drop)
+
+	r := a.Post("/api/me/wfauto/provision", u.Token, nil)
+	require.Equal(t, http.StatusBadGateway, r.Status, string(r.Raw))
+	var acc account
+	r.Decode(t, &acc)
+	assert.Equal(t, "Pending", acc.Status)
+	assert.Equal(t, wfauto.MsgInternal, acc.ErrorMessage)
+	assert.NotContains(t, string(r.Raw), "secret_table")
+	assert.NotContains(t, string(r.Raw), "SQLSTATE")
+
+	drop()
+	r = a.Post(fmt.Sprintf("/api/wfauto/accounts/%d/retry", acc.ID), admin, nil)
+	require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
+	r.Decode(t, &acc)
+	assert.Equal(t, "Active", acc.Status)
+	c.mu.Lock()
+	assert.Equal(t, 1, c.creates)
+	c.mu.Unlock()
+}
+
+// TestAnAccountIdHeldByAnotherAccountIsRefused: a cell that answers a provision with the
+// accountId of another user's live account is refused: the account is Failed with a sanitised
+// message and the id is not stored; deleting its user (the re-post of its key answered with that
+// id again) does not delete the other user's account at the cell.
+func TestAnAccountIdHeldByAnotherAccountIsRefused(t *testing.T) {
+	a, c := setup(t)
+	admin := a.AdminToken(t)
+	alice, bob := a.Register(t), a.Register(t)
+	r := a.Post("/api/me/wfauto/provision", alice.Token, nil)
+	require.Equal(t, http.StatusCreated, r.Status, string(r.Raw))
+	var first account
+	r.Decode(t, &first)
+
+	c.mu.Lock()
+	c.dupID = first.ExternalAccountID
+	c.mu.Unlock()
+	c.set("dup")
+	r = a.Post("/api/me/wfauto/provision", bob.Token, nil)
+	require.Equal(t, http.StatusBadGateway, r.Status, string(r.Raw))
+	var acc account
+	r.Decode(t, &acc)
+	assert.Equal(t, "Failed", acc.Status)
+	assert.Contains(t, acc.ErrorMessage, "belongs to another account")
+	assert.Empty(t, acc.ExternalAccountID)
+
+	r = a.Do(apptest.Request{Method: "DELETE", Path: fmt.Sprintf("/api/users/%d", bob.ID), Token: admin})
+	require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
+	a.Settle(5 * time.Second)
+	c.set("")
+	var status string
+	require.NoError(t, a.DB.QueryRow("SELECT status FROM wfauto_accounts WHERE id = ?", acc.ID).Scan(&status))
+	assert.Equal(t, "Deprovisioned", status)
+	c.mu.Lock()
+	assert.NotContains(t, c.deleted, first.ExternalAccountID, "alice's account is not deleted at the cell")
+	c.mu.Unlock()
+
+	// The index refuses a second live holder whatever the code does.
+	_, err := a.DB.Exec("UPDATE wfauto_accounts SET external_account_id = ? WHERE id = ?", first.ExternalAccountID, acc.ID)
+	require.NoError(t, err, "a Deprovisioned row may keep any id")
+	_, err = a.DB.Exec("INSERT INTO wfauto_accounts (user_id, status, external_account_id) VALUES (?, 'Failed', ?)", bob.ID, first.ExternalAccountID)
+	require.Error(t, err)
 }

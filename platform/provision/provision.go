@@ -97,6 +97,14 @@ type GiveUpper interface {
 	GiveUp(ctx context.Context, tx bun.IDB, resourceID int64, lastErr error) error
 }
 
+// ErrorTexter is implemented by provisioners whose rows' last_error is shown to users (an
+// errorMessage): the Finisher stores ErrorText(err) as a failed attempt's last_error instead of
+// err's own text, so an error that is not the provider's (our database's, with its SQL and
+// SQLSTATE) is stored as a generic text. The whole error is still logged, and passed to GiveUp.
+type ErrorTexter interface {
+	ErrorText(err error) string
+}
+
 // Pruner is implemented by queues that keep rows in a final state only for a while (the DNS
 // module's finished leftover sweeps). The Finisher calls Prune from its polls every
 // FinisherOptions.PruneInterval, and again at the next poll while a call deletes a full batch;

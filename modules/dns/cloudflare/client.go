@@ -12,11 +12,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"net/url"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"provisioner/platform/provision"
 	"provisioner/platform/redact"
@@ -325,18 +328,50 @@ func redactPath(p string) string {
 	return p
 }
 
-// Create adds an A record. A success whose result carries no record id is a malformed answer.
+// Bounds of a record as the provider describes it: its id is stored, shown and put in a delete's
+// path (Cloudflare's are 32 hex digits); its TTL is stored (an int column: 1 is automatic,
+// Cloudflare's largest is 86400).
+const (
+	MaxRecordID = 128
+	MaxTTL      = math.MaxInt32
+)
+
+// recordProblem says what makes r, a record the provider answered with, unfit to store, or "".
+func recordProblem(r Record) string {
+	switch {
+	case r.ID == "":
+		return "without an id"
+	case len(r.ID) > MaxRecordID || !utf8.ValidString(r.ID) || strings.ContainsFunc(r.ID, func(c rune) bool { return unicode.IsControl(c) || unicode.IsSpace(c) }):
+		return fmt.Sprintf("whose id is not at most %d printable characters", MaxRecordID)
+	case r.TTL < 0 || r.TTL > MaxTTL:
+		return "whose TTL is out of range"
+	}
+	return ""
+}
+
+// malformedRecord is the error of an answer holding a record unfit to store: transient, like any
+// malformed answer (the next attempt looks the name up first). What was wrong is named, the value
+// never (it may hold anything: a NUL, a forged log line).
+func malformedRecord(problem string) *APIError {
+	return &APIError{Status: http.StatusBadGateway, malformed: true,
+		Errors: []Message{{Message: "malformed result from the provider: " + problem}}}
+}
+
+// Create adds an A record. A success whose result carries no usable record id (empty, too long,
+// holding control characters or spaces) or a TTL out of range is a malformed answer.
 func (c *Client) Create(ctx context.Context, r Record) (Record, error) {
 	r.Type = "A"
 	var out Record
 	err := c.do(ctx, http.MethodPost, "/zones/"+url.PathEscape(c.o.ZoneID)+"/dns_records", r, &out)
-	if err == nil && out.ID == "" {
-		// A success without the record's id: we cannot tell which record (if any) was made.
-		// Transient: the next attempt looks the name up first.
-		return Record{}, &APIError{Status: http.StatusBadGateway, malformed: true,
-			Errors: []Message{{Message: "malformed result from the provider: a created record without an id"}}}
+	if err != nil {
+		return Record{}, err
 	}
-	return out, err
+	if p := recordProblem(out); p != "" {
+		// We cannot tell which record (if any) was made. Transient: the next attempt looks the
+		// name up first.
+		return Record{}, malformedRecord("a created record " + p)
+	}
+	return out, nil
 }
 
 // Delete removes a record; a record that does not exist is not an error. Only the provider's own
@@ -362,6 +397,13 @@ func Gone(err error) bool {
 func (c *Client) Lookup(ctx context.Context, fqdn string) ([]Record, error) {
 	var out []Record
 	q := url.Values{"name": {fqdn}, "per_page": {"100"}}
-	err := c.do(ctx, http.MethodGet, "/zones/"+url.PathEscape(c.o.ZoneID)+"/dns_records?"+q.Encode(), nil, &out)
-	return out, err
+	if err := c.do(ctx, http.MethodGet, "/zones/"+url.PathEscape(c.o.ZoneID)+"/dns_records?"+q.Encode(), nil, &out); err != nil {
+		return nil, err
+	}
+	for _, r := range out {
+		if p := recordProblem(r); p != "" {
+			return nil, malformedRecord("a listed record " + p)
+		}
+	}
+	return out, nil
 }

@@ -34,6 +34,12 @@ type Fault struct {
 	Carried bool
 }
 
+// seq numbers records across every Fake of the process: like the provider's, a record id is
+// never given twice, even by the fakes of two tests sharing one control database.
+var seq atomic.Int64
+
+func nextID() string { return fmt.Sprintf("rec%06d", seq.Add(1)) }
+
 // Fake is the fake provider.
 type Fake struct {
 	*httptest.Server
@@ -41,7 +47,6 @@ type Fake struct {
 
 	mu      sync.Mutex
 	records map[string]record
-	seq     int
 	faults  []Fault
 	// slow: calls of slowMethod ("" = any) answer slowBy late, until SetSlow(…, 0).
 	slowMethod string
@@ -132,8 +137,7 @@ type Record struct {
 func (f *Fake) Put(name, content string) string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.seq++
-	id := fmt.Sprintf("rec%06d", f.seq)
+	id := nextID()
 	f.records[id] = record{ID: id, Type: "A", Name: f.fqdn(name), Content: content, TTL: 1, CreatedOn: time.Now()}
 	return id
 }
@@ -143,8 +147,7 @@ func (f *Fake) Put(name, content string) string {
 func (f *Fake) PutRecord(r Record) string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.seq++
-	id := fmt.Sprintf("rec%06d", f.seq)
+	id := nextID()
 	typ := r.Type
 	if typ == "" {
 		typ = "A"
@@ -347,8 +350,7 @@ func (f *Fake) create(w http.ResponseWriter, r *http.Request) {
 	if in.Proxied {
 		in.TTL = 1 // like the real API: a proxied record's TTL is automatic, whatever was sent
 	}
-	f.seq++
-	rec := record{ID: fmt.Sprintf("rec%06d", f.seq), Type: "A", Name: name, Content: in.Content, TTL: in.TTL,
+	rec := record{ID: nextID(), Type: "A", Name: name, Content: in.Content, TTL: in.TTL,
 		Proxied: in.Proxied, Comment: in.Comment, CreatedOn: time.Now().UTC()}
 	f.records[rec.ID] = rec
 	f.mu.Unlock()

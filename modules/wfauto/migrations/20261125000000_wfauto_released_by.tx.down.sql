@@ -1,0 +1,1 @@
+ALTER TABLE wfauto_accounts DROP COLUMN IF EXISTS released_by;

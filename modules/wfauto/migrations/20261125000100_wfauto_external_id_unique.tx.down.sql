@@ -1,0 +1,1 @@
+DROP INDEX IF EXISTS wfauto_accounts_external_uq;
