@@ -4,10 +4,12 @@ import (
 	"fmt"
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"provisioner/modules/databases"
 	"provisioner/platform/testutil/apptest"
 )
 
@@ -67,4 +69,51 @@ func TestEngineErrorsShownAreSanitised(t *testing.T) {
 			assert.NotContains(t, string(r.Raw), "user=")
 		})
 	}
+}
+
+// TestAnErrorOfOursIsNotShown: an attempt that failed on the service's side (here the control
+// database refusing to record the database Active) was stored and shown verbatim as errorMessage,
+// with PostgreSQL's words and SQLSTATE. It is shown as a generic text; the engine's work is kept
+// and the next attempt adopts it.
+func TestAnErrorOfOursIsNotShown(t *testing.T) {
+	a := start(t, nil)
+	u := a.Register(t)
+	_, err := a.DB.Exec(fmt.Sprintf(`CREATE OR REPLACE FUNCTION test_refuse_db_active() RETURNS trigger AS $f$ BEGIN
+		IF NEW.status = 'Active' AND NEW.user_id = %d THEN RAISE EXCEPTION 'internal detail: relation secret_table'; END IF;
+		RETURN NEW; END $f$ LANGUAGE plpgsql`, u.ID))
+	require.NoError(t, err)
+	_, err = a.DB.Exec("CREATE TRIGGER test_refuse_db_active BEFORE UPDATE ON database_instances FOR EACH ROW EXECUTE FUNCTION test_refuse_db_active()")
+	require.NoError(t, err)
+	drop := func() { _, _ = a.DB.Exec("DROP TRIGGER IF EXISTS test_refuse_db_active ON database_instances") }
+	t.Cleanup(drop)
+
+	r := a.Post("/api/me/databases", u.Token, map[string]any{"engine": "postgres"})
+	require.Equal(t, http.StatusBadGateway, r.Status, string(r.Raw))
+	var it item
+	r.Decode(t, &it)
+	assert.Equal(t, "Provisioning", it.Status)
+	assert.Equal(t, databases.MsgInternal, it.ErrorMessage)
+	for _, leak := range []string{"secret_table", "SQLSTATE", "ERROR"} {
+		assert.NotContains(t, string(r.Raw), leak)
+	}
+	r = a.Get("/api/me/databases", u.Token)
+	assert.NotContains(t, string(r.Raw), "secret_table")
+
+	drop()
+	_, err = a.DB.Exec("UPDATE database_instances SET next_attempt_at = now() WHERE id = ?", it.ID) // skip the backoff
+	require.NoError(t, err)
+	a.Settle(5 * time.Second)
+	r = a.Get("/api/me/databases", u.Token)
+	require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
+	var mine []item
+	r.Decode(t, &mine)
+	found := false
+	for _, m := range mine {
+		if m.ID == it.ID {
+			found = true
+			assert.Equal(t, "Active", m.Status)
+			assert.Empty(t, m.ErrorMessage)
+		}
+	}
+	assert.True(t, found)
 }

@@ -109,6 +109,22 @@ func (p *Provisioner) Delete(ctx context.Context, req provision.DeleteRequest) (
 	return provision.DeleteResponse{}, nil
 }
 
+// ErrorText implements provision.ErrorTexter: a failed attempt's last_error is the database's
+// errorMessage. An engine's failure is its class (EngineError, already short and logged in full);
+// anything else (our control database refusing a statement, a sealed password that does not
+// open) is shown as a generic text, never with its SQL or SQLSTATE; the finisher logs it in full.
+func (p *Provisioner) ErrorText(err error) string {
+	var ee *EngineError
+	var de *provision.Deferred
+	if errors.As(err, &ee) || errors.As(err, &de) {
+		return err.Error()
+	}
+	return MsgInternal
+}
+
+// MsgInternal is the errorMessage of an attempt that failed on the service's side.
+const MsgInternal = "internal error (details in the server log)"
+
 // GiveUp marks a database that could not be provisioned Failed (its error stays in lastError). A
 // drop is never given up: it keeps being retried at the capped backoff.
 func (p *Provisioner) GiveUp(ctx context.Context, tx bun.IDB, id int64, lastErr error) error {
