@@ -14,6 +14,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -255,6 +256,13 @@ func (o *OAuth) Finish(ctx context.Context, name, cookie string, query url.Value
 		o.svc.log.WarnContext(ctx, "oauth user fetch failed", "provider", name, "error", err.Error())
 		return nil, f.ReturnURL, &flowError{"provider_error"}
 	}
+	if !validProviderUserID(name, gu.UserID) {
+		// A profile without its id would be one identity shared by everyone whose profile lacks
+		// it (goth writes GitHub's missing numeric id as "0"): the second such person would be
+		// signed in to the first one's account.
+		o.svc.log.WarnContext(ctx, "oauth profile without a usable user id", "provider", name)
+		return nil, f.ReturnURL, &flowError{"provider_error"}
+	}
 	id := Identity{Provider: name, ProviderUserID: gu.UserID, Name: firstNonEmpty(gu.Name, gu.NickName)}
 	switch name {
 	case "github":
@@ -269,11 +277,27 @@ func (o *OAuth) Finish(ctx context.Context, name, cookie string, query url.Value
 			id.EmailVerified = v
 		}
 	}
-	if id.ProviderUserID == "" {
-		return nil, f.ReturnURL, &flowError{"provider_error"}
-	}
 	res, err := o.svc.SignInExternal(ctx, id)
 	return res, f.ReturnURL, err
+}
+
+// validProviderUserID reports whether v is an id the provider really gave: GitHub's is a positive
+// number (goth turns a missing or null id into "0"), Google's a non-empty string of visible ASCII
+// (at most 255, OpenID Connect's "sub"), never "0". Anything else is no id at all.
+func validProviderUserID(provider, v string) bool {
+	if provider == "github" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		return err == nil && n > 0
+	}
+	if v == "" || v == "0" || len(v) > 255 {
+		return false
+	}
+	for i := 0; i < len(v); i++ {
+		if v[i] <= ' ' || v[i] > '~' {
+			return false
+		}
+	}
+	return true
 }
 
 // githubPrimaryEmail asks /user/emails for the primary, verified address.

@@ -76,7 +76,9 @@ func (h *Handler) registerOAuth(api *httpx.API) {
 			"that email whose email is proven (by a password reset through the mailed link, or because the account was created " +
 			"from a provider's verified email) → linked; else a new account with a tenant database. Then 302 to `{Frontend:BaseUrl}/auth/callback#access_token=…&expires_at=…&provider=…` " +
 			"(or to the allowed `returnUrl` given to the login route, with the same fragment). Failures go to the same place with " +
-			"`#error=<code>`: access_denied, invalid_state, missing_code, provider_error, email_missing, email_invalid " +
+			"`#error=<code>`: access_denied, invalid_state, missing_code, provider_error (the provider failed, or its profile " +
+			"has no usable user id: GitHub's id missing or 0, Google's missing, blank or 0; nothing is linked or created), " +
+			"email_missing, email_invalid " +
 			"(the provider's email is not a bare address such as ada@example.com), email_unverified " +
 			"(the provider's email is not verified: no account is linked or created through it; verify it at the provider), " +
 			"account_exists (an account with the provider's verified email exists but its email was never proven, e.g. it was " +

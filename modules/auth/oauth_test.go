@@ -441,3 +441,28 @@ func TestOAuthNameLosesDeceptiveCharacters(t *testing.T) {
 	require.NoError(t, a.DB.QueryRow("SELECT full_name FROM users WHERE id = ?", id).Scan(&name))
 	assert.Equal(t, "Octo Cat[2J", name)
 }
+
+// A provider profile without a usable id (GitHub's "id" missing or 0, which goth turns into "0";
+// Google's missing, blank or "0") signs no one in: it used to become the identity "0" that every
+// such profile shared, so a second person was signed in to the first one's account.
+func TestOAuthProfileWithoutIDSignsNoOneIn(t *testing.T) {
+	a, p := startOAuth(t)
+	for _, tc := range []struct {
+		provider string
+		fake     *oauthtest.Provider
+		id       string
+	}{{"github", p.github, ""}, {"github", p.github, "0"}, {"google", p.google, "0"}, {"google", p.google, " "}, {"google", p.google, ""}} {
+		t.Run(fmt.Sprintf("%s id %q", tc.provider, tc.id), func(t *testing.T) {
+			var emails []string
+			for _, who := range []string{"first", "second"} {
+				email := who + "-noid-" + testutil.RandomSuffix() + "@example.test"
+				emails = append(emails, email)
+				tc.fake.SetUser(oauthtest.User{ID: tc.id, Login: who, Name: who, Email: email, EmailVerified: true})
+				id, code := signedInAs(t, a, signIn(t, a, browser(t, p), tc.provider, ""))
+				assert.Equal(t, "provider_error", code, "%s is signed in to no account (got %d)", who, id)
+			}
+			assert.Zero(t, countRows(t, a, "SELECT count(*) FROM users WHERE email IN (?, ?)", emails[0], emails[1]), "no account made")
+			assert.Zero(t, countRows(t, a, "SELECT count(*) FROM user_identities WHERE provider = ? AND btrim(provider_user_id) IN ('', '0')", tc.provider), "no identity stored")
+		})
+	}
+}
