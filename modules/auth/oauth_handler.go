@@ -88,7 +88,8 @@ func (h *Handler) registerOAuth(api *httpx.API) {
 			"proves the address the same way and unlinks the identities that did not prove it), temporarily_unavailable " +
 			"(a dependency of the service, such as its database, is down: try again later), server_error (anything else unexpected). " +
 			"The provider identity of a deleted account no longer binds: signing in with it again creates a new account, " +
-			"with none of the deleted account's resources.",
+			"with none of the deleted account's resources. Concurrent callbacks with one new provider identity all sign in to " +
+			"the one account it gets.",
 		DefaultStatus: http.StatusFound, Errors: []int{http.StatusNotFound}},
 		func(ctx context.Context, in *oauthCallbackInput) (*redirect, error) {
 			name := h.oauth.providerName(in.Provider)
