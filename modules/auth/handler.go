@@ -175,8 +175,12 @@ func (h *Handler) Register(api *httpx.API) {
 			"email the provider had not verified, or whose email is not the account's, is unlinked (audited as `user.identity.unlinked`, " +
 			"naming the providers): whoever made the account through someone else's unverified provider email can no longer sign in to it. " +
 			"A reset that so takes the account over (it proves an email the account had not proven, `emailVerified` false before, or " +
-			"unlinks identities) also revokes every AI key of the account at once (the answer's message says so); the passwords of the " +
-			"account's databases are not changed (the message says so too). A reset of an account whose email was proven leaves its keys alone. " +
+			"unlinks identities) also revokes every AI key of the account at once, and gives every database of the account (not " +
+			"`Deleting`/`Deleted`) a new owner password in the same transaction; before answering, the new passwords are set on the " +
+			"engines and the owner roles' open sessions are ended (bounded by 10 s; a database whose engine does not answer gets its " +
+			"new password as soon as it does, and revealing its password is a 409 with `Retry-After` until then), so a database " +
+			"password revealed before no longer logs in. The answer's message says what was revoked and changed. A reset of an " +
+			"account whose email was proven (and that unlinks nothing) leaves its keys and database passwords alone. " +
 			"A link mailed to an address the account no " +
 			"longer has (an admin changed the email, which spends the account's links), or an unknown, expired or already " +
 			"spent token, is a 400 on the `token` field.",

@@ -14,6 +14,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -255,6 +256,13 @@ func (o *OAuth) Finish(ctx context.Context, name, cookie string, query url.Value
 		o.svc.log.WarnContext(ctx, "oauth user fetch failed", "provider", name, "error", err.Error())
 		return nil, f.ReturnURL, &flowError{"provider_error"}
 	}
+	if !validProviderUserID(name, gu.UserID) {
+		// A profile without its id would be one identity shared by everyone whose profile lacks
+		// it (goth writes GitHub's missing numeric id as "0"): the second such person would be
+		// signed in to the first one's account.
+		o.svc.log.WarnContext(ctx, "oauth profile without a usable user id", "provider", name)
+		return nil, f.ReturnURL, &flowError{"provider_error"}
+	}
 	id := Identity{Provider: name, ProviderUserID: gu.UserID, Name: firstNonEmpty(gu.Name, gu.NickName)}
 	switch name {
 	case "github":
@@ -269,11 +277,27 @@ func (o *OAuth) Finish(ctx context.Context, name, cookie string, query url.Value
 			id.EmailVerified = v
 		}
 	}
-	if id.ProviderUserID == "" {
-		return nil, f.ReturnURL, &flowError{"provider_error"}
-	}
 	res, err := o.svc.SignInExternal(ctx, id)
 	return res, f.ReturnURL, err
+}
+
+// validProviderUserID reports whether v is an id the provider really gave: GitHub's is a positive
+// number (goth turns a missing or null id into "0"), Google's a non-empty string of visible ASCII
+// (at most 255, OpenID Connect's "sub"), never "0". Anything else is no id at all.
+func validProviderUserID(provider, v string) bool {
+	if provider == "github" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		return err == nil && n > 0
+	}
+	if v == "" || v == "0" || len(v) > 255 {
+		return false
+	}
+	for i := 0; i < len(v); i++ {
+		if v[i] <= ' ' || v[i] > '~' {
+			return false
+		}
+	}
+	return true
 }
 
 // githubPrimaryEmail asks /user/emails for the primary, verified address.
@@ -353,18 +377,51 @@ type identity struct {
 // signs up afresh (a new account with none of the deleted one's resources), as a deleted password
 // account's email may register again. A database failure is an error (temporarily_unavailable at
 // the callback), never taken for an unknown identity or a gone account.
+//
+// Concurrent first sign-ins with one new identity race to create its account (or to link it): the
+// losers hit the unique index of the users' email or of the identity, and try once more, reading
+// what the winner committed, so every one of them signs in to the one account.
 func (s *Service) SignInExternal(ctx context.Context, id Identity) (*AuthResult, error) {
 	display := providerDisplay(id.Provider)
-	var u *User
-	var created, linked bool
+	got, err := s.signInExternalTx(ctx, id, true)
+	if errors.Is(err, errLostRace) {
+		got, err = s.signInExternalTx(ctx, id, false)
+	}
+	if err != nil {
+		return nil, err
+	}
+	u, created, linked := got.user, got.created, got.linked
+	s.audit.Try(ctx, audit.Event{Action: "user.login", ActorUserID: audit.Int64(u.ID), TargetType: "user",
+		TargetID: fmt.Sprint(u.ID), Details: map[string]any{"provider": display, "linked": linked, "created": created}})
+	if created {
+		s.ProvisionFirstResource(ctx, u)
+	}
+	res, err := s.signIn(u, display)
+	if err != nil {
+		return nil, err
+	}
+	res.User.Provider, res.User.ProviderUserID = display, id.ProviderUserID
+	return res, nil
+}
+
+// errLostRace: a concurrent sign-in committed the account or the identity this one was creating.
+var errLostRace = errors.New("a concurrent sign-in created the account or the identity")
+
+// signInExternalTx is one attempt of SignInExternal, in one transaction. With retry, losing the
+// race to create the account or the identity is errLostRace (the caller tries again); without, the
+// account's email taken is account_exists and the identity taken an error.
+func (s *Service) signInExternalTx(ctx context.Context, id Identity, retry bool) (externalSignIn, error) {
+	display := providerDisplay(id.Provider)
+	var out externalSignIn
 	err := s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		out = externalSignIn{}
 		existing := new(identity)
 		err := tx.NewSelect().Model(existing).Where("provider = ?", id.Provider).Where("provider_user_id = ?", id.ProviderUserID).Scan(ctx)
 		switch {
 		case err == nil:
 			owner, err := s.liveUser(ctx, tx, existing.UserID)
 			if err != nil || owner != nil {
-				u = owner
+				out.user = owner
 				return err
 			}
 			if err := s.unlinkDeleted(ctx, tx, existing); err != nil {
@@ -390,45 +447,46 @@ func (s *Service) SignInExternal(ctx context.Context, id Identity) (*AuthResult,
 		case !id.EmailVerified:
 			return &flowError{"email_unverified"}
 		case match != nil && match.EmailVerifiedAt != nil:
-			u, linked = match, true
+			out.user, out.linked = match, true
 		case match != nil:
 			return &flowError{"account_exists"}
 		default:
 			now := time.Now()
-			u = &User{Email: email, FullName: firstNonEmpty(providerName(id.Name), email), Role: authn.RoleUser, SecurityStamp: 1, EmailVerifiedAt: &now}
-			if _, err := tx.NewInsert().Model(u).Returning("*").Exec(ctx); err != nil {
+			fresh := &User{Email: email, FullName: firstNonEmpty(providerName(id.Name), email), Role: authn.RoleUser, SecurityStamp: 1, EmailVerifiedAt: &now}
+			if _, err := tx.NewInsert().Model(fresh).Returning("*").Exec(ctx); err != nil {
 				if db.IsUniqueViolation(err) {
+					if retry {
+						// Created meanwhile: by a concurrent sign-in with this identity (the next
+						// attempt finds it) or a registration (account_exists then).
+						return errLostRace
+					}
 					return &flowError{"account_exists"} // registered meanwhile, its email not proven
 				}
 				return fmt.Errorf("create user: %w", err)
 			}
-			created = true
+			out.user, out.created = fresh, true
 		}
-		if _, err := tx.NewInsert().Model(&identity{UserID: u.ID, Provider: id.Provider, ProviderUserID: id.ProviderUserID,
+		if _, err := tx.NewInsert().Model(&identity{UserID: out.user.ID, Provider: id.Provider, ProviderUserID: id.ProviderUserID,
 			Email: email, EmailVerified: id.EmailVerified}).Exec(ctx); err != nil {
+			if retry && db.IsUniqueViolation(err) {
+				return errLostRace // linked meanwhile by a concurrent sign-in: the next attempt finds it
+			}
 			return fmt.Errorf("link identity: %w", err)
 		}
 		action := "user.identity.linked"
-		if created {
+		if out.created {
 			action = "user.registered"
 		}
-		return s.audit.RecordTx(ctx, tx, audit.Event{Action: action, ActorUserID: audit.Int64(u.ID), TargetType: "user",
-			TargetID: fmt.Sprint(u.ID), Details: map[string]any{"provider": display, "email": email}})
+		return s.audit.RecordTx(ctx, tx, audit.Event{Action: action, ActorUserID: audit.Int64(out.user.ID), TargetType: "user",
+			TargetID: fmt.Sprint(out.user.ID), Details: map[string]any{"provider": display, "email": email}})
 	})
-	if err != nil {
-		return nil, err
-	}
-	s.audit.Try(ctx, audit.Event{Action: "user.login", ActorUserID: audit.Int64(u.ID), TargetType: "user",
-		TargetID: fmt.Sprint(u.ID), Details: map[string]any{"provider": display, "linked": linked, "created": created}})
-	if created {
-		s.ProvisionFirstResource(ctx, u)
-	}
-	res, err := s.signIn(u, display)
-	if err != nil {
-		return nil, err
-	}
-	res.User.Provider, res.User.ProviderUserID = display, id.ProviderUserID
-	return res, nil
+	return out, err
+}
+
+// externalSignIn is what one attempt of SignInExternal reached.
+type externalSignIn struct {
+	user            *User
+	created, linked bool
 }
 
 // liveUser is the account with id, or nil when it is missing or deleted.

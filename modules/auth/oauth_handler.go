@@ -76,7 +76,9 @@ func (h *Handler) registerOAuth(api *httpx.API) {
 			"that email whose email is proven (by a password reset through the mailed link, or because the account was created " +
 			"from a provider's verified email) → linked; else a new account with a tenant database. Then 302 to `{Frontend:BaseUrl}/auth/callback#access_token=…&expires_at=…&provider=…` " +
 			"(or to the allowed `returnUrl` given to the login route, with the same fragment). Failures go to the same place with " +
-			"`#error=<code>`: access_denied, invalid_state, missing_code, provider_error, email_missing, email_invalid " +
+			"`#error=<code>`: access_denied, invalid_state, missing_code, provider_error (the provider failed, or its profile " +
+			"has no usable user id: GitHub's id missing or 0, Google's missing, blank or 0; nothing is linked or created), " +
+			"email_missing, email_invalid " +
 			"(the provider's email is not a bare address such as ada@example.com), email_unverified " +
 			"(the provider's email is not verified: no account is linked or created through it; verify it at the provider), " +
 			"account_exists (an account with the provider's verified email exists but its email was never proven, e.g. it was " +
@@ -86,7 +88,8 @@ func (h *Handler) registerOAuth(api *httpx.API) {
 			"proves the address the same way and unlinks the identities that did not prove it), temporarily_unavailable " +
 			"(a dependency of the service, such as its database, is down: try again later), server_error (anything else unexpected). " +
 			"The provider identity of a deleted account no longer binds: signing in with it again creates a new account, " +
-			"with none of the deleted account's resources.",
+			"with none of the deleted account's resources. Concurrent callbacks with one new provider identity all sign in to " +
+			"the one account it gets.",
 		DefaultStatus: http.StatusFound, Errors: []int{http.StatusNotFound}},
 		func(ctx context.Context, in *oauthCallbackInput) (*redirect, error) {
 			name := h.oauth.providerName(in.Provider)

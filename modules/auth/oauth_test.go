@@ -3,10 +3,12 @@ package auth_test
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -440,4 +442,135 @@ func TestOAuthNameLosesDeceptiveCharacters(t *testing.T) {
 	var name string
 	require.NoError(t, a.DB.QueryRow("SELECT full_name FROM users WHERE id = ?", id).Scan(&name))
 	assert.Equal(t, "Octo Cat[2J", name)
+}
+
+// A provider profile without a usable id (GitHub's "id" missing or 0, which goth turns into "0";
+// Google's missing, blank or "0") signs no one in: it used to become the identity "0" that every
+// such profile shared, so a second person was signed in to the first one's account.
+func TestOAuthProfileWithoutIDSignsNoOneIn(t *testing.T) {
+	a, p := startOAuth(t)
+	for _, tc := range []struct {
+		provider string
+		fake     *oauthtest.Provider
+		id       string
+	}{{"github", p.github, ""}, {"github", p.github, "0"}, {"google", p.google, "0"}, {"google", p.google, " "}, {"google", p.google, ""}} {
+		t.Run(fmt.Sprintf("%s id %q", tc.provider, tc.id), func(t *testing.T) {
+			var emails []string
+			for _, who := range []string{"first", "second"} {
+				email := who + "-noid-" + testutil.RandomSuffix() + "@example.test"
+				emails = append(emails, email)
+				tc.fake.SetUser(oauthtest.User{ID: tc.id, Login: who, Name: who, Email: email, EmailVerified: true})
+				id, code := signedInAs(t, a, signIn(t, a, browser(t, p), tc.provider, ""))
+				assert.Equal(t, "provider_error", code, "%s is signed in to no account (got %d)", who, id)
+			}
+			assert.Zero(t, countRows(t, a, "SELECT count(*) FROM users WHERE email IN (?, ?)", emails[0], emails[1]), "no account made")
+			assert.Zero(t, countRows(t, a, "SELECT count(*) FROM user_identities WHERE provider = ? AND btrim(provider_user_id) IN ('', '0')", tc.provider), "no identity stored")
+		})
+	}
+}
+
+// githubID is a fresh GitHub user id: a number, as GitHub's are (the fake reads only the digits
+// an id starts with).
+func githubID() string { return fmt.Sprint(1_000_000 + rand.IntN(1_000_000_000)) }
+
+// raceCallbacks runs n sign-ins with the fake's current user up to the provider's redirect back,
+// then sends the n callbacks together while the users table is locked, so that every one of them
+// has found no identity and waits at the account's lookup by email (seen in pg_stat_activity);
+// then it releases them at once. It returns the account each reached, or the error code.
+func raceCallbacks(t *testing.T, a *apptest.App, n int, email string) (ids []int64, codes []string) {
+	t.Helper()
+	type flow struct {
+		client   *http.Client
+		callback string
+	}
+	flows := make([]flow, n)
+	for i := range flows {
+		jar, _ := cookiejar.New(nil)
+		c := &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+		res, err := c.Get(a.URL + "/api/auth/login/github")
+		require.NoError(t, err)
+		res.Body.Close()
+		res, err = c.Get(res.Header.Get("Location"))
+		require.NoError(t, err)
+		res.Body.Close()
+		require.Contains(t, res.Header.Get("Location"), "/api/auth/callback/github")
+		flows[i] = flow{c, res.Header.Get("Location")}
+	}
+	ctx := context.Background()
+	lock, err := a.DB.BeginTx(ctx, nil)
+	require.NoError(t, err)
+	_, err = lock.ExecContext(ctx, "LOCK TABLE users IN ACCESS EXCLUSIVE MODE")
+	require.NoError(t, err)
+	ends := make([]*url.URL, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i, f := range flows {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := f.client.Get(f.callback)
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			res.Body.Close()
+			ends[i], errs[i] = url.Parse(res.Header.Get("Location"))
+		}()
+	}
+	waiting := 0
+	for deadline := time.Now().Add(4 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		// The lock's own session is not in a Lock wait; the callbacks' lookups name the email.
+		require.NoError(t, a.DB.QueryRowContext(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()
+			AND wait_event_type = 'Lock' AND position(? in query) > 0`, email).Scan(&waiting))
+		if waiting == n {
+			break
+		}
+	}
+	require.NoError(t, lock.Rollback())
+	wg.Wait()
+	require.Equal(t, n, waiting, "every callback waited at the account's lookup, past the identity's")
+	for i := range flows {
+		require.NoError(t, errs[i])
+		id, code := signedInAs(t, a, ends[i])
+		ids, codes = append(ids, id), append(codes, code)
+	}
+	return ids, codes
+}
+
+// Parallel first sign-ins with one new GitHub identity all reach the one account they create: the
+// losers of the race used to end on #error=account_exists (the account's email was taken by the
+// winner) or server_error (the identity was).
+func TestOAuthParallelFirstSignInsReachOneAccount(t *testing.T) {
+	a, p := startOAuth(t)
+	const n = 4
+	email := "race-" + testutil.RandomSuffix() + "@example.test"
+	p.github.SetUser(oauthtest.User{ID: githubID(), Login: "race", Email: email, EmailVerified: true})
+	ids, codes := raceCallbacks(t, a, n, email)
+	assert.Equal(t, make([]string, n), codes, "no callback fails")
+	for _, id := range ids {
+		assert.Equal(t, ids[0], id, "every callback reaches the same account: %v", ids)
+	}
+	assert.Equal(t, 1, countRows(t, a, "SELECT count(*) FROM users WHERE email = ?", email))
+	assert.Equal(t, 1, countRows(t, a, "SELECT count(*) FROM user_identities WHERE email = ?", email))
+	assert.Equal(t, 1, countRows(t, a, "SELECT count(*) FROM audit_events WHERE action = 'user.registered' AND user_id = ?", ids[0]))
+}
+
+// Parallel sign-ins linking one new GitHub identity to an existing proven account (same verified
+// email) all reach that account: the losers used to hit the identity's unique index and end on
+// #error=server_error.
+func TestOAuthParallelLinksReachOneAccount(t *testing.T) {
+	a, p := startOAuth(t)
+	const n = 4
+	email := "racelink-" + testutil.RandomSuffix() + "@example.test"
+	p.google.SetUser(oauthtest.User{ID: "8282" + testutil.RandomSuffix()[:4], Email: email, EmailVerified: true})
+	owner, code := signedInAs(t, a, signIn(t, a, browser(t, p), "google", ""))
+	require.Empty(t, code)
+	p.github.SetUser(oauthtest.User{ID: githubID(), Login: "racelink", Email: email, EmailVerified: true})
+	ids, codes := raceCallbacks(t, a, n, email)
+	assert.Equal(t, make([]string, n), codes, "no callback fails")
+	for _, id := range ids {
+		assert.Equal(t, owner, id, "every callback reaches the proven account")
+	}
+	assert.Equal(t, 1, countRows(t, a, "SELECT count(*) FROM user_identities WHERE provider = 'github' AND user_id = ?", owner))
+	assert.Equal(t, 1, countRows(t, a, "SELECT count(*) FROM audit_events WHERE action = 'user.identity.linked' AND user_id = ?", owner))
 }

@@ -298,11 +298,23 @@ func (s *Service) ResetPassword(ctx context.Context, token, newPassword string) 
 		return nil, httpx.BadRequest("Validation failed",
 			httpx.FieldError{Field: "newPassword", Message: "is too common; choose a less guessable password"})
 	}
+	sum := sha256.Sum256([]byte(token))
+	// An unknown, expired or spent token, or one mailed to an address the account no longer has,
+	// costs no hash (a hash takes a slot login needs): it is refused before. The transaction
+	// below checks it again while spending it, so a token spent meanwhile still resets nothing.
+	live, err := s.db.NewSelect().TableExpr("password_reset_tokens AS rt").
+		Join("JOIN users AS u ON u.id = rt.user_id AND u.email = rt.email AND u.deleted_at IS NULL").
+		Where("rt.token_hash = ?", sum[:]).Where("rt.used_at IS NULL").Where("rt.expires_at > now()").Exists(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("find reset token: %w", errors.Join(httpx.ErrUnavailable, err))
+	}
+	if !live {
+		return nil, errBadResetCode
+	}
 	hash, err := s.hasher.Hash(ctx, newPassword)
 	if err != nil {
 		return nil, fmt.Errorf("hash password: %w", err)
 	}
-	sum := sha256.Sum256([]byte(token))
 	out := &ResetOutcome{}
 	err = s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
 		*out = ResetOutcome{}

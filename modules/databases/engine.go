@@ -137,8 +137,12 @@ func NewEngines(cfg *config.Config) (*Engines, error) {
 		}
 		e.add(my)
 	}
-	if _, ok := e.byID[e.def]; !ok && len(e.order) > 0 {
-		e.def = e.order[0]
+	if _, ok := e.byID[e.def]; !ok {
+		// The configured default is not here: the first engine that is, or none at all.
+		e.def = ""
+		if len(e.order) > 0 {
+			e.def = e.order[0]
+		}
 	}
 	return e, nil
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"runtime"
 	"strings"
+	"sync/atomic"
 
 	"golang.org/x/crypto/argon2"
 )
@@ -41,6 +42,7 @@ type Hasher struct {
 	p     Params
 	sem   chan struct{}
 	dummy string
+	taken atomic.Uint64 // slots ever taken: hashes and verifications computed or being computed
 }
 
 // NewHasher uses the OWASP parameters; maxInFlight <= 0 means half the cores (at least one), so a
@@ -60,6 +62,7 @@ func NewHasherWithParams(p Params, maxInFlight int) *Hasher {
 func (h *Hasher) acquire(ctx context.Context) error {
 	select {
 	case h.sem <- struct{}{}:
+		h.taken.Add(1)
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
@@ -70,6 +73,10 @@ func (h *Hasher) release() { <-h.sem }
 
 // InFlight is the number of hashes being computed now.
 func (h *Hasher) InFlight() int { return len(h.sem) }
+
+// Taken is the number of hashes and verifications that have taken a slot since the Hasher was
+// made (each computes one argon2id key).
+func (h *Hasher) Taken() uint64 { return h.taken.Load() }
 
 func (h *Hasher) encode(password string) string {
 	salt := make([]byte, h.p.SaltLen)

@@ -17,7 +17,7 @@ import (
 
 // User is the account the fake provider signs in.
 type User struct {
-	ID            string
+	ID            string // empty: the profile has no "id" at all
 	Login, Name   string
 	Email         string
 	EmailVerified bool
@@ -152,10 +152,14 @@ func (p *Provider) githubUser(w http.ResponseWriter, r *http.Request) {
 	p.mu.Lock()
 	u := p.user
 	p.mu.Unlock()
-	var id int
-	_, _ = fmt.Sscan(u.ID, &id)
 	// GitHub's /user shows the public email, which need not be verified.
-	_ = json.NewEncoder(w).Encode(map[string]any{"id": id, "login": u.Login, "name": u.Name, "email": u.Email})
+	profile := map[string]any{"login": u.Login, "name": u.Name, "email": u.Email}
+	if u.ID != "" { // an empty ID: a profile without "id"
+		var id int
+		_, _ = fmt.Sscan(u.ID, &id)
+		profile["id"] = id
+	}
+	_ = json.NewEncoder(w).Encode(profile)
 }
 
 func (p *Provider) githubEmails(w http.ResponseWriter, r *http.Request) {
@@ -180,7 +184,11 @@ func (p *Provider) googleUser(w http.ResponseWriter, r *http.Request) {
 	p.mu.Lock()
 	u := p.user
 	p.mu.Unlock()
-	_ = json.NewEncoder(w).Encode(map[string]any{"id": u.ID, "email": u.Email, "verified_email": u.EmailVerified, "name": u.Name})
+	profile := map[string]any{"email": u.Email, "verified_email": u.EmailVerified, "name": u.Name}
+	if u.ID != "" { // an empty ID: a profile without "id"
+		profile["id"] = u.ID
+	}
+	_ = json.NewEncoder(w).Encode(profile)
 }
 
 func (p *Provider) discovery(w http.ResponseWriter, r *http.Request) {
