@@ -80,7 +80,7 @@ func TestCredentialCannotTakeOverExistingRoles(t *testing.T) {
 				superuser, reserved = "root", "mysql_sys"
 			}
 			var before int
-			require.NoError(t, a.DB.QueryRow("SELECT count(*) FROM access_credentials").Scan(&before))
+			require.NoError(t, a.DB.QueryRow("SELECT count(*) FROM access_credentials WHERE database_instance_id = ?", it.ID).Scan(&before))
 			for _, victim := range []string{rv.DatabaseUser, it.DatabaseName, bobs.DatabaseUser, stranger, superuser, reserved} {
 				for _, readOnly := range []bool{true, false} {
 					r := a.Post("/api/access-credentials", admin, map[string]any{"databaseInstanceId": it.ID, "username": victim, "readOnly": readOnly})
@@ -89,7 +89,7 @@ func TestCredentialCannotTakeOverExistingRoles(t *testing.T) {
 				}
 			}
 			var after int
-			require.NoError(t, a.DB.QueryRow("SELECT count(*) FROM access_credentials").Scan(&after))
+			require.NoError(t, a.DB.QueryRow("SELECT count(*) FROM access_credentials WHERE database_instance_id = ?", it.ID).Scan(&after))
 			assert.Equal(t, before, after, "nothing is written")
 
 			owner, err = connect(t, engine, it, rv.DatabaseUser, rv.Password)
