@@ -475,17 +475,82 @@ func (e *postgresEngine) disown(ctx context.Context, dbName, role string) error 
 	return nil
 }
 
+// SetLogin allows or refuses the logins of the database's login role. Refusing (pause) also
+// revokes CONNECT on the database from PUBLIC and from every role but the login role and the
+// database's owner (the owner may have granted it to PUBLIC or to another tenant's role, which
+// still connected to a paused database; the credentials of the database lose it too: the
+// provisioner has refused their logins first), then ends every session on the database and
+// every session of the role. Allowing grants CONNECT to the login role again (SetUserLogin to
+// each Active credential); what the owner had granted to PUBLIC or to other roles is not given
+// back.
 func (e *postgresEngine) SetLogin(ctx context.Context, dbName, role string, enabled bool) error {
-	if err := checkNames(role); err != nil {
+	if err := checkNames(dbName, role); err != nil {
 		return err
 	}
 	if enabled {
-		return e.exec(ctx, fmt.Sprintf("ALTER ROLE %s WITH LOGIN%s", qi(role), e.limit))
+		if err := e.exec(ctx, fmt.Sprintf("ALTER ROLE %s WITH LOGIN%s", qi(role), e.limit)); err != nil {
+			return err
+		}
+		return e.grantConnect(ctx, dbName, role)
 	}
 	if err := e.exec(ctx, fmt.Sprintf("ALTER ROLE %s WITH NOLOGIN", qi(role))); err != nil {
 		return err
 	}
-	return e.terminate(ctx, "usename = $1", role)
+	if err := e.revokeConnect(ctx, dbName, role); err != nil {
+		return err
+	}
+	if err := e.terminate(ctx, "usename = $1", role); err != nil {
+		return err
+	}
+	return e.terminate(ctx, "datname = $1 AND usename <> current_user", dbName)
+}
+
+// grantConnect grants CONNECT on dbName to role (a database that is gone needs nothing).
+func (e *postgresEngine) grantConnect(ctx context.Context, dbName, role string) error {
+	unlock, err := e.locks.lock(ctx, dbName)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	err = e.exec(ctx, fmt.Sprintf("GRANT CONNECT ON DATABASE %s TO %s", qi(dbName), qi(role)))
+	if db.IsCode(err, "3D000") {
+		return nil
+	}
+	return err
+}
+
+// revokeConnect revokes CONNECT on dbName from PUBLIC and from every role but keep, the
+// database's owner and superusers.
+func (e *postgresEngine) revokeConnect(ctx context.Context, dbName, keep string) error {
+	unlock, err := e.locks.lock(ctx, dbName)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	rows, err := e.pool.QueryContext(ctx, `SELECT DISTINCT pg_catalog.quote_ident(r.rolname) FROM pg_catalog.pg_database d
+		CROSS JOIN LATERAL pg_catalog.aclexplode(d.datacl) a JOIN pg_catalog.pg_roles r ON r.oid = a.grantee
+		WHERE d.datname = $1 AND a.privilege_type = 'CONNECT' AND NOT r.rolsuper AND r.oid <> d.datdba AND r.rolname <> $2`, dbName, keep)
+	if err != nil {
+		return fmt.Errorf("postgres: list CONNECT of %s: %w", dbName, err)
+	}
+	who := []string{"PUBLIC"}
+	for rows.Next() {
+		var r string
+		if err := rows.Scan(&r); err != nil {
+			rows.Close()
+			return fmt.Errorf("postgres: list CONNECT of %s: %w", dbName, err)
+		}
+		who = append(who, r)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("postgres: list CONNECT of %s: %w", dbName, err)
+	}
+	err = e.exec(ctx, fmt.Sprintf("REVOKE CONNECT ON DATABASE %s FROM %s CASCADE", qi(dbName), strings.Join(who, ", ")))
+	if db.IsCode(err, "3D000") {
+		return nil
+	}
+	return err
 }
 
 // SetOwnerPassword implements Engine. ALTER ROLE … PASSWORD leaves LOGIN or NOLOGIN as it is;
@@ -1147,7 +1212,12 @@ func (e *postgresEngine) SetUserLogin(ctx context.Context, dbName, user, marker 
 		return err
 	}
 	if enabled {
-		return nil
+		// A pause revoked it (see SetLogin).
+		err := e.grantConnect(ctx, dbName, user)
+		if db.IsCode(err, "42704") {
+			return nil
+		}
+		return err
 	}
 	return e.terminate(ctx, "usename = $1", user)
 }
