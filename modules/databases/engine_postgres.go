@@ -475,17 +475,82 @@ func (e *postgresEngine) disown(ctx context.Context, dbName, role string) error 
 	return nil
 }
 
+// SetLogin allows or refuses the logins of the database's login role. Refusing (pause) also
+// revokes CONNECT on the database from PUBLIC and from every role but the login role and the
+// database's owner (the owner may have granted it to PUBLIC or to another tenant's role, which
+// still connected to a paused database; the credentials of the database lose it too: the
+// provisioner has refused their logins first), then ends every session on the database and
+// every session of the role. Allowing grants CONNECT to the login role again (SetUserLogin to
+// each Active credential); what the owner had granted to PUBLIC or to other roles is not given
+// back.
 func (e *postgresEngine) SetLogin(ctx context.Context, dbName, role string, enabled bool) error {
-	if err := checkNames(role); err != nil {
+	if err := checkNames(dbName, role); err != nil {
 		return err
 	}
 	if enabled {
-		return e.exec(ctx, fmt.Sprintf("ALTER ROLE %s WITH LOGIN%s", qi(role), e.limit))
+		if err := e.exec(ctx, fmt.Sprintf("ALTER ROLE %s WITH LOGIN%s", qi(role), e.limit)); err != nil {
+			return err
+		}
+		return e.grantConnect(ctx, dbName, role)
 	}
 	if err := e.exec(ctx, fmt.Sprintf("ALTER ROLE %s WITH NOLOGIN", qi(role))); err != nil {
 		return err
 	}
-	return e.terminate(ctx, "usename = $1", role)
+	if err := e.revokeConnect(ctx, dbName, role); err != nil {
+		return err
+	}
+	if err := e.terminate(ctx, "usename = $1", role); err != nil {
+		return err
+	}
+	return e.terminate(ctx, "datname = $1 AND usename <> current_user", dbName)
+}
+
+// grantConnect grants CONNECT on dbName to role (a database that is gone needs nothing).
+func (e *postgresEngine) grantConnect(ctx context.Context, dbName, role string) error {
+	unlock, err := e.locks.lock(ctx, dbName)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	err = e.exec(ctx, fmt.Sprintf("GRANT CONNECT ON DATABASE %s TO %s", qi(dbName), qi(role)))
+	if db.IsCode(err, "3D000") {
+		return nil
+	}
+	return err
+}
+
+// revokeConnect revokes CONNECT on dbName from PUBLIC and from every role but keep, the
+// database's owner and superusers.
+func (e *postgresEngine) revokeConnect(ctx context.Context, dbName, keep string) error {
+	unlock, err := e.locks.lock(ctx, dbName)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	rows, err := e.pool.QueryContext(ctx, `SELECT DISTINCT pg_catalog.quote_ident(r.rolname) FROM pg_catalog.pg_database d
+		CROSS JOIN LATERAL pg_catalog.aclexplode(d.datacl) a JOIN pg_catalog.pg_roles r ON r.oid = a.grantee
+		WHERE d.datname = $1 AND a.privilege_type = 'CONNECT' AND NOT r.rolsuper AND r.oid <> d.datdba AND r.rolname <> $2`, dbName, keep)
+	if err != nil {
+		return fmt.Errorf("postgres: list CONNECT of %s: %w", dbName, err)
+	}
+	who := []string{"PUBLIC"}
+	for rows.Next() {
+		var r string
+		if err := rows.Scan(&r); err != nil {
+			rows.Close()
+			return fmt.Errorf("postgres: list CONNECT of %s: %w", dbName, err)
+		}
+		who = append(who, r)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("postgres: list CONNECT of %s: %w", dbName, err)
+	}
+	err = e.exec(ctx, fmt.Sprintf("REVOKE CONNECT ON DATABASE %s FROM %s CASCADE", qi(dbName), strings.Join(who, ", ")))
+	if db.IsCode(err, "3D000") {
+		return nil
+	}
+	return err
 }
 
 // SetOwnerPassword implements Engine. ALTER ROLE … PASSWORD leaves LOGIN or NOLOGIN as it is;
@@ -510,14 +575,29 @@ func quotaHolder(dbName string) string { return dbName + "_quota" }
 // SetReadOnly switches dbName to read-only or back, with privileges the tenant cannot undo.
 // default_transaction_read_only alone is advisory (a session may SET it off), and an owner can
 // always grant itself anything on what it owns, so over the quota the ownership of the database,
-// its schemas, tables, sequences, materialized views and large objects moves from the login role
-// and the roles that are members of it (full-access credentials) to a NOLOGIN role of the
-// service's, which grants the login role SELECT, DELETE and TRUNCATE (freeing space), nothing
-// else. Functions stay with their owner: without write privileges a SECURITY DEFINER function of
-// the tenant's writes nothing. Creating large objects is refused to PUBLIC and to the login role
-// in that database (and granted back to the login role alone).
-// Switching back gives everything to the login role and drops the holder. Both directions run in
-// one transaction and are repeatable; open sessions are ended.
+// its schemas, tables, sequences, materialized views and large objects moves from every role
+// that is not a superuser (the login role, its full-access credentials, and any other tenant's
+// role the owner let create there) to a NOLOGIN role of the service's. Ownership alone is not
+// enough: what the owner granted before (to PUBLIC, to its credentials, to other tenants' roles)
+// stays with the objects, so every privilege that writes or creates is then revoked from every
+// role but the holder, PUBLIC included: on tables everything but SELECT, on sequences USAGE and
+// UPDATE, CREATE on every schema, UPDATE on large objects, CREATE and TEMPORARY on the database
+// (CONNECT and reads stay). The holder then grants the login role SELECT, DELETE and TRUNCATE
+// (freeing space), nothing else. Those revoked grants are not given back when the database is
+// writable again: the owner grants them again if it wants them. Default privileges (ALTER DEFAULT
+// PRIVILEGES) are left as they are: they apply only to objects created later, and while read-only
+// no tenant role may create any. Functions stay with their owner: without write privileges a
+// SECURITY DEFINER function of the tenant's writes nothing. Creating large objects is refused to
+// PUBLIC and to the login role in that database (and granted back to the login role alone).
+// Switching back gives everything the holder owns to the login role and drops the holder. Both
+// directions run in one transaction and are repeatable.
+//
+// The database's sessions (the service's own aside) are ended before the transaction, since one
+// holding a lock on a table (LOCK TABLE in an open transaction) would keep ALTER … OWNER waiting,
+// and after it, so every session starts with the new setting. The transaction waits at most
+// switchLockWait for any lock; a tenant that takes one again meanwhile makes it fail (55P03), and
+// it is tried again once, then left to the next usage refresh: one tenant's lock never holds up
+// the switch of any other database.
 func (e *postgresEngine) SetReadOnly(ctx context.Context, dbName, role string, readOnly bool) error {
 	if err := checkNames(dbName, role); err != nil {
 		return err
@@ -531,6 +611,41 @@ func (e *postgresEngine) SetReadOnly(ctx context.Context, dbName, role string, r
 	if err != nil {
 		return err
 	}
+	for attempt := 1; ; attempt++ {
+		if err := e.terminate(ctx, "datname = $1 AND usename <> current_user", dbName); err != nil {
+			return err
+		}
+		err = e.switchOwners(ctx, t, dbName, role, readOnly)
+		if err == nil || !db.IsCode(err, "55P03") || attempt == switchAttempts {
+			break
+		}
+	}
+	if err != nil {
+		return err
+	}
+	// The setting is kept for the clear error it gives ("cannot execute INSERT in a read-only
+	// transaction"); the privileges above are what holds.
+	v := "off"
+	if readOnly {
+		v = "on"
+	}
+	if err := e.exec(ctx, fmt.Sprintf("ALTER DATABASE %s SET default_transaction_read_only = %s", qi(dbName), v)); err != nil {
+		return err
+	}
+	// Sessions pick the setting up when they connect: end the open ones.
+	// The service's own sessions there (grants for credentials) stay.
+	return e.terminate(ctx, "datname = $1 AND usename <> current_user", dbName)
+}
+
+// switchLockWait bounds how long the read-only switch waits for one lock; switchAttempts is how
+// many times SetReadOnly tries when a lock is not granted in time.
+const (
+	switchLockWait = "2s"
+	switchAttempts = 2
+)
+
+// switchOwners is SetReadOnly's transaction in dbName (t: the admin pool there).
+func (e *postgresEngine) switchOwners(ctx context.Context, t *sql.DB, dbName, role string, readOnly bool) error {
 	holder := quotaHolder(dbName)
 	tx, err := t.BeginTx(ctx, nil)
 	if err != nil {
@@ -544,6 +659,28 @@ func (e *postgresEngine) SetReadOnly(ctx context.Context, dbName, role string, r
 			}
 		}
 		return nil
+	}
+	list := func(what, q string, args ...any) ([]string, error) {
+		rows, err := tx.QueryContext(ctx, q, args...)
+		if err != nil {
+			return nil, fmt.Errorf("postgres: list %s: %w", what, err)
+		}
+		defer rows.Close()
+		var out []string
+		for rows.Next() {
+			var s string
+			if err := rows.Scan(&s); err != nil {
+				return nil, fmt.Errorf("postgres: list %s: %w", what, err)
+			}
+			out = append(out, s)
+		}
+		if err := rows.Err(); err != nil {
+			return nil, fmt.Errorf("postgres: list %s: %w", what, err)
+		}
+		return out, nil
+	}
+	if err := run("SET LOCAL lock_timeout = '" + switchLockWait + "'"); err != nil {
+		return err
 	}
 	var exists bool
 	var mark string
@@ -564,19 +701,16 @@ func (e *postgresEngine) SetReadOnly(ctx context.Context, dbName, role string, r
 			}
 		}
 		from, to = role, holder
-	} else {
-		if !exists {
-			from = ""
-		} else {
-			from, to = holder, role
-		}
+	} else if exists {
+		from, to = holder, role
 	}
 	if from != "" {
-		// Everything the writers own (from: the login role and its members; back: the holder).
-		rows, err := tx.QueryContext(ctx, `
-			WITH w AS (SELECT oid FROM pg_catalog.pg_roles WHERE rolname = $1
-			           UNION SELECT am.member FROM pg_catalog.pg_auth_members am JOIN pg_catalog.pg_roles g ON g.oid = am.roleid
-			           WHERE g.rolname = $1 AND $2)
+		// Everything the writers own. Over the quota: every role but superusers, the holder and
+		// the predefined ones (pg_database_owner owns schema public: it is the holder then). Back:
+		// the holder's.
+		stmts, err := list("owned objects", `
+			WITH w AS (SELECT oid FROM pg_catalog.pg_roles
+			           WHERE CASE WHEN $2 THEN NOT rolsuper AND rolname <> $3 AND rolname NOT LIKE 'pg\_%' ELSE rolname = $1 END)
 			SELECT pg_catalog.format('ALTER SCHEMA %I OWNER TO %I', n.nspname, $3::text) FROM pg_catalog.pg_namespace n WHERE n.nspowner IN (SELECT oid FROM w)
 			UNION ALL
 			SELECT pg_catalog.format('ALTER %s %I.%I OWNER TO %I',
@@ -590,51 +724,61 @@ func (e *postgresEngine) SetReadOnly(ctx context.Context, dbName, role string, r
 			SELECT pg_catalog.format('ALTER LARGE OBJECT %s OWNER TO %I', m.oid, $3::text) FROM pg_catalog.pg_largeobject_metadata m WHERE m.lomowner IN (SELECT oid FROM w)`,
 			from, readOnly, to)
 		if err != nil {
-			return fmt.Errorf("postgres: list owned objects: %w", err)
+			return err
 		}
-		var stmts []string
-		for rows.Next() {
-			var st string
-			if err := rows.Scan(&st); err != nil {
-				rows.Close()
-				return fmt.Errorf("postgres: list owned objects: %w", err)
-			}
-			stmts = append(stmts, st)
-		}
-		rows.Close()
 		stmts = append(stmts, fmt.Sprintf("ALTER DATABASE %s OWNER TO %s", qi(dbName), qi(to)))
 		if err := run(stmts...); err != nil {
 			return err
 		}
 	}
 	if readOnly {
-		// What the login role (and through it the full-access credentials) may still do.
-		rows, err := tx.QueryContext(ctx, `SELECT nspname FROM pg_catalog.pg_namespace
+		schemas, err := list("schemas", `SELECT nspname FROM pg_catalog.pg_namespace
 			WHERE nspname <> 'information_schema' AND nspname NOT LIKE 'pg\_%'`)
 		if err != nil {
-			return fmt.Errorf("postgres: list schemas: %w", err)
+			return err
 		}
-		var schemas []string
-		for rows.Next() {
-			var n string
-			if err := rows.Scan(&n); err != nil {
-				rows.Close()
-				return fmt.Errorf("postgres: list schemas: %w", err)
-			}
-			schemas = append(schemas, n)
+		// Every role holding a privilege in the database, but the holder, superusers and
+		// pg_database_owner (the holder now; revoking from it would take CREATE on schema public
+		// from the login role once it owns the database again). PUBLIC is always named.
+		grantees, err := list("grantees", `
+			WITH acl AS (
+			  SELECT c.relacl AS a FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+			    WHERE n.nspname <> 'information_schema' AND n.nspname NOT LIKE 'pg\_%'
+			  UNION ALL SELECT n.nspacl FROM pg_catalog.pg_namespace n WHERE n.nspname <> 'information_schema' AND n.nspname NOT LIKE 'pg\_%'
+			  UNION ALL SELECT m.lomacl FROM pg_catalog.pg_largeobject_metadata m
+			  UNION ALL SELECT d.datacl FROM pg_catalog.pg_database d WHERE d.datname = pg_catalog.current_database())
+			SELECT DISTINCT pg_catalog.quote_ident(r.rolname) FROM acl CROSS JOIN LATERAL pg_catalog.aclexplode(acl.a) x
+			  JOIN pg_catalog.pg_roles r ON r.oid = x.grantee
+			WHERE acl.a IS NOT NULL AND NOT r.rolsuper AND r.rolname <> $1 AND r.rolname <> 'pg_database_owner'`, holder)
+		if err != nil {
+			return err
 		}
-		rows.Close()
+		who := strings.Join(append([]string{"PUBLIC"}, grantees...), ", ")
+		los, err := list("large objects", `SELECT m.oid::text FROM pg_catalog.pg_largeobject_metadata m
+			WHERE EXISTS (SELECT 1 FROM pg_catalog.aclexplode(m.lomacl) x WHERE x.grantee <> m.lomowner AND x.privilege_type = 'UPDATE')`)
+		if err != nil {
+			return err
+		}
+		var stmts []string
 		for _, n := range schemas {
-			if err := run(fmt.Sprintf("GRANT USAGE ON SCHEMA %s TO %s", qi(n), qi(role)),
+			stmts = append(stmts, fmt.Sprintf("REVOKE CREATE ON SCHEMA %s FROM %s CASCADE", qi(n), who),
+				fmt.Sprintf("REVOKE INSERT, UPDATE, DELETE, TRUNCATE, REFERENCES, TRIGGER ON ALL TABLES IN SCHEMA %s FROM %s CASCADE", qi(n), who),
+				fmt.Sprintf("REVOKE USAGE, UPDATE ON ALL SEQUENCES IN SCHEMA %s FROM %s CASCADE", qi(n), who))
+		}
+		for _, lo := range los {
+			stmts = append(stmts, fmt.Sprintf("REVOKE UPDATE ON LARGE OBJECT %s FROM %s CASCADE", lo, who))
+		}
+		stmts = append(stmts, fmt.Sprintf("REVOKE CREATE, TEMPORARY ON DATABASE %s FROM %s CASCADE", qi(dbName), who))
+		// What the login role (and through it the full-access credentials) may still do.
+		for _, n := range schemas {
+			stmts = append(stmts, fmt.Sprintf("GRANT USAGE ON SCHEMA %s TO %s", qi(n), qi(role)),
 				fmt.Sprintf("GRANT SELECT, DELETE, TRUNCATE ON ALL TABLES IN SCHEMA %s TO %s", qi(n), qi(role)),
-				fmt.Sprintf("GRANT SELECT ON ALL SEQUENCES IN SCHEMA %s TO %s", qi(n), qi(role))); err != nil {
-				return err
-			}
+				fmt.Sprintf("GRANT SELECT ON ALL SEQUENCES IN SCHEMA %s TO %s", qi(n), qi(role)))
 		}
 		// The login role's CONNECT was the owner's and went with the ownership: CONNECT only.
-		if err := run("REVOKE EXECUTE ON "+loCreators+" FROM PUBLIC", fmt.Sprintf("REVOKE EXECUTE ON %s FROM %s", loCreators, qi(role)),
-			fmt.Sprintf("REVOKE TEMPORARY ON DATABASE %s FROM %s", qi(dbName), qi(role)),
-			fmt.Sprintf("GRANT CONNECT ON DATABASE %s TO %s", qi(dbName), qi(role))); err != nil {
+		stmts = append(stmts, "REVOKE EXECUTE ON "+loCreators+" FROM PUBLIC", fmt.Sprintf("REVOKE EXECUTE ON %s FROM %s", loCreators, qi(role)),
+			fmt.Sprintf("GRANT CONNECT ON DATABASE %s TO %s", qi(dbName), qi(role)))
+		if err := run(stmts...); err != nil {
 			return err
 		}
 	} else {
@@ -653,18 +797,7 @@ func (e *postgresEngine) SetReadOnly(ctx context.Context, dbName, role string, r
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("postgres: commit: %w", err)
 	}
-	// The setting is kept for the clear error it gives ("cannot execute INSERT in a read-only
-	// transaction"); the privileges above are what holds.
-	v := "off"
-	if readOnly {
-		v = "on"
-	}
-	if err := e.exec(ctx, fmt.Sprintf("ALTER DATABASE %s SET default_transaction_read_only = %s", qi(dbName), v)); err != nil {
-		return err
-	}
-	// Sessions pick the setting up when they connect: end the open ones.
-	// The service's own sessions there (grants for credentials) stay.
-	return e.terminate(ctx, "datname = $1 AND usename <> current_user", dbName)
+	return nil
 }
 
 func (e *postgresEngine) Usage(ctx context.Context, dbs []string) (map[string]Usage, error) {
@@ -1079,7 +1212,12 @@ func (e *postgresEngine) SetUserLogin(ctx context.Context, dbName, user, marker 
 		return err
 	}
 	if enabled {
-		return nil
+		// A pause revoked it (see SetLogin).
+		err := e.grantConnect(ctx, dbName, user)
+		if db.IsCode(err, "42704") {
+			return nil
+		}
+		return err
 	}
 	return e.terminate(ctx, "usename = $1", user)
 }

@@ -108,7 +108,8 @@ func (h *Handler) Register(api *httpx.API) {
 		httpx.Register(api, httpx.Authenticated, huma.Operation{OperationID: v.verb + "MyDatabase", Method: http.MethodPost,
 			Path: "/api/me/databases/{id}/" + v.verb, Tags: tags, Summary: map[bool]string{true: "Pause a database", false: "Resume a database"}[v.pause],
 			Description: map[bool]string{
-				true: "Active → Pausing → Paused: the database's role and every access credential of it can no longer connect, and their open sessions are ended. " +
+				true: "Active → Pausing → Paused: the database's role and every access credential of it can no longer connect, and their open sessions are ended; " +
+					"on PostgreSQL no other role can either (CONNECT the owner granted to PUBLIC or to other roles is revoked, not given back on resume) and every session on the database is ended. " +
 					"502 when the engine failed: the database stays Pausing and the pause is finished in the background (asking again retries it). " +
 					"409 in any other state, or while another change of the database is in progress (try again).",
 				false: "Paused → Resuming → Active: the database's role and its Active access credentials can connect again. " +

@@ -162,3 +162,51 @@ func TestUnfinishedPauseAndResumeAreFinished(t *testing.T) {
 		})
 	}
 }
+
+// TestPausedPostgresDatabaseRefusesEveryRole: the owner of a PostgreSQL database granted CONNECT
+// on it to PUBLIC and to another tenant's credential; once the database is paused neither that
+// tenant's login role nor its credential connects, and the session the tenant had open there is
+// ended. Resuming lets the owner in again, not the others: the grants the pause revoked are not
+// given back. Before, pause refused the logins of the database's own roles only, so every other
+// role kept connecting through the owner's grants and its sessions survived.
+func TestPausedPostgresDatabaseRefusesEveryRole(t *testing.T) {
+	a := start(t, nil)
+	admin := a.AdminToken(t)
+	ctx := context.Background()
+	u := a.Register(t)
+	it := create(t, a, u.Token, "postgres")
+	rv := revealPassword(t, a, u.Token, it.ID)
+	otherIt, otherRv, _ := ownedDatabase(t, a, "postgres")
+	otherCred := createCredential(t, a, admin, otherIt, "")
+	owner, err := connect(t, "postgres", it, rv.DatabaseUser, rv.Password)
+	require.NoError(t, err)
+	for _, s := range []string{"GRANT CONNECT ON DATABASE " + it.DatabaseName + " TO PUBLIC",
+		"GRANT CONNECT ON DATABASE " + it.DatabaseName + " TO " + otherCred.Username} {
+		_, err = owner.Exec(s)
+		require.NoError(t, err, s)
+	}
+	strangers := []struct{ user, pw string }{{otherRv.DatabaseUser, otherRv.Password}, {otherCred.Username, otherCred.Password}}
+	pool, err := connect(t, "postgres", it, strangers[0].user, strangers[0].pw)
+	require.NoError(t, err, "the other tenant connects through PUBLIC")
+	session, err := pool.Conn(ctx)
+	require.NoError(t, err)
+	defer session.Close()
+
+	setPaused(t, a, u.Token, it.ID, true)
+	_, err = session.ExecContext(ctx, "SELECT current_user, current_database()")
+	assert.Error(t, err, "the other tenant's open session is ended")
+	for _, s := range strangers {
+		_, err = connect(t, "postgres", it, s.user, s.pw)
+		assert.Error(t, err, "%s cannot reach the paused database", s.user)
+	}
+
+	setPaused(t, a, u.Token, it.ID, false)
+	_, err = connect(t, "postgres", it, rv.DatabaseUser, rv.Password)
+	assert.NoError(t, err, "the owner connects after resume")
+	for _, s := range strangers {
+		_, err = connect(t, "postgres", it, s.user, s.pw)
+		assert.Error(t, err, "%s: the grants the pause revoked are not given back", s.user)
+	}
+	_, err = connect(t, "postgres", otherIt, otherCred.Username, otherCred.Password)
+	assert.NoError(t, err, "the other tenant's credential still reaches its own database")
+}

@@ -183,11 +183,18 @@ func (p *Provisioner) setLogin(ctx context.Context, tx bun.IDB, id int64, enable
 	ectx, cancel := context.WithTimeout(ctx, engineTimeout)
 	defer cancel()
 	op := map[bool]string{true: "resume", false: "pause"}[enabled]
-	if err := engine.SetLogin(ectx, inst.DatabaseName, inst.DatabaseUser, enabled); err != nil {
-		return engineError(ctx, p.log, op, inst.ID, err)
+	owner := func() error { return engine.SetLogin(ectx, inst.DatabaseName, inst.DatabaseUser, enabled) }
+	creds := func() error { return setCredentialsLogin(ectx, tx, engine, inst, enabled) }
+	// Pausing refuses the credentials first: the owner's step then closes the database to every
+	// other role (PostgreSQL revokes CONNECT), after the credentials' roles were checked and marked.
+	steps := []func() error{owner, creds}
+	if !enabled {
+		steps = []func() error{creds, owner}
 	}
-	if err := setCredentialsLogin(ectx, tx, engine, inst, enabled); err != nil {
-		return engineError(ctx, p.log, op, inst.ID, err)
+	for _, step := range steps {
+		if err := step(); err != nil {
+			return engineError(ctx, p.log, op, inst.ID, err)
+		}
 	}
 	status := StatusPaused
 	if enabled {

@@ -2,6 +2,7 @@ package databases
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -127,6 +128,7 @@ func (u *UsageRefresher) Refresh(ctx context.Context) error {
 		byEngine[r.Engine] = append(byEngine[r.Engine], r)
 	}
 	now := time.Now().UTC()
+	var failed error
 	for engineID, list := range byEngine {
 		engine := u.engines.Get(engineID)
 		if engine == nil {
@@ -183,19 +185,30 @@ func (u *UsageRefresher) Refresh(ctx context.Context) error {
 		if len(values) == 0 {
 			continue
 		}
-		// One statement for every database of the engine.
+		// One statement for every database of the engine, on a context of its own: what was
+		// measured and switched is recorded even when the refresh's time ran out meanwhile.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordBudget)
 		_, err = u.db.NewUpdate().With("_data", u.db.NewValues(&values)).
 			Table("database_instances").TableExpr("_data").
 			Set("used_space_bytes = _data.used_space_bytes").
 			Set("last_activity = _data.last_activity").
 			Set("read_only = _data.read_only").
-			Where("database_instances.id = _data.id").Exec(ctx)
+			Where("database_instances.id = _data.id").Exec(rctx)
+		cancel()
 		if err != nil {
-			return fmt.Errorf("record usage of %s: %w", engineID, err)
+			failed = errors.Join(failed, fmt.Errorf("record usage of %s: %w", engineID, err))
 		}
 	}
-	return nil
+	return failed
 }
+
+// switchBudget bounds one database's read-only switch, which is tried again at the next refresh
+// when it fails (PostgreSQL gives up waiting for a tenant's lock sooner, see
+// postgresEngine.SetReadOnly); recordBudget bounds recording an engine's figures.
+const (
+	switchBudget = 10 * time.Second
+	recordBudget = 10 * time.Second
+)
 
 // switchReadOnly turns r read-only over its quota and writable again under 90% of it.
 func (u *UsageRefresher) switchReadOnly(ctx context.Context, engine Engine, r *usageRow) error {
@@ -209,10 +222,17 @@ func (u *UsageRefresher) switchReadOnly(ctx context.Context, engine Engine, r *u
 	if want == r.ReadOnly {
 		return nil
 	}
-	if err := engine.SetReadOnly(ctx, r.DatabaseName, r.DatabaseUser, want); err != nil {
+	// A context of its own: a switch that waited (another process changing the database's
+	// catalogue, a tenant's lock) until the refresh's time ran out left none for the others.
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), switchBudget)
+	err := engine.SetReadOnly(sctx, r.DatabaseName, r.DatabaseUser, want)
+	cancel()
+	if err != nil {
 		return err
 	}
 	r.ReadOnly = want
+	ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), recordBudget)
+	defer cancel()
 	action := "database.readonly.enabled"
 	if !want {
 		action = "database.readonly.disabled"
