@@ -42,8 +42,8 @@ type Service struct {
 func (s *Service) item(in *Instance) Item {
 	it := Item{DatabaseInstanceID: in.ID, Name: in.Name, Engine: in.Engine, DatabaseName: in.DatabaseName,
 		DatabaseUser: in.DatabaseUser, Status: in.Status, UsedSpaceBytes: in.UsedSpaceBytes,
-		MaxSpaceBytes: in.MaxSpaceBytes, ReadOnly: in.ReadOnly, LastActivity: in.LastActivity,
-		CreatedAt: in.CreatedAt.UTC(), UserID: in.UserID}
+		MaxSpaceBytes: in.MaxSpaceBytes, ReadOnly: in.ReadOnly, ReadOnlyReason: in.ReadOnlyReason,
+		LastActivity: in.LastActivity, CreatedAt: in.CreatedAt.UTC(), UserID: in.UserID}
 	if e := s.engines.Get(in.Engine); e != nil {
 		it.Host, it.Port = e.Host(), e.Port()
 	}
