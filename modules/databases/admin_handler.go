@@ -112,8 +112,8 @@ func (h *Handler) registerAdmin(api *httpx.API) {
 		})
 	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "deleteDatabaseInstance", Method: http.MethodDelete,
 		Path: "/api/database-instances/{id}", Tags: tags, Summary: "Delete a database",
-		Description: "Drops the database, its role and its access credentials on the engine (on PostgreSQL the roles' logins are refused first, and what other databases grant them or they own there is revoked or given to their owners, so no other tenant can keep them from being dropped). 502 when the engine failed: the database stays Deleting and is retried in the background. " +
-			"409 while another change of the database is in progress (try again).",
+		Description: "Drops the database, its role and its access credentials on the engine (on PostgreSQL the roles' logins are refused first, and what other databases grant them or they own there is revoked or given to their owners, so no other tenant can keep them from being dropped). 502 when the engine failed: the database stays Deleting and is retried in the background, or by deleting it again. " +
+			"409 while another change of the database is in progress (try again), a DELETE still under way included: of DELETEs sent at once one answers 200, the others 409 (or 404 once it is deleted).",
 		Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusBadGateway}},
 		func(ctx context.Context, in *idInput) (*httpx.Response[Item], error) {
 			return h.deleted(ctx, in.ID, 0)
@@ -170,7 +170,7 @@ func (h *Handler) registerAdmin(api *httpx.API) {
 		Path: "/api/access-credentials/{id}", Tags: ctags, Summary: "Remove an access credential",
 		Description: "Drops the credential's login role on the engine, only if it was made for this credential (a role of that name that was not is left alone). What it created there (tables of a full-access credential) stays and belongs to the database's owner. " +
 			"502 when the engine failed: the credential stays Deleting (in the answer's data; it can no longer be rotated) and the drop is retried in the background, or by deleting it again. " +
-			"409 while another change of this credential is in progress (try again); 404 once it is deleted.",
+			"409 while another change of this credential is in progress (try again), a DELETE still under way included: of DELETEs sent at once one answers 200, the others 409; 404 once it is deleted.",
 		Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusBadGateway}},
 		func(ctx context.Context, in *idInput) (*httpx.Response[httpx.NoData], error) {
 			if err := h.creds.Delete(ctx, in.ID); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -84,4 +85,83 @@ func TestParallelCredentialsOfOneDatabase(t *testing.T) {
 		assert.False(t, existsOnEngine(t, "postgres", cr.Username), "%s is dropped", cr.Username)
 	}
 	assert.Empty(t, listCredentials(t, a, admin, it))
+}
+
+// TestParallelDeletesOfOneCredential: DELETEs of one credential sent at once give one 200 (one
+// audit event) and 409 "being changed" (or 404 once it is gone) for the others, as README says.
+// Before, a DELETE that came between the first one's commit of Deleting and its drop found the
+// row unlocked and Deleting, waited for the drop and answered 200 too. A DELETE after one that
+// failed (502, Deleting) still drives the drop again (TestCredentialDeleteIsFinished). Several
+// rounds, each with rotations in the mix, since the window is short. Fails without the fix:
+// some credential gets two 200s.
+func TestParallelDeletesOfOneCredential(t *testing.T) {
+	a := start(t, nil)
+	admin := a.AdminToken(t)
+	for _, engine := range []string{"postgres", "mysql"} {
+		it, _, _ := ownedDatabase(t, a, engine)
+		for round := 0; round < 6; round++ {
+			cr := createCredential(t, a, admin, it, "")
+			var seq atomic.Int32
+			answers := parallel(8, func() *apptest.Resp {
+				if seq.Add(1)%4 == 0 {
+					return a.Do(apptest.Request{Method: http.MethodPut, Path: fmt.Sprintf("/api/access-credentials/%d", cr.ID), Token: admin,
+						Body: map[string]any{"rotatePassword": true}})
+				}
+				return a.Do(apptest.Request{Method: http.MethodDelete, Path: fmt.Sprintf("/api/access-credentials/%d", cr.ID), Token: admin})
+			})
+			deleted := 0
+			for _, r := range answers {
+				switch r.Status {
+				case http.StatusOK:
+					if strings.Contains(string(r.Raw), `"password"`) {
+						continue // a rotation that came first
+					}
+					deleted++
+				case http.StatusConflict:
+					assert.Regexp(t, "being changed|is Deleting", string(r.Raw))
+				case http.StatusNotFound:
+				default:
+					t.Errorf("%s round %d: %d %s", engine, round, r.Status, r.Raw)
+				}
+			}
+			assert.LessOrEqual(t, deleted, 1, "%s round %d: one DELETE deletes, the others are 409 or 404", engine, round)
+			assert.Equal(t, deleted, audited(t, a, "access_credential.deleted", cr.ID), "one change, one 200")
+			if deleted == 0 { // every DELETE came while a rotation held it
+				r := a.Do(apptest.Request{Method: http.MethodDelete, Path: fmt.Sprintf("/api/access-credentials/%d", cr.ID), Token: admin})
+				require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
+			}
+			assert.False(t, existsOnEngine(t, engine, cr.Username))
+		}
+	}
+}
+
+// TestParallelDeletesOfOneDatabase: as for a credential, DELETEs of one database sent at once
+// give one 200 (one database.deleted) and 409 "being changed" or 404 for the others; before, one
+// arriving between the first's commit of Deleting and its drop answered 200 too. Fails without
+// the fix: some database gets two 200s.
+func TestParallelDeletesOfOneDatabase(t *testing.T) {
+	a := start(t, nil)
+	for _, engine := range []string{"postgres", "mysql"} {
+		u := a.Register(t)
+		for round := 0; round < 4; round++ {
+			it := create(t, a, u.Token, engine)
+			ok := 0
+			for _, r := range parallel(6, func() *apptest.Resp {
+				return a.Do(apptest.Request{Method: http.MethodDelete, Path: fmt.Sprintf("/api/me/databases/%d", it.ID), Token: u.Token})
+			}) {
+				switch r.Status {
+				case http.StatusOK:
+					ok++
+				case http.StatusConflict:
+					assert.Contains(t, string(r.Raw), "being changed")
+				case http.StatusNotFound:
+				default:
+					t.Errorf("%s round %d: %d %s", engine, round, r.Status, r.Raw)
+				}
+			}
+			assert.Equal(t, 1, ok, "%s round %d: one DELETE deletes, the others are 409 or 404", engine, round)
+			assert.Equal(t, 1, audited(t, a, "database.deleted", it.ID))
+			assert.False(t, existsOnEngine(t, engine, it.DatabaseName))
+		}
+	}
 }

@@ -279,10 +279,14 @@ func (c *Credentials) logEngine(ctx context.Context, op string, cr *Credential, 
 
 // lockCredential locks a live credential's row without waiting: a credential another request
 // (or the finisher) is changing answers 409 at once.
+// errCredentialBusy is the 409 of a request on a credential another request or the finisher is
+// changing.
+const errCredentialBusy = "The access credential is being changed; try again"
+
 func lockCredential(ctx context.Context, tx bun.Tx, id int64) (*Credential, error) {
 	cr := new(Credential)
 	if err := tx.NewSelect().Model(cr).Where("id = ?", id).Where("status <> ?", CredentialDeleted).For("UPDATE NOWAIT").Scan(ctx); err != nil {
-		return nil, lockErr(err, "Access credential not found", "The access credential is being changed; try again",
+		return nil, lockErr(err, "Access credential not found", errCredentialBusy,
 			fmt.Sprintf("lock credential %d", id))
 	}
 	return cr, nil
@@ -353,7 +357,8 @@ func (c *Credentials) Rotate(ctx context.Context, id int64) (*CredentialView, er
 
 // Delete stores the intent (Deleting), then drops the role on the engine and marks the row
 // Deleted through the finisher's claim. When the engine fails the answer is 502 with the
-// credential as stored (Deleting): the finisher retries, and so does a second DELETE.
+// credential as stored (Deleting): the finisher retries, and so does a second DELETE. A DELETE
+// while another request's is still under way is 409 (deleteInProgress).
 func (c *Credentials) Delete(ctx context.Context, id int64) error {
 	err := db.RunInTx(ctx, c.db, func(ctx context.Context, tx bun.Tx) error {
 		// A create, rotation or delete in progress holds the row's lock: 409 at once.
@@ -362,14 +367,14 @@ func (c *Credentials) Delete(ctx context.Context, id int64) error {
 			return err
 		}
 		if cr.Status == CredentialDeleting {
-			return nil
+			return deleteInProgress(ctx, tx, "access_credentials", id, errCredentialBusy)
 		}
 		inst := new(Instance)
 		if err := tx.NewSelect().Model(inst).Where("id = ?", cr.DatabaseInstanceID).Scan(ctx); err != nil {
 			return fmt.Errorf("load database of credential %d: %w", id, err)
 		}
 		if _, err := tx.NewUpdate().Model(cr).Set("status = ?", CredentialDeleting).Set("attempts = 0").
-			Set("next_attempt_at = now()").Set("updated_at = now()").WherePK().Exec(ctx); err != nil {
+			Set("next_attempt_at = now() + ?::interval", deleteLease).Set("updated_at = now()").WherePK().Exec(ctx); err != nil {
 			return fmt.Errorf("mark credential %d deleting: %w", id, err)
 		}
 		return c.audit.RecordTx(ctx, tx, credentialEvent("access_credential.deleted", inst, cr))

@@ -75,6 +75,7 @@ type item struct {
 	UsedSpaceBytes int64      `json:"usedSpaceBytes"`
 	MaxSpaceBytes  int64      `json:"maxSpaceBytes"`
 	ReadOnly       bool       `json:"readOnly"`
+	ReadOnlyReason string     `json:"readOnlyReason"`
 	LastActivity   *time.Time `json:"lastActivity"`
 	ErrorMessage   string     `json:"errorMessage"`
 }

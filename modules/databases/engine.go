@@ -98,6 +98,10 @@ func CredentialMarker(credentialID int64) string {
 type Usage struct {
 	Bytes  int64
 	Active bool // a session is connected now
+	// Unmeasured names the database's tables whose size the server does not report (MySQL/
+	// MariaDB: an engine outside mysqlMeasuredEngines, such as CSV), as "name (ENGINE)": Bytes
+	// leaves them out, so the database is kept read-only while any exists.
+	Unmeasured []string
 }
 
 // SafeName is the shape of every generated database and role name.

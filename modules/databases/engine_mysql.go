@@ -231,11 +231,13 @@ func (e *mysqlEngine) writerPrivs(ctx context.Context) (string, error) {
 	return privs, nil
 }
 
-// readOnlyPrivs is what a writer keeps over its quota: SELECT and DELETE, so it can free space.
-const readOnlyPrivs = "SELECT, DELETE, SHOW VIEW"
+// readOnlyPrivs is what a writer keeps over its quota: SELECT, and DELETE and DROP (DROP TABLE,
+// TRUNCATE TABLE) so it can free space, and drop a table the server cannot measure (see
+// mysqlMeasuredEngines). DROP creates nothing and grows nothing.
+const readOnlyPrivs = "SELECT, DELETE, DROP, SHOW VIEW"
 
-// SetReadOnly revokes every write privilege but keeps SELECT and DELETE, so the owner can free
-// space; switching back grants everything again. It applies to every user that writes to the
+// SetReadOnly revokes every write privilege but keeps SELECT, DELETE and DROP, so the owner can
+// free space; switching back grants everything again. It applies to every user that writes to the
 // database (the owner and full-access credentials), not only the owner: a full-access
 // credential has its own grants. Read-only credentials (SELECT, SHOW VIEW, never DELETE) are
 // left alone both ways.
@@ -371,7 +373,55 @@ func (e *mysqlEngine) Usage(ctx context.Context, dbs []string) (map[string]Usage
 		}
 		out[name] = u
 	}
-	return out, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("mysql usage: %w", err)
+	}
+	rows.Close()
+	return out, e.unmeasured(ctx, conn, out, marks, args)
+}
+
+// mysqlMeasuredEngines are the storage engines whose tables' size information_schema.tables
+// reports (data_length, index_length), compared in upper case: InnoDB (and its files, see
+// mysqlFilesJoin), MyISAM and Aria (their data and index files), MEMORY (its allocated blocks),
+// MRG_MyISAM (the sum of the MyISAM tables it merges, each also counted where it lives),
+// ARCHIVE (its data file's size), BLACKHOLE (stores nothing) and SEQUENCE (MariaDB's virtual
+// seq_1_to_N; a CREATE SEQUENCE table is InnoDB or Aria). Any other engine, CSV first of all
+// (data_length is always 0 while its .CSV file grows without bound), but also CONNECT,
+// FEDERATED, S3, SPIDER, ROCKSDB and whatever plugin a server loads, is unmeasured.
+var mysqlMeasuredEngines = []string{"INNODB", "MYISAM", "ARIA", "MEMORY", "MRG_MYISAM", "ARCHIVE", "BLACKHOLE", "SEQUENCE"}
+
+// unmeasured records in out each schema's tables in an engine outside mysqlMeasuredEngines
+// (views have no engine), at most 20 a schema.
+func (e *mysqlEngine) unmeasured(ctx context.Context, conn *sql.Conn, out map[string]Usage, marks string, args []any) error {
+	engines := make([]any, 0, len(args)+len(mysqlMeasuredEngines))
+	engines = append(engines, args...)
+	for _, m := range mysqlMeasuredEngines {
+		engines = append(engines, m)
+	}
+	rows, err := conn.QueryContext(ctx, `SELECT table_schema, table_name, engine FROM information_schema.tables
+		WHERE table_schema IN (`+marks+`) AND engine IS NOT NULL
+		  AND UPPER(engine) NOT IN (`+strings.TrimSuffix(strings.Repeat("?,", len(mysqlMeasuredEngines)), ",")+`)
+		ORDER BY table_schema, table_name`, engines...)
+	if err != nil {
+		return fmt.Errorf("mysql usage: unmeasured tables: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var schema, table, engine string
+		if err := rows.Scan(&schema, &table, &engine); err != nil {
+			return fmt.Errorf("mysql usage: unmeasured tables: %w", err)
+		}
+		u, ok := out[schema]
+		if !ok || len(u.Unmeasured) >= 20 {
+			continue
+		}
+		u.Unmeasured = append(u.Unmeasured, fmt.Sprintf("%s (%s)", table, engine))
+		out[schema] = u
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("mysql usage: unmeasured tables: %w", err)
+	}
+	return nil
 }
 
 // RefreshStats brings InnoDB's statistics of the schemas' tables up to date (ANALYZE TABLE), so

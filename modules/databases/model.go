@@ -33,6 +33,7 @@ type Instance struct {
 	MaxSpaceBytes  int64      `bun:"max_space_bytes,notnull"`
 	UsedSpaceBytes int64      `bun:"used_space_bytes,notnull"`
 	ReadOnly       bool       `bun:"read_only,notnull"`
+	ReadOnlyReason string     `bun:"read_only_reason,notnull"`
 	LastActivity   *time.Time `bun:"last_activity"`
 	Attempts       int        `bun:"attempts,notnull"`
 	NextAttemptAt  time.Time  `bun:"next_attempt_at,notnull"`
@@ -54,7 +55,8 @@ type Item struct {
 	Status             string     `json:"status" enum:"Provisioning,Active,Pausing,Paused,Resuming,Failed,Deleting,Deleted" example:"Active" doc:"Pausing, Resuming and Deleting are in-between: the change is stored and is being made on the engine (or failed and is retried in the background)."`
 	UsedSpaceBytes     int64      `json:"usedSpaceBytes" example:"8404992" doc:"Space the database takes, measured every usage refresh. PostgreSQL: pg_database_size plus the text of the database's comment and settings and of its roles' own settings (kept in the cluster's shared catalogues). MySQL/MariaDB: table data and indexes (InnoDB: at least its table files less their free extents), plus the text of stored routines, views, triggers and events."`
 	MaxSpaceBytes      int64      `json:"maxSpaceBytes" example:"536870912"`
-	ReadOnly           bool       `json:"readOnly" doc:"True while the database is over its quota: writes are refused until it is back under 90%."`
+	ReadOnly           bool       `json:"readOnly" doc:"True while the database is over its quota (writes are refused until it is back under 90%) or, on MySQL/MariaDB, has a table in a storage engine whose size the server does not report, such as CSV (until it is dropped; DROP TABLE is kept). readOnlyReason says which."`
+	ReadOnlyReason     string     `json:"readOnlyReason,omitempty" example:"Tables in a storage engine whose size the server does not report, which would grow unmeasured; writable again once they are dropped (DROP TABLE is kept): c (CSV)" doc:"Why the database is read-only, as of the last usage refresh: over its quota, or the tables (name and engine, at most 20) whose size the server does not report. Absent while writable."`
 	LastActivity       *time.Time `json:"lastActivity" doc:"The last time a session was seen or the database grew; null if never."`
 	ErrorMessage       string     `json:"errorMessage,omitempty" doc:"Why the last attempt failed, by its class only: e.g. \"create: engine unreachable\", \"drop: engine timed out\", \"drop: engine refused: SQLSTATE 55006\". The engine's full error is in the server log."`
 	CreatedAt          time.Time  `json:"createdAt"`

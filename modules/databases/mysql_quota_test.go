@@ -249,3 +249,111 @@ func TestMySQLQuotaCountsTablesWithFrozenStatistics(t *testing.T) {
 	_, err = owner.Exec("INSERT INTO frozen (body) VALUES ('more')")
 	assert.Error(t, err, "read-only refuses further writes")
 }
+
+// TestMySQLTablesOfUnmeasuredEnginesKeepItReadOnly: information_schema.tables reports a data_length
+// of 0 for a CSV table however large its .CSV file grows, so a MariaDB tenant with a 1 MiB quota
+// wrote 100 MB into one and stayed writable with usedSpaceBytes 0. Now a table in an engine whose
+// size the server does not report (anything outside InnoDB, MyISAM, Aria, MEMORY, MRG_MyISAM,
+// ARCHIVE, BLACKHOLE, SEQUENCE) keeps the database read-only, whatever its quota, with a
+// readOnlyReason naming the table; read-only keeps DROP, so the tenant drops it (after reading
+// its rows out) and the database is writable again at the next refresh, where it can recreate
+// the table in InnoDB. Fails without the fix: readOnly stays false after the inserts.
+func TestMySQLTablesOfUnmeasuredEnginesKeepItReadOnly(t *testing.T) {
+	var usage *databases.UsageRefresher
+	a := start(t, nil, apptest.WithFx(fx.Populate(&usage)))
+	admin := a.AdminToken(t)
+	ctx := context.Background()
+	u := a.Register(t)
+	it := create(t, a, u.Token, "mysql")
+	rv := revealPassword(t, a, u.Token, it.ID)
+	owner, err := connect(t, "mysql", it, rv.DatabaseUser, rv.Password)
+	require.NoError(t, err)
+	setMaxSpace(t, a, admin, it.ID, 1<<20)
+	require.NoError(t, usage.Refresh(ctx))
+	got := adminItem(t, a, admin, it.ID)
+	require.False(t, got.ReadOnly, "an empty database is under its quota")
+	assert.Empty(t, got.ReadOnlyReason)
+
+	for _, s := range []string{
+		"CREATE TABLE `c``sv` (a text NOT NULL) ENGINE=CSV",
+		"INSERT INTO `c``sv` SELECT REPEAT('x', 10000) FROM seq_1_to_300", // 3 MB, 0 to information_schema
+	} {
+		_, err := owner.Exec(s)
+		require.NoError(t, err, s)
+	}
+	require.NoError(t, usage.Refresh(ctx))
+	got = adminItem(t, a, admin, it.ID)
+	require.True(t, got.ReadOnly, "a CSV table cannot be measured: read-only (used %d bytes)", got.UsedSpaceBytes)
+	assert.Contains(t, got.ReadOnlyReason, "c`sv (CSV)")
+	var mine []item
+	a.Get("/api/me/databases", u.Token).Decode(t, &mine)
+	reason := ""
+	for _, m := range mine {
+		if m.ID == it.ID {
+			reason = m.ReadOnlyReason
+		}
+	}
+	assert.Equal(t, got.ReadOnlyReason, reason, "the owner sees why")
+
+	owner, err = connect(t, "mysql", it, rv.DatabaseUser, rv.Password)
+	require.NoError(t, err)
+	for _, s := range []string{
+		"INSERT INTO `c``sv` VALUES ('more')",
+		"CREATE TABLE c2 (a text NOT NULL) ENGINE=CSV",
+		"ALTER TABLE `c``sv` ENGINE=InnoDB",
+	} {
+		_, err := owner.Exec(s)
+		assert.Error(t, err, "read-only: %s", s)
+	}
+	var n int
+	require.NoError(t, owner.QueryRow("SELECT COUNT(*) FROM `c``sv`").Scan(&n))
+	assert.Equal(t, 300, n, "its rows can still be read out")
+
+	// A quota raise does not end it: the table's size is still unknown.
+	setMaxSpace(t, a, admin, it.ID, 1<<30)
+	require.NoError(t, usage.Refresh(ctx))
+	require.True(t, adminItem(t, a, admin, it.ID).ReadOnly, "still unmeasured")
+
+	_, err = owner.Exec("DROP TABLE `c``sv`")
+	require.NoError(t, err, "read-only keeps DROP")
+	require.NoError(t, usage.Refresh(ctx))
+	got = adminItem(t, a, admin, it.ID)
+	assert.False(t, got.ReadOnly, "writable again once it is dropped")
+	assert.Empty(t, got.ReadOnlyReason)
+	owner, err = connect(t, "mysql", it, rv.DatabaseUser, rv.Password)
+	require.NoError(t, err)
+	_, err = owner.Exec("CREATE TABLE c (a text NOT NULL) ENGINE=InnoDB")
+	assert.NoError(t, err, "writable again")
+}
+
+// TestMySQLReadOnlyFromBeforeGetsDropForUnmeasuredTables: a database switched read-only before
+// read-only kept DROP (its users hold SELECT, DELETE, SHOW VIEW) that has a CSV table would stay
+// read-only for that table with no way to drop it: the refresher switches it read-only again
+// when the table first counts, which grants DROP. Fails without the re-switch: DROP is refused.
+func TestMySQLReadOnlyFromBeforeGetsDropForUnmeasuredTables(t *testing.T) {
+	var usage *databases.UsageRefresher
+	a := start(t, nil, apptest.WithFx(fx.Populate(&usage)))
+	admin := a.AdminToken(t)
+	ctx := context.Background()
+	it, rv, _ := ownedDatabase(t, a, "mysql", "CREATE TABLE c (a text NOT NULL) ENGINE=CSV")
+	// As the service left a database over its quota before: the old grant, no reason recorded.
+	root := enginePool(t, "mysql")
+	escaped := strings.ReplaceAll(it.DatabaseName, "_", `\_`)
+	_, err := root.Exec(fmt.Sprintf("REVOKE ALL PRIVILEGES ON `%s`.* FROM '%s'@'%%'", escaped, rv.DatabaseUser))
+	require.NoError(t, err)
+	_, err = root.Exec(fmt.Sprintf("GRANT SELECT, DELETE, SHOW VIEW ON `%s`.* TO '%s'@'%%'", escaped, rv.DatabaseUser))
+	require.NoError(t, err)
+	_, err = a.DB.Exec("UPDATE database_instances SET read_only = true, read_only_reason = '' WHERE id = ?", it.ID)
+	require.NoError(t, err)
+
+	require.NoError(t, usage.Refresh(ctx))
+	got := adminItem(t, a, admin, it.ID)
+	require.True(t, got.ReadOnly)
+	assert.Contains(t, got.ReadOnlyReason, "c (CSV)")
+	owner, err := connect(t, "mysql", it, rv.DatabaseUser, rv.Password)
+	require.NoError(t, err)
+	_, err = owner.Exec("DROP TABLE c")
+	require.NoError(t, err, "the switch again granted DROP")
+	require.NoError(t, usage.Refresh(ctx))
+	assert.False(t, adminItem(t, a, admin, it.ID).ReadOnly, "writable once it is dropped")
+}

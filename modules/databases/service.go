@@ -42,8 +42,8 @@ type Service struct {
 func (s *Service) item(in *Instance) Item {
 	it := Item{DatabaseInstanceID: in.ID, Name: in.Name, Engine: in.Engine, DatabaseName: in.DatabaseName,
 		DatabaseUser: in.DatabaseUser, Status: in.Status, UsedSpaceBytes: in.UsedSpaceBytes,
-		MaxSpaceBytes: in.MaxSpaceBytes, ReadOnly: in.ReadOnly, LastActivity: in.LastActivity,
-		CreatedAt: in.CreatedAt.UTC(), UserID: in.UserID}
+		MaxSpaceBytes: in.MaxSpaceBytes, ReadOnly: in.ReadOnly, ReadOnlyReason: in.ReadOnlyReason,
+		LastActivity: in.LastActivity, CreatedAt: in.CreatedAt.UTC(), UserID: in.UserID}
 	if e := s.engines.Get(in.Engine); e != nil {
 		it.Host, it.Port = e.Host(), e.Port()
 	}
@@ -226,6 +226,29 @@ func (s *Service) lock(ctx context.Context, tx bun.Tx, id, userID int64) (*Insta
 	return inst, nil
 }
 
+// deleteLease is how long the request that stores a delete's intent (Deleting) keeps the row to
+// itself: its next_attempt_at is that far ahead, so the background finisher leaves it to the
+// request's own drive, and another DELETE meanwhile is told it is in progress. A drive that fails
+// records its attempt (attempts 1 and more, next_attempt_at at the backoff); one the request
+// never made (the process died) is the finisher's once the lease is over.
+const deleteLease = "1 minute"
+
+// deleteInProgress answers a DELETE of a row (table: database_instances, access_credentials)
+// already Deleting and locked by this transaction: 409 busy while the request that stored the
+// intent is still under way (no attempt recorded, its lease not over), so parallel DELETEs give
+// one 200 and 409s; nil otherwise (an attempt failed, 502, or the intent was stored by something
+// else), and the caller drives the delete again.
+func deleteInProgress(ctx context.Context, tx bun.Tx, table string, id int64, busy string) error {
+	var leased bool
+	if err := tx.QueryRowContext(ctx, "SELECT attempts = 0 AND next_attempt_at > now() FROM "+table+" WHERE id = ?", id).Scan(&leased); err != nil {
+		return fmt.Errorf("read %s %d: %w", table, id, err)
+	}
+	if leased {
+		return httpx.Conflict(busy)
+	}
+	return nil
+}
+
 // errDatabaseBusy is the 409 of a request on a database another request or the finisher is
 // changing.
 const errDatabaseBusy = "The database is being changed; try again"
@@ -252,10 +275,10 @@ func (s *Service) Delete(ctx context.Context, id, userID int64) (*Instance, erro
 			return err
 		}
 		if inst.Status == StatusDeleting {
-			return nil
+			return deleteInProgress(ctx, tx, "database_instances", id, errDatabaseBusy)
 		}
 		if _, err := tx.NewUpdate().Model(inst).Set("status = ?", StatusDeleting).Set("attempts = 0").
-			Set("next_attempt_at = now()").Set("updated_at = now()").WherePK().Exec(ctx); err != nil {
+			Set("next_attempt_at = now() + ?::interval", deleteLease).Set("updated_at = now()").WherePK().Exec(ctx); err != nil {
 			return fmt.Errorf("mark database %d deleting: %w", id, err)
 		}
 		return s.audit.RecordTx(ctx, tx, audit.Event{Action: "database.deleted", UserID: audit.Int64(inst.UserID),

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -98,6 +99,7 @@ type usageRow struct {
 	UsedSpace    int64      `bun:"used_space_bytes"`
 	MaxSpace     int64      `bun:"max_space_bytes"`
 	ReadOnly     bool       `bun:"read_only"`
+	Reason       string     `bun:"read_only_reason"`
 	LastActivity *time.Time `bun:"last_activity"`
 }
 
@@ -119,7 +121,7 @@ func (u *UsageRefresher) Refresh(ctx context.Context) error {
 
 	var rows []usageRow
 	if err := u.db.NewSelect().Table("database_instances").
-		Column("id", "user_id", "engine", "database_name", "database_user", "used_space_bytes", "max_space_bytes", "read_only", "last_activity").
+		Column("id", "user_id", "engine", "database_name", "database_user", "used_space_bytes", "max_space_bytes", "read_only", "read_only_reason", "last_activity").
 		Where("status IN ('Active', 'Paused')").Scan(ctx, &rows); err != nil {
 		return fmt.Errorf("list live databases: %w", err)
 	}
@@ -177,7 +179,7 @@ func (u *UsageRefresher) Refresh(ctx context.Context) error {
 				r.LastActivity = &now
 			}
 			r.UsedSpace = us.Bytes
-			if err := u.switchReadOnly(ctx, engine, &r); err != nil {
+			if err := u.switchReadOnly(ctx, engine, &r, us.Unmeasured); err != nil {
 				u.log.Warn("read-only switch failed", "id", r.ID, "error", err.Error())
 			}
 			values = append(values, r)
@@ -193,6 +195,7 @@ func (u *UsageRefresher) Refresh(ctx context.Context) error {
 			Set("used_space_bytes = _data.used_space_bytes").
 			Set("last_activity = _data.last_activity").
 			Set("read_only = _data.read_only").
+			Set("read_only_reason = _data.read_only_reason").
 			Where("database_instances.id = _data.id").Exec(rctx)
 		cancel()
 		if err != nil {
@@ -210,16 +213,33 @@ const (
 	recordBudget = 10 * time.Second
 )
 
-// switchReadOnly turns r read-only over its quota and writable again under 90% of it.
-func (u *UsageRefresher) switchReadOnly(ctx context.Context, engine Engine, r *usageRow) error {
+// switchReadOnly turns r read-only over its quota, or while it has tables whose size the engine
+// does not report (unmeasured), and writable again under 90% of its quota with none left. It sets
+// r.Reason to why it is read-only ("" when writable).
+func (u *UsageRefresher) switchReadOnly(ctx context.Context, engine Engine, r *usageRow, unmeasured []string) error {
 	want := r.ReadOnly
 	switch {
+	case len(unmeasured) > 0:
+		want = true
 	case !r.ReadOnly && r.UsedSpace > r.MaxSpace:
 		want = true
 	case r.ReadOnly && float64(r.UsedSpace) < ReadOnlyResume*float64(r.MaxSpace):
 		want = false
 	}
-	if want == r.ReadOnly {
+	reason := ""
+	switch {
+	case !want:
+	case len(unmeasured) > 0:
+		reason = ReasonUnmeasured + strings.Join(unmeasured, ", ")
+	default:
+		reason = ReasonOverQuota
+	}
+	// A database already read-only for its quota before such a table counted (one from before
+	// read-only kept DROP) is switched again, so its users get DROP to remove the table.
+	again := r.ReadOnly && want && len(unmeasured) > 0 && !strings.HasPrefix(r.Reason, ReasonUnmeasured)
+	prev := r.Reason
+	r.Reason = reason
+	if want == r.ReadOnly && !again {
 		return nil
 	}
 	// A context of its own: a switch that waited (another process changing the database's
@@ -228,7 +248,11 @@ func (u *UsageRefresher) switchReadOnly(ctx context.Context, engine Engine, r *u
 	err := engine.SetReadOnly(sctx, r.DatabaseName, r.DatabaseUser, want)
 	cancel()
 	if err != nil {
+		r.Reason = prev
 		return err
+	}
+	if again {
+		return nil
 	}
 	r.ReadOnly = want
 	ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), recordBudget)
@@ -237,6 +261,16 @@ func (u *UsageRefresher) switchReadOnly(ctx context.Context, engine Engine, r *u
 	if !want {
 		action = "database.readonly.disabled"
 	}
+	details := map[string]any{"usedSpaceBytes": r.UsedSpace, "maxSpaceBytes": r.MaxSpace}
+	if len(unmeasured) > 0 {
+		details["unmeasuredTables"] = unmeasured
+	}
 	return u.audit.Record(ctx, audit.Event{Action: action, UserID: audit.Int64(r.UserID), TargetType: "database",
-		TargetID: fmt.Sprint(r.ID), Details: map[string]any{"usedSpaceBytes": r.UsedSpace, "maxSpaceBytes": r.MaxSpace}})
+		TargetID: fmt.Sprint(r.ID), Details: details})
 }
+
+// Why a database is read-only (Item.ReadOnlyReason).
+const (
+	ReasonOverQuota  = "Over its quota (usedSpaceBytes above maxSpaceBytes): writable again under 90% of it."
+	ReasonUnmeasured = "Tables in a storage engine whose size the server does not report, which would grow unmeasured; writable again once they are dropped (DROP TABLE is kept): "
+)

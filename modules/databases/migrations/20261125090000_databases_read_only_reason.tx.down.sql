@@ -1,0 +1,1 @@
+ALTER TABLE database_instances DROP COLUMN IF EXISTS read_only_reason;
