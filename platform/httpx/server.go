@@ -164,7 +164,7 @@ func (s *Server) Finish() {
 }
 
 // documentBadRequest makes the error responses of op say what the server answers: validation
-// failures are 400, never 422. Every operation documents 400, 413 and 415, since the middleware
+// failures are 400, never 422 (a 422 an operation describes itself is kept). Every operation documents 400, 413 and 415, since the middleware
 // answers them before routing whatever the operation: a URL holding a NUL character (%00) is a
 // 400, a body over BodyLimit a 413 (as soon as the headers announce it), and a compressed body or
 // one declared in a charset other than UTF-8 a 415, even to an operation that takes no body (a
@@ -177,7 +177,11 @@ func documentBadRequest(op *huma.Operation) {
 	if template == nil {
 		template = op.Responses["500"]
 	}
-	delete(op.Responses, "422")
+	if r := op.Responses["422"]; r != nil && r.Description == http.StatusText(http.StatusUnprocessableEntity) {
+		// huma's own 422 (validation), which the server answers as 400. A 422 an operation
+		// describes itself (the AI pass-through relays the upstream's) is an answer it gives.
+		delete(op.Responses, "422")
+	}
 	if template == nil {
 		// An operation documented by hand (GET /metrics, whose answer is not the envelope): the
 		// middleware's refusals are still the envelope.
