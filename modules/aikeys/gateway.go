@@ -315,7 +315,9 @@ func (u *Upstream) Generate(c *fiber.Ctx, in GenerateInput) (*Generation, error)
 		return nil, upstreamError("the AI upstream's answer was malformed", nil)
 	}
 	// Whatever the upstream writes, our Ai:ApiKey is not handed on.
-	g := &Generation{Text: u.secret.RedactString(cr.Choices[0].Message.Content), Model: cr.Model, FinishReason: cr.Choices[0].FinishReason}
+	// Every string copied from the answer (text, model, finish reason) is redacted.
+	g := &Generation{Text: u.secret.RedactString(cr.Choices[0].Message.Content), Model: u.secret.RedactString(cr.Model),
+		FinishReason: u.secret.RedactString(cr.Choices[0].FinishReason)}
 	if g.Model == "" {
 		g.Model = model
 	}

@@ -113,3 +113,20 @@ func TestUnusualCompletionsAreRelayed(t *testing.T) {
 	assert.EqualValues(t, 25, got.Usage.PromptTokens, "an unreadable usage counts 0")
 	assert.EqualValues(t, 10, got.Usage.CompletionTokens)
 }
+
+// TestGenerateRedactsEveryCopiedField: /api/ai/generate redacted Ai:ApiKey from the text only;
+// an upstream naming it in `model` or `finish_reason` had it handed to the client. Every string
+// generate copies from the answer is redacted.
+func TestGenerateRedactsEveryCopiedField(t *testing.T) {
+	a, up := setup(t, nil)
+	u := a.Register(t)
+	k := newKey(t, a, u.Token, nil)
+	answerWith(up, `{"id":"x","object":"chat.completion","model":"`+upstreamKey+`","choices":[{"index":0,"finish_reason":"upstream\u002dsecret-key","message":{"role":"assistant","content":"hi"}}],"usage":{"prompt_tokens":5,"completion_tokens":2,"total_tokens":7}}`, nil)
+	r := generate(a, k.Key)
+	require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
+	assert.NotContains(t, string(r.Raw), upstreamKey)
+	var g generation
+	r.Decode(t, &g)
+	assert.Equal(t, "[redacted]", g.Model)
+	assert.Equal(t, "[redacted]", g.FinishReason)
+}
