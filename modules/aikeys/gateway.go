@@ -686,7 +686,7 @@ func (p *Passthrough) relayStream(c *fiber.Ctx, keyID int64, raw []byte, promptE
 		return openAIError(c, http.StatusBadGateway, "server_error", "upstream_not_streaming", "", "The AI upstream answered without a stream")
 	}
 	c.Set(fiber.HeaderContentType, "text/event-stream")
-	c.Set(fiber.HeaderCacheControl, "no-cache")
+	c.Set(fiber.HeaderCacheControl, "no-store") // as every answer; SSE needs no more
 	c.Set("X-Accel-Buffering", "no")
 	c.Status(http.StatusOK)
 	c.Context().SetBodyStreamWriter(func(w *bufio.Writer) {

@@ -130,3 +130,15 @@ func TestGenerateRedactsEveryCopiedField(t *testing.T) {
 	assert.Equal(t, "[redacted]", g.Model)
 	assert.Equal(t, "[redacted]", g.FinishReason)
 }
+
+// TestStreamsAreNotStored: a streamed answer carried Cache-Control: no-cache (a cache may keep
+// it) while every other answer carries no-store, as the README promises. It is no-store.
+func TestStreamsAreNotStored(t *testing.T) {
+	a, _ := setup(t, nil)
+	u := a.Register(t)
+	k := newKey(t, a, u.Token, nil)
+	res, body := chatRaw(t, a, k.Key, streamBody(nil))
+	require.Equal(t, http.StatusOK, res.StatusCode, body)
+	assert.Equal(t, "text/event-stream", res.Header.Get("Content-Type"))
+	assert.Equal(t, "no-store", res.Header.Get("Cache-Control"))
+}
