@@ -20,6 +20,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 	"github.com/gofiber/fiber/v2"
 	"github.com/valyala/fasthttp"
 
@@ -566,6 +568,18 @@ func jsonKindIs(raw json.RawMessage, kind string) bool {
 	return false
 }
 
+// jsonContentType reports whether a request's Content-Type is JSON, as on the other routes:
+// application/json, a structured +json type, or none (the server's middleware has already written
+// a valid one in lower case); parameters are ignored (a charset other than UTF-8 was refused before).
+func jsonContentType(ct []byte) bool {
+	if i := bytes.IndexByte(ct, ';'); i >= 0 {
+		ct = ct[:i]
+	}
+	ct = bytes.TrimSpace(ct)
+	return len(ct) == 0 || bytes.EqualFold(ct, []byte("application/json")) ||
+		(bytes.IndexByte(ct, '/') > 0 && len(ct) > 5 && bytes.EqualFold(ct[len(ct)-5:], []byte("+json")))
+}
+
 // Handle is the Fiber handler.
 func (p *Passthrough) Handle(c *fiber.Ctx) error {
 	ctx := c.UserContext()
@@ -593,8 +607,23 @@ func (p *Passthrough) Handle(c *fiber.Ctx) error {
 	if !p.upstream.Configured() {
 		return openAIError(c, http.StatusServiceUnavailable, "server_error", "not_configured", "", "No AI upstream is configured (Ai:BaseUrl)")
 	}
+	if !jsonContentType(c.Request().Header.ContentType()) {
+		return openAIError(c, http.StatusUnsupportedMediaType, "invalid_request_error", "unsupported_content_type", "",
+			"Unsupported Content-Type: send application/json")
+	}
+	// json/v2 (one pass, several times faster than encoding/json here) refuses what the other
+	// routes refuse: invalid UTF-8 and a member name given twice in any object. A NUL in a string
+	// is valid JSON and relayed as it is.
 	var body map[string]json.RawMessage
-	if err := json.Unmarshal(c.Body(), &body); err != nil || body == nil {
+	if err := jsonv2.Unmarshal(c.Body(), &body); err != nil || body == nil {
+		var se *jsontext.SyntacticError
+		switch {
+		case errors.As(err, &se) && errors.Is(se.Err, jsontext.ErrDuplicateName):
+			return openAIError(c, http.StatusBadRequest, "invalid_request_error", "duplicate_member", "",
+				"The body names a member twice in one object; name each once")
+		case err != nil && strings.Contains(err.Error(), "invalid UTF-8"):
+			return openAIError(c, http.StatusBadRequest, "invalid_request_error", "invalid_utf8", "", "The body must be valid UTF-8")
+		}
 		return openAIError(c, http.StatusBadRequest, "invalid_request_error", "invalid_json", "", "The body must be a JSON object")
 	}
 	msgs, ok := body["messages"]
