@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"mime"
 	"net"
 	"net/http"
@@ -19,6 +20,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 	"github.com/gofiber/fiber/v2"
 	"github.com/valyala/fasthttp"
 
@@ -179,11 +182,89 @@ type chatResponse struct {
 		} `json:"delta"`
 		FinishReason string `json:"finish_reason"`
 	} `json:"choices"`
-	Usage *struct {
-		PromptTokens     int64 `json:"prompt_tokens"`
-		CompletionTokens int64 `json:"completion_tokens"`
-		TotalTokens      int64 `json:"total_tokens"`
-	} `json:"usage"`
+	Usage *usageFigures `json:"usage"`
+}
+
+// maxAnswerTokens bounds each usage figure of one answer (prompt, completion, total): an upstream
+// reporting more (or a negative figure) is not believed as it stands, on either route.
+const maxAnswerTokens = 1_000_000_000
+
+// tokenCount is one usage figure as the upstream reported it, sanitised as it is read: an integer
+// or an integral float (5.0, 1e3) counts, clamped to [0, maxAnswerTokens]; anything else (a
+// string, a fraction, null) is 0. It never fails to decode, so a bad figure never makes an answer
+// malformed.
+type tokenCount int64
+
+// UnmarshalJSON reads a figure; see tokenCount.
+func (n *tokenCount) UnmarshalJSON(b []byte) error {
+	*n = 0
+	if v, err := strconv.ParseInt(string(b), 10, 64); err == nil {
+		*n = tokenCount(min(max(v, 0), maxAnswerTokens))
+	} else if f, err := strconv.ParseFloat(string(b), 64); err == nil && f == math.Trunc(f) {
+		*n = tokenCount(min(max(f, 0), maxAnswerTokens))
+	}
+	return nil
+}
+
+// usageFigures is an answer's usage, each figure sanitised (tokenCount). A usage member that is no
+// object (a string, an array) reads as zeros rather than failing the answer.
+type usageFigures struct {
+	PromptTokens     tokenCount `json:"prompt_tokens"`
+	CompletionTokens tokenCount `json:"completion_tokens"`
+	TotalTokens      tokenCount `json:"total_tokens"`
+}
+
+// UnmarshalJSON reads the figures of an object and zeros for anything else.
+func (u *usageFigures) UnmarshalJSON(b []byte) error {
+	*u = usageFigures{}
+	if len(b) > 0 && b[0] == '{' {
+		type plain usageFigures // without this method; its fields never fail
+		_ = json.Unmarshal(b, (*plain)(u))
+	}
+	return nil
+}
+
+// decodeCompletion reads a non-streamed completion for /api/ai/generate. A field of an unexpected
+// type is skipped (encoding/json fills the others); a message content given as an array of
+// content parts, as some OpenAI-compatible servers answer, is read as their texts joined. Only
+// that rare answer is read a second time.
+func decodeCompletion(body []byte, cr *chatResponse) error {
+	err := json.Unmarshal(body, cr)
+	var te *json.UnmarshalTypeError
+	if err == nil || !errors.As(err, &te) {
+		return err
+	}
+	var parts struct {
+		Choices []struct {
+			Message struct {
+				Content json.RawMessage `json:"content"`
+			} `json:"message"`
+		} `json:"choices"`
+	}
+	_ = json.Unmarshal(body, &parts)
+	for i := range min(len(parts.Choices), len(cr.Choices)) {
+		if c := parts.Choices[i].Message.Content; len(c) > 0 && c[0] == '[' {
+			cr.Choices[i].Message.Content = joinTextParts(c)
+		}
+	}
+	return nil
+}
+
+// joinTextParts joins the "text" of an array of content parts whose type is text (or not given).
+func joinTextParts(raw json.RawMessage) string {
+	var parts []struct {
+		Type string          `json:"type"`
+		Text json.RawMessage `json:"text"`
+	}
+	_ = json.Unmarshal(raw, &parts)
+	var b strings.Builder
+	for _, p := range parts {
+		var text string
+		if (p.Type == "" || p.Type == "text" || p.Type == "output_text") && json.Unmarshal(p.Text, &text) == nil {
+			b.WriteString(text)
+		}
+	}
+	return b.String()
 }
 
 // Generate runs one chat completion for a prompt; c is the request's (its client is watched: see
@@ -232,16 +313,18 @@ func (u *Upstream) Generate(c *fiber.Ctx, in GenerateInput) (*Generation, error)
 		return nil, upstreamError(fmt.Sprintf("the AI upstream answered %d", a.status), nil)
 	}
 	var cr chatResponse
-	if err := json.Unmarshal(a.body, &cr); err != nil || len(cr.Choices) == 0 {
+	if err := decodeCompletion(a.body, &cr); err != nil || len(cr.Choices) == 0 {
 		return nil, upstreamError("the AI upstream's answer was malformed", nil)
 	}
 	// Whatever the upstream writes, our Ai:ApiKey is not handed on.
-	g := &Generation{Text: u.secret.RedactString(cr.Choices[0].Message.Content), Model: cr.Model, FinishReason: cr.Choices[0].FinishReason}
+	// Every string copied from the answer (text, model, finish reason) is redacted.
+	g := &Generation{Text: u.secret.RedactString(cr.Choices[0].Message.Content), Model: u.secret.RedactString(cr.Model),
+		FinishReason: u.secret.RedactString(cr.Choices[0].FinishReason)}
 	if g.Model == "" {
 		g.Model = model
 	}
 	if cr.Usage != nil {
-		g.Usage = TokenUsage{PromptTokens: cr.Usage.PromptTokens, CompletionTokens: cr.Usage.CompletionTokens, TotalTokens: cr.Usage.TotalTokens}
+		g.Usage = TokenUsage{PromptTokens: int64(cr.Usage.PromptTokens), CompletionTokens: int64(cr.Usage.CompletionTokens), TotalTokens: int64(cr.Usage.TotalTokens)}
 	}
 	return g, nil
 }
@@ -485,6 +568,18 @@ func jsonKindIs(raw json.RawMessage, kind string) bool {
 	return false
 }
 
+// jsonContentType reports whether a request's Content-Type is JSON, as on the other routes:
+// application/json, a structured +json type, or none (the server's middleware has already written
+// a valid one in lower case); parameters are ignored (a charset other than UTF-8 was refused before).
+func jsonContentType(ct []byte) bool {
+	if i := bytes.IndexByte(ct, ';'); i >= 0 {
+		ct = ct[:i]
+	}
+	ct = bytes.TrimSpace(ct)
+	return len(ct) == 0 || bytes.EqualFold(ct, []byte("application/json")) ||
+		(bytes.IndexByte(ct, '/') > 0 && len(ct) > 5 && bytes.EqualFold(ct[len(ct)-5:], []byte("+json")))
+}
+
 // Handle is the Fiber handler.
 func (p *Passthrough) Handle(c *fiber.Ctx) error {
 	ctx := c.UserContext()
@@ -512,8 +607,23 @@ func (p *Passthrough) Handle(c *fiber.Ctx) error {
 	if !p.upstream.Configured() {
 		return openAIError(c, http.StatusServiceUnavailable, "server_error", "not_configured", "", "No AI upstream is configured (Ai:BaseUrl)")
 	}
+	if !jsonContentType(c.Request().Header.ContentType()) {
+		return openAIError(c, http.StatusUnsupportedMediaType, "invalid_request_error", "unsupported_content_type", "",
+			"Unsupported Content-Type: send application/json")
+	}
+	// json/v2 (one pass, several times faster than encoding/json here) refuses what the other
+	// routes refuse: invalid UTF-8 and a member name given twice in any object. A NUL in a string
+	// is valid JSON and relayed as it is.
 	var body map[string]json.RawMessage
-	if err := json.Unmarshal(c.Body(), &body); err != nil || body == nil {
+	if err := jsonv2.Unmarshal(c.Body(), &body); err != nil || body == nil {
+		var se *jsontext.SyntacticError
+		switch {
+		case errors.As(err, &se) && errors.Is(se.Err, jsontext.ErrDuplicateName):
+			return openAIError(c, http.StatusBadRequest, "invalid_request_error", "duplicate_member", "",
+				"The body names a member twice in one object; name each once")
+		case err != nil && strings.Contains(err.Error(), "invalid UTF-8"):
+			return openAIError(c, http.StatusBadRequest, "invalid_request_error", "invalid_utf8", "", "The body must be valid UTF-8")
+		}
 		return openAIError(c, http.StatusBadRequest, "invalid_request_error", "invalid_json", "", "The body must be a JSON object")
 	}
 	msgs, ok := body["messages"]
@@ -605,7 +715,7 @@ func (p *Passthrough) relayStream(c *fiber.Ctx, keyID int64, raw []byte, promptE
 		return openAIError(c, http.StatusBadGateway, "server_error", "upstream_not_streaming", "", "The AI upstream answered without a stream")
 	}
 	c.Set(fiber.HeaderContentType, "text/event-stream")
-	c.Set(fiber.HeaderCacheControl, "no-cache")
+	c.Set(fiber.HeaderCacheControl, "no-store") // as every answer; SSE needs no more
 	c.Set("X-Accel-Buffering", "no")
 	c.Status(http.StatusOK)
 	c.Context().SetBodyStreamWriter(func(w *bufio.Writer) {
@@ -663,14 +773,15 @@ func (p *Passthrough) relayStream(c *fiber.Ctx, keyID int64, raw []byte, promptE
 					done = true
 				} else {
 					var cr chatResponse
-					if json.Unmarshal(data, &cr) == nil {
+					var te *json.UnmarshalTypeError
+					if err := json.Unmarshal(data, &cr); err == nil || errors.As(err, &te) { // a field of another type is skipped
 						for _, ch := range cr.Choices {
 							if ch.Delta.Content != "" {
 								deltas++
 							}
 						}
 						if cr.Usage != nil {
-							prompt, completion, metered = cr.Usage.PromptTokens, cr.Usage.CompletionTokens, true
+							prompt, completion, metered = int64(cr.Usage.PromptTokens), int64(cr.Usage.CompletionTokens), true
 							if !wantUsage {
 								if len(cr.Choices) == 0 {
 									// The usage-only chunk we asked for, not the client: metered, not relayed.
@@ -822,15 +933,15 @@ func (p *Passthrough) sendAnswer(c *fiber.Ctx, keyID int64, a answer) error {
 	case a.status == http.StatusOK:
 		// A 200 that is no JSON object (a proxy's or a captive portal's HTML page, a cut body) is
 		// no completion: an SDK would fail to parse it. Not relayed, not metered.
-		var cr chatResponse
-		if json.Unmarshal(a.body, &cr) != nil || bytes.TrimSpace(a.body)[0] != '{' {
+		// Any JSON object is relayed: only its usage is read (usageFigures: sanitised, a usage
+		// that cannot be read counts 0 tokens), whatever the rest holds.
+		var cr struct {
+			Usage usageFigures `json:"usage"`
+		}
+		if v := bytes.TrimSpace(a.body); len(v) == 0 || v[0] != '{' || json.Unmarshal(a.body, &cr) != nil {
 			return openAIError(c, http.StatusBadGateway, "server_error", "upstream_malformed", "", "The AI upstream's answer was not a JSON completion")
 		}
-		if cr.Usage != nil {
-			p.meter.Add(keyID, cr.Usage.PromptTokens, cr.Usage.CompletionTokens)
-		} else {
-			p.meter.Add(keyID, 0, 0)
-		}
+		p.meter.Add(keyID, int64(cr.Usage.PromptTokens), int64(cr.Usage.CompletionTokens))
 		// The answer is relayed as the upstream wrote it, except our Ai:ApiKey, as it is or
 		// JSON-escaped (`\/`, `\u002d`...).
 		c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)

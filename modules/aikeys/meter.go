@@ -2,11 +2,15 @@ package aikeys
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"math"
+	"strings"
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/uptrace/bun"
 )
 
@@ -37,7 +41,16 @@ func NewMeter(db *bun.DB, log *slog.Logger, interval time.Duration) *Meter {
 	return &Meter{db: db, log: log, interval: interval, pending: map[int64]*delta{}}
 }
 
-// Add records one request's usage.
+// satAdd adds two counts (never negative) without wrapping: past math.MaxInt64 it stays there.
+func satAdd(a, b int64) int64 {
+	if b > math.MaxInt64-a {
+		return math.MaxInt64
+	}
+	return a + b
+}
+
+// Add records one request's usage; prompt and completion are sanitised figures (usageFigure:
+// never negative, at most maxAnswerTokens), and the sums saturate instead of wrapping.
 func (m *Meter) Add(keyID int64, prompt, completion int64) {
 	m.mu.Lock()
 	d, ok := m.pending[keyID]
@@ -45,9 +58,9 @@ func (m *Meter) Add(keyID int64, prompt, completion int64) {
 		d = &delta{ID: keyID}
 		m.pending[keyID] = d
 	}
-	d.Requests++
-	d.PromptTokens += prompt
-	d.CompletionTokens += completion
+	d.Requests = satAdd(d.Requests, 1)
+	d.PromptTokens = satAdd(d.PromptTokens, max(prompt, 0))
+	d.CompletionTokens = satAdd(d.CompletionTokens, max(completion, 0))
 	d.LastUsedAt = time.Now().UTC()
 	m.mu.Unlock()
 }
@@ -66,33 +79,79 @@ func (m *Meter) Flush(ctx context.Context) error {
 	m.pending = map[int64]*delta{}
 	m.mu.Unlock()
 
-	_, err := m.db.NewUpdate().With("_d", m.db.NewValues(&batch)).
-		Table("ai_keys").TableExpr("_d").
-		Set("requests = ai_keys.requests + _d.requests").
-		Set("prompt_tokens = ai_keys.prompt_tokens + _d.prompt_tokens").
-		Set("completion_tokens = ai_keys.completion_tokens + _d.completion_tokens").
-		Set("last_used_at = GREATEST(ai_keys.last_used_at, _d.last_used_at)").
-		Where("ai_keys.id = _d.id").Exec(ctx)
-	if err != nil {
-		m.mu.Lock()
-		for _, d := range batch {
-			cur, ok := m.pending[d.ID]
-			if !ok {
-				dd := d
-				m.pending[d.ID] = &dd
-				continue
-			}
-			cur.Requests += d.Requests
-			cur.PromptTokens += d.PromptTokens
-			cur.CompletionTokens += d.CompletionTokens
-			if d.LastUsedAt.After(cur.LastUsedAt) {
-				cur.LastUsedAt = d.LastUsedAt
+	err := m.write(ctx, batch)
+	if err != nil && len(batch) > 1 {
+		// One entry must never hold back the others: each is written on its own, an entry the
+		// database refuses as data (SQLSTATE class 22) is dropped and logged, and the rest is
+		// kept for the next flush only when the database itself fails (then it fails for all).
+		var keep []delta
+		var failed error
+		for i, d := range batch {
+			e := m.write(ctx, batch[i:i+1])
+			if e != nil && isDataError(e) {
+				m.drop(d, e)
+			} else if e != nil {
+				keep, failed = batch[i:], e
+				break
 			}
 		}
-		m.mu.Unlock()
+		err = failed
+		batch = keep
+	} else if err != nil && isDataError(err) {
+		m.drop(batch[0], err)
+		return nil
+	}
+	if err != nil {
+		m.requeue(batch)
 		return fmt.Errorf("flush ai key usage: %w", err)
 	}
 	return nil
+}
+
+// write adds the deltas to their keys in one statement. The sums are taken in numeric and capped
+// at bigint's maximum, so no figure can make the statement fail with "bigint out of range".
+func (m *Meter) write(ctx context.Context, batch []delta) error {
+	_, err := m.db.NewUpdate().With("_d", m.db.NewValues(&batch)).
+		Table("ai_keys").TableExpr("_d").
+		Set("requests = LEAST(ai_keys.requests::numeric + _d.requests, 9223372036854775807)::bigint").
+		Set("prompt_tokens = LEAST(ai_keys.prompt_tokens::numeric + _d.prompt_tokens, 9223372036854775807)::bigint").
+		Set("completion_tokens = LEAST(ai_keys.completion_tokens::numeric + _d.completion_tokens, 9223372036854775807)::bigint").
+		Set("last_used_at = GREATEST(ai_keys.last_used_at, _d.last_used_at)").
+		Where("ai_keys.id = _d.id").Exec(ctx)
+	return err
+}
+
+// isDataError reports whether the database refused the values themselves (SQLSTATE class 22:
+// out of range, invalid value), which writing them again will not cure.
+func isDataError(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && strings.HasPrefix(pgErr.Code, "22")
+}
+
+// drop logs a delta the database refused as data; it is not kept, so it cannot block the others.
+func (m *Meter) drop(d delta, err error) {
+	m.log.Error("ai key usage dropped: the database refused it", "keyId", d.ID, "requests", d.Requests,
+		"promptTokens", d.PromptTokens, "completionTokens", d.CompletionTokens, "error", err.Error())
+}
+
+// requeue puts deltas that could not be written back, merged with what accumulated meanwhile.
+func (m *Meter) requeue(batch []delta) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, d := range batch {
+		cur, ok := m.pending[d.ID]
+		if !ok {
+			dd := d
+			m.pending[d.ID] = &dd
+			continue
+		}
+		cur.Requests = satAdd(cur.Requests, d.Requests)
+		cur.PromptTokens = satAdd(cur.PromptTokens, d.PromptTokens)
+		cur.CompletionTokens = satAdd(cur.CompletionTokens, d.CompletionTokens)
+		if d.LastUsedAt.After(cur.LastUsedAt) {
+			cur.LastUsedAt = d.LastUsedAt
+		}
+	}
 }
 
 // Start flushes every interval until Stop.
