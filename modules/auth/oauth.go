@@ -119,6 +119,9 @@ func (o *OAuth) provider(name, verifier string) goth.Provider {
 		return p
 	default:
 		p := google.New(o.cfg.Google.ClientId, o.cfg.Google.ClientSecret, o.callbackURL(name), "openid", "email", "profile")
+		// goth asks Google for offline access (a refresh token) by default; sign-in reads the
+		// profile once and keeps no Google token, so ask for none that would outlive it.
+		p.SetAccessType("online")
 		p.HTTPClient = &http.Client{Timeout: 15 * time.Second, Transport: &pkceTransport{base: base, tokenURL: google.Endpoint.TokenURL, verifier: verifier}}
 		return p
 	}

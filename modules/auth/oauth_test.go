@@ -93,6 +93,7 @@ func TestOAuthRoundTripBothProviders(t *testing.T) {
 			assert.Equal(t, "S256", loc.Query().Get("code_challenge_method"))
 			assert.NotEmpty(t, loc.Query().Get("code_challenge"))
 			assert.NotEmpty(t, loc.Query().Get("state"))
+			assert.NotEqual(t, "offline", loc.Query().Get("access_type"), "no refresh token is asked for: sign-in keeps no provider token")
 			assert.Equal(t, a.URL+"/api/auth/callback/"+strings.ToLower(tc.name), loc.Query().Get("redirect_uri"))
 			cookie := res.Cookies()[0]
 			assert.True(t, cookie.HttpOnly)
