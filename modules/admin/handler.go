@@ -34,7 +34,7 @@ type createUserInput struct {
 		_            struct{}       `additionalProperties:"true"`
 		FullName     httpx.FullName `json:"fullName"`
 		Organization string         `json:"organization,omitempty" maxLength:"200"`
-		Email        string         `json:"email" format:"email" maxLength:"254"`
+		Email        string         `json:"email" format:"idn-email" maxLength:"254"`
 		Password     string         `json:"password" minLength:"8" maxLength:"128"`
 		Role         string         `json:"role,omitempty" enum:"User,Admin" default:"User"`
 	}
@@ -62,7 +62,7 @@ type updateUserInput struct {
 		_            struct{}        `additionalProperties:"true"`
 		FullName     *httpx.FullName `json:"fullName,omitempty"`
 		Organization *string         `json:"organization,omitempty" maxLength:"200"`
-		Email        *string         `json:"email,omitempty" format:"email" maxLength:"254"`
+		Email        *string         `json:"email,omitempty" format:"idn-email" maxLength:"254"`
 		Role         *string         `json:"role,omitempty" enum:"User,Admin"`
 	}
 }

@@ -29,7 +29,7 @@ type User struct {
 	ID            int64     `json:"id" example:"7"`
 	Name          string    `json:"name" example:"Ada Lovelace"`
 	FullName      string    `json:"fullName" example:"Ada Lovelace"`
-	Email         string    `json:"email" format:"email" example:"ada@example.com"`
+	Email         string    `json:"email" format:"idn-email" example:"ada@example.com"`
 	Organization  string    `json:"organization" example:"Analytical Engines Ltd"`
 	Role          string    `json:"role" enum:"User,Admin" example:"User"`
 	HasPassword   bool      `json:"hasPassword" doc:"False for accounts that only sign in through GitHub or Google."`

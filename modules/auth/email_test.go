@@ -77,3 +77,24 @@ func TestOAuthRefusesAnEmailThatIsNotBare(t *testing.T) {
 	require.NoError(t, a.DB.QueryRow("SELECT count(*) FROM user_identities WHERE provider_user_id LIKE '6001%'").Scan(&n))
 	assert.Zero(t, n, "no identity linked or created")
 }
+
+// TestInternationalAddressesAreDocumentedAsSuch: an address with a non-ASCII local part or domain
+// is accepted and answered as stored, so the document calls the email fields idn-email (RFC 6531),
+// not email, which a client validating the answer against the schema would refuse.
+func TestInternationalAddressesAreDocumentedAsSuch(t *testing.T) {
+	a := apptest.Start(t)
+	email := "nü" + testutil.RandomSuffix() + "@bücher.example"
+	r := a.Post("/api/auth/register", "", map[string]any{"fullName": "Nü", "email": email, "password": "a-long-password-1"})
+	require.Equal(t, http.StatusCreated, r.Status, string(r.Raw))
+	var got struct {
+		User struct {
+			Email string `json:"email"`
+		} `json:"user"`
+	}
+	r.Decode(t, &got)
+	assert.Contains(t, got.User.Email, "ü", "answered with its non-ASCII characters")
+	doc := a.Get("/api/openapi.json", "")
+	require.Equal(t, http.StatusOK, doc.Status)
+	assert.NotContains(t, string(doc.Raw), `"format":"email"`)
+	assert.Contains(t, string(doc.Raw), `"format":"idn-email"`)
+}

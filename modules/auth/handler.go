@@ -29,7 +29,7 @@ type registerInput struct {
 		_            struct{}       `additionalProperties:"true"`
 		FullName     httpx.FullName `json:"fullName" example:"Ada Lovelace"`
 		Organization string         `json:"organization,omitempty" maxLength:"200" example:"Analytical Engines Ltd"`
-		Email        string         `json:"email" format:"email" maxLength:"254" example:"ada@example.com"`
+		Email        string         `json:"email" format:"idn-email" maxLength:"254" example:"ada@example.com"`
 		Password     string         `json:"password" minLength:"8" maxLength:"128" doc:"8–128 characters, not among the 10,000 most common passwords." example:"correct horse battery staple"`
 	}
 }
@@ -46,7 +46,7 @@ func (in *registerInput) Resolve(huma.Context) []error {
 type loginInput struct {
 	Body struct {
 		_        struct{} `additionalProperties:"true"`
-		Email    string   `json:"email" format:"email" maxLength:"254" example:"ada@example.com"`
+		Email    string   `json:"email" format:"idn-email" maxLength:"254" example:"ada@example.com"`
 		Password string   `json:"password" minLength:"1" maxLength:"128" example:"correct horse battery staple"`
 	}
 }
@@ -54,7 +54,7 @@ type loginInput struct {
 type forgotInput struct {
 	Body struct {
 		_     struct{} `additionalProperties:"true"`
-		Email string   `json:"email" format:"email" maxLength:"254" example:"ada@example.com"`
+		Email string   `json:"email" format:"idn-email" maxLength:"254" example:"ada@example.com"`
 	}
 }
 

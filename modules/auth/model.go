@@ -43,7 +43,7 @@ type resetToken struct {
 type UserView struct {
 	ID             int64     `json:"id" example:"1"`
 	Name           string    `json:"name" example:"Ada Lovelace"`
-	Email          string    `json:"email" format:"email" example:"ada@example.com"`
+	Email          string    `json:"email" format:"idn-email" example:"ada@example.com"`
 	Role           string    `json:"role" enum:"User,Admin" example:"User"`
 	Provider       string    `json:"provider" doc:"Empty for local accounts." example:""`
 	ProviderUserID string    `json:"providerUserId" doc:"Empty for local accounts." example:""`
