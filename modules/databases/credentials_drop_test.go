@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -74,5 +75,34 @@ func TestDeletingCredentialKeepsItsTables(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestCredentialsDroppedWithTheirDatabaseAreAudited: deleting a database dropped its access
+// credentials without an access_credential.deleted event each, as one deleted on its own has; each
+// now has one, saying why (reason database.deleted).
+func TestCredentialsDroppedWithTheirDatabaseAreAudited(t *testing.T) {
+	a := start(t, nil)
+	admin := a.AdminToken(t)
+	it, _, _ := ownedDatabase(t, a, "postgres")
+	var ids []int64
+	for _, readOnly := range []bool{true, false} {
+		r := a.Post("/api/access-credentials", admin, map[string]any{"databaseInstanceId": it.ID, "readOnly": readOnly})
+		require.Equal(t, http.StatusCreated, r.Status, string(r.Raw))
+		var cred struct {
+			ID int64 `json:"id"`
+		}
+		r.Decode(t, &cred)
+		ids = append(ids, cred.ID)
+	}
+	r := a.Do(apptest.Request{Method: "DELETE", Path: fmt.Sprintf("/api/database-instances/%d", it.ID), Token: admin})
+	require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
+	a.Settle(10 * time.Second)
+	for _, id := range ids {
+		var n int
+		require.NoError(t, a.DB.QueryRow(`SELECT count(*) FROM audit_events WHERE action = 'access_credential.deleted'
+			AND target_id = ? AND details->>'reason' = 'database.deleted' AND (details->>'databaseInstanceId')::bigint = ?`,
+			fmt.Sprint(id), it.ID).Scan(&n))
+		assert.Equal(t, 1, n, "credential %d", id)
 	}
 }

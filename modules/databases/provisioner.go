@@ -102,6 +102,14 @@ func (p *Provisioner) Delete(ctx context.Context, req provision.DeleteRequest) (
 		Where("database_instance_id = ?", inst.ID).Exec(ctx); err != nil {
 		return provision.DeleteResponse{}, err
 	}
+	// Each credential dropped with its database is audited as deleted, as one deleted on its own is.
+	for i := range creds {
+		ev := credentialEvent("access_credential.deleted", inst, &creds[i])
+		ev.Details["reason"] = "database.deleted"
+		if err := p.audit.RecordTx(ctx, req.Tx, ev); err != nil {
+			return provision.DeleteResponse{}, err
+		}
+	}
 	if _, err := req.Tx.NewUpdate().Model(inst).Set("status = ?", StatusDeleted).Set("deleted_at = now()").
 		Set("last_error = ''").Set("updated_at = now()").WherePK().Exec(ctx); err != nil {
 		return provision.DeleteResponse{}, fmt.Errorf("record database %d deleted: %w", inst.ID, err)
