@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"provisioner/modules/databases"
+	"provisioner/platform/testutil"
 	"provisioner/platform/testutil/apptest"
 )
 
@@ -78,14 +79,7 @@ func TestEngineErrorsShownAreSanitised(t *testing.T) {
 func TestAnErrorOfOursIsNotShown(t *testing.T) {
 	a := start(t, nil)
 	u := a.Register(t)
-	_, err := a.DB.Exec(fmt.Sprintf(`CREATE OR REPLACE FUNCTION test_refuse_db_active() RETURNS trigger AS $f$ BEGIN
-		IF NEW.status = 'Active' AND NEW.user_id = %d THEN RAISE EXCEPTION 'internal detail: relation secret_table'; END IF;
-		RETURN NEW; END $f$ LANGUAGE plpgsql`, u.ID))
-	require.NoError(t, err)
-	_, err = a.DB.Exec("CREATE TRIGGER test_refuse_db_active BEFORE UPDATE ON database_instances FOR EACH ROW EXECUTE FUNCTION test_refuse_db_active()")
-	require.NoError(t, err)
-	drop := func() { _, _ = a.DB.Exec("DROP TRIGGER IF EXISTS test_refuse_db_active ON database_instances") }
-	t.Cleanup(drop)
+	drop := testutil.RefuseUpdates(t, a.DB, "database_instances", fmt.Sprintf("NEW.status = 'Active' AND NEW.user_id = %d", u.ID))
 
 	r := a.Post("/api/me/databases", u.Token, map[string]any{"engine": "postgres"})
 	require.Equal(t, http.StatusBadGateway, r.Status, string(r.Raw))
@@ -100,7 +94,7 @@ func TestAnErrorOfOursIsNotShown(t *testing.T) {
 	assert.NotContains(t, string(r.Raw), "secret_table")
 
 	drop()
-	_, err = a.DB.Exec("UPDATE database_instances SET next_attempt_at = now() WHERE id = ?", it.ID) // skip the backoff
+	_, err := a.DB.Exec("UPDATE database_instances SET next_attempt_at = now() WHERE id = ?", it.ID) // skip the backoff
 	require.NoError(t, err)
 	a.Settle(5 * time.Second)
 	r = a.Get("/api/me/databases", u.Token)

@@ -11,6 +11,7 @@ import (
 
 	"provisioner/modules/dns"
 	"provisioner/modules/dns/cloudflare/cloudflaretest"
+	"provisioner/platform/testutil"
 	"provisioner/platform/testutil/apptest"
 )
 
@@ -59,14 +60,7 @@ func TestAnErrorOfOursIsNotShown(t *testing.T) {
 	a, fake := setup(t, nil)
 	u := a.Register(t)
 	l := label()
-	_, err := a.DB.Exec(fmt.Sprintf(`CREATE OR REPLACE FUNCTION test_refuse_active() RETURNS trigger AS $f$ BEGIN
-		IF NEW.status = 'Active' AND NEW.label = '%s' THEN RAISE EXCEPTION 'internal detail: relation secret_table'; END IF;
-		RETURN NEW; END $f$ LANGUAGE plpgsql`, l))
-	require.NoError(t, err)
-	_, err = a.DB.Exec("CREATE TRIGGER test_refuse_active BEFORE UPDATE ON dns_records FOR EACH ROW EXECUTE FUNCTION test_refuse_active()")
-	require.NoError(t, err)
-	drop := func() { _, _ = a.DB.Exec("DROP TRIGGER IF EXISTS test_refuse_active ON dns_records") }
-	t.Cleanup(drop)
+	drop := testutil.RefuseUpdates(t, a.DB, "dns_records", fmt.Sprintf("NEW.status = 'Active' AND NEW.label = '%s'", l))
 
 	r := a.Post("/api/me/dns", u.Token, map[string]any{"label": l})
 	require.Equal(t, http.StatusBadGateway, r.Status, string(r.Raw))

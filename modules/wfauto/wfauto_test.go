@@ -1010,14 +1010,7 @@ func TestAnErrorOfOursIsNotShown(t *testing.T) {
 	a, c := setup(t)
 	admin := a.AdminToken(t)
 	u := a.Register(t)
-	_, err := a.DB.Exec(fmt.Sprintf(`CREATE OR REPLACE FUNCTION test_refuse_active() RETURNS trigger AS $f$ BEGIN
-		IF NEW.status = 'Active' AND NEW.user_id = %d THEN RAISE EXCEPTION 'internal detail: relation secret_table'; END IF;
-		RETURN NEW; END $f$ LANGUAGE plpgsql`, u.ID))
-	require.NoError(t, err)
-	_, err = a.DB.Exec("CREATE TRIGGER test_refuse_active BEFORE UPDATE ON wfauto_accounts FOR EACH ROW EXECUTE FUNCTION test_refuse_active()")
-	require.NoError(t, err)
-	drop := func() { _, _ = a.DB.Exec("DROP TRIGGER IF EXISTS test_refuse_active ON wfauto_accounts") }
-	t.Cleanup(drop)
+	drop := testutil.RefuseUpdates(t, a.DB, "wfauto_accounts", fmt.Sprintf("NEW.status = 'Active' AND NEW.user_id = %d", u.ID))
 
 	r := a.Post("/api/me/wfauto/provision", u.Token, nil)
 	require.Equal(t, http.StatusBadGateway, r.Status, string(r.Raw))
