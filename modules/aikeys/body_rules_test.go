@@ -3,6 +3,7 @@ package aikeys_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"testing"
@@ -54,6 +55,17 @@ func TestPassthroughRequestBodyRules(t *testing.T) {
 		assert.Equal(t, want, status, "%s %q", c.ct, c.body)
 		assert.Equal(t, c.code, oe.Error.Code, "%s %q", c.ct, c.body)
 		assert.Equal(t, "invalid_request_error", oe.Error.Type)
+		// And the document says so, under the status given.
+		var doc struct {
+			Paths map[string]map[string]struct {
+				Responses map[string]struct {
+					Description string `json:"description"`
+				} `json:"responses"`
+			} `json:"paths"`
+		}
+		r := a.Get("/api/openapi.json", "")
+		require.NoError(t, json.Unmarshal(r.Raw, &doc))
+		assert.Contains(t, doc.Paths["/api/ai/v1/chat/completions"]["post"].Responses[fmt.Sprint(want)].Description, c.code)
 	}
 	up.mu.Lock()
 	assert.Empty(t, up.bodies, "nothing refused reached the upstream")

@@ -260,12 +260,12 @@ func (h *Handler) Register(api *httpx.API) {
 		Responses: map[string]*huma.Response{
 			"200": {Description: "The upstream's chat completion, or a text/event-stream when `stream` is true.",
 				Content: map[string]*huma.MediaType{"application/json": {Schema: &huma.Schema{Type: "object"}}, "text/event-stream": {Schema: &huma.Schema{Type: "string"}}}},
-			"400": {Description: "The body is not a JSON object, or its `messages` is missing, not an array or empty (OpenAI error format, `param: \"messages\"`), or its `stream`, `stream_options` or `model` is not a boolean, an object or a string (`invalid_type`, `param` naming it); or the upstream's own 400 with a JSON error (a bad parameter, a prompt beyond the model's context), relayed."},
+			"400": {Description: "The body is not a JSON object, or its `messages` is missing, not an array or empty (OpenAI error format, `param: \"messages\"`), or its `stream`, `stream_options` or `model` is not a boolean, an object or a string (`invalid_type`, `param` naming it), or it is not valid UTF-8 (`invalid_utf8`) or names a member twice in one object (`duplicate_member`); or the upstream's own 400 with a JSON error (a bad parameter, a prompt beyond the model's context), relayed."},
 			"401": {Description: "Bad, revoked or expired key, or ambiguous credentials (OpenAI error format, `code: invalid_api_key`)."},
 			"404": {Description: "The upstream's own 404 with a JSON error (an unknown model), relayed."},
 			"409": {Description: "The upstream's own 409 with a JSON error, relayed."},
 			"413": {Description: "A body over 1 MiB (OpenAI error format, `code: request_too_large`), or the upstream's own 413 with a JSON error (a prompt too large), relayed."},
-			"415": {Description: "A `Content-Encoding` other than `identity` (a gzip, deflate or brotli body): bodies are taken uncompressed only (OpenAI error format, `code: unsupported_encoding`; the answer carries `Accept-Encoding: identity`), or a `Content-Type` whose `charset` is not `utf-8` (`code: unsupported_charset`)."},
+			"415": {Description: "A `Content-Encoding` other than `identity` (a gzip, deflate or brotli body): bodies are taken uncompressed only (OpenAI error format, `code: unsupported_encoding`; the answer carries `Accept-Encoding: identity`), or a `Content-Type` whose `charset` is not `utf-8` (`code: unsupported_charset`), or a `Content-Type` other than `application/json`, a `+json` type or none (`code: unsupported_content_type`)."},
 			"422": {Description: "The upstream's own 422 with a JSON error, relayed."},
 			"429": {Description: "Per-key rate limit (OpenAI error format, with the `X-RateLimit-*` and `RateLimit` headers), the per-IP limit, or the upstream's own 429, relayed with its `Retry-After` " +
 				"(an HTTP date turned into seconds; 1 when it gave none or an unreadable one) and without the gateway's rate-limit headers.",
