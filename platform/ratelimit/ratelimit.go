@@ -44,9 +44,11 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/redis/go-redis/v9"
@@ -571,8 +573,48 @@ func SetHeaders(c *fiber.Ctx, r Result) {
 		return
 	}
 	c.Locals(TightestLocal, r)
-	WriteHeaders(func(k, v string) { c.Set(k, v) }, r)
+	// The hot path (every limited request, often twice): canonical names set as they are (no
+	// normalising), values formatted into one buffer (no string per header). Same headers as
+	// WriteHeaders.
+	h := &c.Response().Header
+	var buf [160]byte
+	v := buf[:0]
+	limit := len(v)
+	v = strconv.AppendInt(v, r.Limit, 10)
+	remaining := len(v)
+	v = strconv.AppendInt(v, r.Remaining, 10)
+	reset := len(v)
+	v = strconv.AppendInt(v, int64(ceilSeconds(time.Until(r.Reset))), 10)
+	end := len(v)
+	h.SetCanonical(headerKeys[0], v[limit:remaining])
+	h.SetCanonical(headerKeys[1], v[remaining:reset])
+	h.SetCanonical(headerKeys[2], v[reset:end])
+	policy := len(v)
+	v = append(v, v[limit:remaining]...)
+	v = append(v, ";w="...)
+	v = strconv.AppendInt(v, int64(r.Period/time.Second), 10)
+	h.SetCanonical(headerKeys[3], v[policy:])
+	both := len(v)
+	v = append(append(v, "limit="...), v[limit:remaining]...)
+	v = append(append(v, ", remaining="...), v[remaining:reset]...)
+	v = append(append(v, ", reset="...), v[reset:end]...)
+	h.SetCanonical(headerKeys[4], v[both:])
 }
+
+// headerKeys are HeaderNames as fasthttp writes (and finds) them: each word capitalised, the rest
+// lower case (X-Ratelimit-Limit), for SetHeaders.
+var headerKeys = func() (k [len(HeaderNames)][]byte) {
+	for i, n := range HeaderNames {
+		b := []byte(strings.ToLower(n))
+		for j := range b {
+			if j == 0 || b[j-1] == '-' {
+				b[j] = byte(unicode.ToUpper(rune(b[j])))
+			}
+		}
+		k[i] = b
+	}
+	return k
+}()
 
 // HeaderNames are the headers WriteHeaders writes (a route that relays another service's 429
 // takes them off its answer).

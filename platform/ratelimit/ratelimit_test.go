@@ -283,6 +283,48 @@ func TestWriteHeaders(t *testing.T) {
 	}, h)
 }
 
+// TestSetHeadersWritesWhatWriteHeadersDoes: SetHeaders writes the headers on a Fiber answer its own
+// way (the hot path); a client sees the same names and values as WriteHeaders gives, and the
+// tightest of two Results.
+func TestSetHeadersWritesWhatWriteHeadersDoes(t *testing.T) {
+	reset := time.Now().Add(30 * time.Second)
+	loose := ratelimit.Result{Name: "PerIp", Limit: 1000000, Remaining: 999999, Reset: reset, Period: time.Hour}
+	tight := ratelimit.Result{Name: "Login", Limit: 10, Remaining: 4, Reset: reset, Period: time.Minute}
+	app := fiber.New()
+	app.Get("/", func(c *fiber.Ctx) error {
+		ratelimit.SetHeaders(c, loose)
+		ratelimit.SetHeaders(c, tight)
+		ratelimit.SetHeaders(c, loose) // looser than what is written: ignored
+		return c.SendString("ok")
+	})
+	res, err := app.Test(httptest.NewRequest("GET", "/", nil))
+	require.NoError(t, err)
+	want := map[string]string{}
+	ratelimit.WriteHeaders(func(k, v string) { want[k] = v }, tight)
+	got := map[string]string{}
+	for _, k := range ratelimit.HeaderNames {
+		assert.Len(t, res.Header.Values(k), 1, k)
+		got[k] = res.Header.Get(k)
+	}
+	assert.Equal(t, want, got)
+	assert.Equal(t, "limit=10, remaining=4, reset=30", got["RateLimit"])
+
+	// Written under the names fasthttp finds them by: a route relaying another service's 429
+	// takes them off by name.
+	app.Get("/off", func(c *fiber.Ctx) error {
+		ratelimit.SetHeaders(c, tight)
+		for _, k := range ratelimit.HeaderNames {
+			c.Response().Header.Del(k)
+		}
+		return c.SendString("ok")
+	})
+	res, err = app.Test(httptest.NewRequest("GET", "/off", nil))
+	require.NoError(t, err)
+	for _, k := range ratelimit.HeaderNames {
+		assert.Empty(t, res.Header.Values(k), k)
+	}
+}
+
 // TestResetNeverExceedsTheWindow: X-RateLimit-Reset (and Retry-After) said 61 for a 60 s window
 // that had just begun (its end rounded up to the second, plus one): seconds until the window
 // resets can be at most the window's length. Hit by hit, through shares, and in process.
