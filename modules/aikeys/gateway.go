@@ -22,6 +22,7 @@ import (
 
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
+	jsonv1 "github.com/go-json-experiment/json/v1"
 	"github.com/gofiber/fiber/v2"
 	"github.com/valyala/fasthttp"
 
@@ -219,7 +220,7 @@ func (u *usageFigures) UnmarshalJSON(b []byte) error {
 	*u = usageFigures{}
 	if len(b) > 0 && b[0] == '{' {
 		type plain usageFigures // without this method; its fields never fail
-		_ = json.Unmarshal(b, (*plain)(u))
+		_ = jsonv1.Unmarshal(b, (*plain)(u))
 	}
 	return nil
 }
@@ -229,8 +230,8 @@ func (u *usageFigures) UnmarshalJSON(b []byte) error {
 // content parts, as some OpenAI-compatible servers answer, is read as their texts joined. Only
 // that rare answer is read a second time.
 func decodeCompletion(body []byte, cr *chatResponse) error {
-	err := json.Unmarshal(body, cr)
-	var te *json.UnmarshalTypeError
+	err := jsonv1.Unmarshal(body, cr)
+	var te *jsonv1.UnmarshalTypeError
 	if err == nil || !errors.As(err, &te) {
 		return err
 	}
