@@ -109,10 +109,7 @@ func (h *Handler) requireKey(api huma.API) func(huma.Context, func(huma.Context)
 			if r.Limit > 0 {
 				ratelimit.SetHeaders(humafiber.Unwrap(ctx), r)
 			}
-			var le *ratelimit.LimitError
-			if errors.As(err, &le) {
-				err = le.HTTPError()
-			}
+			err = limitError(err)
 		}
 		if err != nil {
 			authn.WriteError(api, ctx, err)
@@ -120,6 +117,30 @@ func (h *Handler) requireKey(api huma.API) func(huma.Context, func(huma.Context)
 		}
 		next(huma.WithValue(ctx, apiKeyPrincipal{}, keyCall{Principal: p, c: humafiber.Unwrap(ctx)}))
 	}
+}
+
+// limitError is the answer to a refusal of the per-key limit: its 429 with the headers.
+func limitError(err error) error {
+	var le *ratelimit.LimitError
+	if errors.As(err, &le) {
+		return le.HTTPError()
+	}
+	return err
+}
+
+// generate runs a generation for the generate operation (and fastGenerate).
+func (h *Handler) generate(c *fiber.Ctx, in GenerateInput) (*Generation, error) {
+	if !h.upstream.Configured() {
+		return nil, httpx.Unavailable("No AI upstream is configured (Ai:BaseUrl)")
+	}
+	g, err := h.upstream.Generate(c, in)
+	if err != nil {
+		if e := httpx.FromError(err); e.Status == http.StatusTooManyRequests && c != nil {
+			dropLimitHeaders(c) // the upstream's limit: its Retry-After alone
+		}
+		return nil, err // not metered: only a generation answered counts
+	}
+	return g, nil
 }
 
 // Register implements httpx.Routes.
@@ -178,6 +199,8 @@ func (h *Handler) Register(api *httpx.API) {
 		})
 
 	gen := []string{"AI generation"}
+	// The plain requests are answered ahead of the operation (fastGenerate); the rest go on to it.
+	api.Fiber().Post("/api/ai/generate", h.fastGenerate)
 	httpx.Register(api, httpx.APIKey, huma.Operation{OperationID: "generate", Method: http.MethodPost, Path: "/api/ai/generate",
 		Tags: gen, Summary: "Generate text", Middlewares: huma.Middlewares{h.requireKey(api.API)},
 		Description: "Runs one chat completion at `{Ai:BaseUrl}/chat/completions`. 401 for a bad, revoked or expired key, for ambiguous credentials (two different `X-API-Key` values), and for a key sent only as `Authorization: Bearer` (this route reads `X-API-Key`; the message says so); " +
@@ -201,15 +224,9 @@ func (h *Handler) Register(api *httpx.API) {
 		}},
 		func(ctx context.Context, in *generateInput) (*httpx.Response[Generation], error) {
 			p, _ := ctx.Value(apiKeyPrincipal{}).(keyCall)
-			if !h.upstream.Configured() {
-				return nil, httpx.Unavailable("No AI upstream is configured (Ai:BaseUrl)")
-			}
-			g, err := h.upstream.Generate(p.c, in.Body)
+			g, err := h.generate(p.c, in.Body)
 			if err != nil {
-				if e := httpx.FromError(err); e.Status == http.StatusTooManyRequests && p.c != nil {
-					dropLimitHeaders(p.c) // the upstream's limit: its Retry-After alone
-				}
-				return nil, err // not metered: only a generation answered counts
+				return nil, err
 			}
 			h.meter.Add(p.KeyID, g.Usage.PromptTokens, g.Usage.CompletionTokens)
 			return httpx.OK("OK", *g), nil

@@ -34,6 +34,13 @@ var decodeOptions = json.JoinOptions(
 	json.WithUnmarshalers(json.UnmarshalFromFunc(wholeNumbers)),
 )
 
+// DecodeStrictly decodes a JSON body into v as huma's operations decode theirs (see decodeOptions),
+// and refuses members v has no field for (what their schemas' additionalProperties: false refuse).
+// For a route that reads a body itself. Its errors are not worded for the client.
+func DecodeStrictly(data []byte, v any) error {
+	return json.Unmarshal(data, v, decodeOptions, json.RejectUnknownMembers(true))
+}
+
 // errNUL is the message for a NUL character in a body.
 const errNUL = "must not contain NUL characters (\\u0000)"
 

@@ -1,9 +1,12 @@
 package httpx
 
 import (
+	"bytes"
+	"log/slog"
 	"net/http"
 
 	"github.com/danielgtaylor/huma/v2"
+	"github.com/gofiber/fiber/v2"
 )
 
 // Envelope is the body of every JSON response: ServiceResponse<T> of the original service.
@@ -87,4 +90,30 @@ func NewPage[T any, N int | int64](q PageQuery, items []T, total N) Page[T] {
 		page = 1
 	}
 	return Page[T]{Items: items, Page: page, PageSize: int(q.Limit()), TotalCount: int(total)}
+}
+
+// WriteHandlerError writes err on c as huma writes an error its operation's handler returned
+// (mapHumaError, then huma's JSON format: the same bytes, headers and log line), for a Fiber route
+// answering some requests ahead of a huma operation.
+func WriteHandlerError(c *fiber.Ctx, err error) error {
+	out := FromError(err)
+	if out.Status >= 500 {
+		slog.ErrorContext(c.UserContext(), "request failed", "requestId", RequestID(c.UserContext()), "error", err.Error())
+	}
+	for k, v := range out.headers {
+		c.Set(k, v)
+	}
+	return WriteHumaJSON(c, out.Status, out)
+}
+
+// WriteHumaJSON writes v with status as huma writes a JSON answer (huma.DefaultJSONFormat: no
+// HTML escaping, a final newline; Content-Type: application/json).
+func WriteHumaJSON(c *fiber.Ctx, status int, v any) error {
+	var buf bytes.Buffer
+	if err := huma.DefaultJSONFormat.Marshal(&buf, v); err != nil {
+		return err
+	}
+	c.Status(status)
+	c.Response().Header.SetContentType(fiber.MIMEApplicationJSON)
+	return c.Send(buf.Bytes())
 }
