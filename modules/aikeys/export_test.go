@@ -1,6 +1,10 @@
 package aikeys
 
-import "time"
+import (
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+)
 
 // SetStreamKeepAlive shortens the keep-alive interval of streams; it answers the restore.
 func SetStreamKeepAlive(d time.Duration) func() {
@@ -12,4 +16,10 @@ func SetStreamKeepAlive(d time.Duration) func() {
 func FastGenerate(on bool) int64 {
 	fastGenerateOff.Store(!on)
 	return fastGenerateServed.Load()
+}
+
+// ReadGenerateLimits is readGenerateLimits, answering whether it accepted doc.
+func ReadGenerateLimits(doc *huma.OpenAPI) error {
+	_, err := readGenerateLimits(doc)
+	return err
 }

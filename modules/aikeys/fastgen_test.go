@@ -1,12 +1,16 @@
 package aikeys_test
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
 	"strings"
 	"testing"
 
+	"github.com/danielgtaylor/huma/v2"
+	"github.com/danielgtaylor/huma/v2/adapters/humafiber"
+	"github.com/gofiber/fiber/v2"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -149,4 +153,79 @@ func TestFastGenerateAnswersAsTheOperationDoes(t *testing.T) {
 	up.dropAll = false
 	up.mu.Unlock()
 	assert.NotContains(t, send("application/json", key, `{"prompt":"hi"}`).Body, upstreamKey)
+}
+
+// TestGenerateShortcutReadsItsLimitsFromTheSchema: the shortcut takes the body's limits from the
+// operation's schema in the OpenAPI document, and stays off for a schema with a rule it does not
+// check (a pattern, an enum, a required member that may be empty, an exclusive bound, an unknown
+// member), so a change of GenerateInput's tags can never let it accept what the operation refuses.
+func TestGenerateShortcutReadsItsLimitsFromTheSchema(t *testing.T) {
+	register := func(body any) *huma.OpenAPI {
+		cfg := huma.DefaultConfig("t", "1")
+		cfg.CreateHooks = nil // as the service's (no $schema member)
+		api := humafiber.New(fiber.New(), cfg)
+		op := huma.Operation{OperationID: "generate", Method: http.MethodPost, Path: "/api/ai/generate"}
+		switch b := body.(type) {
+		case aikeys.GenerateInput:
+			huma.Register(api, op, func(context.Context, *struct{ Body aikeys.GenerateInput }) (*struct{}, error) { return nil, nil })
+		case withPattern:
+			huma.Register(api, op, func(context.Context, *struct{ Body withPattern }) (*struct{}, error) { return nil, nil })
+		case withEnum:
+			huma.Register(api, op, func(context.Context, *struct{ Body withEnum }) (*struct{}, error) { return nil, nil })
+		case emptyRequired:
+			huma.Register(api, op, func(context.Context, *struct{ Body emptyRequired }) (*struct{}, error) { return nil, nil })
+		case exclusive:
+			huma.Register(api, op, func(context.Context, *struct{ Body exclusive }) (*struct{}, error) { return nil, nil })
+		case oneMore:
+			huma.Register(api, op, func(context.Context, *struct{ Body oneMore }) (*struct{}, error) { return nil, nil })
+		default:
+			t.Fatalf("%T", b)
+		}
+		return api.OpenAPI()
+	}
+	require.NoError(t, aikeys.ReadGenerateLimits(register(aikeys.GenerateInput{})))
+	for _, body := range []any{withPattern{}, withEnum{}, emptyRequired{}, exclusive{}, oneMore{}} {
+		assert.Error(t, aikeys.ReadGenerateLimits(register(body)), "%T", body)
+	}
+}
+
+type withPattern struct {
+	Prompt      string   `json:"prompt" minLength:"1" pattern:"^[a-z]+$"`
+	System      string   `json:"system,omitempty"`
+	Model       string   `json:"model,omitempty"`
+	MaxTokens   *int     `json:"maxTokens,omitempty"`
+	Temperature *float64 `json:"temperature,omitempty"`
+}
+
+type withEnum struct {
+	Prompt      string   `json:"prompt" minLength:"1"`
+	System      string   `json:"system,omitempty"`
+	Model       string   `json:"model,omitempty" enum:"a,b"`
+	MaxTokens   *int     `json:"maxTokens,omitempty"`
+	Temperature *float64 `json:"temperature,omitempty"`
+}
+
+type emptyRequired struct {
+	Prompt      string   `json:"prompt"`
+	System      string   `json:"system,omitempty"`
+	Model       string   `json:"model,omitempty"`
+	MaxTokens   *int     `json:"maxTokens,omitempty"`
+	Temperature *float64 `json:"temperature,omitempty"`
+}
+
+type exclusive struct {
+	Prompt      string   `json:"prompt" minLength:"1"`
+	System      string   `json:"system,omitempty"`
+	Model       string   `json:"model,omitempty"`
+	MaxTokens   *int     `json:"maxTokens,omitempty"`
+	Temperature *float64 `json:"temperature,omitempty" exclusiveMinimum:"0"`
+}
+
+type oneMore struct {
+	Prompt      string   `json:"prompt" minLength:"1"`
+	System      string   `json:"system,omitempty"`
+	Model       string   `json:"model,omitempty"`
+	MaxTokens   *int     `json:"maxTokens,omitempty"`
+	Temperature *float64 `json:"temperature,omitempty"`
+	Stop        string   `json:"stop,omitempty"`
 }

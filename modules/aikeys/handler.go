@@ -3,6 +3,7 @@ package aikeys
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net/http"
 	"reflect"
 	"strconv"
@@ -30,6 +31,8 @@ type Handler struct {
 	meter    *Meter
 	limiter  *ratelimit.Limiter
 	pass     *Passthrough
+	// genLimits are the generate operation's schema limits for fastGenerate (nil: it is off).
+	genLimits *generateLimits
 }
 
 type aiKeyIDInput struct {
@@ -231,6 +234,12 @@ func (h *Handler) Register(api *httpx.API) {
 			h.meter.Add(p.KeyID, g.Usage.PromptTokens, g.Usage.CompletionTokens)
 			return httpx.OK("OK", *g), nil
 		})
+
+	limits, err := readGenerateLimits(api.OpenAPI())
+	if err != nil {
+		slog.Warn("POST /api/ai/generate: every request goes through the huma operation", "reason", err.Error())
+	}
+	h.genLimits = limits
 
 	// The OpenAI-compatible pass-through streams server-sent events, which huma does not relay
 	// chunk by chunk: it is a Fiber route, documented here by hand.
