@@ -140,6 +140,9 @@ func Register[I, O any](a *API, access Access, op huma.Operation, h func(context
 	if names := integerPathParams(reflect.TypeFor[I]()); len(names) > 0 {
 		op.Middlewares = append(op.Middlewares, canonicalIntegers(a.API, names))
 	}
+	if names := scalarQueryParams(reflect.TypeFor[I]()); len(names) > 0 {
+		op.Middlewares = append(op.Middlewares, singleQueryValues(a.API, names))
+	}
 	op.Errors = uniqueInts(errs)
 	// huma adds this operation's own responses (its 2xx, its errors) to op.Responses: a map a
 	// module shares between operations (one 502 documented for a create and a delete) would give
@@ -200,6 +203,47 @@ func integerPathParams(t reflect.Type) []string {
 		}
 	}
 	return out
+}
+
+// scalarQueryParams names the query parameters of an input type that take one value (any but a
+// slice), embedded structs included.
+func scalarQueryParams(t reflect.Type) []string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t.Kind() != reflect.Struct {
+		return nil
+	}
+	var out []string
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if f.Anonymous {
+			out = append(out, scalarQueryParams(f.Type)...)
+			continue
+		}
+		if name, _, _ := strings.Cut(f.Tag.Get("query"), ","); name != "" && f.Type.Kind() != reflect.Slice {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// singleQueryValues refuses (400) a request giving a one-value query parameter more than once
+// (?status=Active&status=Failed): huma would take the first and drop the rest without a word, and
+// the client would believe it had filtered on both.
+func singleQueryValues(api huma.API, names []string) func(huma.Context, func(huma.Context)) {
+	return func(ctx huma.Context, next func(huma.Context)) {
+		if args := humafiber.Unwrap(ctx).Context().QueryArgs(); args.Len() > 1 {
+			for _, n := range names {
+				if vs := args.PeekMulti(n); len(vs) > 1 {
+					_ = huma.WriteErr(api, ctx, http.StatusUnprocessableEntity, "validation failed",
+						&huma.ErrorDetail{Location: "query." + n, Message: fmt.Sprintf("must be given once (it was given %d times)", len(vs))})
+					return
+				}
+			}
+		}
+		next(ctx)
+	}
 }
 
 // hiddenEmbedded names a struct embedded without a json tag whose type is unexported, anywhere in
@@ -329,6 +373,7 @@ func newAPI(app *fiber.App, title, version string, guard Guard) *API {
 		"the service; for the per-IP and per-user limits, `Remaining` counts hits another instance " +
 		"has reserved as spent.\n\n" +
 		"HTTP: paths are case-sensitive and a numeric path id is canonical decimal (`01`, `+1` are a 400, as `abc` is); " +
+		"a query parameter is given once (repeated, it is a 400 naming it); " +
 		"a method a path does not serve is a 405 whose `Allow` lists those it does (not listed under each operation, which never answers it); " +
 		"every GET route also answers HEAD; `Content-Type` is matched case-insensitively. Request bodies are taken " +
 		"uncompressed only: a body with a `Content-Encoding` other than `identity` (gzip, deflate, br) is a 415 on every route, " +
