@@ -105,7 +105,7 @@ func (s *Users) Create(ctx context.Context, in CreateUserInput) (*userRow, error
 		return nil, httpx.BadRequest("Validation failed",
 			httpx.FieldError{Field: "password", Message: "is too common; choose a less guessable password"})
 	}
-	hash, err := s.hasher.Hash(ctx, in.Password)
+	hash, err := s.hasher.HashPassword(ctx, in.Password)
 	if err != nil {
 		return nil, err
 	}

@@ -5,6 +5,8 @@ import (
 	_ "embed"
 	"strings"
 	"sync"
+
+	"golang.org/x/text/unicode/norm"
 )
 
 // commonPasswords holds the 10,000 most common passwords (OWASP ASVS 5.0 §6.2), lower-cased, most
@@ -42,3 +44,8 @@ func CommonCount() int {
 	commonOnce.Do(loadCommon)
 	return len(commonSet)
 }
+
+// NormalizePassword is the form of an account password that is hashed and checked: Unicode NFKC
+// (NIST SP 800-63B §5.1.1.2), so "é" typed as one code point or as "e" + U+0301, and a fullwidth
+// "Ａ" or an ASCII "A", are the same password.
+func NormalizePassword(password string) string { return norm.NFKC.String(password) }
