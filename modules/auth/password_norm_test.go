@@ -144,6 +144,31 @@ func TestLegacyPasswordHashIsUpgradedAtSignIn(t *testing.T) {
 	}
 }
 
+// The length rule counts the normalised text, so one password passes or fails it however it is
+// spelled: a password of 100 "é" (100 code points composed, 200 decomposed) registers composed and
+// signs in decomposed (a 400 before: the login's limit of 128 counted the text as sent), while 8
+// code points that are 4 characters once composed are too short.
+func TestPasswordLengthCountsTheNormalisedText(t *testing.T) {
+	a := apptest.Start(t, apptest.With(map[string]any{"RateLimit:Register": "1000-M"}))
+	long := strings.Repeat("\u00e9", 100) + "-" + testutil.RandomSuffix()
+	addr := registerWith(t, a, long)
+	decomposed := norm.NFD.String(long)
+	require.Greater(t, len([]rune(decomposed)), 128)
+	assert.Equal(t, http.StatusOK, loginStatus(a, addr, decomposed))
+	assert.Equal(t, http.StatusUnauthorized, loginStatus(a, addr, norm.NFD.String(strings.Repeat("\u00e9", 101))))
+
+	for name, pw := range map[string]string{
+		"4 characters sent decomposed as 8 code points": "e\u0301a\u0301o\u0301u\u0301",
+		"129 characters after normalisation":            strings.Repeat("\uff58", 129),                         // fullwidth x
+		"a common password in fullwidth letters":        "\uff50\uff41\uff53\uff53\uff57\uff4f\uff52\uff44123", // ｐａｓｓｗｏｒｄ123
+		"more than 512 code points as sent":             strings.Repeat("e\u0301", 257),
+	} {
+		r := a.Post("/api/auth/register", "", map[string]any{"fullName": "A", "email": email(), "password": pw})
+		assert.Equal(t, http.StatusBadRequest, r.Status, "%s: %s", name, r.Raw)
+		assert.Equal(t, []string{"password"}, r.Fields(), "%s: %s", name, r.Raw)
+	}
+}
+
 // An unknown email costs the hash work of a wrong password for the same input: a password not in
 // NFKC costs a known account two verifications (the normalised text, then the text as typed, for
 // hashes made before), so it costs an unknown email two as well.

@@ -72,9 +72,8 @@ func (s *Service) Register(ctx context.Context, in RegisterInput) (*RegisterResu
 	if err != nil {
 		return nil, err
 	}
-	if secrets.IsCommon(in.Password) {
-		return nil, httpx.BadRequest("Validation failed",
-			httpx.FieldError{Field: "password", Message: "is too common; choose a less guessable password"})
+	if msg := secrets.PasswordProblem(in.Password); msg != "" {
+		return nil, httpx.BadRequest("Validation failed", httpx.FieldError{Field: "password", Message: msg})
 	}
 	hash, err := s.hasher.HashPassword(ctx, in.Password)
 	if err != nil {
@@ -314,9 +313,8 @@ type ResetOutcome struct {
 // Once committed, the TakeoverFollowers among them make what they stored as intent (the databases
 // module sets the new passwords and ends the old sessions), so the answer comes after it.
 func (s *Service) ResetPassword(ctx context.Context, token, newPassword string) (*ResetOutcome, error) {
-	if secrets.IsCommon(newPassword) {
-		return nil, httpx.BadRequest("Validation failed",
-			httpx.FieldError{Field: "newPassword", Message: "is too common; choose a less guessable password"})
+	if msg := secrets.PasswordProblem(newPassword); msg != "" {
+		return nil, httpx.BadRequest("Validation failed", httpx.FieldError{Field: "newPassword", Message: msg})
 	}
 	sum := sha256.Sum256([]byte(token))
 	// An unknown, expired or spent token, or one mailed to an address the account no longer has,
