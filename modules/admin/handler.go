@@ -35,17 +35,18 @@ type createUserInput struct {
 		FullName     httpx.FullName `json:"fullName"`
 		Organization string         `json:"organization,omitempty" maxLength:"200"`
 		Email        string         `json:"email" format:"idn-email" maxLength:"254"`
-		Password     string         `json:"password" minLength:"8" maxLength:"128"`
+		Password     string         `json:"password" minLength:"1" maxLength:"512" doc:"Same rules as the password of POST /api/auth/register: 8–128 characters (Unicode code points) once NFKC-normalised, the form that is hashed, at most 512 as sent, not among the 10,000 most common passwords."`
 		Role         string         `json:"role,omitempty" enum:"User,Admin" default:"User"`
 	}
 }
 
-// Resolve checks what the schema cannot, alongside it: a 400 lists a common password, or a
-// fullName of white space only, with the schema's errors.
+// Resolve checks what the schema cannot, alongside it: a 400 lists a password whose NFKC form is
+// too short, too long or common (secrets.PasswordProblem), or a fullName of white space only, with
+// the schema's errors.
 func (in *createUserInput) Resolve(huma.Context) []error {
 	var errs []error
-	if secrets.IsCommon(in.Body.Password) {
-		errs = append(errs, httpx.Invalid("password", "is too common; choose a less guessable password"))
+	if msg := secrets.PasswordProblem(in.Body.Password); in.Body.Password != "" && msg != "" { // an empty one is the schema's
+		errs = append(errs, httpx.Invalid("password", msg))
 	}
 	return append(errs, httpx.PersonTexts((*string)(&in.Body.FullName), &in.Body.Organization)...)
 }

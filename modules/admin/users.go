@@ -101,11 +101,10 @@ func (s *Users) Create(ctx context.Context, in CreateUserInput) (*userRow, error
 	if err != nil {
 		return nil, err
 	}
-	if secrets.IsCommon(in.Password) {
-		return nil, httpx.BadRequest("Validation failed",
-			httpx.FieldError{Field: "password", Message: "is too common; choose a less guessable password"})
+	if msg := secrets.PasswordProblem(in.Password); msg != "" {
+		return nil, httpx.BadRequest("Validation failed", httpx.FieldError{Field: "password", Message: msg})
 	}
-	hash, err := s.hasher.Hash(ctx, in.Password)
+	hash, err := s.hasher.HashPassword(ctx, in.Password)
 	if err != nil {
 		return nil, err
 	}

@@ -30,16 +30,17 @@ type registerInput struct {
 		FullName     httpx.FullName `json:"fullName" example:"Ada Lovelace"`
 		Organization string         `json:"organization,omitempty" maxLength:"200" example:"Analytical Engines Ltd"`
 		Email        string         `json:"email" format:"idn-email" maxLength:"254" example:"ada@example.com"`
-		Password     string         `json:"password" minLength:"8" maxLength:"128" doc:"8–128 characters, not among the 10,000 most common passwords." example:"correct horse battery staple"`
+		Password     string         `json:"password" minLength:"1" maxLength:"512" doc:"8–128 characters (Unicode code points) once NFKC-normalised, the form that is hashed and checked at sign-in, so a composed or decomposed accent and a fullwidth or ASCII letter are the same password; at most 512 as sent. Not among the 10,000 most common passwords." example:"correct horse battery staple"`
 	}
 }
 
-// Resolve checks what the schema cannot, alongside it: a 400 lists a common password, a fullName
+// Resolve checks what the schema cannot, alongside it: a 400 lists a password whose NFKC form is
+// too short, too long or common (secrets.PasswordProblem), a fullName
 // of white space only (stored trimmed, it would be the empty name minLength refuses), or control,
 // bidi or invisible format characters in fullName or organization (httpx.DisplayTextProblem), with
 // the schema's errors.
 func (in *registerInput) Resolve(huma.Context) []error {
-	errs := commonPassword("password", in.Body.Password)
+	errs := passwordProblem("password", in.Body.Password)
 	return append(errs, httpx.PersonTexts((*string)(&in.Body.FullName), &in.Body.Organization)...)
 }
 
@@ -47,7 +48,7 @@ type loginInput struct {
 	Body struct {
 		_        struct{} `additionalProperties:"true"`
 		Email    string   `json:"email" format:"idn-email" maxLength:"254" example:"ada@example.com"`
-		Password string   `json:"password" minLength:"1" maxLength:"128" example:"correct horse battery staple"`
+		Password string   `json:"password" minLength:"1" maxLength:"512" doc:"Compared in its NFKC form (a hash made before passwords were normalised also accepts the text as typed, and is then replaced). At most 512 code points as sent." example:"correct horse battery staple"`
 	}
 }
 
@@ -62,18 +63,23 @@ type resetInput struct {
 	Body struct {
 		_           struct{} `additionalProperties:"true"`
 		Token       string   `json:"token" minLength:"1" maxLength:"200" doc:"The token from the reset link's fragment."`
-		NewPassword string   `json:"newPassword" minLength:"8" maxLength:"128" example:"another long passphrase"`
+		NewPassword string   `json:"newPassword" minLength:"1" maxLength:"512" doc:"Same rules as the password of POST /api/auth/register: 8–128 characters (Unicode code points) once NFKC-normalised, at most 512 as sent, not among the 10,000 most common passwords." example:"another long passphrase"`
 	}
 }
 
 // Resolve checks what the schema cannot, alongside it.
 func (in *resetInput) Resolve(huma.Context) []error {
-	return commonPassword("newPassword", in.Body.NewPassword)
+	return passwordProblem("newPassword", in.Body.NewPassword)
 }
 
-func commonPassword(field, password string) []error {
-	if secrets.IsCommon(password) {
-		return []error{httpx.Invalid(field, "is too common; choose a less guessable password")}
+// passwordProblem applies the rules of a new password to its NFKC form (secrets.PasswordProblem).
+// An empty one is the schema's to report (missing, or a body that did not decode).
+func passwordProblem(field, password string) []error {
+	if password == "" {
+		return nil
+	}
+	if msg := secrets.PasswordProblem(password); msg != "" {
+		return []error{httpx.Invalid(field, msg)}
 	}
 	return nil
 }

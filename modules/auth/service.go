@@ -72,11 +72,10 @@ func (s *Service) Register(ctx context.Context, in RegisterInput) (*RegisterResu
 	if err != nil {
 		return nil, err
 	}
-	if secrets.IsCommon(in.Password) {
-		return nil, httpx.BadRequest("Validation failed",
-			httpx.FieldError{Field: "password", Message: "is too common; choose a less guessable password"})
+	if msg := secrets.PasswordProblem(in.Password); msg != "" {
+		return nil, httpx.BadRequest("Validation failed", httpx.FieldError{Field: "password", Message: msg})
 	}
-	hash, err := s.hasher.Hash(ctx, in.Password)
+	hash, err := s.hasher.HashPassword(ctx, in.Password)
 	if err != nil {
 		return nil, fmt.Errorf("hash password: %w", err)
 	}
@@ -136,7 +135,9 @@ func (s *Service) signIn(u *User, provider string) (*AuthResult, error) {
 }
 
 // Login checks email and password. An unknown email costs the same hash work as a wrong password
-// and gets the same answer.
+// (for the same input: see secrets.Hasher.VerifyPasswordDummy) and gets the same answer. A hash
+// made before passwords were NFKC-normalised, from the text as typed, still signs in with that text
+// and is then replaced by the hash of its NFKC form (rehashLegacy).
 func (s *Service) Login(ctx context.Context, email, password string) (*AuthResult, error) {
 	email, err := parseEmail(email)
 	if err != nil {
@@ -147,12 +148,12 @@ func (s *Service) Login(ctx context.Context, email, password string) (*AuthResul
 		return nil, err
 	}
 	if u == nil || u.PasswordHash == nil {
-		s.hasher.VerifyDummy(ctx, password)
+		s.hasher.VerifyPasswordDummy(ctx, password)
 		s.audit.Try(ctx, audit.Event{Action: "user.login.failed", TargetType: "user",
 			Details: map[string]any{"email": email, "reason": "unknown"}})
 		return nil, errBadLogin
 	}
-	ok, err := s.hasher.Verify(ctx, password, *u.PasswordHash)
+	ok, legacy, err := s.hasher.VerifyPassword(ctx, password, *u.PasswordHash)
 	if err != nil {
 		return nil, fmt.Errorf("verify password: %w", err)
 	}
@@ -161,9 +162,27 @@ func (s *Service) Login(ctx context.Context, email, password string) (*AuthResul
 			TargetID: fmt.Sprint(u.ID), Details: map[string]any{"email": email, "reason": "password"}})
 		return nil, errBadLogin
 	}
+	if legacy {
+		s.rehashLegacy(ctx, u, password)
+	}
 	s.audit.Try(ctx, audit.Event{Action: "user.login", ActorUserID: audit.Int64(u.ID), TargetType: "user",
 		TargetID: fmt.Sprint(u.ID), Details: map[string]any{"provider": "Password"}})
 	return s.signIn(u, "Password")
+}
+
+// rehashLegacy replaces u's hash of password as typed (made before passwords were normalised) by
+// the hash of its NFKC form, only if the row still has the hash just verified: a reset meanwhile
+// is never undone. The password is the same one, so the security stamp stays and no token dies. A
+// failure is logged and the sign-in goes on: the old hash still works, and the next one tries again.
+func (s *Service) rehashLegacy(ctx context.Context, u *User, password string) {
+	hash, err := s.hasher.HashPassword(ctx, password)
+	if err == nil {
+		_, err = s.db.NewUpdate().Model((*User)(nil)).Set("password_hash = ?", hash).Set("updated_at = now()").
+			Where("id = ?", u.ID).Where("password_hash = ?", *u.PasswordHash).Where("deleted_at IS NULL").Exec(ctx)
+	}
+	if err != nil {
+		s.log.WarnContext(ctx, "password hash not upgraded to the normalised form", "userId", u.ID, "error", err.Error())
+	}
 }
 
 // MaxRecoveryInFlight bounds the reset mails being prepared and sent at once (forgot-password's
@@ -294,9 +313,8 @@ type ResetOutcome struct {
 // Once committed, the TakeoverFollowers among them make what they stored as intent (the databases
 // module sets the new passwords and ends the old sessions), so the answer comes after it.
 func (s *Service) ResetPassword(ctx context.Context, token, newPassword string) (*ResetOutcome, error) {
-	if secrets.IsCommon(newPassword) {
-		return nil, httpx.BadRequest("Validation failed",
-			httpx.FieldError{Field: "newPassword", Message: "is too common; choose a less guessable password"})
+	if msg := secrets.PasswordProblem(newPassword); msg != "" {
+		return nil, httpx.BadRequest("Validation failed", httpx.FieldError{Field: "newPassword", Message: msg})
 	}
 	sum := sha256.Sum256([]byte(token))
 	// An unknown, expired or spent token, or one mailed to an address the account no longer has,
@@ -311,7 +329,7 @@ func (s *Service) ResetPassword(ctx context.Context, token, newPassword string) 
 	if !live {
 		return nil, errBadResetCode
 	}
-	hash, err := s.hasher.Hash(ctx, newPassword)
+	hash, err := s.hasher.HashPassword(ctx, newPassword)
 	if err != nil {
 		return nil, fmt.Errorf("hash password: %w", err)
 	}
@@ -508,7 +526,7 @@ func (s *Service) EnsureBootstrapAdmin(ctx context.Context) error {
 	if s.cfg.Bootstrap.AdminPassword == "" {
 		return &config.ValidationError{Key: "Bootstrap:AdminPassword", Reason: "is required to create the bootstrap admin"}
 	}
-	hash, err := s.hasher.Hash(ctx, s.cfg.Bootstrap.AdminPassword)
+	hash, err := s.hasher.HashPassword(ctx, s.cfg.Bootstrap.AdminPassword)
 	if err != nil {
 		return err
 	}

@@ -157,3 +157,36 @@ func (h *Hasher) NeedsRehash(encoded string) bool {
 	d, err := decode(encoded)
 	return err != nil || d.p.MemoryKiB != h.p.MemoryKiB || d.p.Iterations != h.p.Iterations || d.p.Threads != h.p.Threads
 }
+
+// HashPassword hashes an account password: its NFKC form (NormalizePassword).
+func (h *Hasher) HashPassword(ctx context.Context, password string) (string, error) {
+	return h.Hash(ctx, NormalizePassword(password))
+}
+
+// VerifyPassword checks an account password against its stored hash: the NFKC form first (what
+// HashPassword hashes); when that fails and the text as typed is not in NFKC, the text as typed (a
+// hash made before passwords were normalised). legacy reports that only the text as typed matched:
+// the caller stores HashPassword's hash instead. A wrong password not in NFKC costs two
+// verifications, which VerifyPasswordDummy matches.
+func (h *Hasher) VerifyPassword(ctx context.Context, password, encoded string) (ok, legacy bool, err error) {
+	n := NormalizePassword(password)
+	if ok, err := h.Verify(ctx, n, encoded); err != nil || ok {
+		return ok, false, err
+	}
+	if n == password {
+		return false, false, nil
+	}
+	ok, err = h.Verify(ctx, password, encoded)
+	return ok, ok, err
+}
+
+// VerifyPasswordDummy does the work VerifyPassword does for a wrong password (one verification,
+// two for a password not in NFKC) and discards it: an unknown account costs what a wrong password
+// of a known one does, for the same input.
+func (h *Hasher) VerifyPasswordDummy(ctx context.Context, password string) {
+	n := NormalizePassword(password)
+	h.VerifyDummy(ctx, n)
+	if n != password {
+		h.VerifyDummy(ctx, password)
+	}
+}
