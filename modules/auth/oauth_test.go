@@ -3,12 +3,12 @@ package auth_test
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -78,13 +78,16 @@ func fragment(u *url.URL) url.Values {
 
 func TestOAuthRoundTripBothProviders(t *testing.T) {
 	a, p := startOAuth(t)
+	var emails []string
 	for _, tc := range []struct {
 		name string
 		fake *oauthtest.Provider
 	}{{"github", p.github}, {"Google", p.google}} {
 		t.Run(tc.name, func(t *testing.T) {
 			email := "octo-" + testutil.RandomSuffix() + "@example.test"
-			tc.fake.SetUser(oauthtest.User{ID: "4242" + testutil.RandomSuffix()[:4], Login: "octo", Name: "Octo Cat", Email: email, EmailVerified: true})
+			emails = append(emails, email)
+			pid := oauthID()
+			tc.fake.SetUser(oauthtest.User{ID: pid, Login: "octo", Name: "Octo Cat", Email: email, EmailVerified: true})
 			// PKCE and state are on the way to the provider.
 			res, err := (&http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Get(a.URL + "/api/auth/login/" + tc.name)
 			require.NoError(t, err)
@@ -111,7 +114,7 @@ func TestOAuthRoundTripBothProviders(t *testing.T) {
 			me := a.Get("/api/me", f.Get("access_token"))
 			require.Equal(t, http.StatusOK, me.Status, string(me.Raw))
 			assert.Contains(t, string(me.Raw), email)
-			assert.Contains(t, string(me.Raw), `"providerUserId":"4242`)
+			assert.Contains(t, string(me.Raw), `"providerUserId":"`+pid+`"`)
 
 			// Signing in again finds the same account by its identity.
 			again := fragment(signIn(t, a, browser(t, p), tc.name, ""))
@@ -122,7 +125,8 @@ func TestOAuthRoundTripBothProviders(t *testing.T) {
 		})
 	}
 	var n int
-	require.NoError(t, a.DB.QueryRow("SELECT count(*) FROM audit_events WHERE action = 'user.registered' AND details->>'provider' IN ('GitHub', 'Google')").Scan(&n))
+	require.NoError(t, a.DB.QueryRow("SELECT count(*) FROM audit_events e JOIN users u ON u.id = e.user_id WHERE e.action = 'user.registered' "+
+		"AND e.details->>'provider' IN ('GitHub', 'Google') AND u.email IN (?, ?)", emails[0], emails[1]).Scan(&n))
 	assert.Equal(t, 2, n)
 }
 
@@ -156,13 +160,13 @@ func TestOAuthUnverifiedEmailCreatesNoAccount(t *testing.T) {
 	a, p := startOAuth(t)
 	before := countRows(t, a, "SELECT coalesce(max(id), 0) FROM audit_events")
 	victim := "owner-" + testutil.RandomSuffix() + "@example.test"
-	squatter := oauthtest.User{ID: "7101" + testutil.RandomSuffix()[:3], Login: "squat", Email: victim, EmailVerified: false}
+	squatter := oauthtest.User{ID: oauthID(), Login: "squat", Email: victim, EmailVerified: false}
 	p.github.SetUser(squatter)
 	id, code := signedInAs(t, a, signIn(t, a, browser(t, p), "github", ""))
 	assert.Equal(t, "email_unverified", code, "no account from an unverified email (signed in as %d)", id)
 	assert.Zero(t, countRows(t, a, "SELECT count(*) FROM users WHERE email = ?", victim), "the address is not squatted")
 
-	p.github.SetUser(oauthtest.User{ID: "7102" + testutil.RandomSuffix()[:3], Login: "owner", Email: victim, EmailVerified: true})
+	p.github.SetUser(oauthtest.User{ID: oauthID(), Login: "owner", Email: victim, EmailVerified: true})
 	owner, code := signedInAs(t, a, signIn(t, a, browser(t, p), "github", ""))
 	require.Empty(t, code)
 	require.NotZero(t, owner)
@@ -186,7 +190,7 @@ func TestOAuthDoesNotLinkAnAccountWhoseEmailIsNotProven(t *testing.T) {
 	smtp := testutil.StartSMTP(t)
 	a, p := startOAuth(t, apptest.With(map[string]any{"Smtp:Host": smtp.Host, "Smtp:Port": smtp.Port}))
 	attacker := a.Register(t) // the victim's address, registered by someone else
-	victim := oauthtest.User{ID: "7201" + testutil.RandomSuffix()[:3], Login: "victim", Email: attacker.Email, EmailVerified: true}
+	victim := oauthtest.User{ID: oauthID(), Login: "victim", Email: attacker.Email, EmailVerified: true}
 	p.github.SetUser(victim)
 	id, code := signedInAs(t, a, signIn(t, a, browser(t, p), "github", ""))
 	assert.Equal(t, "account_exists", code, "not linked into an account whose email is unproven (signed in as %d)", id)
@@ -214,15 +218,15 @@ func TestOAuthDoesNotLinkAnAccountWhoseEmailIsNotProven(t *testing.T) {
 func TestOAuthLinksAVerifiedEmailToAProvenAccount(t *testing.T) {
 	a, p := startOAuth(t)
 	addr := "both-" + testutil.RandomSuffix() + "@example.test"
-	p.google.SetUser(oauthtest.User{ID: "7301" + testutil.RandomSuffix()[:3], Email: addr, EmailVerified: true})
+	p.google.SetUser(oauthtest.User{ID: oauthID(), Email: addr, EmailVerified: true})
 	first, code := signedInAs(t, a, signIn(t, a, browser(t, p), "google", ""))
 	require.Empty(t, code)
 
-	p.github.SetUser(oauthtest.User{ID: "7302" + testutil.RandomSuffix()[:3], Login: "both", Email: addr, EmailVerified: false})
+	p.github.SetUser(oauthtest.User{ID: oauthID(), Login: "both", Email: addr, EmailVerified: false})
 	_, code = signedInAs(t, a, signIn(t, a, browser(t, p), "github", ""))
 	assert.Equal(t, "email_unverified", code, "an unverified email never links")
 
-	p.github.SetUser(oauthtest.User{ID: "7303" + testutil.RandomSuffix()[:3], Login: "both", Email: addr, EmailVerified: true})
+	p.github.SetUser(oauthtest.User{ID: oauthID(), Login: "both", Email: addr, EmailVerified: true})
 	second, code := signedInAs(t, a, signIn(t, a, browser(t, p), "github", ""))
 	require.Empty(t, code)
 	assert.Equal(t, first, second, "a verified email links to the proven account")
@@ -232,14 +236,14 @@ func TestOAuthLinksAVerifiedEmailToAProvenAccount(t *testing.T) {
 	moved := "moved-" + testutil.RandomSuffix() + "@example.test"
 	r := a.Do(apptest.Request{Method: http.MethodPut, Path: fmt.Sprintf("/api/users/%d", first), Token: a.AdminToken(t), Body: map[string]any{"email": moved}})
 	require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
-	p.github.SetUser(oauthtest.User{ID: "7304" + testutil.RandomSuffix()[:3], Login: "moved", Email: moved, EmailVerified: true})
+	p.github.SetUser(oauthtest.User{ID: oauthID(), Login: "moved", Email: moved, EmailVerified: true})
 	_, code = signedInAs(t, a, signIn(t, a, browser(t, p), "github", ""))
 	assert.Equal(t, "account_exists", code, "not linked after an admin changed the email")
 }
 
 func TestOAuthStateChecks(t *testing.T) {
 	a, p := startOAuth(t)
-	p.github.SetUser(oauthtest.User{ID: "8001", Login: "s", Email: "state-" + testutil.RandomSuffix() + "@example.test", EmailVerified: true})
+	p.github.SetUser(oauthtest.User{ID: oauthID(), Login: "s", Email: "state-" + testutil.RandomSuffix() + "@example.test", EmailVerified: true})
 	noFollow := func(jar http.CookieJar) *http.Client {
 		return &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	}
@@ -321,7 +325,7 @@ func mustURL(s string) *url.URL { u, _ := url.Parse(s); return u }
 
 func TestOAuthProviderErrorsAndReturnURL(t *testing.T) {
 	a, p := startOAuth(t)
-	p.google.SetUser(oauthtest.User{ID: "9001", Email: "ret-" + testutil.RandomSuffix() + "@example.test", EmailVerified: true})
+	p.google.SetUser(oauthtest.User{ID: oauthID(), Email: "ret-" + testutil.RandomSuffix() + "@example.test", EmailVerified: true})
 
 	end := signIn(t, a, browser(t, p), "google", "?returnUrl="+url.QueryEscape("https://app.example.com/dashboard?tab=1"))
 	assert.Equal(t, "https://app.example.com/dashboard?tab=1", end.Scheme+"://"+end.Host+end.Path+"?"+end.RawQuery, "an allowed returnUrl is kept")
@@ -365,7 +369,7 @@ func TestOAuthDeletedUserSignsUpAfresh(t *testing.T) {
 	a, p := startOAuth(t)
 	admin := a.AdminToken(t)
 	email := "gone-" + testutil.RandomSuffix() + "@example.test"
-	p.github.SetUser(oauthtest.User{ID: "5150" + testutil.RandomSuffix()[:4], Login: "gone", Name: "Gone Soon", Email: email, EmailVerified: true})
+	p.github.SetUser(oauthtest.User{ID: oauthID(), Login: "gone", Name: "Gone Soon", Email: email, EmailVerified: true})
 
 	first := fragment(signIn(t, a, browser(t, p), "github", ""))
 	require.NotEmpty(t, first.Get("access_token"))
@@ -413,7 +417,7 @@ func TestOAuthDeletedUserSignsUpAfresh(t *testing.T) {
 // account_disabled, and the same sign-in works once the database answers.
 func TestOAuthDatabaseFailureIsTemporarilyUnavailable(t *testing.T) {
 	a, p := startOAuth(t)
-	p.github.SetUser(oauthtest.User{ID: "6160" + testutil.RandomSuffix()[:4], Login: "db", Email: "db-" + testutil.RandomSuffix() + "@example.test", EmailVerified: true})
+	p.github.SetUser(oauthtest.User{ID: oauthID(), Login: "db", Email: "db-" + testutil.RandomSuffix() + "@example.test", EmailVerified: true})
 	first := fragment(signIn(t, a, browser(t, p), "github", ""))
 	require.NotEmpty(t, first.Get("access_token"))
 
@@ -436,7 +440,7 @@ func TestOAuthDatabaseFailureIsTemporarilyUnavailable(t *testing.T) {
 func TestOAuthNameLosesDeceptiveCharacters(t *testing.T) {
 	a, p := startOAuth(t)
 	email := "bidi-" + testutil.RandomSuffix() + "@example.test"
-	p.github.SetUser(oauthtest.User{ID: "7373" + testutil.RandomSuffix()[:4], Login: "bidi", Name: "\u202eOcto\u0007 C\u200bat\u001b[2J",
+	p.github.SetUser(oauthtest.User{ID: oauthID(), Login: "bidi", Name: "\u202eOcto\u0007 C\u200bat\u001b[2J",
 		Email: email, EmailVerified: true})
 	id, code := signedInAs(t, a, signIn(t, a, browser(t, p), "github", ""))
 	require.Empty(t, code)
@@ -470,9 +474,14 @@ func TestOAuthProfileWithoutIDSignsNoOneIn(t *testing.T) {
 	}
 }
 
-// githubID is a fresh GitHub user id: a number, as GitHub's are (the fake reads only the digits
-// an id starts with).
-func githubID() string { return fmt.Sprint(1_000_000 + rand.IntN(1_000_000_000)) }
+// oauthIDs numbers the provider user ids of the package's tests.
+var oauthIDs atomic.Int64
+
+// oauthID is a fresh provider user id, never given twice in the process (whose tests share one
+// control database, also under -count > 1): a number, as GitHub's are (the fake reads only the
+// digits an id starts with, so "4242"+RandomSuffix() was 4242 more than a third of the time) and
+// as Google's are.
+func oauthID() string { return fmt.Sprint(1_000_000 + oauthIDs.Add(1)) }
 
 // raceCallbacks runs n sign-ins with the fake's current user up to the provider's redirect back,
 // then sends the n callbacks together while the users table is locked, so that every one of them
@@ -545,7 +554,7 @@ func TestOAuthParallelFirstSignInsReachOneAccount(t *testing.T) {
 	a, p := startOAuth(t)
 	const n = 4
 	email := "race-" + testutil.RandomSuffix() + "@example.test"
-	p.github.SetUser(oauthtest.User{ID: githubID(), Login: "race", Email: email, EmailVerified: true})
+	p.github.SetUser(oauthtest.User{ID: oauthID(), Login: "race", Email: email, EmailVerified: true})
 	ids, codes := raceCallbacks(t, a, n, email)
 	assert.Equal(t, make([]string, n), codes, "no callback fails")
 	for _, id := range ids {
@@ -563,10 +572,10 @@ func TestOAuthParallelLinksReachOneAccount(t *testing.T) {
 	a, p := startOAuth(t)
 	const n = 4
 	email := "racelink-" + testutil.RandomSuffix() + "@example.test"
-	p.google.SetUser(oauthtest.User{ID: "8282" + testutil.RandomSuffix()[:4], Email: email, EmailVerified: true})
+	p.google.SetUser(oauthtest.User{ID: oauthID(), Email: email, EmailVerified: true})
 	owner, code := signedInAs(t, a, signIn(t, a, browser(t, p), "google", ""))
 	require.Empty(t, code)
-	p.github.SetUser(oauthtest.User{ID: githubID(), Login: "racelink", Email: email, EmailVerified: true})
+	p.github.SetUser(oauthtest.User{ID: oauthID(), Login: "racelink", Email: email, EmailVerified: true})
 	ids, codes := raceCallbacks(t, a, n, email)
 	assert.Equal(t, make([]string, n), codes, "no callback fails")
 	for _, id := range ids {

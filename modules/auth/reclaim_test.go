@@ -24,9 +24,6 @@ func resetTokenIn(t *testing.T, msg string) string {
 	return strings.Fields(after)[0]
 }
 
-// numericID is a GitHub user id (a number: the fake answers it as one) no other test uses.
-func numericID() string { return fmt.Sprint(7_400_000_000 + time.Now().UnixNano()%1_000_000_000) }
-
 // emailVerified is what path (GET /api/me, GET /api/users/{id}) answers as emailVerified.
 func emailVerified(t *testing.T, a *apptest.App, path, token string) bool {
 	t.Helper()
@@ -52,7 +49,7 @@ func TestPasswordlessSquattedAccountIsReclaimedByMail(t *testing.T) {
 	a, p := startOAuth(t, apptest.With(map[string]any{"Smtp:Host": smtp.Host, "Smtp:Port": smtp.Port}))
 	admin := a.AdminToken(t)
 	victim := "reclaim-" + testutil.RandomSuffix() + "@example.test"
-	squatter := oauthtest.User{ID: numericID(), Login: "squat", Email: victim, EmailVerified: false}
+	squatter := oauthtest.User{ID: oauthID(), Login: "squat", Email: victim, EmailVerified: false}
 
 	// The state the old sign-up left: an account without a password or proof, and the squatter's
 	// unverified identity. Two more identities: a verified Google one with the account's address
@@ -115,7 +112,7 @@ func TestPasswordlessSquattedAccountIsReclaimedByMail(t *testing.T) {
 	got, code = signedInAs(t, a, signIn(t, a, browser(t, p), "github", ""))
 	assert.Equal(t, "email_unverified", code, "signed in as %d", got)
 	// …and the owner's own, verified one links to it.
-	p.github.SetUser(oauthtest.User{ID: numericID(), Login: "owner", Email: victim, EmailVerified: true})
+	p.github.SetUser(oauthtest.User{ID: oauthID(), Login: "owner", Email: victim, EmailVerified: true})
 	got, code = signedInAs(t, a, signIn(t, a, browser(t, p), "github", ""))
 	require.Empty(t, code)
 	assert.Equal(t, id, got, "the owner's verified identity links to the reclaimed account")

@@ -1073,3 +1073,48 @@ func TestAnAccountIdHeldByAnotherAccountIsRefused(t *testing.T) {
 	_, err = a.DB.Exec("INSERT INTO wfauto_accounts (user_id, status, external_account_id) VALUES (?, 'Failed', ?)", bob.ID, first.ExternalAccountID)
 	require.Error(t, err)
 }
+
+// TestDeprovisioningNeverDeletesAnotherAccountsId: an account whose provisioning answer was lost
+// (Pending, no accountId recorded) is deprovisioned when its user is deleted by re-posting its
+// Idempotency-Key to learn its id. A cell that answers that re-post with the accountId of another
+// user's live account gets nothing deleted: the account ends Deprovisioned, and the other user's
+// account is not deleted at the cell and stays Active.
+func TestDeprovisioningNeverDeletesAnotherAccountsId(t *testing.T) {
+	a, c := setup(t)
+	admin := a.AdminToken(t)
+	alice, bob := a.Register(t), a.Register(t)
+	r := a.Post("/api/me/wfauto/provision", alice.Token, nil)
+	require.Equal(t, http.StatusCreated, r.Status, string(r.Raw))
+	var first account
+	r.Decode(t, &first)
+
+	c.set("garbage") // the cell makes bob's account; its answer cannot be read
+	r = a.Post("/api/me/wfauto/provision", bob.Token, nil)
+	require.Equal(t, http.StatusBadGateway, r.Status, string(r.Raw))
+	var acc account
+	r.Decode(t, &acc)
+	require.Equal(t, "Pending", acc.Status)
+	require.Empty(t, acc.ExternalAccountID)
+
+	c.mu.Lock()
+	c.dupID = first.ExternalAccountID
+	c.mu.Unlock()
+	c.set("dup") // the re-post of bob's key is answered with alice's accountId
+	r = a.Do(apptest.Request{Method: "DELETE", Path: fmt.Sprintf("/api/users/%d", bob.ID), Token: admin})
+	require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
+	a.Settle(5 * time.Second)
+	c.set("")
+
+	var status, external string
+	require.NoError(t, a.DB.QueryRow("SELECT status, external_account_id FROM wfauto_accounts WHERE id = ?", acc.ID).Scan(&status, &external))
+	assert.Equal(t, "Deprovisioned", status)
+	assert.Empty(t, external, "alice's accountId is not stored for bob's account")
+	c.mu.Lock()
+	assert.NotContains(t, c.deleted, first.ExternalAccountID, "alice's account is not deleted at the cell")
+	c.mu.Unlock()
+	var list []account
+	a.Get("/api/me/wfauto", alice.Token).Decode(t, &list)
+	require.Len(t, list, 1)
+	assert.Equal(t, "Active", list[0].Status)
+	assert.Equal(t, first.ExternalAccountID, list[0].ExternalAccountID)
+}
