@@ -35,7 +35,7 @@ type createUserInput struct {
 		FullName     httpx.FullName `json:"fullName"`
 		Organization string         `json:"organization,omitempty" maxLength:"200"`
 		Email        string         `json:"email" format:"idn-email" maxLength:"254"`
-		Password     string         `json:"password" minLength:"1" maxLength:"512" doc:"Same rules as the password of POST /api/auth/register: 8–128 characters (Unicode code points) once NFKC-normalised, the form that is hashed, at most 512 as sent, not among the 10,000 most common passwords."`
+		Password     string         `json:"password" minLength:"8" maxLength:"512" doc:"Same rules as the password of POST /api/auth/register: 8–128 characters (Unicode code points) once NFKC-normalised, the form that is hashed, 8–512 as sent, not among the 10,000 most common passwords."`
 		Role         string         `json:"role,omitempty" enum:"User,Admin" default:"User"`
 	}
 }

@@ -30,7 +30,7 @@ type registerInput struct {
 		FullName     httpx.FullName `json:"fullName" example:"Ada Lovelace"`
 		Organization string         `json:"organization,omitempty" maxLength:"200" example:"Analytical Engines Ltd"`
 		Email        string         `json:"email" format:"idn-email" maxLength:"254" example:"ada@example.com"`
-		Password     string         `json:"password" minLength:"1" maxLength:"512" doc:"8–128 characters (Unicode code points) once NFKC-normalised, the form that is hashed and checked at sign-in, so a composed or decomposed accent and a fullwidth or ASCII letter are the same password; at most 512 as sent. Not among the 10,000 most common passwords." example:"correct horse battery staple"`
+		Password     string         `json:"password" minLength:"8" maxLength:"512" doc:"8–128 characters (Unicode code points) once NFKC-normalised, the form that is hashed and checked at sign-in, so a composed or decomposed accent and a fullwidth or ASCII letter are the same password; 8–512 as sent. Not among the 10,000 most common passwords." example:"correct horse battery staple"`
 	}
 }
 
@@ -63,7 +63,7 @@ type resetInput struct {
 	Body struct {
 		_           struct{} `additionalProperties:"true"`
 		Token       string   `json:"token" minLength:"1" maxLength:"200" doc:"The token from the reset link's fragment."`
-		NewPassword string   `json:"newPassword" minLength:"1" maxLength:"512" doc:"Same rules as the password of POST /api/auth/register: 8–128 characters (Unicode code points) once NFKC-normalised, at most 512 as sent, not among the 10,000 most common passwords." example:"another long passphrase"`
+		NewPassword string   `json:"newPassword" minLength:"8" maxLength:"512" doc:"Same rules as the password of POST /api/auth/register: 8–128 characters (Unicode code points) once NFKC-normalised, 8–512 as sent, not among the 10,000 most common passwords." example:"another long passphrase"`
 	}
 }
 
