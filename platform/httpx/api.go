@@ -185,6 +185,17 @@ func Register[I, O any](a *API, access Access, op huma.Operation, h func(context
 
 // integerPathParams names the integer path parameters of an input type (embedded structs included).
 func integerPathParams(t reflect.Type) []string {
+	return taggedFields(t, func(f reflect.StructField) string {
+		if f.Type.Kind() >= reflect.Int && f.Type.Kind() <= reflect.Uint64 {
+			return f.Tag.Get("path")
+		}
+		return ""
+	})
+}
+
+// taggedFields names, in order, the fields of struct t (embedded structs included) for which name
+// answers a name.
+func taggedFields(t reflect.Type, name func(reflect.StructField) string) []string {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
@@ -195,11 +206,11 @@ func integerPathParams(t reflect.Type) []string {
 	for i := range t.NumField() {
 		f := t.Field(i)
 		if f.Anonymous {
-			out = append(out, integerPathParams(f.Type)...)
+			out = append(out, taggedFields(f.Type, name)...)
 			continue
 		}
-		if name := f.Tag.Get("path"); name != "" && f.Type.Kind() >= reflect.Int && f.Type.Kind() <= reflect.Uint64 {
-			out = append(out, name)
+		if n := name(f); n != "" {
+			out = append(out, n)
 		}
 	}
 	return out
@@ -208,24 +219,12 @@ func integerPathParams(t reflect.Type) []string {
 // scalarQueryParams names the query parameters of an input type that take one value (any but a
 // slice), embedded structs included.
 func scalarQueryParams(t reflect.Type) []string {
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	if t.Kind() != reflect.Struct {
-		return nil
-	}
-	var out []string
-	for i := range t.NumField() {
-		f := t.Field(i)
-		if f.Anonymous {
-			out = append(out, scalarQueryParams(f.Type)...)
-			continue
+	return taggedFields(t, func(f reflect.StructField) string {
+		if name, _, _ := strings.Cut(f.Tag.Get("query"), ","); f.Type.Kind() != reflect.Slice {
+			return name
 		}
-		if name, _, _ := strings.Cut(f.Tag.Get("query"), ","); name != "" && f.Type.Kind() != reflect.Slice {
-			out = append(out, name)
-		}
-	}
-	return out
+		return ""
+	})
 }
 
 // singleQueryValues refuses (400) a request giving a one-value query parameter more than once
