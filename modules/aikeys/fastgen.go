@@ -53,11 +53,10 @@ func (h *Handler) fastGenerate(c *fiber.Ctx) error {
 	if err != nil {
 		return httpx.WriteHandlerError(c, limitError(err))
 	}
-	g, err := h.generate(c, in)
+	g, err := h.generate(c, p.KeyID, in)
 	if err != nil {
 		return httpx.WriteHandlerError(c, err)
 	}
-	h.meter.Add(p.KeyID, g.Usage.PromptTokens, g.Usage.CompletionTokens)
 	fastGenerateServed.Add(1)
 	return httpx.WriteHumaJSON(c, http.StatusOK, httpx.OK("OK", *g).Body)
 }

@@ -131,8 +131,8 @@ func limitError(err error) error {
 	return err
 }
 
-// generate runs a generation for the generate operation (and fastGenerate).
-func (h *Handler) generate(c *fiber.Ctx, in GenerateInput) (*Generation, error) {
+// generate runs a generation for keyID, for the generate operation and fastGenerate, and meters it.
+func (h *Handler) generate(c *fiber.Ctx, keyID int64, in GenerateInput) (*Generation, error) {
 	if !h.upstream.Configured() {
 		return nil, httpx.Unavailable("No AI upstream is configured (Ai:BaseUrl)")
 	}
@@ -143,6 +143,7 @@ func (h *Handler) generate(c *fiber.Ctx, in GenerateInput) (*Generation, error) 
 		}
 		return nil, err // not metered: only a generation answered counts
 	}
+	h.meter.Add(keyID, g.Usage.PromptTokens, g.Usage.CompletionTokens)
 	return g, nil
 }
 
@@ -227,11 +228,10 @@ func (h *Handler) Register(api *httpx.API) {
 		}},
 		func(ctx context.Context, in *generateInput) (*httpx.Response[Generation], error) {
 			p, _ := ctx.Value(apiKeyPrincipal{}).(keyCall)
-			g, err := h.generate(p.c, in.Body)
+			g, err := h.generate(p.c, p.KeyID, in.Body)
 			if err != nil {
 				return nil, err
 			}
-			h.meter.Add(p.KeyID, g.Usage.PromptTokens, g.Usage.CompletionTokens)
 			return httpx.OK("OK", *g), nil
 		})
 
