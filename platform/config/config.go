@@ -10,8 +10,10 @@ import (
 	"net/url"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"provisioner/platform/emailaddr"
+	"provisioner/platform/secrets"
 )
 
 // Config is the whole typed configuration. Keys are matched case-insensitively; the koanf tags are
@@ -297,8 +299,17 @@ func (c *Config) Validate() error {
 	if strings.TrimSpace(c.Bootstrap.AdminEmail) != "" && !emailaddr.Valid(c.Bootstrap.AdminEmail) {
 		return &ValidationError{"Bootstrap:AdminEmail", emailaddr.Message}
 	}
-	if c.Bootstrap.AdminEmail != "" && c.Bootstrap.AdminPassword != "" && strict && len(c.Bootstrap.AdminPassword) < 12 {
-		return &ValidationError{"Bootstrap:AdminPassword", "is too short: at least 12 characters outside Development"}
+	if c.Bootstrap.AdminEmail != "" && c.Bootstrap.AdminPassword != "" {
+		// Counted as sign-in counts a password: code points of its NFKC form (the form hashed).
+		pw := c.Bootstrap.AdminPassword
+		n := utf8.RuneCountInString(secrets.NormalizePassword(pw))
+		if strict && n < 12 {
+			return &ValidationError{"Bootstrap:AdminPassword", "is too short: at least 12 characters outside Development"}
+		}
+		if n > secrets.MaxPasswordLen || utf8.RuneCountInString(pw) > secrets.MaxPasswordInput {
+			return &ValidationError{"Bootstrap:AdminPassword", fmt.Sprintf("is too long: at most %d characters (code points of its NFKC form, "+
+				"as for every account password) and %d as written", secrets.MaxPasswordLen, secrets.MaxPasswordInput)}
+		}
 	}
 	if c.Databases.MaxPerUser < 0 {
 		return &ValidationError{"Databases:MaxPerUser", "must not be negative"}

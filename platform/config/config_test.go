@@ -108,6 +108,12 @@ func TestValidationNamesTheKey(t *testing.T) {
 		{"bad port", append(required(), "Server__Port=70000"), "Server:Port"},
 		{"admin email with a display name", append(required(), "Bootstrap__AdminEmail=Admin <admin@example.com>"), "Bootstrap:AdminEmail"},
 		{"admin email with a quoted local part", append(required(), `Bootstrap__AdminEmail="admin"@example.com`), "Bootstrap:AdminEmail"},
+		{"admin password of 129 characters", append(required(), "Bootstrap__AdminEmail=admin@example.com",
+			"Bootstrap__AdminPassword="+strings.Repeat("p", 129)), "Bootstrap:AdminPassword"},
+		{"admin password of 11 characters, 22 bytes", append(required(), "Bootstrap__AdminEmail=admin@example.com",
+			"Bootstrap__AdminPassword="+strings.Repeat("\u00e9", 11)), "Bootstrap:AdminPassword"},
+		{"admin password of 11 characters once composed", append(required(), "Bootstrap__AdminEmail=admin@example.com",
+			"Bootstrap__AdminPassword="+strings.Repeat("e\u0301", 11)), "Bootstrap:AdminPassword"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -209,5 +215,19 @@ func TestReadmeTableListsEveryKey(t *testing.T) {
 		name := strings.ReplaceAll(key, ".", ":")
 		name = strings.Replace(name, "engines:postgres", "engines:<engine>", 1)
 		assert.Contains(t, readme, "| `"+name+"` |", "README's configuration table lacks %s", name)
+	}
+}
+
+// The bootstrap admin's password is counted as every account password is: characters (code points)
+// of its NFKC form, so 12 accented letters pass outside Development however they are written.
+func TestBootstrapAdminPasswordCountsCharacters(t *testing.T) {
+	for name, pw := range map[string]string{
+		"composed":   strings.Repeat("\u00e9", 12),
+		"decomposed": strings.Repeat("e\u0301", 12),
+		"128 ASCII":  strings.Repeat("p", 128),
+	} {
+		_, err := config.Load(config.Source{File: "/dev/null", Env: append(required(), "Bootstrap__AdminEmail=admin@example.com",
+			"Bootstrap__AdminPassword="+pw)})
+		assert.NoError(t, err, name)
 	}
 }
