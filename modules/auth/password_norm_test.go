@@ -187,3 +187,38 @@ func TestUnknownEmailCostsTheVerificationsOfAWrongPassword(t *testing.T) {
 		assert.Equal(t, known, unknown, "%q: a known account's wrong password and an unknown email cost the same", pw)
 	}
 }
+
+// A hash made with other argon2id parameters than the service's (an account from before they were
+// raised) is made again with the service's at the next successful sign-in, and only then: a wrong
+// password leaves it alone, and the new hash is not replaced again.
+func TestPasswordHashWithOldParametersIsRehashedAtSignIn(t *testing.T) {
+	var hasher *secrets.Hasher
+	a := apptest.Start(t, apptest.With(map[string]any{"RateLimit:Login": "1000-M"}), apptest.WithFx(fx.Populate(&hasher)))
+	ctx := context.Background()
+	u := a.Register(t)
+	weaker := secrets.NewHasherWithParams(secrets.Params{MemoryKiB: 8192, Iterations: 1, Threads: 1, SaltLen: 16, KeyLen: 32}, 1)
+	old, err := weaker.HashPassword(ctx, u.Password)
+	require.NoError(t, err)
+	require.True(t, hasher.NeedsRehash(old), "the test's hash must differ from the service's parameters")
+	_, err = a.DB.ExecContext(ctx, "UPDATE users SET password_hash = ? WHERE id = ?", old, u.ID)
+	require.NoError(t, err)
+	stored := func() string {
+		var h string
+		require.NoError(t, a.DB.QueryRowContext(ctx, "SELECT password_hash FROM users WHERE id = ?", u.ID).Scan(&h))
+		return h
+	}
+
+	assert.Equal(t, http.StatusUnauthorized, loginStatus(a, u.Email, u.Password+"x"))
+	require.Equal(t, old, stored(), "a refused sign-in leaves the hash alone")
+
+	require.Equal(t, http.StatusOK, loginStatus(a, u.Email, u.Password), "the old hash still signs in")
+	renewed := stored()
+	assert.NotEqual(t, old, renewed, "the sign-in stored a new hash")
+	assert.False(t, hasher.NeedsRehash(renewed), "made with the service's parameters: %.30s…", renewed)
+	ok, err := hasher.Verify(ctx, u.Password, renewed)
+	require.NoError(t, err)
+	assert.True(t, ok, "of the same password")
+
+	require.Equal(t, http.StatusOK, loginStatus(a, u.Email, u.Password))
+	assert.Equal(t, renewed, stored(), "a current hash is not made again")
+}

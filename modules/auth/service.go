@@ -137,7 +137,8 @@ func (s *Service) signIn(u *User, provider string) (*AuthResult, error) {
 // Login checks email and password. An unknown email costs the same hash work as a wrong password
 // (for the same input: see secrets.Hasher.VerifyPasswordDummy) and gets the same answer. A hash
 // made before passwords were NFKC-normalised, from the text as typed, still signs in with that text
-// and is then replaced by the hash of its NFKC form (rehashLegacy).
+// and is then replaced by the hash of its NFKC form; a hash made with other argon2id parameters than
+// the service's is made again with them at the sign-in (rehash).
 func (s *Service) Login(ctx context.Context, email, password string) (*AuthResult, error) {
 	email, err := parseEmail(email)
 	if err != nil {
@@ -162,26 +163,28 @@ func (s *Service) Login(ctx context.Context, email, password string) (*AuthResul
 			TargetID: fmt.Sprint(u.ID), Details: map[string]any{"email": email, "reason": "password"}})
 		return nil, errBadLogin
 	}
-	if legacy {
-		s.rehashLegacy(ctx, u, password)
+	if legacy || s.hasher.NeedsRehash(*u.PasswordHash) {
+		s.rehash(ctx, u, password)
 	}
 	s.audit.Try(ctx, audit.Event{Action: "user.login", ActorUserID: audit.Int64(u.ID), TargetType: "user",
 		TargetID: fmt.Sprint(u.ID), Details: map[string]any{"provider": "Password"}})
 	return s.signIn(u, "Password")
 }
 
-// rehashLegacy replaces u's hash of password as typed (made before passwords were normalised) by
-// the hash of its NFKC form, only if the row still has the hash just verified: a reset meanwhile
-// is never undone. The password is the same one, so the security stamp stays and no token dies. A
-// failure is logged and the sign-in goes on: the old hash still works, and the next one tries again.
-func (s *Service) rehashLegacy(ctx context.Context, u *User, password string) {
+// rehash replaces u's hash, just verified against password, by HashPassword's: a hash of the text
+// as typed (made before passwords were normalised) becomes the hash of its NFKC form, and a hash
+// made with other argon2id parameters than the service's (older, weaker ones) is made again with
+// the service's. Only if the row still has the hash just verified: a reset meanwhile is never
+// undone. The password is the same one, so the security stamp stays and no token dies. A failure
+// is logged and the sign-in goes on: the old hash still works, and the next one tries again.
+func (s *Service) rehash(ctx context.Context, u *User, password string) {
 	hash, err := s.hasher.HashPassword(ctx, password)
 	if err == nil {
 		_, err = s.db.NewUpdate().Model((*User)(nil)).Set("password_hash = ?", hash).Set("updated_at = now()").
 			Where("id = ?", u.ID).Where("password_hash = ?", *u.PasswordHash).Where("deleted_at IS NULL").Exec(ctx)
 	}
 	if err != nil {
-		s.log.WarnContext(ctx, "password hash not upgraded to the normalised form", "userId", u.ID, "error", err.Error())
+		s.log.WarnContext(ctx, "password hash not upgraded", "userId", u.ID, "error", err.Error())
 	}
 }
 
