@@ -9,6 +9,8 @@ package browser
 
 import (
 	"encoding/json"
+	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -63,7 +65,9 @@ func TestDocsAndOAuthInChromium(t *testing.T) {
 	gh := oauthtest.New("github")
 	defer gh.Close()
 	email := "browser-" + testutil.RandomSuffix() + "@example.test"
-	gh.SetUser(oauthtest.User{ID: "31337", Login: "browser", Name: "Browser User", Email: email, EmailVerified: true})
+	// A GitHub id of its own per run (a positive number, as GitHub's are): runs sharing the
+	// control database (-count>1) must not find each other's identity.
+	gh.SetUser(oauthtest.User{ID: fmt.Sprint(1 + rand.Int64N(1<<52)), Login: "browser", Name: "Browser User", Email: email, EmailVerified: true})
 	a := apptest.Start(t, apptest.With(map[string]any{
 		"GitHub:ClientId": gh.ClientID, "GitHub:ClientSecret": gh.ClientSecret,
 		"GitHub:AuthUrl": gh.URL + "/login/oauth/authorize", "GitHub:TokenUrl": gh.URL + "/login/oauth/access_token",
