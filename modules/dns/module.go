@@ -30,7 +30,9 @@ import (
 var Module = fx.Module("dns",
 	fx.Provide(
 		newClient,
-		func(c *cloudflare.Client, a *audit.Recorder) *Provisioner { return &Provisioner{provider: c, audit: a} },
+		func(c *cloudflare.Client, a *audit.Recorder, log *slog.Logger) *Provisioner {
+			return &Provisioner{provider: c, audit: a, log: log}
+		},
 		provision.AsProvisioner(func(p *Provisioner) *Provisioner { return p }),
 		provision.AsProvisioner(func(c *cloudflare.Client, a *audit.Recorder, log *slog.Logger) *Sweeper {
 			return &Sweeper{provider: c, audit: a, log: log}

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"regexp"
 	"strconv"
@@ -30,6 +31,7 @@ type Provider interface {
 type Provisioner struct {
 	provider Provider
 	audit    *audit.Recorder
+	log      *slog.Logger
 }
 
 // Kind implements provision.Provisioner.
@@ -336,27 +338,46 @@ func (p *Provisioner) failedAfterCreate(ctx context.Context, tx bun.IDB, r *Reco
 }
 
 // Delete implements provision.Provisioner: the provider record (found by id, or by lookup when
-// the create's outcome was never recorded) is deleted, then the row is Revoked.
+// the create's outcome was never recorded) is deleted, then the row is Revoked. An id another live
+// row holds is never deleted for r, whether stored for it (rows from before the unique index
+// dns_records_provider_id_uq, whose migration is skipped where duplicates existed) or listed by the
+// lookup: it is left at the provider (logged), the name is looked up instead and only records
+// carrying r's marker and an id no other live row holds are deleted.
 func (p *Provisioner) Delete(ctx context.Context, req provision.DeleteRequest) (provision.DeleteResponse, error) {
 	r, err := load(ctx, req.Tx, req.ResourceID)
 	if err != nil {
 		return provision.DeleteResponse{}, err
 	}
 	ids := []string{}
-	if r.ProviderRecordID != "" {
-		ids = append(ids, r.ProviderRecordID)
-	} else {
+	lookup := r.ProviderRecordID == ""
+	if !lookup {
+		another, err := heldByAnother(ctx, req.Tx, r.ProviderRecordID, r.ID)
+		if err != nil {
+			return provision.DeleteResponse{}, err
+		}
+		if another {
+			p.log.Warn("dns revocation: the record's provider id is held by another live record; left at the provider",
+				"record", r.ID, "fqdn", r.Fqdn, "providerRecordId", r.ProviderRecordID)
+			lookup = true
+		} else {
+			ids = append(ids, r.ProviderRecordID)
+		}
+	}
+	if lookup {
 		found, err := p.provider.Lookup(ctx, r.Fqdn)
 		if err != nil {
 			return provision.DeleteResponse{}, err
 		}
-		if ours := findOurs(found, r); ours != nil {
-			another, err := heldByAnother(ctx, req.Tx, ours.ID, r.ID)
+		for _, f := range found {
+			if findOurs([]cloudflare.Record{f}, r) == nil {
+				continue // another party's record, or another row's
+			}
+			another, err := heldByAnother(ctx, req.Tx, f.ID, r.ID)
 			if err != nil {
 				return provision.DeleteResponse{}, err
 			}
 			if !another { // never delete another row's record for this one
-				ids = append(ids, ours.ID)
+				ids = append(ids, f.ID)
 			}
 		}
 	}

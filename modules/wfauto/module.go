@@ -7,6 +7,7 @@ package wfauto
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/uptrace/bun"
@@ -28,8 +29,8 @@ var Module = fx.Module("wfauto",
 			w := cfg.WfautoProvisioning
 			return NewCell(w.BaseUrl, w.ApiKey, time.Duration(w.TimeoutSeconds)*time.Second)
 		},
-		func(d *bun.DB, c *Cell, a *audit.Recorder) *Provisioner {
-			return &Provisioner{db: d, cell: c, audit: a}
+		func(d *bun.DB, c *Cell, a *audit.Recorder, log *slog.Logger) *Provisioner {
+			return &Provisioner{db: d, cell: c, audit: a, log: log}
 		},
 		provision.AsProvisioner(func(p *Provisioner) *Provisioner { return p }),
 		provision.AsUserReleaser(func(p *Provisioner) *Provisioner { return p }),

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 
 	"github.com/uptrace/bun"
@@ -22,6 +23,7 @@ type Provisioner struct {
 	db    *bun.DB
 	cell  *Cell
 	audit *audit.Recorder
+	log   *slog.Logger
 }
 
 // Kind implements provision.Provisioner.
@@ -199,19 +201,35 @@ func heldByAnother(ctx context.Context, tx bun.IDB, accountID string, self int64
 // it is deleted. Only the cell's 400 to that body says nothing is there; any other refusal or a
 // malformed answer leaves the account Deprovisioning (an error: retried with backoff, logged,
 // shown as its errorMessage), since the account may be at the cell.
+//
+// An accountId another live account holds is never deprovisioned for this one, whether the re-post
+// answered it or it is stored on the row (rows from before the unique index
+// wfauto_accounts_external_uq, whose migration is skipped where duplicates existed): it is left at
+// the cell (logged, and audited with details.leftAtCell) and the account is Deprovisioned.
 func (p *Provisioner) Delete(ctx context.Context, req provision.DeleteRequest) (provision.DeleteResponse, error) {
 	a, err := p.load(ctx, req.Tx, req.ResourceID)
 	if err != nil {
 		return provision.DeleteResponse{}, err
 	}
-	accountID := a.ExternalAccountID
-	sent, body := accountID != "", []byte(nil)
+	accountID, left := a.ExternalAccountID, ""
+	if accountID != "" {
+		held, err := heldByAnother(ctx, req.Tx, accountID, a.ID)
+		if err != nil {
+			return provision.DeleteResponse{}, err
+		}
+		if held { // the cell holds one account for both rows: deleting it would take the other's
+			p.log.Warn("wfauto deprovisioning: the account's accountId is held by another live account; left at the cell",
+				"account", a.ID, "externalAccountId", accountID)
+			accountID, left = "", accountID
+		}
+	}
+	sent, body := a.ExternalAccountID != "", []byte(nil)
 	if !sent {
 		if sent, body, err = sentRequest(ctx, req.Tx, a.ID); err != nil {
 			return provision.DeleteResponse{}, err
 		}
 	}
-	if accountID == "" && sent {
+	if a.ExternalAccountID == "" && sent {
 		// Never recorded (a crash, a timeout, or a Failed account whose attempts ran out after
 		// its create may have reached the cell): the Idempotency-Key tells us its id.
 		original := body != nil
@@ -230,7 +248,9 @@ func (p *Provisioner) Delete(ctx context.Context, req provision.DeleteRequest) (
 			}
 			if !held {
 				accountID = got.AccountID
-			} // else: another live account's id: never deleted for this one
+			} else { // another live account's id: never deleted for this one
+				left = got.AccountID
+			}
 		case refusedOriginal(err, original):
 			// The cell refuses the key's own body: nothing exists there.
 		case errors.As(err, &ce) && ce.Final:
@@ -257,6 +277,10 @@ func (p *Provisioner) Delete(ctx context.Context, req provision.DeleteRequest) (
 	details := map[string]any{"reason": "user.deleted"}
 	if accountID != "" {
 		details["externalAccountId"] = accountID
+	}
+	if left != "" { // the cell's account was not deleted: another live account holds it
+		details["externalAccountId"] = left
+		details["leftAtCell"] = "held by another account"
 	}
 	return provision.DeleteResponse{}, p.audit.RecordTx(ctx, req.Tx, audit.Event{Action: "wfauto.deprovisioned", ActorUserID: a.ReleasedBy,
 		UserID: audit.Int64(a.UserID), TargetType: "wfautoAccount", TargetID: fmt.Sprint(a.ID), Details: details})

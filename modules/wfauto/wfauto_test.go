@@ -1118,3 +1118,64 @@ func TestDeprovisioningNeverDeletesAnotherAccountsId(t *testing.T) {
 	assert.Equal(t, "Active", list[0].Status)
 	assert.Equal(t, first.ExternalAccountID, list[0].ExternalAccountID)
 }
+
+// withoutExternalIDIndex drops the partial unique index on wfauto_accounts.external_account_id for
+// the rest of the test, as a database is left where its migration (20261125000100) found
+// duplicates and skipped it. The index is recreated when the test ends, once rows (the test's
+// duplicates) are deleted. The package's tests share one database but never run in parallel.
+func withoutExternalIDIndex(t *testing.T, a *apptest.App, rows ...int64) {
+	t.Helper()
+	_, err := a.DB.Exec("DROP INDEX wfauto_accounts_external_uq")
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		for _, id := range rows {
+			_, err := a.DB.Exec("DELETE FROM wfauto_cell_creates WHERE account_id = ?", id)
+			assert.NoError(t, err)
+			_, err = a.DB.Exec("DELETE FROM wfauto_accounts WHERE id = ?", id)
+			assert.NoError(t, err)
+		}
+		_, err := a.DB.Exec(`CREATE UNIQUE INDEX IF NOT EXISTS wfauto_accounts_external_uq ON wfauto_accounts (external_account_id)
+			WHERE external_account_id <> '' AND status <> 'Deprovisioned'`)
+		assert.NoError(t, err, "the index is back for the next tests")
+	})
+}
+
+// TestDeprovisioningAnAccountWhoseStoredIdAnotherAccountHolds: where the unique index was skipped,
+// two live accounts may hold one accountId. Deleting the user of one of them never deprovisions
+// that id at the cell (the other user's account would be gone): it is left there, the account
+// ends Deprovisioned, audited with details.leftAtCell; the other account stays Active and at the
+// cell.
+func TestDeprovisioningAnAccountWhoseStoredIdAnotherAccountHolds(t *testing.T) {
+	a, c := setup(t)
+	admin := a.AdminToken(t)
+	alice, bob := a.Register(t), a.Register(t)
+	var first, mine account
+	a.Post("/api/me/wfauto/provision", alice.Token, nil).Decode(t, &first)
+	a.Post("/api/me/wfauto/provision", bob.Token, nil).Decode(t, &mine)
+	require.Equal(t, "Active", first.Status)
+	require.Equal(t, "Active", mine.Status)
+
+	// An old duplicate: bob's account holds alice's accountId.
+	withoutExternalIDIndex(t, a, first.ID, mine.ID)
+	_, err := a.DB.Exec("UPDATE wfauto_accounts SET external_account_id = ? WHERE id = ?", first.ExternalAccountID, mine.ID)
+	require.NoError(t, err)
+
+	r := a.Do(apptest.Request{Method: "DELETE", Path: fmt.Sprintf("/api/users/%d", bob.ID), Token: admin})
+	require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
+	a.Settle(5 * time.Second)
+
+	var status string
+	require.NoError(t, a.DB.QueryRow("SELECT status FROM wfauto_accounts WHERE id = ?", mine.ID).Scan(&status))
+	assert.Equal(t, "Deprovisioned", status)
+	assert.True(t, c.held(fmt.Sprint(first.ID)), "alice's account is still at the cell")
+	var list []account
+	a.Get("/api/me/wfauto", alice.Token).Decode(t, &list)
+	require.Len(t, list, 1)
+	assert.Equal(t, "Active", list[0].Status)
+	assert.Equal(t, first.ExternalAccountID, list[0].ExternalAccountID)
+	var external, left string
+	require.NoError(t, a.DB.QueryRow("SELECT details->>'externalAccountId', coalesce(details->>'leftAtCell', '') FROM audit_events "+
+		"WHERE action = 'wfauto.deprovisioned' AND target_id = ?", fmt.Sprint(mine.ID)).Scan(&external, &left))
+	assert.Equal(t, first.ExternalAccountID, external)
+	assert.Equal(t, "held by another account", left, "the audit says why the cell's account was left")
+}
