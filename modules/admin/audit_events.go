@@ -54,12 +54,19 @@ func (s *AuditEvents) List(ctx context.Context, f AuditFilter) (httpx.Page[audit
 
 // Get returns one event or 404.
 func (s *AuditEvents) Get(ctx context.Context, id int64) (*audit.Event, error) {
-	return s.get(ctx, s.db, id)
+	return s.get(ctx, s.db, id, false)
 }
 
-func (s *AuditEvents) get(ctx context.Context, db bun.IDB, id int64) (*audit.Event, error) {
+// get reads one event or 404; lock takes it FOR UPDATE, so that an amendment or deletion starts
+// from the event as another Admin's amendment or deletion committed it (or finds it gone: 404),
+// instead of writing over that change from what it read before.
+func (s *AuditEvents) get(ctx context.Context, db bun.IDB, id int64, lock bool) (*audit.Event, error) {
 	e := new(audit.Event)
-	if err := db.NewSelect().Model(e).Where("id = ?", id).Scan(ctx); err != nil {
+	q := db.NewSelect().Model(e).Where("id = ?", id)
+	if lock {
+		q = q.For("UPDATE")
+	}
+	if err := q.Scan(ctx); err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil, httpx.NotFound("Audit event not found")
 		}
@@ -138,7 +145,7 @@ func (s *AuditEvents) Create(ctx context.Context, in NoteInput) (*audit.Event, e
 func (s *AuditEvents) Update(ctx context.Context, id int64, in NoteInput) (*audit.Event, error) {
 	var out *audit.Event
 	err := db.RunInTx(ctx, s.db, func(ctx context.Context, tx bun.Tx) error {
-		e, err := s.get(ctx, tx, id)
+		e, err := s.get(ctx, tx, id, true)
 		if err != nil {
 			return err
 		}
@@ -183,7 +190,7 @@ func (s *AuditEvents) Update(ctx context.Context, id int64, in NoteInput) (*audi
 // Delete removes an event and records audit.event.deleted holding the original.
 func (s *AuditEvents) Delete(ctx context.Context, id int64) error {
 	return db.RunInTx(ctx, s.db, func(ctx context.Context, tx bun.Tx) error {
-		e, err := s.get(ctx, tx, id)
+		e, err := s.get(ctx, tx, id, true)
 		if err != nil {
 			return err
 		}
