@@ -261,7 +261,8 @@ func (h *Handler) Register(api *httpx.API) {
 		})
 	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "updateAuditEvent", Method: http.MethodPut, Path: "/api/audit-events/{id}",
 		Tags: events, Summary: "Amend an audit event",
-		Description: "The change is itself recorded as a new `audit.event.updated` event holding the original. " +
+		Description: "The change is itself recorded as a new `audit.event.updated` event holding the original (`details.original`) and the fields the change set " +
+			"(`details.updated`: `action`, `targetType`, `targetId`, `details`, each only when sent). " +
 			"The same limits as a new note: `action` cannot change to a reserved one (an event's own action may be sent back unchanged), and `details` are bounded. " +
 			"The amended event carries `details.amended: true` (and keeps `details.manual: true` if it was a manual note), whatever `details` the change sends, so an event the service recorded cannot be rewritten into one that reads as recorded so.",
 		Errors: []int{http.StatusNotFound}},
