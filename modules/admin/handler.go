@@ -76,8 +76,27 @@ type listEventsInput struct {
 	httpx.PageQuery
 	UserID int64     `query:"userId" minimum:"0" doc:"Only events about this user."`
 	Action string    `query:"action" maxLength:"100" doc:"Only this action, e.g. database.password.revealed."`
-	From   time.Time `query:"from" doc:"Only events at or after this ISO 8601 time."`
-	To     time.Time `query:"to" doc:"Only events before this ISO 8601 time."`
+	From   time.Time `query:"from" doc:"Only events at or after this ISO 8601 time (from 0001-01-01T00:00:00Z)."`
+	To     time.Time `query:"to" doc:"Only events before this ISO 8601 time (from 0001-01-01T00:00:00Z)."`
+}
+
+// earliestFilterTime is the earliest from/to of the audit list: an earlier time (such as
+// 0001-01-01T00:00:00+01:00, in year 0 in UTC) goes to PostgreSQL with year 0000, which it refuses
+// (it has no year 0: 1 BC precedes AD 1).
+var earliestFilterTime = time.Date(1, time.January, 1, 0, 0, 0, 0, time.UTC)
+
+// Resolve refuses a from or to before 0001-01-01T00:00:00Z (400 naming it; it answered 500).
+func (in *listEventsInput) Resolve(huma.Context) []error {
+	var errs []error
+	for _, f := range []struct {
+		name string
+		t    time.Time
+	}{{"from", in.From}, {"to", in.To}} {
+		if !f.t.IsZero() && f.t.Before(earliestFilterTime) {
+			errs = append(errs, &huma.ErrorDetail{Location: "query." + f.name, Message: "must be at or after 0001-01-01T00:00:00Z", Value: f.t.Format(time.RFC3339Nano)})
+		}
+	}
+	return errs
 }
 
 type eventPath struct {
@@ -242,7 +261,8 @@ func (h *Handler) Register(api *httpx.API) {
 		})
 	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "updateAuditEvent", Method: http.MethodPut, Path: "/api/audit-events/{id}",
 		Tags: events, Summary: "Amend an audit event",
-		Description: "The change is itself recorded as a new `audit.event.updated` event holding the original. " +
+		Description: "The change is itself recorded as a new `audit.event.updated` event holding the original (`details.original`) and the fields the change set " +
+			"(`details.updated`: `action`, `targetType`, `targetId`, `details`, each only when sent). " +
 			"The same limits as a new note: `action` cannot change to a reserved one (an event's own action may be sent back unchanged), and `details` are bounded. " +
 			"The amended event carries `details.amended: true` (and keeps `details.manual: true` if it was a manual note), whatever `details` the change sends, so an event the service recorded cannot be rewritten into one that reads as recorded so.",
 		Errors: []int{http.StatusNotFound}},

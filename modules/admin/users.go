@@ -151,10 +151,9 @@ func (s *Users) Update(ctx context.Context, id int64, in UpdateUserInput) (*user
 	}
 	var out *userRow
 	err := s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
-		if in.Role != nil && *in.Role != authn.RoleAdmin {
-			if err := lockAdmins(ctx, tx); err != nil {
-				return err
-			}
+		// Every change of a user, not only a demotion: see lockAdmins.
+		if err := lockAdmins(ctx, tx); err != nil {
+			return err
 		}
 		if err := authn.LockCaller(ctx, tx); err != nil { // after lockAdmins: see there
 			return err
@@ -265,13 +264,13 @@ func (s *Users) Delete(ctx context.Context, id int64) error {
 // lastAdminLockKey is the transaction-scoped advisory lock of lockAdmins.
 const lastAdminLockKey = 7_310_442_201
 
-// lockAdmins serialises changes that could remove the last Admin (a demotion or a deletion):
-// each takes this lock first, so the next one counts the Admins after the previous committed.
-// It is an advisory lock, not row locks on every Admin: a transaction taking it holds no row yet,
-// and it then locks the caller's row (authn.LockCaller) and the target's. Row locks on every
-// Admin would wait for each Admin's write in flight, which holds its caller's row, and two Admins
-// deleting each other would deadlock; with the advisory lock first, the second one finds its
-// caller deleted (401).
+// lockAdmins serialises the changes of users (updates and deletions): each takes this lock first,
+// so a demotion or deletion counts the Admins after the previous one committed. It is an advisory
+// lock, not row locks on every Admin: a transaction taking it holds no row yet, and it then locks
+// the caller's row (authn.LockCaller, FOR KEY SHARE) and the target's (FOR UPDATE). Without it
+// first, two Admins changing each other at once (renaming, demoting or deleting each other) each
+// held their own row and waited for the other's: a deadlock, and a 503 for one of them. With it,
+// the second waits holding nothing, then goes on (or finds its caller deleted: 401, or demoted: 403).
 func lockAdmins(ctx context.Context, tx bun.Tx) error {
 	_, err := tx.ExecContext(ctx, "SELECT pg_advisory_xact_lock(?)", lastAdminLockKey)
 	if err != nil {
