@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -19,6 +20,7 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/gofiber/fiber/v2"
 	"github.com/gofiber/fiber/v2/middleware/cors"
+	"github.com/valyala/fasthttp"
 )
 
 // BodyLimit is the largest request body accepted.
@@ -44,6 +46,7 @@ type Server struct {
 	API *API
 	log *slog.Logger
 
+	metrics  *Metrics
 	once     sync.Once
 	patterns []routePattern
 	addr     net.Addr
@@ -68,7 +71,7 @@ func NewServer(o ServerOptions) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{log: o.Logger, linger: defaultLinger}
+	s := &Server{log: o.Logger, linger: defaultLinger, metrics: o.Metrics}
 	app := fiber.New(fiber.Config{
 		AppName:               o.Title,
 		BodyLimit:             BodyLimit,
@@ -88,6 +91,16 @@ func NewServer(o ServerOptions) (*Server, error) {
 		IdleTimeout: 2 * time.Minute,
 	})
 	s.App = app
+	// Fiber answers a method it does not know (PROPFIND, MKCOL, any token) itself, 400 text/plain
+	// "Invalid http method", before any middleware: route those here instead.
+	routed := app.Server().Handler
+	app.Server().Handler = func(rc *fasthttp.RequestCtx) {
+		if knownMethod(rc.Method()) {
+			routed(rc)
+			return
+		}
+		s.unknownMethod(rc)
+	}
 	app.Use(requestContext(trusted))
 	app.Use(responseHeaders)
 	app.Use(accessLog(o.Logger, o.Metrics, s.errorHandler))
@@ -123,15 +136,47 @@ func originMatcher(origins []string) func(string) bool {
 	return func(origin string) bool { return set[origin] }
 }
 
+// unrouted is the answer to a request no route takes: 405 with Allow when another method is
+// routed on its path, else 404.
+func (s *Server) unrouted(c *fiber.Ctx) error {
+	if allowed := s.allowedMethods(c.Path()); len(allowed) > 0 {
+		c.Set(fiber.HeaderAllow, strings.Join(allowed, ", "))
+		return NewError(http.StatusMethodNotAllowed, fmt.Sprintf("Method %s is not allowed on %s", c.Method(), c.Path()))
+	}
+	return NewError(http.StatusNotFound, "No route matches "+c.Method()+" "+c.Path())
+}
+
+// knownMethod reports whether Fiber routes method (fiber.DefaultMethods, its RequestMethods).
+func knownMethod(method []byte) bool {
+	for _, m := range fiber.DefaultMethods {
+		if string(method) == m {
+			return true
+		}
+	}
+	return false
+}
+
+// unknownMethod answers a request whose method Fiber does not know as unrouted answers a known
+// one no route takes (TRACE): 405 with Allow, or 404, in the envelope, with the request id and
+// the headers every answer carries. No route or middleware runs: there is nothing to limit.
+func (s *Server) unknownMethod(rc *fasthttp.RequestCtx) {
+	c := s.App.AcquireCtx(rc)
+	defer s.App.ReleaseCtx(c)
+	setStaticHeaders(&c.Response().Header)
+	id := requestID(c)
+	c.Set(fiber.HeaderXRequestID, id)
+	c.Locals(requestIDKey, id)
+	if err := s.errorHandler(c, s.unrouted(c)); err != nil {
+		c.Status(fiber.StatusInternalServerError)
+	}
+	if s.metrics != nil {
+		s.metrics.requests.WithLabelValues("other", "unmatched", strconv.Itoa(c.Response().StatusCode())).Inc()
+	}
+}
+
 // Finish adds the fallback handler (404 or 405 in the envelope) after every route is registered.
 func (s *Server) Finish() {
-	s.App.Use(func(c *fiber.Ctx) error {
-		if allowed := s.allowedMethods(c.Path()); len(allowed) > 0 {
-			c.Set(fiber.HeaderAllow, strings.Join(allowed, ", "))
-			return NewError(http.StatusMethodNotAllowed, fmt.Sprintf("Method %s is not allowed on %s", c.Method(), c.Path()))
-		}
-		return NewError(http.StatusNotFound, "No route matches "+c.Method()+" "+c.Path())
-	})
+	s.App.Use(s.unrouted)
 	// Validation failures are answered 400, never 422: keep the document true to that. Every tag
 	// used is declared globally, and every operation has a description.
 	doc := s.API.OpenAPI()

@@ -745,3 +745,31 @@ func TestAQueryParameterIsGivenOnce(t *testing.T) {
 		assert.Equal(t, 200, res.StatusCode, "%s: %s", q, raw)
 	}
 }
+
+// TestUnknownMethodIsAnsweredInTheEnvelope: a method Fiber does not know (PROPFIND, MKCOL, any
+// other token) was answered by Fiber itself, 400 text/plain "Invalid http method", past every
+// middleware: no envelope, no request id, no security headers. It is now answered like a known
+// method no route takes (TRACE): 405 with Allow on a route's path, 404 elsewhere, in the envelope.
+func TestUnknownMethodIsAnsweredInTheEnvelope(t *testing.T) {
+	base := newServer(t)
+	for _, c := range []struct {
+		method, path string
+		status       int
+		allow        string
+	}{
+		{"PROPFIND", "/api/widgets/1", 405, "DELETE, GET, HEAD"},
+		{"MKCOL", "/api/widgets", 405, "GET, HEAD, POST"},
+		{"FOO", "/api/nowhere", 404, ""},
+		{"TRACE", "/api/widgets/1", 405, "DELETE, GET, HEAD"}, // known to Fiber: the same answer
+	} {
+		res, env, raw := call(t, c.method, base+c.path, "", map[string]string{"X-Request-Id": "probe-1"})
+		assert.Equal(t, c.status, res.StatusCode, "%s %s: %s", c.method, c.path, raw)
+		assert.Equal(t, c.allow, res.Header.Get("Allow"), "%s %s", c.method, c.path)
+		assert.False(t, env.Success, "%s %s", c.method, c.path)
+		assert.Contains(t, env.Message, c.method, "%s %s", c.method, c.path)
+		assert.Equal(t, "application/json", res.Header.Get("Content-Type"), "%s %s", c.method, c.path)
+		assert.Equal(t, "probe-1", res.Header.Get("X-Request-Id"), "%s %s", c.method, c.path)
+		assert.Equal(t, "no-store", res.Header.Get("Cache-Control"), "%s %s", c.method, c.path)
+		assert.Equal(t, "nosniff", res.Header.Get("X-Content-Type-Options"), "%s %s", c.method, c.path)
+	}
+}
