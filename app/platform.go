@@ -115,8 +115,11 @@ func newMigrator(in migratorIn) (*db.Migrator, error) { return db.NewMigrator(in
 
 func openRedis(lc fx.Lifecycle, cfg *config.Config) (*redis.Client, error) {
 	c, err := redisx.Open(cfg.Redis.Url)
-	if err != nil || c == nil {
-		return c, err
+	if err != nil {
+		return nil, &config.ValidationError{Key: "Redis:Url", Reason: strings.TrimPrefix(err.Error(), "Redis:Url ")}
+	}
+	if c == nil {
+		return nil, nil
 	}
 	lc.Append(fx.StopHook(c.Close))
 	return c, nil

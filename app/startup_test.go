@@ -3,6 +3,7 @@ package app_test
 import (
 	"net"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"provisioner/app"
+	"provisioner/platform/config"
 	"provisioner/platform/testutil/apptest"
 )
 
@@ -35,4 +37,23 @@ func TestServeReportsAPortInUse(t *testing.T) {
 	assert.Contains(t, msg, ":"+strconv.Itoa(port), "names the address")
 	assert.Contains(t, msg, "address already in use", "names the cause")
 	assert.NotContains(t, msg, "\n", "one line")
+}
+
+// TestServeNamesABadSettingInOneClearLine: a setting only a provider can check (a rate, the Redis
+// URL) stopped the process with fx's whole dependency chain ("could not build arguments for
+// function … failed to build *httpx.Server: … failed to build *ratelimit.Limiter: …") in front
+// of the key. Serve returns the configuration error itself, naming the key, as Load does.
+func TestServeNamesABadSettingInOneClearLine(t *testing.T) {
+	for key, value := range map[string]string{"RateLimit:PerIp": "abc", "Redis:Url": "http://not-redis", "Dns:OutboundRate": "zz"} {
+		cfg := apptest.TestConfig(t, apptest.With(map[string]any{key: value}))
+		err := app.Serve(cfg)
+		require.Error(t, err, key)
+		var ve *config.ValidationError
+		require.ErrorAs(t, err, &ve, key)
+		msg := err.Error()
+		assert.True(t, strings.HasPrefix(msg, "configuration "), "%s: %s", key, msg)
+		assert.Contains(t, msg, key)
+		assert.NotContains(t, msg, "could not build", key)
+		assert.NotContains(t, msg, "\n", "one line")
+	}
 }
