@@ -348,7 +348,10 @@ func (s *Server) errorHandler(c *fiber.Ctx, err error) error {
 	for k, v := range out.headers {
 		c.Set(k, v)
 	}
-	if c.Locals(requestIDKey) == nil { // rejected before the middleware ran (body too large)
+	if c.Locals(requestIDKey) == nil {
+		// Refused by fasthttp before any middleware ran (a body announced over the limit, headers
+		// too large, a malformed request): the headers every answer carries are still due.
+		setStaticHeaders(&c.Response().Header)
 		c.Set(fiber.HeaderXRequestID, newRequestID())
 	}
 	if w := s.API.errorWriterFor(c.Path()); w != nil {

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -771,5 +772,33 @@ func TestUnknownMethodIsAnsweredInTheEnvelope(t *testing.T) {
 		assert.Equal(t, "probe-1", res.Header.Get("X-Request-Id"), "%s %s", c.method, c.path)
 		assert.Equal(t, "no-store", res.Header.Get("Cache-Control"), "%s %s", c.method, c.path)
 		assert.Equal(t, "nosniff", res.Header.Get("X-Content-Type-Options"), "%s %s", c.method, c.path)
+	}
+}
+
+// TestAnswersBeforeRoutingForbidCachingAndSniffing: what fasthttp refuses before any middleware
+// runs (a body announced over 1 MiB, headers too large, a malformed request line) is answered
+// through the error handler, which left out the headers every answer carries.
+func TestAnswersBeforeRoutingForbidCachingAndSniffing(t *testing.T) {
+	base := newServer(t)
+	for name, req := range map[string]string{
+		"413": "POST /api/widgets HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 2097152\r\n\r\n{",
+		"431": "GET /api/widgets HTTP/1.1\r\nHost: x\r\nX-Big: " + strings.Repeat("a", 20000) + "\r\n\r\n",
+		"400": "GET /api/widgets?q=a b c HTTP/1.1\r\nHost: x\r\n\r\n",
+	} {
+		conn, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
+		require.NoError(t, err)
+		_, err = io.WriteString(conn, req)
+		require.NoError(t, err)
+		res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		require.NoError(t, err, name)
+		raw, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		conn.Close()
+		assert.Equal(t, name, strconv.Itoa(res.StatusCode), "%s", raw)
+		assert.Contains(t, string(raw), `"success":false`, name)
+		assert.NotEmpty(t, res.Header.Get("X-Request-Id"), name)
+		assert.Equal(t, "no-store", res.Header.Get("Cache-Control"), name)
+		assert.Equal(t, "nosniff", res.Header.Get("X-Content-Type-Options"), name)
+		assert.Equal(t, "no-referrer", res.Header.Get("Referrer-Policy"), name)
 	}
 }
