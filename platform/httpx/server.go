@@ -46,12 +46,14 @@ type Server struct {
 	API *API
 	log *slog.Logger
 
-	metrics  *Metrics
-	once     sync.Once
-	patterns []routePattern
-	addr     net.Addr
-	ln       *serverListener
-	linger   lingerBounds
+	metrics *Metrics
+	// allowOrigin reports whether CORS grants an Origin (Frontend:Origins).
+	allowOrigin func(string) bool
+	once        sync.Once
+	patterns    []routePattern
+	addr        net.Addr
+	ln          *serverListener
+	linger      lingerBounds
 }
 
 // Addr is the bound listener address once Listen returned.
@@ -105,14 +107,14 @@ func NewServer(o ServerOptions) (*Server, error) {
 	app.Use(responseHeaders)
 	app.Use(accessLog(o.Logger, o.Metrics, s.errorHandler))
 	app.Use(recoverer(o.Logger))
+	s.allowOrigin = originMatcher(o.Origins)
 	app.Use(cors.New(cors.Config{
-		AllowOriginsFunc: originMatcher(o.Origins),
+		AllowOriginsFunc: s.allowOrigin,
 		AllowMethods:     "GET,POST,PUT,DELETE,OPTIONS",
 		// Empty: a preflight from an allowed origin gets the headers it asks for. The OpenAI SDKs
 		// send their own (x-stainless-os, x-stainless-retry-count, …), which a fixed list refused.
-		AllowHeaders: "",
-		ExposeHeaders: "X-Request-Id,X-RateLimit-Limit,X-RateLimit-Remaining,X-RateLimit-Reset," +
-			"RateLimit,RateLimit-Policy,Retry-After",
+		AllowHeaders:     "",
+		ExposeHeaders:    exposeHeaders,
 		AllowCredentials: true,
 		MaxAge:           600,
 	}))
@@ -127,6 +129,10 @@ func NewServer(o ServerOptions) (*Server, error) {
 	}
 	return s, nil
 }
+
+// exposeHeaders are the response headers a page of an allowed origin may read.
+const exposeHeaders = "X-Request-Id,X-RateLimit-Limit,X-RateLimit-Remaining,X-RateLimit-Reset," +
+	"RateLimit,RateLimit-Policy,Retry-After"
 
 func originMatcher(origins []string) func(string) bool {
 	set := map[string]bool{}
@@ -351,8 +357,16 @@ func (s *Server) errorHandler(c *fiber.Ctx, err error) error {
 	if c.Locals(requestIDKey) == nil {
 		// Refused by fasthttp before any middleware ran (a body announced over the limit, headers
 		// too large, a malformed request): the headers every answer carries are still due.
+		// An allowed origin is granted the answer as the CORS middleware grants every other one,
+		// so a page that sent too large a body reads the 413 instead of a CORS failure.
 		setStaticHeaders(&c.Response().Header)
 		c.Set(fiber.HeaderXRequestID, newRequestID())
+		c.Vary(fiber.HeaderOrigin)
+		if origin := c.Get(fiber.HeaderOrigin); origin != "" && s.allowOrigin != nil && s.allowOrigin(origin) {
+			c.Set(fiber.HeaderAccessControlAllowOrigin, origin)
+			c.Set(fiber.HeaderAccessControlAllowCredentials, "true")
+			c.Set(fiber.HeaderAccessControlExposeHeaders, exposeHeaders)
+		}
 	}
 	if w := s.API.errorWriterFor(c.Path()); w != nil {
 		return w(c, out)

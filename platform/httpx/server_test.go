@@ -802,3 +802,31 @@ func TestAnswersBeforeRoutingForbidCachingAndSniffing(t *testing.T) {
 		assert.Equal(t, "no-referrer", res.Header.Get("Referrer-Policy"), name)
 	}
 }
+
+// TestBodyOverOneMiBFromAnAllowedOrigin: the 413 fasthttp answers before any middleware ran had
+// no CORS grant, so a page of Frontend:Origins that sent too large a body saw a CORS failure
+// instead of the 413. An origin not allowed still gets no grant.
+func TestBodyOverOneMiBFromAnAllowedOrigin(t *testing.T) {
+	base := newServer(t)
+	for origin, granted := range map[string]bool{"https://app.example.com": true, "https://evil.example.com": false} {
+		conn, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
+		require.NoError(t, err)
+		_, err = fmt.Fprintf(conn, "POST /api/widgets HTTP/1.1\r\nHost: x\r\nOrigin: %s\r\nContent-Type: application/json\r\n"+
+			"Content-Length: %d\r\n\r\n{", origin, 2<<20)
+		require.NoError(t, err)
+		res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		require.NoError(t, err)
+		res.Body.Close()
+		conn.Close()
+		assert.Equal(t, http.StatusRequestEntityTooLarge, res.StatusCode)
+		assert.Contains(t, res.Header.Values("Vary"), "Origin", origin)
+		if granted {
+			assert.Equal(t, origin, res.Header.Get("Access-Control-Allow-Origin"))
+			assert.Equal(t, "true", res.Header.Get("Access-Control-Allow-Credentials"))
+			assert.Contains(t, res.Header.Get("Access-Control-Expose-Headers"), "X-Request-Id")
+		} else {
+			assert.Empty(t, res.Header.Get("Access-Control-Allow-Origin"), origin)
+			assert.Empty(t, res.Header.Get("Access-Control-Allow-Credentials"), origin)
+		}
+	}
+}
