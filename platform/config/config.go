@@ -352,6 +352,14 @@ func (c *Config) Validate() error {
 	if c.Databases.DefaultMaxSpaceBytes <= 0 {
 		return &ValidationError{"Databases:DefaultMaxSpaceBytes", "must be positive"}
 	}
+	// 0 does not mean "no limit": the AI client gives up at once (every call a 502 upstream_timeout), and
+	// the cell's client would wait for ever, holding a finisher's row transaction.
+	if c.Ai.TimeoutSeconds < 1 {
+		return &ValidationError{"Ai:TimeoutSeconds", "must be at least 1 (seconds)"}
+	}
+	if c.WfautoProvisioning.TimeoutSeconds < 1 {
+		return &ValidationError{"WfautoProvisioning:TimeoutSeconds", "must be at least 1 (seconds)"}
+	}
 	if c.Dns.RecordTtl != 1 && (c.Dns.RecordTtl < 60 || c.Dns.RecordTtl > 86400) {
 		return &ValidationError{"Dns:RecordTtl", "must be 1 (automatic) or between 60 and 86400"}
 	}

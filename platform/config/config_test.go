@@ -115,6 +115,8 @@ func TestValidationNamesTheKey(t *testing.T) {
 		{"origin without a scheme", append(required(), "Frontend__Origins__0=app.example.com"), "Frontend:Origins:0"},
 		{"trusted proxy not an address", append(required(), "Server__TrustedProxies__0=10.0.0.300"), "Server:TrustedProxies:0"},
 		{"trusted proxy prefix not a prefix", append(required(), "Server__TrustedProxies__0=10.0.0.1", "Server__TrustedProxies__1=10.0.0.0/33"), "Server:TrustedProxies:1"},
+		{"ai timeout zero", append(required(), "Ai__TimeoutSeconds=0"), "Ai:TimeoutSeconds"},
+		{"wfauto timeout negative", append(required(), "WfautoProvisioning__TimeoutSeconds=-1"), "WfautoProvisioning:TimeoutSeconds"},
 		{"admin email with a display name", append(required(), "Bootstrap__AdminEmail=Admin <admin@example.com>"), "Bootstrap:AdminEmail"},
 		{"admin email with a quoted local part", append(required(), `Bootstrap__AdminEmail="admin"@example.com`), "Bootstrap:AdminEmail"},
 		{"admin password of 129 characters", append(required(), "Bootstrap__AdminEmail=admin@example.com",
