@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -128,11 +129,22 @@ func openRedis(lc fx.Lifecycle, cfg *config.Config) (*redis.Client, error) {
 func newLimiter(cfg *config.Config, rc *redis.Client, log *slog.Logger) (*ratelimit.Limiter, error) {
 	rates := map[string]string{}
 	for name, v := range cfg.RateLimit {
-		canonical := name
+		canonical := ""
 		for def := range ratelimit.DefaultRates {
 			if strings.EqualFold(def, name) {
 				canonical = def
 			}
+		}
+		if canonical == "" {
+			// A typo (RateLimit__Logins) would otherwise do nothing while the limit meant keeps
+			// its default.
+			names := make([]string, 0, len(ratelimit.DefaultRates))
+			for def := range ratelimit.DefaultRates {
+				names = append(names, def)
+			}
+			sort.Strings(names)
+			return nil, &config.ValidationError{Key: "RateLimit:" + name,
+				Reason: "names no rate limit; the limits are " + strings.Join(names, ", ")}
 		}
 		rates[canonical] = v
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/fx"
 
 	"provisioner/app"
 	"provisioner/platform/config"
@@ -56,4 +57,22 @@ func TestServeNamesABadSettingInOneClearLine(t *testing.T) {
 		assert.NotContains(t, msg, "could not build", key)
 		assert.NotContains(t, msg, "\n", "one line")
 	}
+}
+
+// TestUnknownRateLimitNameIsRefused: a RateLimit key that names no limit (a typo such as
+// RateLimit__Logins) was accepted and did nothing, the limit meant keeping its default. It now
+// stops the process naming the key and the names there are.
+func TestUnknownRateLimitNameIsRefused(t *testing.T) {
+	cfg := apptest.TestConfig(t, apptest.With(map[string]any{"RateLimit:Logins": "5-M"}))
+	a := fx.New(app.Options(cfg)...)
+	err := app.StartupError(a.Err())
+	require.Error(t, err, "a RateLimit key naming no limit")
+	var ve *config.ValidationError
+	require.ErrorAs(t, err, &ve)
+	assert.True(t, strings.EqualFold("RateLimit:Logins", ve.Key), ve.Key) // keys are case-insensitive (read lower-cased)
+	assert.Contains(t, err.Error(), "Login")
+
+	cfg = apptest.TestConfig(t, apptest.With(map[string]any{"RateLimit:login": "5-M", "RateLimit:PERIP": "100-M"}))
+	a = fx.New(app.Options(cfg)...)
+	require.NoError(t, a.Err(), "names match case-insensitively")
 }

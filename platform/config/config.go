@@ -6,6 +6,7 @@ package config
 import (
 	"encoding/base64"
 	"fmt"
+	"log/slog"
 	"net/netip"
 	"net/url"
 	"strings"
@@ -359,6 +360,12 @@ func (c *Config) Validate() error {
 	}
 	if c.WfautoProvisioning.TimeoutSeconds < 1 {
 		return &ValidationError{"WfautoProvisioning:TimeoutSeconds", "must be at least 1 (seconds)"}
+	}
+	if c.Log.Level != "" {
+		var level slog.Level
+		if err := level.UnmarshalText([]byte(c.Log.Level)); err != nil {
+			return &ValidationError{"Log:Level", "must be debug, info, warn or error"}
+		}
 	}
 	if c.Dns.RecordTtl != 1 && (c.Dns.RecordTtl < 60 || c.Dns.RecordTtl > 86400) {
 		return &ValidationError{"Dns:RecordTtl", "must be 1 (automatic) or between 60 and 86400"}

@@ -117,6 +117,7 @@ func TestValidationNamesTheKey(t *testing.T) {
 		{"trusted proxy prefix not a prefix", append(required(), "Server__TrustedProxies__0=10.0.0.1", "Server__TrustedProxies__1=10.0.0.0/33"), "Server:TrustedProxies:1"},
 		{"ai timeout zero", append(required(), "Ai__TimeoutSeconds=0"), "Ai:TimeoutSeconds"},
 		{"wfauto timeout negative", append(required(), "WfautoProvisioning__TimeoutSeconds=-1"), "WfautoProvisioning:TimeoutSeconds"},
+		{"log level not a level", append(required(), "Log__Level=verbose"), "Log:Level"},
 		{"admin email with a display name", append(required(), "Bootstrap__AdminEmail=Admin <admin@example.com>"), "Bootstrap:AdminEmail"},
 		{"admin email with a quoted local part", append(required(), `Bootstrap__AdminEmail="admin"@example.com`), "Bootstrap:AdminEmail"},
 		{"admin password of 129 characters", append(required(), "Bootstrap__AdminEmail=admin@example.com",
