@@ -66,7 +66,7 @@ func migrate(args []string) error {
 	var m *db.Migrator
 	a := fx.New(append(app.Options(cfg), fx.Populate(&m), fx.NopLogger)...)
 	if err := a.Err(); err != nil {
-		return err
+		return app.StartupError(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()

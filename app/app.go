@@ -3,6 +3,7 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime/debug"
 
@@ -33,7 +34,7 @@ func Options(cfg *config.Config, extra ...fx.Option) []fx.Option {
 func Serve(cfg *config.Config, extra ...fx.Option) error {
 	a := fx.New(Options(cfg, extra...)...)
 	if err := a.Err(); err != nil {
-		return err
+		return StartupError(err)
 	}
 	startCtx, cancel := context.WithTimeout(context.Background(), a.StartTimeout())
 	defer cancel()
@@ -50,4 +51,15 @@ func Serve(cfg *config.Config, extra ...fx.Option) error {
 		return fmt.Errorf("stopped with exit code %d", sig.ExitCode)
 	}
 	return nil
+}
+
+// StartupError is err, the failure to build the application, as the one line to print: a setting
+// a provider refused (a rate, the Redis URL) is its *config.ValidationError alone ("configuration
+// Redis:Url: …"), like the settings Load checks, without fx's chain of constructors in front of it.
+func StartupError(err error) error {
+	var ve *config.ValidationError
+	if errors.As(err, &ve) {
+		return ve
+	}
+	return err
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -115,8 +116,11 @@ func newMigrator(in migratorIn) (*db.Migrator, error) { return db.NewMigrator(in
 
 func openRedis(lc fx.Lifecycle, cfg *config.Config) (*redis.Client, error) {
 	c, err := redisx.Open(cfg.Redis.Url)
-	if err != nil || c == nil {
-		return c, err
+	if err != nil {
+		return nil, &config.ValidationError{Key: "Redis:Url", Reason: strings.TrimPrefix(err.Error(), "Redis:Url ")}
+	}
+	if c == nil {
+		return nil, nil
 	}
 	lc.Append(fx.StopHook(c.Close))
 	return c, nil
@@ -125,11 +129,22 @@ func openRedis(lc fx.Lifecycle, cfg *config.Config) (*redis.Client, error) {
 func newLimiter(cfg *config.Config, rc *redis.Client, log *slog.Logger) (*ratelimit.Limiter, error) {
 	rates := map[string]string{}
 	for name, v := range cfg.RateLimit {
-		canonical := name
+		canonical := ""
 		for def := range ratelimit.DefaultRates {
 			if strings.EqualFold(def, name) {
 				canonical = def
 			}
+		}
+		if canonical == "" {
+			// A typo (RateLimit__Logins) would otherwise do nothing while the limit meant keeps
+			// its default.
+			names := make([]string, 0, len(ratelimit.DefaultRates))
+			for def := range ratelimit.DefaultRates {
+				names = append(names, def)
+			}
+			sort.Strings(names)
+			return nil, &config.ValidationError{Key: "RateLimit:" + name,
+				Reason: "names no rate limit; the limits are " + strings.Join(names, ", ")}
 		}
 		rates[canonical] = v
 	}

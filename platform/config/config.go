@@ -6,6 +6,7 @@ package config
 import (
 	"encoding/base64"
 	"fmt"
+	"log/slog"
 	"net/netip"
 	"net/url"
 	"strings"
@@ -239,16 +240,48 @@ func (c *Config) IsDevelopment() bool {
 func (c *Config) AllowedOrigins() []string {
 	var out []string
 	for _, o := range c.Frontend.Origins {
-		if o = strings.TrimRight(strings.TrimSpace(o), "/"); o != "" {
+		if o = Origin(o); o != "" {
 			out = append(out, o)
 		}
 	}
 	if len(out) == 0 && c.Frontend.BaseUrl != "" {
 		if u, err := url.Parse(c.Frontend.BaseUrl); err == nil && u.Host != "" {
-			out = append(out, u.Scheme+"://"+u.Host)
+			if o := Origin(u.Scheme + "://" + u.Host); o != "" {
+				out = append(out, o)
+			}
 		}
 	}
 	return out
+}
+
+// Origin is s as a browser sends it in an Origin header (RFC 6454: scheme and host lower-cased,
+// the scheme's default port left out; a trailing "/" is tolerated), or "" when s is not the
+// origin of an http or https URL (a path, a query, user info, a wildcard).
+func Origin(s string) string {
+	s = strings.TrimRight(strings.TrimSpace(s), "/")
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") ||
+		u.Host == "" || u.User != nil || u.Path != "" || u.RawQuery != "" || u.ForceQuery || u.Fragment != "" ||
+		strings.Contains(u.Host, "*") {
+		return ""
+	}
+	scheme, host, port := u.Scheme, strings.ToLower(u.Hostname()), u.Port() // url.Parse lower-cases the scheme
+	if (scheme == "http" && port == "80") || (scheme == "https" && port == "443") {
+		port = ""
+	}
+	if strings.Contains(host, ":") {
+		host = "[" + host + "]"
+	}
+	if port != "" {
+		host += ":" + port
+	}
+	return scheme + "://" + host
+}
+
+// absoluteURL reports whether s is an absolute http or https URL with a host.
+func absoluteURL(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && u.Host != "" && (u.Scheme == "http" || u.Scheme == "https")
 }
 
 // ValidationError names the configuration key that stops the process.
@@ -320,6 +353,20 @@ func (c *Config) Validate() error {
 	if c.Databases.DefaultMaxSpaceBytes <= 0 {
 		return &ValidationError{"Databases:DefaultMaxSpaceBytes", "must be positive"}
 	}
+	// 0 does not mean "no limit": the AI client gives up at once (every call a 502 upstream_timeout), and
+	// the cell's client would wait for ever, holding a finisher's row transaction.
+	if c.Ai.TimeoutSeconds < 1 {
+		return &ValidationError{"Ai:TimeoutSeconds", "must be at least 1 (seconds)"}
+	}
+	if c.WfautoProvisioning.TimeoutSeconds < 1 {
+		return &ValidationError{"WfautoProvisioning:TimeoutSeconds", "must be at least 1 (seconds)"}
+	}
+	if c.Log.Level != "" {
+		var level slog.Level
+		if err := level.UnmarshalText([]byte(c.Log.Level)); err != nil {
+			return &ValidationError{"Log:Level", "must be debug, info, warn or error"}
+		}
+	}
 	if c.Dns.RecordTtl != 1 && (c.Dns.RecordTtl < 60 || c.Dns.RecordTtl > 86400) {
 		return &ValidationError{"Dns:RecordTtl", "must be 1 (automatic) or between 60 and 86400"}
 	}
@@ -329,13 +376,39 @@ func (c *Config) Validate() error {
 	if c.Dns.DefaultContent != "" && !ValidRecordIPv4(c.Dns.DefaultContent) {
 		return &ValidationError{"Dns:DefaultContent", "must be empty or an IPv4 address a record may point at (not 0.0.0.0/8, loopback, link-local, multicast or 240.0.0.0/4)"}
 	}
-	if _, err := url.Parse(c.Server.PublicUrl); err != nil || c.Server.PublicUrl == "" {
-		return &ValidationError{"Server:PublicUrl", "must be an absolute URL"}
+	if !absoluteURL(c.Server.PublicUrl) {
+		return &ValidationError{"Server:PublicUrl", "must be an absolute http or https URL, e.g. https://api.example.com"}
 	}
-	if _, err := url.Parse(c.Frontend.BaseUrl); err != nil || c.Frontend.BaseUrl == "" {
-		return &ValidationError{"Frontend:BaseUrl", "must be an absolute URL"}
+	if !absoluteURL(c.Frontend.BaseUrl) {
+		return &ValidationError{"Frontend:BaseUrl", "must be an absolute http or https URL, e.g. https://app.example.com"}
+	}
+	for i, o := range c.Frontend.Origins {
+		if strings.TrimSpace(o) != "" && Origin(o) == "" {
+			return &ValidationError{fmt.Sprintf("Frontend:Origins:%d", i), "must be an origin, scheme and host (and port) only, " +
+				"e.g. https://app.example.com; no path, and no wildcard: CORS answers allow credentials, so each origin is listed"}
+		}
+	}
+	for i, p := range c.Server.TrustedProxies {
+		if !validProxy(p) {
+			return &ValidationError{fmt.Sprintf("Server:TrustedProxies:%d", i), "must be an IP address or a CIDR prefix, e.g. 10.0.0.0/8"}
+		}
 	}
 	return nil
+}
+
+// validProxy reports whether s is an IP address or a CIDR prefix (or empty: ignored), as
+// httpx.ParseTrustedProxies reads them.
+func validProxy(s string) bool {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return true
+	}
+	if strings.Contains(s, "/") {
+		_, err := netip.ParsePrefix(s)
+		return err == nil
+	}
+	_, err := netip.ParseAddr(s)
+	return err == nil
 }
 
 // weakSecret flags obvious placeholders.

@@ -106,6 +106,18 @@ func TestValidationNamesTheKey(t *testing.T) {
 		{"dns default content not an address", append(required(), "Dns__DefaultContent=example.com"), "Dns:DefaultContent"},
 		{"dns default content loopback", append(required(), "Dns__DefaultContent=127.0.0.1"), "Dns:DefaultContent"},
 		{"bad port", append(required(), "Server__Port=70000"), "Server:Port"},
+		{"public url without a scheme", append(required(), "Server__PublicUrl=localhost:5133"), "Server:PublicUrl"},
+		{"public url relative", append(required(), "Server__PublicUrl=api.example.com"), "Server:PublicUrl"},
+		{"frontend base url without a scheme", append(required(), "Frontend__BaseUrl=app.example.com"), "Frontend:BaseUrl"},
+		{"frontend base url not http", append(required(), "Frontend__BaseUrl=ftp://app.example.com"), "Frontend:BaseUrl"},
+		{"origin wildcard", append(required(), "Frontend__Origins__0=*"), "Frontend:Origins:0"},
+		{"origin with a path", append(required(), "Frontend__Origins__0=https://a.example.com", "Frontend__Origins__1=https://b.example.com/app"), "Frontend:Origins:1"},
+		{"origin without a scheme", append(required(), "Frontend__Origins__0=app.example.com"), "Frontend:Origins:0"},
+		{"trusted proxy not an address", append(required(), "Server__TrustedProxies__0=10.0.0.300"), "Server:TrustedProxies:0"},
+		{"trusted proxy prefix not a prefix", append(required(), "Server__TrustedProxies__0=10.0.0.1", "Server__TrustedProxies__1=10.0.0.0/33"), "Server:TrustedProxies:1"},
+		{"ai timeout zero", append(required(), "Ai__TimeoutSeconds=0"), "Ai:TimeoutSeconds"},
+		{"wfauto timeout negative", append(required(), "WfautoProvisioning__TimeoutSeconds=-1"), "WfautoProvisioning:TimeoutSeconds"},
+		{"log level not a level", append(required(), "Log__Level=verbose"), "Log:Level"},
 		{"admin email with a display name", append(required(), "Bootstrap__AdminEmail=Admin <admin@example.com>"), "Bootstrap:AdminEmail"},
 		{"admin email with a quoted local part", append(required(), `Bootstrap__AdminEmail="admin"@example.com`), "Bootstrap:AdminEmail"},
 		{"admin password of 129 characters", append(required(), "Bootstrap__AdminEmail=admin@example.com",
@@ -230,4 +242,17 @@ func TestBootstrapAdminPasswordCountsCharacters(t *testing.T) {
 			"Bootstrap__AdminPassword="+pw)})
 		assert.NoError(t, err, name)
 	}
+}
+
+// TestOriginsAreServedAsBrowsersSendThem: a browser sends Origin lower-cased and without the
+// scheme's default port, and CORS compares it exactly: an origin configured as
+// https://App.Example.com:443/ is the one https://app.example.com sends.
+func TestOriginsAreServedAsBrowsersSendThem(t *testing.T) {
+	cfg, err := config.Load(config.Source{File: "/dev/null", Env: append(required(),
+		"Frontend__Origins__0=https://App.Example.com:443/", "Frontend__Origins__1=http://localhost:5173")})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"https://app.example.com", "http://localhost:5173"}, cfg.AllowedOrigins())
+	cfg, err = config.Load(config.Source{File: "/dev/null", Env: append(required(), "Frontend__BaseUrl=HTTP://LocalHost:80/app")})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"http://localhost"}, cfg.AllowedOrigins())
 }

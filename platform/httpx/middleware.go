@@ -16,6 +16,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/valyala/fasthttp"
 )
 
 type ctxKey string
@@ -91,10 +92,7 @@ func (v *requestValues) Value(key any) any {
 // path or query holds a NUL character (%00) is refused here, for every route.
 func requestContext(trusted []netip.Prefix) fiber.Handler {
 	return func(c *fiber.Ctx) error {
-		id := c.Get(fiber.HeaderXRequestID)
-		if id == "" || len(id) > 128 || strings.ContainsFunc(id, func(r rune) bool { return r < 0x21 || r > 0x7e }) {
-			id = newRequestID()
-		}
+		id := requestID(c)
 		c.Set(fiber.HeaderXRequestID, id)
 		ip := clientIP(c, trusted)
 		ua := c.Get(fiber.HeaderUserAgent)
@@ -113,6 +111,23 @@ func requestContext(trusted []netip.Prefix) fiber.Handler {
 	}
 }
 
+// requestID is the request's X-Request-Id when it is one (1 to 128 visible ASCII characters),
+// else a new one.
+func requestID(c *fiber.Ctx) string {
+	id := c.Get(fiber.HeaderXRequestID)
+	if id == "" || len(id) > 128 || strings.ContainsFunc(id, func(r rune) bool { return r < 0x21 || r > 0x7e }) {
+		id = newRequestID()
+	}
+	return id
+}
+
+// setStaticHeaders sets the headers of responseHeaders that every answer carries.
+func setStaticHeaders(h *fasthttp.ResponseHeader) {
+	h.Set(fiber.HeaderCacheControl, "no-store")
+	h.Set(fiber.HeaderXContentTypeOptions, "nosniff")
+	h.Set(fiber.HeaderReferrerPolicy, "no-referrer")
+}
+
 // responseHeaders sets the headers every answer carries, before the route runs so a route may
 // override them: Cache-Control: no-store (answers carry tokens, passwords and keys, and none may be
 // kept by a browser or a proxy; the docs assets set their own max-age), X-Content-Type-Options:
@@ -120,10 +135,7 @@ func requestContext(trusted []netip.Prefix) fiber.Handler {
 // request's Content-Type in canonical form (RFC 9110: type, subtype and parameter names are
 // case-insensitive), so Application/JSON; Charset=UTF-8 is JSON like application/json.
 func responseHeaders(c *fiber.Ctx) error {
-	h := &c.Response().Header
-	h.Set(fiber.HeaderCacheControl, "no-store")
-	h.Set(fiber.HeaderXContentTypeOptions, "nosniff")
-	h.Set(fiber.HeaderReferrerPolicy, "no-referrer")
+	setStaticHeaders(&c.Response().Header)
 	if ct := c.Get(fiber.HeaderContentType); ct != "" && ct != fiber.MIMEApplicationJSON && ct != fiber.MIMEApplicationJSONCharsetUTF8 {
 		// (The two usual forms are canonical already: no parsing on the hot path.)
 		if mt, params, err := mime.ParseMediaType(ct); err == nil {

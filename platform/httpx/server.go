@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -19,6 +20,7 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/gofiber/fiber/v2"
 	"github.com/gofiber/fiber/v2/middleware/cors"
+	"github.com/valyala/fasthttp"
 )
 
 // BodyLimit is the largest request body accepted.
@@ -44,11 +46,14 @@ type Server struct {
 	API *API
 	log *slog.Logger
 
-	once     sync.Once
-	patterns []routePattern
-	addr     net.Addr
-	ln       *serverListener
-	linger   lingerBounds
+	metrics *Metrics
+	// allowOrigin reports whether CORS grants an Origin (Frontend:Origins).
+	allowOrigin func(string) bool
+	once        sync.Once
+	patterns    []routePattern
+	addr        net.Addr
+	ln          *serverListener
+	linger      lingerBounds
 }
 
 // Addr is the bound listener address once Listen returned.
@@ -68,7 +73,7 @@ func NewServer(o ServerOptions) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{log: o.Logger, linger: defaultLinger}
+	s := &Server{log: o.Logger, linger: defaultLinger, metrics: o.Metrics}
 	app := fiber.New(fiber.Config{
 		AppName:               o.Title,
 		BodyLimit:             BodyLimit,
@@ -88,18 +93,28 @@ func NewServer(o ServerOptions) (*Server, error) {
 		IdleTimeout: 2 * time.Minute,
 	})
 	s.App = app
+	// Fiber answers a method it does not know (PROPFIND, MKCOL, any token) itself, 400 text/plain
+	// "Invalid http method", before any middleware: route those here instead.
+	routed := app.Server().Handler
+	app.Server().Handler = func(rc *fasthttp.RequestCtx) {
+		if knownMethod(rc.Method()) {
+			routed(rc)
+			return
+		}
+		s.unknownMethod(rc)
+	}
 	app.Use(requestContext(trusted))
 	app.Use(responseHeaders)
 	app.Use(accessLog(o.Logger, o.Metrics, s.errorHandler))
 	app.Use(recoverer(o.Logger))
+	s.allowOrigin = originMatcher(o.Origins)
 	app.Use(cors.New(cors.Config{
-		AllowOriginsFunc: originMatcher(o.Origins),
+		AllowOriginsFunc: s.allowOrigin,
 		AllowMethods:     "GET,POST,PUT,DELETE,OPTIONS",
 		// Empty: a preflight from an allowed origin gets the headers it asks for. The OpenAI SDKs
 		// send their own (x-stainless-os, x-stainless-retry-count, …), which a fixed list refused.
-		AllowHeaders: "",
-		ExposeHeaders: "X-Request-Id,X-RateLimit-Limit,X-RateLimit-Remaining,X-RateLimit-Reset," +
-			"RateLimit,RateLimit-Policy,Retry-After",
+		AllowHeaders:     "",
+		ExposeHeaders:    exposeHeaders,
 		AllowCredentials: true,
 		MaxAge:           600,
 	}))
@@ -115,6 +130,10 @@ func NewServer(o ServerOptions) (*Server, error) {
 	return s, nil
 }
 
+// exposeHeaders are the response headers a page of an allowed origin may read.
+const exposeHeaders = "X-Request-Id,X-RateLimit-Limit,X-RateLimit-Remaining,X-RateLimit-Reset," +
+	"RateLimit,RateLimit-Policy,Retry-After"
+
 func originMatcher(origins []string) func(string) bool {
 	set := map[string]bool{}
 	for _, o := range origins {
@@ -123,15 +142,47 @@ func originMatcher(origins []string) func(string) bool {
 	return func(origin string) bool { return set[origin] }
 }
 
+// unrouted is the answer to a request no route takes: 405 with Allow when another method is
+// routed on its path, else 404.
+func (s *Server) unrouted(c *fiber.Ctx) error {
+	if allowed := s.allowedMethods(c.Path()); len(allowed) > 0 {
+		c.Set(fiber.HeaderAllow, strings.Join(allowed, ", "))
+		return NewError(http.StatusMethodNotAllowed, fmt.Sprintf("Method %s is not allowed on %s", c.Method(), c.Path()))
+	}
+	return NewError(http.StatusNotFound, "No route matches "+c.Method()+" "+c.Path())
+}
+
+// knownMethod reports whether Fiber routes method (fiber.DefaultMethods, its RequestMethods).
+func knownMethod(method []byte) bool {
+	for _, m := range fiber.DefaultMethods {
+		if string(method) == m {
+			return true
+		}
+	}
+	return false
+}
+
+// unknownMethod answers a request whose method Fiber does not know as unrouted answers a known
+// one no route takes (TRACE): 405 with Allow, or 404, in the envelope, with the request id and
+// the headers every answer carries. No route or middleware runs: there is nothing to limit.
+func (s *Server) unknownMethod(rc *fasthttp.RequestCtx) {
+	c := s.App.AcquireCtx(rc)
+	defer s.App.ReleaseCtx(c)
+	setStaticHeaders(&c.Response().Header)
+	id := requestID(c)
+	c.Set(fiber.HeaderXRequestID, id)
+	c.Locals(requestIDKey, id)
+	if err := s.errorHandler(c, s.unrouted(c)); err != nil {
+		c.Status(fiber.StatusInternalServerError)
+	}
+	if s.metrics != nil {
+		s.metrics.requests.WithLabelValues("other", "unmatched", strconv.Itoa(c.Response().StatusCode())).Inc()
+	}
+}
+
 // Finish adds the fallback handler (404 or 405 in the envelope) after every route is registered.
 func (s *Server) Finish() {
-	s.App.Use(func(c *fiber.Ctx) error {
-		if allowed := s.allowedMethods(c.Path()); len(allowed) > 0 {
-			c.Set(fiber.HeaderAllow, strings.Join(allowed, ", "))
-			return NewError(http.StatusMethodNotAllowed, fmt.Sprintf("Method %s is not allowed on %s", c.Method(), c.Path()))
-		}
-		return NewError(http.StatusNotFound, "No route matches "+c.Method()+" "+c.Path())
-	})
+	s.App.Use(s.unrouted)
 	// Validation failures are answered 400, never 422: keep the document true to that. Every tag
 	// used is declared globally, and every operation has a description.
 	doc := s.API.OpenAPI()
@@ -303,8 +354,19 @@ func (s *Server) errorHandler(c *fiber.Ctx, err error) error {
 	for k, v := range out.headers {
 		c.Set(k, v)
 	}
-	if c.Locals(requestIDKey) == nil { // rejected before the middleware ran (body too large)
+	if c.Locals(requestIDKey) == nil {
+		// Refused by fasthttp before any middleware ran (a body announced over the limit, headers
+		// too large, a malformed request): the headers every answer carries are still due.
+		// An allowed origin is granted the answer as the CORS middleware grants every other one,
+		// so a page that sent too large a body reads the 413 instead of a CORS failure.
+		setStaticHeaders(&c.Response().Header)
 		c.Set(fiber.HeaderXRequestID, newRequestID())
+		c.Vary(fiber.HeaderOrigin)
+		if origin := c.Get(fiber.HeaderOrigin); origin != "" && s.allowOrigin != nil && s.allowOrigin(origin) {
+			c.Set(fiber.HeaderAccessControlAllowOrigin, origin)
+			c.Set(fiber.HeaderAccessControlAllowCredentials, "true")
+			c.Set(fiber.HeaderAccessControlExposeHeaders, exposeHeaders)
+		}
 	}
 	if w := s.API.errorWriterFor(c.Path()); w != nil {
 		return w(c, out)

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -743,5 +744,89 @@ func TestAQueryParameterIsGivenOnce(t *testing.T) {
 	for _, q := range []string{"page=2", "page=2&pageSize=5", "page=2&other=1&other=2"} {
 		res, _, raw := call(t, "GET", base+"/api/widgets?"+q, "", nil)
 		assert.Equal(t, 200, res.StatusCode, "%s: %s", q, raw)
+	}
+}
+
+// TestUnknownMethodIsAnsweredInTheEnvelope: a method Fiber does not know (PROPFIND, MKCOL, any
+// other token) was answered by Fiber itself, 400 text/plain "Invalid http method", past every
+// middleware: no envelope, no request id, no security headers. It is now answered like a known
+// method no route takes (TRACE): 405 with Allow on a route's path, 404 elsewhere, in the envelope.
+func TestUnknownMethodIsAnsweredInTheEnvelope(t *testing.T) {
+	base := newServer(t)
+	for _, c := range []struct {
+		method, path string
+		status       int
+		allow        string
+	}{
+		{"PROPFIND", "/api/widgets/1", 405, "DELETE, GET, HEAD"},
+		{"MKCOL", "/api/widgets", 405, "GET, HEAD, POST"},
+		{"FOO", "/api/nowhere", 404, ""},
+		{"TRACE", "/api/widgets/1", 405, "DELETE, GET, HEAD"}, // known to Fiber: the same answer
+	} {
+		res, env, raw := call(t, c.method, base+c.path, "", map[string]string{"X-Request-Id": "probe-1"})
+		assert.Equal(t, c.status, res.StatusCode, "%s %s: %s", c.method, c.path, raw)
+		assert.Equal(t, c.allow, res.Header.Get("Allow"), "%s %s", c.method, c.path)
+		assert.False(t, env.Success, "%s %s", c.method, c.path)
+		assert.Contains(t, env.Message, c.method, "%s %s", c.method, c.path)
+		assert.Equal(t, "application/json", res.Header.Get("Content-Type"), "%s %s", c.method, c.path)
+		assert.Equal(t, "probe-1", res.Header.Get("X-Request-Id"), "%s %s", c.method, c.path)
+		assert.Equal(t, "no-store", res.Header.Get("Cache-Control"), "%s %s", c.method, c.path)
+		assert.Equal(t, "nosniff", res.Header.Get("X-Content-Type-Options"), "%s %s", c.method, c.path)
+	}
+}
+
+// TestAnswersBeforeRoutingForbidCachingAndSniffing: what fasthttp refuses before any middleware
+// runs (a body announced over 1 MiB, headers too large, a malformed request line) is answered
+// through the error handler, which left out the headers every answer carries.
+func TestAnswersBeforeRoutingForbidCachingAndSniffing(t *testing.T) {
+	base := newServer(t)
+	for name, req := range map[string]string{
+		"413": "POST /api/widgets HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 2097152\r\n\r\n{",
+		"431": "GET /api/widgets HTTP/1.1\r\nHost: x\r\nX-Big: " + strings.Repeat("a", 20000) + "\r\n\r\n",
+		"400": "GET /api/widgets?q=a b c HTTP/1.1\r\nHost: x\r\n\r\n",
+	} {
+		conn, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
+		require.NoError(t, err)
+		_, err = io.WriteString(conn, req)
+		require.NoError(t, err)
+		res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		require.NoError(t, err, name)
+		raw, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		conn.Close()
+		assert.Equal(t, name, strconv.Itoa(res.StatusCode), "%s", raw)
+		assert.Contains(t, string(raw), `"success":false`, name)
+		assert.NotEmpty(t, res.Header.Get("X-Request-Id"), name)
+		assert.Equal(t, "no-store", res.Header.Get("Cache-Control"), name)
+		assert.Equal(t, "nosniff", res.Header.Get("X-Content-Type-Options"), name)
+		assert.Equal(t, "no-referrer", res.Header.Get("Referrer-Policy"), name)
+	}
+}
+
+// TestBodyOverOneMiBFromAnAllowedOrigin: the 413 fasthttp answers before any middleware ran had
+// no CORS grant, so a page of Frontend:Origins that sent too large a body saw a CORS failure
+// instead of the 413. An origin not allowed still gets no grant.
+func TestBodyOverOneMiBFromAnAllowedOrigin(t *testing.T) {
+	base := newServer(t)
+	for origin, granted := range map[string]bool{"https://app.example.com": true, "https://evil.example.com": false} {
+		conn, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
+		require.NoError(t, err)
+		_, err = fmt.Fprintf(conn, "POST /api/widgets HTTP/1.1\r\nHost: x\r\nOrigin: %s\r\nContent-Type: application/json\r\n"+
+			"Content-Length: %d\r\n\r\n{", origin, 2<<20)
+		require.NoError(t, err)
+		res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		require.NoError(t, err)
+		res.Body.Close()
+		conn.Close()
+		assert.Equal(t, http.StatusRequestEntityTooLarge, res.StatusCode)
+		assert.Contains(t, res.Header.Values("Vary"), "Origin", origin)
+		if granted {
+			assert.Equal(t, origin, res.Header.Get("Access-Control-Allow-Origin"))
+			assert.Equal(t, "true", res.Header.Get("Access-Control-Allow-Credentials"))
+			assert.Contains(t, res.Header.Get("Access-Control-Expose-Headers"), "X-Request-Id")
+		} else {
+			assert.Empty(t, res.Header.Get("Access-Control-Allow-Origin"), origin)
+			assert.Empty(t, res.Header.Get("Access-Control-Allow-Credentials"), origin)
+		}
 	}
 }
