@@ -59,7 +59,8 @@ import (
 	"provisioner/platform/httpx"
 )
 
-// DefaultRates are the limits of CONTRACT §1; configuration overrides any and may add names.
+// DefaultRates are the limits of CONTRACT §1; configuration overrides any of them (a RateLimit key
+// naming none stops the service: app refuses it). Options.Rates may add names (tests, benchkit).
 var DefaultRates = map[string]string{
 	"PerIp":          "300-M",
 	"PerUser":        "600-M",
