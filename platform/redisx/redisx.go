@@ -6,6 +6,8 @@ package redisx
 import (
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 
@@ -16,6 +18,18 @@ import (
 // unencoded '/', '?' or '#' in the password that is the password.
 var errBadURL = errors.New("Redis:Url is not a valid redis:// or rediss:// URL " +
 	"(redis://[user:password@]host:port/db; percent-encode special characters in the password)")
+
+// go-redis logs some failures itself (a dial that failed all its attempts, a pool hook's error)
+// through a package-wide logger that writes plain "redis: …" lines to stderr; the service's logs are
+// JSON, so those lines go through slog's default logger (set by the app) as WARN records instead.
+func init() { redis.SetLogger(slogLogger{}) }
+
+type slogLogger struct{}
+
+func (slogLogger) Printf(ctx context.Context, format string, v ...any) {
+	msg := strings.TrimPrefix(fmt.Sprintf(format, v...), "redis: ")
+	slog.Default().WarnContext(ctx, "redis client: "+msg)
+}
 
 // Open returns nil for an empty url.
 func Open(url string) (*redis.Client, error) {
