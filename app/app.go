@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"runtime/debug"
 
+	"go.uber.org/dig"
 	"go.uber.org/fx"
 	"go.uber.org/fx/fxevent"
 
@@ -55,11 +56,13 @@ func Serve(cfg *config.Config, extra ...fx.Option) error {
 
 // StartupError is err, the failure to build the application, as the one line to print: a setting
 // a provider refused (a rate, the Redis URL) is its *config.ValidationError alone ("configuration
-// Redis:Url: …"), like the settings Load checks, without fx's chain of constructors in front of it.
+// Redis:Url: …"), like the settings Load checks, and any other failure is the error the failing
+// constructor returned ("connect to control database …: connection refused"), without fx's chain of
+// constructors in front of it (dig.RootCause).
 func StartupError(err error) error {
 	var ve *config.ValidationError
 	if errors.As(err, &ve) {
 		return ve
 	}
-	return err
+	return dig.RootCause(err)
 }

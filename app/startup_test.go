@@ -76,3 +76,17 @@ func TestUnknownRateLimitNameIsRefused(t *testing.T) {
 	a = fx.New(app.Options(cfg)...)
 	require.NoError(t, a.Err(), "names match case-insensitively")
 }
+
+// TestServeNamesAFailedDependencyInOneClearLine: a constructor's failure (the control database
+// unreachable) is printed as that constructor's own error, not behind fx's chain of "could not
+// build arguments for function …" (about 400 characters of wiring before the cause).
+func TestServeNamesAFailedDependencyInOneClearLine(t *testing.T) {
+	cfg := apptest.TestConfig(t)
+	cfg.ConnectionStrings.Control = "postgres://postgres:not-shown@127.0.0.1:1/x?sslmode=disable&connect_timeout=2"
+	err := app.Serve(cfg)
+	require.Error(t, err)
+	msg := err.Error()
+	assert.True(t, strings.HasPrefix(msg, "connect to control database "), msg)
+	assert.NotContains(t, msg, "could not build", msg)
+	assert.NotContains(t, msg, "not-shown", "the password is masked")
+}
