@@ -131,7 +131,7 @@ func (s *AuditEvents) Create(ctx context.Context, in NoteInput) (*audit.Event, e
 				return httpx.BadRequest("Validation failed", httpx.FieldError{Field: "userId", Message: "names no user"})
 			}
 		}
-		stored, err = s.audit.Stored(ctx, tx, e)
+		stored, err = s.audit.StoredNote(ctx, tx, e)
 		return err
 	})
 	if err != nil {

@@ -60,7 +60,26 @@ func (r *Recorder) RecordTx(ctx context.Context, tx bun.IDB, e Event) error {
 }
 
 // Stored is RecordTx returning the event as stored (with its id and the fields filled from ctx).
+// It stores the service's own events only: an action outside SystemNamespaces is refused (an
+// error naming it), so a module that records a namespace it did not add there fails its first
+// test instead of leaving its events open to imitation by an Admin's note (StoredNote).
 func (r *Recorder) Stored(ctx context.Context, tx bun.IDB, e Event) (Event, error) {
+	if !Reserved(e.Action) {
+		return e, fmt.Errorf("record audit event %q: its namespace is not in audit.SystemNamespaces; add it there", e.Action)
+	}
+	return r.store(ctx, tx, e)
+}
+
+// StoredNote stores an event an Admin writes by hand (a note): its action must not be in
+// SystemNamespaces (see Reserved), so it cannot pass for one the service recorded.
+func (r *Recorder) StoredNote(ctx context.Context, tx bun.IDB, e Event) (Event, error) {
+	if Reserved(e.Action) {
+		return e, fmt.Errorf("record note %q: the action %s", e.Action, ReservedMessage())
+	}
+	return r.store(ctx, tx, e)
+}
+
+func (r *Recorder) store(ctx context.Context, tx bun.IDB, e Event) (Event, error) {
 	if e.ActorUserID == nil {
 		if p := authn.FromContext(ctx); p != nil {
 			id := p.UserID

@@ -55,7 +55,7 @@ func TestDetailsRoundTrip(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			stored, err := r.Stored(ctx, bdb, audit.Event{Action: "test.details", TargetType: "test", TargetID: "x\x00y",
+			stored, err := r.StoredNote(ctx, bdb, audit.Event{Action: "test.details", TargetType: "test", TargetID: "x\x00y",
 				Details: map[string]any{"value": tc.in, `key with \u0000 and "quotes"`: 1, "nul\x00key": true}})
 			require.NoError(t, err)
 			require.NotZero(t, stored.ID)
@@ -71,7 +71,7 @@ func TestDetailsRoundTrip(t *testing.T) {
 func TestNilDetailsStoreAnEmptyObject(t *testing.T) {
 	r, bdb, load := recorder(t)
 	ctx := context.Background()
-	stored, err := r.Stored(ctx, bdb, audit.Event{Action: "test.empty", TargetType: "test"})
+	stored, err := r.StoredNote(ctx, bdb, audit.Event{Action: "test.empty", TargetType: "test"})
 	require.NoError(t, err)
 	assert.Equal(t, map[string]any{}, load(stored.ID).Details)
 }
@@ -79,7 +79,7 @@ func TestNilDetailsStoreAnEmptyObject(t *testing.T) {
 func TestAmendKeepsDetailsAsStored(t *testing.T) {
 	r, bdb, load := recorder(t)
 	ctx := context.Background()
-	e, err := r.Stored(ctx, bdb, audit.Event{Action: "test.note", TargetType: "test", Details: map[string]any{"a": 1}})
+	e, err := r.StoredNote(ctx, bdb, audit.Event{Action: "test.note", TargetType: "test", Details: map[string]any{"a": 1}})
 	require.NoError(t, err)
 	e.Action = "test.note\x00amended"
 	e.Details = map[string]any{"note": `"x\u0000"@example.com`, "nul": "a\x00b"}
@@ -88,4 +88,32 @@ func TestAmendKeepsDetailsAsStored(t *testing.T) {
 	assert.Equal(t, "test.note\uFFFDamended", got.Action)
 	assert.Equal(t, map[string]any{"note": `"x\u0000"@example.com`, "nul": "a\uFFFDb"}, got.Details)
 	assert.Equal(t, got.Details, e.Details)
+}
+
+// The service's own events live in SystemNamespaces and an Admin's notes outside them: the
+// Recorder refuses to store either on the wrong side, so a module that records a namespace it
+// did not reserve fails at once (its events could otherwise be imitated by a note), and a note can
+// never be stored as a service event. Nothing is stored by a refusal.
+func TestRecorderKeepsServiceEventsAndNotesApart(t *testing.T) {
+	r, bdb, _ := recorder(t)
+	ctx := context.Background()
+	count := func() (n int) {
+		require.NoError(t, bdb.NewSelect().Table("audit_events").ColumnExpr("count(*)").Scan(ctx, &n))
+		return n
+	}
+	before := count()
+
+	_, err := r.Stored(ctx, bdb, audit.Event{Action: "notes.created", TargetType: "note"})
+	require.Error(t, err, "a service event outside SystemNamespaces")
+	assert.Contains(t, err.Error(), "audit.SystemNamespaces")
+	require.Error(t, r.Record(ctx, audit.Event{Action: "Notes.Created", TargetType: "note"}), "Record goes the same way")
+	_, err = r.StoredNote(ctx, bdb, audit.Event{Action: "DNS.created", TargetType: "dnsRecord"})
+	require.Error(t, err, "a note in a service namespace, in any case")
+	assert.Equal(t, before, count(), "nothing stored")
+
+	_, err = r.Stored(ctx, bdb, audit.Event{Action: "dns.created", TargetType: "dnsRecord"})
+	require.NoError(t, err)
+	_, err = r.StoredNote(ctx, bdb, audit.Event{Action: "note.manual", TargetType: "note"})
+	require.NoError(t, err)
+	assert.Equal(t, before+2, count())
 }

@@ -15,7 +15,8 @@ const (
 )
 
 // SystemNamespaces are the first segments of the actions the service records itself
-// (aikey.rotated, user.deleted, …). A module that records a new namespace adds it here.
+// (aikey.rotated, user.deleted, …). A module that records a new namespace adds it here: the
+// Recorder refuses to store a service event outside them, and an Admin's note inside them.
 var SystemNamespaces = []string{"access_credential", "aikey", "audit", "database", "dns", "user", "wfauto"}
 
 // Reserved reports whether action is in one of SystemNamespaces (compared case-insensitively), so
