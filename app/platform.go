@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -153,6 +154,10 @@ func newLimiter(cfg *config.Config, rc *redis.Client, log *slog.Logger) (*rateli
 		opts.Redis = rc
 	}
 	l, err := ratelimit.New(opts)
+	var re *ratelimit.RateError
+	if errors.As(err, &re) {
+		return nil, &config.ValidationError{Key: "RateLimit:" + re.Name, Reason: re.Reason()}
+	}
 	if err != nil {
 		return nil, &config.ValidationError{Key: "RateLimit", Reason: err.Error()}
 	}

@@ -53,7 +53,8 @@ func TestServeNamesABadSettingInOneClearLine(t *testing.T) {
 		require.ErrorAs(t, err, &ve, key)
 		msg := err.Error()
 		assert.True(t, strings.HasPrefix(msg, "configuration "), "%s: %s", key, msg)
-		assert.Contains(t, msg, key)
+		assert.Equal(t, 1, strings.Count(msg, "configuration "+key+": "), "%s named once, as the setting: %s", key, msg)
+		assert.NotContains(t, msg, "RateLimit:DnsOutbound", "the setting's name, not an internal one")
 		assert.NotContains(t, msg, "could not build", key)
 		assert.NotContains(t, msg, "\n", "one line")
 	}

@@ -7,6 +7,7 @@ package dns
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -59,6 +60,10 @@ func newClient(cfg *config.Config, rc *redis.Client, log *slog.Logger) (*cloudfl
 		opts.Redis = rc
 	}
 	budget, err := ratelimit.New(opts)
+	var re *ratelimit.RateError
+	if errors.As(err, &re) {
+		return nil, &config.ValidationError{Key: "Dns:OutboundRate", Reason: re.Reason()}
+	}
 	if err != nil {
 		return nil, &config.ValidationError{Key: "Dns:OutboundRate", Reason: err.Error()}
 	}

@@ -59,6 +59,16 @@ import (
 	"provisioner/platform/httpx"
 )
 
+// RateError is New's refusal of a configured rate: limit Name's Value is no rate.
+type RateError struct{ Name, Value string }
+
+// Reason is what is wrong with the value, for a message that names the setting itself.
+func (e *RateError) Reason() string {
+	return fmt.Sprintf("%q is not a rate like 10-M (N-S, N-M, N-H or N-D)", e.Value)
+}
+
+func (e *RateError) Error() string { return "RateLimit:" + e.Name + ": " + e.Reason() }
+
 // DefaultRates are the limits of CONTRACT §1; configuration overrides any of them (a RateLimit key
 // naming none stops the service: app refuses it). Options.Rates may add names (tests, benchkit).
 var DefaultRates = map[string]string{
@@ -250,7 +260,7 @@ func New(o Options) (*Limiter, error) {
 	for name, v := range merged {
 		r, err := limiter.NewRateFromFormatted(v)
 		if err != nil || r.Limit <= 0 {
-			return nil, fmt.Errorf("RateLimit:%s: %q is not a rate like 10-M (N-S, N-M, N-H or N-D)", name, v)
+			return nil, &RateError{Name: name, Value: v}
 		}
 		l.rates[name] = r
 	}
