@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -49,21 +48,14 @@ func TestAuditEventChangedWhileAmendedOrDeleted(t *testing.T) {
 		req.Token, req.SkipSync = admin, true
 		done := make(chan *apptest.Resp, 1)
 		go func() { done <- a.Do(req) }()
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			var waiting int
-			require.NoError(t, a.DB.QueryRowContext(ctx, "SELECT count(*) FROM pg_stat_activity "+
-				"WHERE datname = current_database() AND wait_event_type = 'Lock' AND query ILIKE '%audit_events%'").Scan(&waiting))
-			if waiting > 0 {
-				break
-			}
+		a.AwaitLockWaits(t, 1, "audit_events", func() string {
 			select {
 			case r := <-done:
-				t.Fatalf("the request did not wait for the other change: %d %s", r.Status, r.Raw)
-			case <-time.After(10 * time.Millisecond):
+				return fmt.Sprintf("the request did not wait for the other change: %d %s", r.Status, r.Raw)
+			default:
+				return ""
 			}
-			require.True(t, time.Now().Before(deadline), "the request never waited")
-		}
+		})
 		require.NoError(t, tx.Commit())
 		return <-done
 	}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -92,22 +91,15 @@ func TestAdminWriteInFlightWhenTheAdminIsDeletedOrDemoted(t *testing.T) {
 			go func() { done <- a.Do(req) }()
 
 			// The write waits on the caller's row, locked by the uncommitted change.
-			deadline := time.Now().Add(10 * time.Second)
-			for {
-				var waiting int
-				require.NoError(t, a.DB.QueryRowContext(ctx, "SELECT count(*) FROM pg_stat_activity "+
-					"WHERE datname = current_database() AND wait_event_type = 'Lock' AND query ILIKE '%FROM \"users\"%'").Scan(&waiting))
-				if waiting > 0 {
-					break
-				}
+			a.AwaitLockWaits(t, 1, `FROM "users"`, func() string {
 				select {
 				case r := <-done:
-					require.NoError(t, tx.Rollback())
-					t.Fatalf("the write did not wait for the change of its caller: %d %s", r.Status, r.Raw)
-				case <-time.After(10 * time.Millisecond):
+					_ = tx.Rollback()
+					return fmt.Sprintf("the write did not wait for the change of its caller: %d %s", r.Status, r.Raw)
+				default:
+					return ""
 				}
-				require.True(t, time.Now().Before(deadline), "the write never reached its transaction")
-			}
+			})
 			require.NoError(t, tx.Commit())
 
 			r := <-done

@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"sort"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -57,17 +56,7 @@ func TestAdminsEditingEachOtherAtOnce(t *testing.T) {
 				r.SkipSync = true
 				go func() { res <- a.Do(r).Status }()
 			}
-			deadline := time.Now().Add(10 * time.Second)
-			for {
-				var waiting int
-				require.NoError(t, a.DB.QueryRowContext(ctx, "SELECT count(*) FROM pg_stat_activity "+
-					"WHERE datname = current_database() AND wait_event_type = 'Lock'").Scan(&waiting))
-				if waiting >= 2 {
-					break
-				}
-				require.True(t, time.Now().Before(deadline), "the requests never waited")
-				time.Sleep(10 * time.Millisecond)
-			}
+			a.AwaitLockWaits(t, 2, "", nil)
 			require.NoError(t, tx.Commit())
 			got := []int{<-res, <-res}
 			sort.Ints(got)

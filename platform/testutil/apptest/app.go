@@ -302,3 +302,29 @@ func (a *App) Settle(d time.Duration) {
 		}
 	}
 }
+
+// AwaitLockWaits waits until at least n sessions of the app's database wait on a lock while running
+// a query holding substr ("" for any): requests a test parked behind a transaction it holds have
+// reached it. finished (may be nil) reports a request that answered instead of waiting, as the
+// message the test then fails with ("" while none has). The test fails after 10 s.
+func (a *App) AwaitLockWaits(t testing.TB, n int, substr string, finished func() string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var waiting int
+		require.NoError(t, a.DB.QueryRowContext(context.Background(), "SELECT count(*) FROM pg_stat_activity "+
+			"WHERE datname = current_database() AND wait_event_type = 'Lock' AND position(? in query) > 0", substr).Scan(&waiting))
+		if waiting >= n {
+			return
+		}
+		if finished != nil {
+			if msg := finished(); msg != "" {
+				t.Fatal(msg)
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d session(s) waiting on a lock after 10 s, want %d", waiting, n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
