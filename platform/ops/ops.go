@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
 	"github.com/uptrace/bun"
+	"golang.org/x/sync/singleflight"
 
 	"provisioner/platform/docs"
 	"provisioner/platform/httpx"
@@ -25,6 +26,7 @@ type Ops struct {
 	redis  *redis.Client
 	reg    *prometheus.Registry
 	server *httpx.Server
+	checks singleflight.Group
 }
 
 // New builds Ops; redis may be nil.
@@ -79,8 +81,17 @@ func (o *Ops) Register(api *httpx.API) {
 	docs.Register(o.server.App)
 }
 
-// Check pings every dependency.
+// Check pings every dependency. Calls at the same time share one round of pings (the first
+// caller's, which no caller's cancellation cuts short): /readyz is public and not rate limited, so
+// a flood of it must not take a control database connection per call from the API's pool.
 func (o *Ops) Check(ctx context.Context) Health {
+	v, _, _ := o.checks.Do("check", func() (any, error) {
+		return o.check(context.WithoutCancel(ctx)), nil
+	})
+	return v.(Health)
+}
+
+func (o *Ops) check(ctx context.Context) Health {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	h := Health{Status: "ok", Checks: &Checks{Database: "ok", Redis: "ok"}}
