@@ -542,9 +542,9 @@ func (l *Limiter) Check(ctx context.Context, name, key string) error {
 
 // Middleware counts the named limit with the key from keyFn (an empty key skips it). It records
 // the headers and, when the limit is reached, sets Retry-After (seconds until the window resets,
-// at least 1) and returns a 429 fiber.Error "Too many requests: rate limit <name> exceeded".
+// at least 1) and returns a 429 fiber.Error with LimitError's message ("Too many requests: rate
+// limit <name> exceeded; retry in N s"), as every other limit answers.
 func (l *Limiter) Middleware(name string, keyFn func(*fiber.Ctx) string) fiber.Handler {
-	msg := "Too many requests: rate limit " + name + " exceeded"
 	return func(c *fiber.Ctx) error {
 		key := keyFn(c)
 		if key == "" {
@@ -555,7 +555,7 @@ func (l *Limiter) Middleware(name string, keyFn func(*fiber.Ctx) string) fiber.H
 		var le *LimitError
 		if errors.As(err, &le) {
 			c.Set(fiber.HeaderRetryAfter, strconv.Itoa(retrySeconds(le.RetryAfter)))
-			return fiber.NewError(fiber.StatusTooManyRequests, msg)
+			return fiber.NewError(fiber.StatusTooManyRequests, le.Error())
 		}
 		if err != nil {
 			return err

@@ -431,7 +431,8 @@ func TestMiddlewareHeadersAnd429(t *testing.T) {
 		assert.True(t, ra >= 1 && ra <= 60, "Retry-After %q", h["Retry-After"])
 		assert.Equal(t, "0", h["X-RateLimit-Remaining"])
 		assert.Equal(t, "3", h["X-RateLimit-Limit"])
-		assert.Equal(t, "Too many requests: rate limit Test exceeded", body)
+		assert.Equal(t, "Too many requests: rate limit Test exceeded; retry in "+h["Retry-After"]+" s", body,
+			"the message gives the wait Retry-After gives, as every other limit's does")
 	}
 
 	status, h, _ := get(t, app, "/only-loose")
@@ -468,7 +469,7 @@ func TestMiddlewareThroughTheEnvelope(t *testing.T) {
 	}
 	require.NoError(t, json.Unmarshal([]byte(body), &env), body)
 	assert.False(t, env.Success)
-	assert.Equal(t, "Too many requests: rate limit Test exceeded", env.Message)
+	assert.Equal(t, "Too many requests: rate limit Test exceeded; retry in "+h["Retry-After"]+" s", env.Message)
 }
 
 func TestRedisDownAtStartupStillLimits(t *testing.T) {
