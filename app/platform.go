@@ -116,12 +116,9 @@ type migratorIn struct {
 func newMigrator(in migratorIn) (*db.Migrator, error) { return db.NewMigrator(in.DB, in.Sets) }
 
 func openRedis(lc fx.Lifecycle, cfg *config.Config) (*redis.Client, error) {
-	c, err := redisx.Open(cfg.Redis.Url)
-	if err != nil {
-		return nil, &config.ValidationError{Key: "Redis:Url", Reason: strings.TrimPrefix(err.Error(), "Redis:Url ")}
-	}
-	if c == nil {
-		return nil, nil
+	c, err := redisx.Open(cfg.Redis.Url) // a bad URL is the setting's *config.ValidationError
+	if err != nil || c == nil {
+		return nil, err
 	}
 	lc.Append(fx.StopHook(c.Close))
 	return c, nil

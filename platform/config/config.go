@@ -389,26 +389,31 @@ func (c *Config) Validate() error {
 		}
 	}
 	for i, p := range c.Server.TrustedProxies {
-		if !validProxy(p) {
+		if _, ok := TrustedProxy(p); !ok {
 			return &ValidationError{fmt.Sprintf("Server:TrustedProxies:%d", i), "must be an IP address or a CIDR prefix, e.g. 10.0.0.0/8"}
 		}
 	}
 	return nil
 }
 
-// validProxy reports whether s is an IP address or a CIDR prefix (or empty: ignored), as
-// httpx.ParseTrustedProxies reads them.
-func validProxy(s string) bool {
+// TrustedProxy reads one Server:TrustedProxies entry: an IP address (a prefix of its full length)
+// or a CIDR prefix (masked); ok is false for anything else. An empty entry is skipped: ok and a
+// zero prefix. httpx reads the setting with it, so what validates is what is used.
+func TrustedProxy(s string) (p netip.Prefix, ok bool) {
 	s = strings.TrimSpace(s)
 	if s == "" {
-		return true
+		return netip.Prefix{}, true
 	}
 	if strings.Contains(s, "/") {
-		_, err := netip.ParsePrefix(s)
-		return err == nil
+		p, err := netip.ParsePrefix(s)
+		return p.Masked(), err == nil
 	}
-	_, err := netip.ParseAddr(s)
-	return err == nil
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Prefix{}, false
+	}
+	a = a.Unmap()
+	return netip.PrefixFrom(a, a.BitLen()), true
 }
 
 // weakSecret flags obvious placeholders.

@@ -17,6 +17,8 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/valyala/fasthttp"
+
+	"provisioner/platform/config"
 )
 
 type ctxKey string
@@ -252,27 +254,18 @@ func inPrefixes(a netip.Addr, ps []netip.Prefix) bool {
 	return false
 }
 
-// ParseTrustedProxies reads addresses or CIDR prefixes.
+// ParseTrustedProxies reads Server:TrustedProxies (config.TrustedProxy: addresses or CIDR prefixes;
+// empty entries skipped).
 func ParseTrustedProxies(in []string) ([]netip.Prefix, error) {
 	var out []netip.Prefix
 	for _, s := range in {
-		s = strings.TrimSpace(s)
-		if s == "" {
-			continue
+		p, ok := config.TrustedProxy(s)
+		if !ok {
+			return nil, fmt.Errorf("trusted proxy %q: not an IP address or CIDR prefix", s)
 		}
-		if strings.Contains(s, "/") {
-			p, err := netip.ParsePrefix(s)
-			if err != nil {
-				return nil, fmt.Errorf("trusted proxy %q: %w", s, err)
-			}
-			out = append(out, p.Masked())
-			continue
+		if p.IsValid() {
+			out = append(out, p)
 		}
-		a, err := netip.ParseAddr(s)
-		if err != nil {
-			return nil, fmt.Errorf("trusted proxy %q: %w", s, err)
-		}
-		out = append(out, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
 	}
 	return out, nil
 }

@@ -5,19 +5,21 @@ package redisx
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"provisioner/platform/config"
 )
 
 // errBadURL does not say more: go-redis and net/url quote what they could not parse, and with an
 // unencoded '/', '?' or '#' in the password that is the password.
-var errBadURL = errors.New("Redis:Url is not a valid redis:// or rediss:// URL " +
-	"(redis://[user:password@]host:port/db; percent-encode special characters in the password)")
+// It is the setting's own configuration error ("configuration Redis:Url: …"), as Load's are.
+var errBadURL = &config.ValidationError{Key: "Redis:Url", Reason: "is not a valid redis:// or rediss:// URL " +
+	"(redis://[user:password@]host:port/db; percent-encode special characters in the password)"}
 
 // go-redis logs some failures itself (a dial that failed all its attempts, a pool hook's error)
 // through a package-wide logger that writes plain "redis: …" lines to stderr; the service's logs are
