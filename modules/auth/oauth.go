@@ -251,12 +251,12 @@ func (o *OAuth) Finish(ctx context.Context, name, cookie string, query url.Value
 		return nil, f.ReturnURL, &flowError{"provider_error"}
 	}
 	if _, err := sess.Authorize(p, query); err != nil {
-		o.svc.log.WarnContext(ctx, "oauth code exchange failed", "provider", name, "error", err.Error())
+		o.svc.log.WarnContext(ctx, "oauth code exchange failed", "provider", name, "error", providerError(err))
 		return nil, f.ReturnURL, &flowError{"provider_error"}
 	}
 	gu, err := p.FetchUser(sess)
 	if err != nil && !errors.Is(err, github.ErrNoVerifiedGitHubPrimaryEmail) {
-		o.svc.log.WarnContext(ctx, "oauth user fetch failed", "provider", name, "error", err.Error())
+		o.svc.log.WarnContext(ctx, "oauth user fetch failed", "provider", name, "error", providerError(err))
 		return nil, f.ReturnURL, &flowError{"provider_error"}
 	}
 	if !validProviderUserID(name, gu.UserID) {
@@ -282,6 +282,25 @@ func (o *OAuth) Finish(ctx context.Context, name, cookie string, query url.Value
 	}
 	res, err := o.svc.SignInExternal(ctx, id)
 	return res, f.ReturnURL, err
+}
+
+// providerError is the text of a provider call's error fit for the log. A request that failed in
+// the network is a *url.Error naming the URL it asked, query included, and goth asks Google for
+// the profile with the user's access token in the query (?access_token=…): the URL is shown
+// without its query (nor user info or fragment).
+func providerError(err error) string {
+	var ue *url.Error
+	if !errors.As(err, &ue) {
+		return err.Error()
+	}
+	shown := *ue
+	if u, perr := url.Parse(ue.URL); perr == nil {
+		u.RawQuery, u.ForceQuery, u.Fragment, u.User = "", false, "", nil
+		shown.URL = u.String()
+	} else {
+		shown.URL = "(unparsable URL)"
+	}
+	return strings.Replace(err.Error(), ue.Error(), shown.Error(), 1)
 }
 
 // validProviderUserID reports whether v is an id the provider really gave: GitHub's is a positive

@@ -340,17 +340,19 @@ func (s *Service) ResetPassword(ctx context.Context, token, newPassword string) 
 	err = s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
 		*out = ResetOutcome{}
 		var rt resetToken
-		err := tx.NewUpdate().Model(&rt).Set("used_at = now()").
-			Where("token_hash = ?", sum[:]).Where("used_at IS NULL").Where("expires_at > now()").
-			Returning("user_id, email").Scan(ctx)
+		err := tx.NewSelect().Model(&rt).Column("user_id", "email").Where("token_hash = ?", sum[:]).Scan(ctx)
 		if errors.Is(err, sql.ErrNoRows) {
 			return errBadResetCode
 		}
 		if err != nil {
-			return fmt.Errorf("spend reset token: %w", err)
+			return fmt.Errorf("find reset token: %w", err)
 		}
-		// Whether the email was proven before this reset: read under the row's lock, so two
-		// resets of one account cannot both see it unproven, nor both miss it.
+		// The account's row is locked before any of its links, as every other writer locks them (a
+		// change of the email, whose trigger spends the links; another reset): a reset that spent
+		// its own link first and then waited for the row deadlocked with one that held the row and
+		// was spending the account's links (two links used at once: one answered 503).
+		// Whether the email was proven before this reset is read under that lock, so two resets of
+		// one account cannot both see it unproven, nor both miss it.
 		var wasProven bool
 		err = tx.NewSelect().Model((*User)(nil)).ColumnExpr("email_verified_at IS NOT NULL").
 			Where("id = ?", rt.UserID).Where("email = ?", rt.Email).Where("deleted_at IS NULL").For("UPDATE").
@@ -360,6 +362,15 @@ func (s *Service) ResetPassword(ctx context.Context, token, newPassword string) 
 		}
 		if err != nil {
 			return fmt.Errorf("lock user: %w", err)
+		}
+		// Spent under the lock: a reset that held it meanwhile spent this link too (400 then).
+		res, err := tx.NewUpdate().Model((*resetToken)(nil)).Set("used_at = now()").
+			Where("token_hash = ?", sum[:]).Where("used_at IS NULL").Where("expires_at > now()").Exec(ctx)
+		if err != nil {
+			return fmt.Errorf("spend reset token: %w", err)
+		}
+		if n, err := res.RowsAffected(); err != nil || n == 0 {
+			return errBadResetCode
 		}
 		if _, err := tx.NewUpdate().Model((*User)(nil)).
 			Set("password_hash = ?", hash).Set("security_stamp = security_stamp + 1").Set("updated_at = now()").

@@ -37,6 +37,7 @@ type Provider struct {
 	Deny bool
 	// TokenStatus, when set, makes the token endpoint fail with it.
 	TokenStatus int
+	hang        bool
 	exchanges   int
 }
 
@@ -63,6 +64,10 @@ func New(kind string) *Provider {
 
 // SetUser sets the account the next sign-in returns.
 func (p *Provider) SetUser(u User) { p.mu.Lock(); p.user = u; p.mu.Unlock() }
+
+// SetHangUp makes the user endpoints close the connection without an answer (a network failure:
+// the client's error names the URL it asked), or answer again.
+func (p *Provider) SetHangUp(on bool) { p.mu.Lock(); p.hang = on; p.mu.Unlock() }
 
 // Exchanges counts successful code exchanges.
 func (p *Provider) Exchanges() int { p.mu.Lock(); defer p.mu.Unlock(); return p.exchanges }
@@ -145,6 +150,9 @@ func (p *Provider) authorized(r *http.Request) bool {
 }
 
 func (p *Provider) githubUser(w http.ResponseWriter, r *http.Request) {
+	if p.hangUp(w) {
+		return
+	}
 	if !p.authorized(r) {
 		w.WriteHeader(http.StatusUnauthorized)
 		return
@@ -176,7 +184,25 @@ func (p *Provider) githubEmails(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
+// hangUp closes the connection without an answer when SetHangUp(true) was called, and reports
+// whether it did.
+func (p *Provider) hangUp(w http.ResponseWriter) bool {
+	p.mu.Lock()
+	hang := p.hang
+	p.mu.Unlock()
+	if !hang {
+		return false
+	}
+	if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+		_ = conn.Close()
+	}
+	return true
+}
+
 func (p *Provider) googleUser(w http.ResponseWriter, r *http.Request) {
+	if p.hangUp(w) {
+		return
+	}
 	if !p.authorized(r) {
 		w.WriteHeader(http.StatusUnauthorized)
 		return
