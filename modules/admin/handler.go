@@ -264,7 +264,9 @@ func (h *Handler) Register(api *httpx.API) {
 		Description: "The change is itself recorded as a new `audit.event.updated` event holding the original (`details.original`) and the fields the change set " +
 			"(`details.updated`: `action`, `targetType`, `targetId`, `details`, each only when sent). " +
 			"The same limits as a new note: `action` cannot change to a reserved one (an event's own action may be sent back unchanged), and `details` are bounded. " +
-			"The amended event carries `details.amended: true` (and keeps `details.manual: true` if it was a manual note), whatever `details` the change sends, so an event the service recorded cannot be rewritten into one that reads as recorded so.",
+			"The amended event carries `details.amended: true` (and keeps `details.manual: true` if it was a manual note), whatever `details` the change sends, so an event the service recorded cannot be rewritten into one that reads as recorded so; " +
+			"these two markers are the service's (a `manual` sent for an event the service recorded is dropped). " +
+			"A change that leaves the event as it is (`{}`, or fields and `details` it already holds, markers aside) answers 200 with the event unchanged and records nothing.",
 		Errors: []int{http.StatusNotFound}},
 		func(ctx context.Context, in *updateEventInput) (*httpx.Response[audit.Event], error) {
 			b := in.Body
