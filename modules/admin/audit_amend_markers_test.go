@@ -90,3 +90,34 @@ func TestAmendmentCannotMarkAServiceEventManual(t *testing.T) {
 	a.Get(fmt.Sprintf("/api/audit-events/%d", note.ID), admin).Decode(t, &n)
 	assert.Equal(t, map[string]any{"amended": true, "manual": true, "text": "x"}, n.Details, "a note stays manual")
 }
+
+// TestAuditDetailsRefuseNumbersJSONDoesNotKeep: a number in a note's details beyond ±2^53-1 was
+// stored rounded (12345678901234567890 read back as 12345678901234567000), silently. It is now a
+// 400 naming details, on create and amend; the largest exact integer is kept as sent.
+func TestAuditDetailsRefuseNumbersJSONDoesNotKeep(t *testing.T) {
+	a := apptest.Start(t)
+	admin := a.AdminToken(t)
+	for name, details := range map[string]map[string]any{
+		"big integer":      {"orderId": uint64(12345678901234567890)},
+		"nested, negative": {"list": []any{map[string]any{"n": int64(-9007199254740993)}}},
+		"huge float":       {"x": 1e300},
+	} {
+		r := a.Post("/api/audit-events", admin, map[string]any{"action": "note.order", "details": details})
+		if assert.Equal(t, http.StatusBadRequest, r.Status, "%s: %s", name, r.Raw) {
+			assert.Equal(t, []string{"details"}, r.Fields(), name)
+		}
+	}
+	r := a.Post("/api/audit-events", admin, map[string]any{"action": "note.order", "details": map[string]any{"orderId": int64(9007199254740991), "neg": int64(-9007199254740991)}})
+	require.Equal(t, http.StatusCreated, r.Status, string(r.Raw))
+	var e struct {
+		ID int64 `json:"id"`
+	}
+	r.Decode(t, &e)
+	path := fmt.Sprintf("/api/audit-events/%d", e.ID)
+	assert.Contains(t, string(a.Get(path, admin).Raw), `"orderId":9007199254740991`, "kept exactly")
+	r = a.Do(apptest.Request{Method: http.MethodPut, Path: path, Token: admin, Body: map[string]any{"details": map[string]any{"orderId": uint64(1 << 60)}}})
+	if assert.Equal(t, http.StatusBadRequest, r.Status, string(r.Raw)) {
+		assert.Equal(t, []string{"details"}, r.Fields())
+	}
+	assert.Contains(t, string(a.Get(path, admin).Raw), `"orderId":9007199254740991`, "the refused amendment changed nothing")
+}
