@@ -37,7 +37,7 @@ func TestEveryGetRouteAnswersHead(t *testing.T) {
 	}
 	r := a.Do(apptest.Request{Method: http.MethodPut, Path: "/healthz"})
 	assert.Equal(t, http.StatusMethodNotAllowed, r.Status)
-	assert.Equal(t, "GET, HEAD", r.Header.Get("Allow"))
+	assert.Equal(t, "GET, HEAD, OPTIONS", r.Header.Get("Allow"))
 }
 
 // TestSecretsAreNeverCached: the answers that carry a token, a password or a key said nothing

@@ -1,8 +1,10 @@
 package admin
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -155,6 +157,12 @@ func (s *AuditEvents) Update(ctx context.Context, id int64, in NoteInput) (*audi
 		if err := validate(in, e.Action); err != nil {
 			return err
 		}
+		if unchanged(original, in) {
+			// Nothing to amend ({}, or the values the event already has): the event stays as it
+			// is, unmarked, and no audit.event.updated is written, as for a user's no-op update.
+			out = e
+			return nil
+		}
 		if in.Action != nil {
 			e.Action = *in.Action
 		}
@@ -169,13 +177,15 @@ func (s *AuditEvents) Update(ctx context.Context, id int64, in NoteInput) (*audi
 		}
 		// An amended event says so in itself, whatever its new details: an event the service
 		// recorded keeps its action, and must not read as recorded so once an Admin rewrote it.
-		// A manual note stays marked manual.
+		// The markers are the service's: a manual note stays marked manual, and an event the
+		// service recorded never becomes one (a "manual" the change sends is dropped).
 		details := make(map[string]any, len(e.Details)+2)
 		for k, v := range e.Details {
 			details[k] = v
 		}
 		details["amended"] = true
-		if manual, _ := original.Details["manual"].(bool); manual {
+		delete(details, "manual")
+		if wasManual(original) {
 			details["manual"] = true
 		}
 		e.Details = details
@@ -218,6 +228,36 @@ func (s *AuditEvents) Delete(ctx context.Context, id int64) error {
 		return s.audit.RecordTx(ctx, tx, audit.Event{Action: "audit.event.deleted", TargetType: "auditEvent",
 			TargetID: fmt.Sprint(id), Details: map[string]any{"original": audit.MarshalDetails(*e)}})
 	})
+}
+
+// wasManual tells whether e is a note an Admin recorded (details.manual).
+func wasManual(e audit.Event) bool {
+	manual, _ := e.Details["manual"].(bool)
+	return manual
+}
+
+// unchanged tells whether in would leave e as it is: every field it sends already holds that
+// value, and its details (if sent) are e's, both read without the service's markers (amended,
+// manual), so an event sent back as read is no change.
+func unchanged(e audit.Event, in NoteInput) bool {
+	if (in.Action != nil && *in.Action != e.Action) || (in.TargetType != nil && *in.TargetType != e.TargetType) ||
+		(in.TargetID != nil && *in.TargetID != e.TargetID) {
+		return false
+	}
+	if in.Details == nil {
+		return true
+	}
+	withoutMarkers := func(d map[string]any) []byte {
+		m := make(map[string]any, len(d))
+		for k, v := range d {
+			if k != "amended" && k != "manual" {
+				m[k] = v
+			}
+		}
+		b, _ := json.Marshal(m) // sorted keys: equal maps give equal bytes
+		return b
+	}
+	return bytes.Equal(withoutMarkers(in.Details), withoutMarkers(e.Details))
 }
 
 func deref(s *string) string {

@@ -109,7 +109,7 @@ type noteBody struct {
 	TargetType string         `json:"targetType,omitempty" maxLength:"100"`
 	TargetID   string         `json:"targetId,omitempty" maxLength:"100"`
 	UserID     *int64         `json:"userId,omitempty" minimum:"1" doc:"The user the note is about: one the service has or had (a deleted account counts); any other id is a 400."`
-	Details    map[string]any `json:"details,omitempty" doc:"At most 32 levels of nesting and 64 KiB as JSON."`
+	Details    map[string]any `json:"details,omitempty" doc:"At most 32 levels of nesting and 64 KiB as JSON; numbers within ±9007199254740991 (2^53-1: a larger one, which JSON readers round, goes as a string)."`
 }
 
 type createEventInput struct {
@@ -146,7 +146,7 @@ type updateEventInput struct {
 		Action     *string        `json:"action,omitempty" minLength:"1" maxLength:"100" pattern:"^[A-Za-z0-9_-]+(\\.[A-Za-z0-9_-]+)*$" patternDescription:"plain ASCII: words of letters, digits, _ and - joined by single dots, e.g. note.manual" doc:"A new action: as on create, plain dotted ASCII outside the service's namespaces."`
 		TargetType *string        `json:"targetType,omitempty" maxLength:"100"`
 		TargetID   *string        `json:"targetId,omitempty" maxLength:"100"`
-		Details    map[string]any `json:"details,omitempty" doc:"At most 32 levels of nesting and 64 KiB as JSON."`
+		Details    map[string]any `json:"details,omitempty" doc:"At most 32 levels of nesting and 64 KiB as JSON; numbers within ±9007199254740991 (2^53-1: a larger one, which JSON readers round, goes as a string)."`
 	}
 }
 
@@ -247,7 +247,7 @@ func (h *Handler) Register(api *httpx.API) {
 		Tags: events, Summary: "Record a manual note", DefaultStatus: http.StatusCreated,
 		Description: "Stored with `details.manual: true`. 400 (naming the field) for an `action` in a namespace of the events the service records itself " +
 			"(`access_credential.*`, `aikey.*`, `audit.*`, `database.*`, `dns.*`, `user.*`, `wfauto.*`, compared case-insensitively), so a note cannot pass for one, " +
-			"and for `details` nested more than 32 objects/arrays deep or over 64 KiB as JSON. " +
+			"and for `details` nested more than 32 objects/arrays deep, over 64 KiB as JSON, or holding a number beyond ±9007199254740991 (2^53-1; it would be stored rounded: send it as a string). " +
 			"`action`, `targetType` and `targetId` are shown in audit lists: a control character or a bidirectional override or isolate " +
 			"(U+202A–U+202E, U+2066–U+2069) in them is a 400 (here and when amending)."},
 		func(ctx context.Context, in *createEventInput) (*httpx.Response[audit.Event], error) {
@@ -264,7 +264,9 @@ func (h *Handler) Register(api *httpx.API) {
 		Description: "The change is itself recorded as a new `audit.event.updated` event holding the original (`details.original`) and the fields the change set " +
 			"(`details.updated`: `action`, `targetType`, `targetId`, `details`, each only when sent). " +
 			"The same limits as a new note: `action` cannot change to a reserved one (an event's own action may be sent back unchanged), and `details` are bounded. " +
-			"The amended event carries `details.amended: true` (and keeps `details.manual: true` if it was a manual note), whatever `details` the change sends, so an event the service recorded cannot be rewritten into one that reads as recorded so.",
+			"The amended event carries `details.amended: true` (and keeps `details.manual: true` if it was a manual note), whatever `details` the change sends, so an event the service recorded cannot be rewritten into one that reads as recorded so; " +
+			"these two markers are the service's (a `manual` sent for an event the service recorded is dropped). " +
+			"A change that leaves the event as it is (`{}`, or fields and `details` it already holds, markers aside) answers 200 with the event unchanged and records nothing.",
 		Errors: []int{http.StatusNotFound}},
 		func(ctx context.Context, in *updateEventInput) (*httpx.Response[audit.Event], error) {
 			b := in.Body

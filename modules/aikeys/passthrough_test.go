@@ -188,7 +188,7 @@ func TestPassthroughErrorsAreOpenAIFormat(t *testing.T) {
 	}
 	res, raw := send("GET", "/api/ai/v1/chat/completions", nil)
 	check(res, raw, http.StatusMethodNotAllowed, "method_not_allowed")
-	assert.Equal(t, "POST", res.Header.Get("Allow"))
+	assert.Equal(t, "OPTIONS, POST", res.Header.Get("Allow"))
 	// Over 1 MiB, the whole body sent before the answer is read, as the OpenAI SDKs do.
 	res, raw = testutil.Upload(t, a.URL, "POST", "/api/ai/v1/chat/completions",
 		map[string]string{"Authorization": "Bearer " + k.Key, "Content-Type": "application/json"}, 8<<20)

@@ -3,6 +3,7 @@ package audit
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"regexp"
 	"strings"
 )
@@ -50,12 +51,21 @@ func ReservedMessage() string {
 		strings.Join(SystemNamespaces, ".*, "))
 }
 
+// MaxExactNumber is the largest magnitude of a number in details a client posts: JSON readers
+// (this service's, JavaScript's) read numbers as doubles, so a larger integer comes back as
+// another one (12345678901234567890 as 12345678901234567000), as I-JSON (RFC 7493 §2.2) warns.
+const MaxExactNumber = 1<<53 - 1
+
 // ClientDetailsProblem says what is wrong with details posted by a client ("" when nothing is):
-// nested more than MaxClientDetailsDepth objects and arrays deep, or longer than
-// MaxClientDetailsBytes as JSON.
+// nested more than MaxClientDetailsDepth objects and arrays deep, longer than
+// MaxClientDetailsBytes as JSON, or holding a number beyond ±MaxExactNumber (which would be
+// stored as another number: it is refused rather than changed).
 func ClientDetailsProblem(details map[string]any) string {
 	if depth(details, 0) > MaxClientDetailsDepth {
 		return fmt.Sprintf("must not nest objects and arrays more than %d levels deep", MaxClientDetailsDepth)
+	}
+	if inexactNumber(details) {
+		return fmt.Sprintf("must not hold numbers beyond ±%d, which JSON does not keep exactly: send such a value as a string", MaxExactNumber)
 	}
 	raw, err := json.Marshal(details)
 	if err != nil || len(raw) > MaxClientDetailsBytes {
@@ -84,4 +94,25 @@ func depth(v any, d int) int {
 		deepest = max(deepest, d+1)
 	}
 	return deepest
+}
+
+// inexactNumber reports whether v holds a number beyond ±MaxExactNumber (depth bounded already).
+func inexactNumber(v any) bool {
+	switch x := v.(type) {
+	case float64:
+		return math.Abs(x) > MaxExactNumber
+	case map[string]any:
+		for _, c := range x {
+			if inexactNumber(c) {
+				return true
+			}
+		}
+	case []any:
+		for _, c := range x {
+			if inexactNumber(c) {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -142,11 +142,17 @@ func originMatcher(origins []string) func(string) bool {
 	return func(origin string) bool { return set[origin] }
 }
 
-// unrouted is the answer to a request no route takes: 405 with Allow when another method is
-// routed on its path, else 404.
+// unrouted is the answer to a request no route takes: on a routed path, OPTIONS (one that is not
+// a CORS preflight, which the CORS middleware answered) is 204 with Allow, and any other method
+// 405 with Allow; elsewhere 404. Allow names OPTIONS too, since it is answered.
 func (s *Server) unrouted(c *fiber.Ctx) error {
 	if allowed := s.allowedMethods(c.Path()); len(allowed) > 0 {
+		allowed = append(allowed, fiber.MethodOptions)
+		sort.Strings(allowed)
 		c.Set(fiber.HeaderAllow, strings.Join(allowed, ", "))
+		if c.Method() == fiber.MethodOptions {
+			return c.SendStatus(http.StatusNoContent)
+		}
 		return NewError(http.StatusMethodNotAllowed, fmt.Sprintf("Method %s is not allowed on %s", c.Method(), c.Path()))
 	}
 	return NewError(http.StatusNotFound, "No route matches "+c.Method()+" "+c.Path())

@@ -292,10 +292,26 @@ func TestMethodNotAllowedListsAllow(t *testing.T) {
 	base := newServer(t)
 	res, _, _ := call(t, "PUT", base+"/api/widgets/1", "", nil)
 	assert.Equal(t, 405, res.StatusCode)
-	assert.Equal(t, "DELETE, GET, HEAD", res.Header.Get("Allow"))
+	assert.Equal(t, "DELETE, GET, HEAD, OPTIONS", res.Header.Get("Allow"))
 	res, _, _ = call(t, "HEAD", base+"/api/widgets/1/poke", "", nil)
 	assert.Equal(t, 405, res.StatusCode)
-	assert.Equal(t, "POST", res.Header.Get("Allow"))
+	assert.Equal(t, "OPTIONS, POST", res.Header.Get("Allow"))
+}
+
+// TestOptionsWithoutOriginListsAllow: an OPTIONS that is no CORS preflight (no Origin, as curl or
+// a client discovering a resource sends it) was a 405 whose Allow left OPTIONS out, refusing the
+// very method it was answering. On a routed path it is now 204 with Allow (OPTIONS included); on
+// any other path 404 as before.
+func TestOptionsWithoutOriginListsAllow(t *testing.T) {
+	base := newServer(t)
+	res, _, raw := call(t, "OPTIONS", base+"/api/widgets/1", "", nil)
+	assert.Equal(t, 204, res.StatusCode, raw)
+	assert.Equal(t, "DELETE, GET, HEAD, OPTIONS", res.Header.Get("Allow"))
+	assert.Empty(t, raw)
+	assert.NotEmpty(t, res.Header.Get("X-Request-Id"))
+	res, _, raw = call(t, "OPTIONS", base+"/api/nowhere", "", nil)
+	assert.Equal(t, 404, res.StatusCode, raw)
+	assert.Empty(t, res.Header.Get("Allow"))
 }
 
 func TestRequestIDEchoed(t *testing.T) {
@@ -758,10 +774,10 @@ func TestUnknownMethodIsAnsweredInTheEnvelope(t *testing.T) {
 		status       int
 		allow        string
 	}{
-		{"PROPFIND", "/api/widgets/1", 405, "DELETE, GET, HEAD"},
-		{"MKCOL", "/api/widgets", 405, "GET, HEAD, POST"},
+		{"PROPFIND", "/api/widgets/1", 405, "DELETE, GET, HEAD, OPTIONS"},
+		{"MKCOL", "/api/widgets", 405, "GET, HEAD, OPTIONS, POST"},
 		{"FOO", "/api/nowhere", 404, ""},
-		{"TRACE", "/api/widgets/1", 405, "DELETE, GET, HEAD"}, // known to Fiber: the same answer
+		{"TRACE", "/api/widgets/1", 405, "DELETE, GET, HEAD, OPTIONS"}, // known to Fiber: the same answer
 	} {
 		res, env, raw := call(t, c.method, base+c.path, "", map[string]string{"X-Request-Id": "probe-1"})
 		assert.Equal(t, c.status, res.StatusCode, "%s %s: %s", c.method, c.path, raw)
