@@ -103,6 +103,24 @@ func usable(q *bun.SelectQuery) *bun.SelectQuery {
 	return q.Where("status = ?", StatusActive).Where("(expires_at IS NULL OR expires_at > now())")
 }
 
+// latestExpiry bounds a key's expiresAt: every view of the key writes it as RFC 3339 in UTC, which
+// has four digits for the year (Go's time.MarshalJSON fails past 9999), so a later instant, such as
+// 9999-12-31T23:59:59-01:00, would be stored and then fail every answer listing the key (500).
+var latestExpiry = time.Date(10000, time.January, 1, 0, 0, 0, 0, time.UTC)
+
+// expiresAtProblem says what is wrong with a requested expiresAt ("" when nil or fine).
+func expiresAtProblem(t *time.Time) string {
+	switch {
+	case t == nil:
+		return ""
+	case !t.After(time.Now()):
+		return "must be in the future"
+	case !t.Before(latestExpiry):
+		return "must be before 10000-01-01T00:00:00Z"
+	}
+	return ""
+}
+
 // CreateInput asks for a key.
 type CreateInput struct {
 	UserID    int64
@@ -117,8 +135,8 @@ func (s *Keys) Create(ctx context.Context, in CreateInput) (*View, error) {
 	if name == "" {
 		invalid = append(invalid, httpx.FieldError{Field: "name", Message: "must not be blank"})
 	}
-	if in.ExpiresAt != nil && !in.ExpiresAt.After(time.Now()) {
-		invalid = append(invalid, httpx.FieldError{Field: "expiresAt", Message: "must be in the future"})
+	if msg := expiresAtProblem(in.ExpiresAt); msg != "" {
+		invalid = append(invalid, httpx.FieldError{Field: "expiresAt", Message: msg})
 	}
 	if len(invalid) > 0 {
 		return nil, httpx.BadRequest("Validation failed", invalid...)
