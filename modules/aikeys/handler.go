@@ -152,7 +152,7 @@ func (h *Handler) Register(api *httpx.API) {
 	tags := []string{"AI keys"}
 	httpx.Register(api, httpx.Authenticated, huma.Operation{OperationID: "listMyAiKeys", Method: http.MethodGet,
 		Path: "/api/me/ai-keys", Tags: tags, Summary: "List my AI keys",
-		Description: "Never the key text; usage is flushed about every second. `status` is `Active`, `Revoked`, or `Expired` (an active key past its `expiresAt`: refused, and not counted toward the quota). A revoked or expired key is listed, with its usage, for 30 days after it stopped working, then left out (its row, usage and audit events are kept)."},
+		Description: "Never the key text; usage is flushed about every second. `status` is `Active`, `Revoked`, or `Expired` (an active key past its `expiresAt`: refused, and not counted toward the quota). A revoked or expired key is listed, with its usage, for 30 days after it stopped working, then left out (its row, usage and audit events are kept); of those, the 100 that ended last at most."},
 		func(ctx context.Context, _ *struct{}) (*httpx.Response[[]View], error) {
 			list, err := h.keys.List(ctx, authn.FromContext(ctx).UserID)
 			if err != nil {
