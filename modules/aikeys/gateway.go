@@ -769,7 +769,7 @@ func (p *Passthrough) relayStream(c *fiber.Ctx, keyID int64, raw []byte, promptE
 				skipBlank = len(line) != 0
 				continue
 			}
-			if data, ok := bytes.CutPrefix(line, []byte("data: ")); ok {
+			if data, ok := sseData(line); ok {
 				if bytes.Equal(data, []byte("[DONE]")) {
 					done = true
 				} else {
@@ -858,6 +858,16 @@ func dropLimitHeaders(c *fiber.Ctx) {
 var streamKeepAlive atomic.Int64
 
 func init() { streamKeepAlive.Store(int64(5 * time.Second)) }
+
+// sseData answers the value of a server-sent event's data line: what follows "data:" and the one
+// space the SSE format allows there, which some OpenAI-compatible servers do not write ("data:{…}").
+func sseData(line []byte) ([]byte, bool) {
+	data, ok := bytes.CutPrefix(line, []byte("data:"))
+	if ok {
+		data = bytes.TrimPrefix(data, []byte(" "))
+	}
+	return data, ok
+}
 
 // withoutUsage returns the event line "data: <data>" with the chunk's usage member removed, or
 // line itself when data cannot be rewritten.

@@ -43,7 +43,7 @@ type aiKeyCreateInput struct {
 	Body struct {
 		_         struct{}   `additionalProperties:"true"`
 		Name      string     `json:"name" minLength:"1" maxLength:"100" pattern:"^[^\\x00-\\x1f\\x7f-\\x9f]*[^\\x00-\\x20\\x7f-\\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000][^\\x00-\\x1f\\x7f-\\x9f]*$" patternDescription:"not blank (white space only), without control characters" example:"ci pipeline"`
-		ExpiresAt *time.Time `json:"expiresAt,omitempty" doc:"After this instant the key is refused (ISO 8601)."`
+		ExpiresAt *time.Time `json:"expiresAt,omitempty" doc:"After this instant the key is refused (ISO 8601; in the future, and before 10000-01-01T00:00:00Z)."`
 	}
 }
 
@@ -56,8 +56,8 @@ func (in *aiKeyCreateInput) Resolve(huma.Context) []error {
 		// As Keys.Create says (it trims the name): said here too, in place of the schema's pattern.
 		errs = append(errs, httpx.Invalid("name", "must not be blank"))
 	}
-	if in.Body.ExpiresAt != nil && !in.Body.ExpiresAt.After(time.Now()) {
-		errs = append(errs, httpx.Invalid("expiresAt", "must be in the future"))
+	if msg := expiresAtProblem(in.Body.ExpiresAt); msg != "" {
+		errs = append(errs, httpx.Invalid("expiresAt", msg))
 	}
 	return errs
 }
@@ -152,7 +152,7 @@ func (h *Handler) Register(api *httpx.API) {
 	tags := []string{"AI keys"}
 	httpx.Register(api, httpx.Authenticated, huma.Operation{OperationID: "listMyAiKeys", Method: http.MethodGet,
 		Path: "/api/me/ai-keys", Tags: tags, Summary: "List my AI keys",
-		Description: "Never the key text; usage is flushed about every second. `status` is `Active`, `Revoked`, or `Expired` (an active key past its `expiresAt`: refused, and not counted toward the quota). A revoked or expired key is listed, with its usage, for 30 days after it stopped working, then left out (its row, usage and audit events are kept)."},
+		Description: "Never the key text; usage is flushed about every second. `status` is `Active`, `Revoked`, or `Expired` (an active key past its `expiresAt`: refused, and not counted toward the quota). A revoked or expired key is listed, with its usage, for 30 days after it stopped working, then left out (its row, usage and audit events are kept); of those, the 100 that ended last at most."},
 		func(ctx context.Context, _ *struct{}) (*httpx.Response[[]View], error) {
 			list, err := h.keys.List(ctx, authn.FromContext(ctx).UserID)
 			if err != nil {
@@ -164,6 +164,7 @@ func (h *Handler) Register(api *httpx.API) {
 		Path: "/api/me/ai-keys", Tags: tags, Summary: "Create an AI key", DefaultStatus: http.StatusCreated,
 		Description: "The key text (`sk-prov-…`) is in this answer only; only its SHA-256 is stored. The name is trimmed; a blank one is a 400, " +
 			"and so is one holding a control character or a bidirectional override or isolate (U+202A–U+202E, U+2066–U+2069). " +
+			"`expiresAt` must be in the future and before 10000-01-01T00:00:00Z (400). " +
 			"409 at `AiKeys:MaxPerUser` usable keys (Active and not expired: expired and revoked keys do not count).",
 		Errors: []int{http.StatusConflict}},
 		func(ctx context.Context, in *aiKeyCreateInput) (*httpx.Response[View], error) {

@@ -1,11 +1,13 @@
 package aikeys
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -103,6 +105,24 @@ func usable(q *bun.SelectQuery) *bun.SelectQuery {
 	return q.Where("status = ?", StatusActive).Where("(expires_at IS NULL OR expires_at > now())")
 }
 
+// latestExpiry bounds a key's expiresAt: every view of the key writes it as RFC 3339 in UTC, which
+// has four digits for the year (Go's time.MarshalJSON fails past 9999), so a later instant, such as
+// 9999-12-31T23:59:59-01:00, would be stored and then fail every answer listing the key (500).
+var latestExpiry = time.Date(10000, time.January, 1, 0, 0, 0, 0, time.UTC)
+
+// expiresAtProblem says what is wrong with a requested expiresAt ("" when nil or fine).
+func expiresAtProblem(t *time.Time) string {
+	switch {
+	case t == nil:
+		return ""
+	case !t.After(time.Now()):
+		return "must be in the future"
+	case !t.Before(latestExpiry):
+		return "must be before 10000-01-01T00:00:00Z"
+	}
+	return ""
+}
+
 // CreateInput asks for a key.
 type CreateInput struct {
 	UserID    int64
@@ -117,8 +137,8 @@ func (s *Keys) Create(ctx context.Context, in CreateInput) (*View, error) {
 	if name == "" {
 		invalid = append(invalid, httpx.FieldError{Field: "name", Message: "must not be blank"})
 	}
-	if in.ExpiresAt != nil && !in.ExpiresAt.After(time.Now()) {
-		invalid = append(invalid, httpx.FieldError{Field: "expiresAt", Message: "must be in the future"})
+	if msg := expiresAtProblem(in.ExpiresAt); msg != "" {
+		invalid = append(invalid, httpx.FieldError{Field: "expiresAt", Message: msg})
 	}
 	if len(invalid) > 0 {
 		return nil, httpx.BadRequest("Validation failed", invalid...)
@@ -263,17 +283,29 @@ func (s *Keys) Revoke(ctx context.Context, id, userID int64) (*View, error) {
 // key ever made; the row, its usage and its audit events are kept.
 const EndedKeysListedFor = 30 * 24 * time.Hour
 
-// List returns the user's keys (never their text): the live ones, and those revoked or expired
-// within EndedKeysListedFor.
+// MaxEndedKeysListed bounds the revoked or expired keys the list shows: the most recently ended
+// ones within EndedKeysListedFor. Creating and revoking keys in a loop (RateLimit:PerUser allows
+// hundreds of rounds a minute) otherwise made a list of hundreds of thousands of keys within a
+// day, read, held and written whole by every GET (200,000 keys: 45 MB, 9 s).
+const MaxEndedKeysListed = 100
+
+// List returns the user's keys (never their text), by id: the live ones, and the latest
+// MaxEndedKeysListed of those revoked or expired within EndedKeysListedFor.
 func (s *Keys) List(ctx context.Context, userID int64) ([]View, error) {
-	var rows []Key
-	since := time.Now().Add(-EndedKeysListedFor)
-	if err := s.db.NewSelect().Model(&rows).Where("user_id = ?", userID).
-		Where("((status = ? AND (expires_at IS NULL OR expires_at > ?)) OR (status <> ? AND coalesce(revoked_at, created_at) > ?))",
-			StatusActive, since, StatusActive, since).
-		OrderExpr("id").Scan(ctx); err != nil {
+	var live, ended []Key
+	if err := usable(s.db.NewSelect().Model(&live).Where("user_id = ?", userID)).Scan(ctx); err != nil {
 		return nil, fmt.Errorf("list ai keys: %w", err)
 	}
+	since := time.Now().Add(-EndedKeysListedFor)
+	if err := s.db.NewSelect().Model(&ended).Where("user_id = ?", userID).
+		Where("((status = ? AND expires_at <= now() AND expires_at > ?) OR (status <> ? AND coalesce(revoked_at, created_at) > ?))",
+			StatusActive, since, StatusActive, since).
+		OrderExpr("CASE WHEN status = ? THEN expires_at ELSE coalesce(revoked_at, created_at) END DESC, id DESC", StatusActive).
+		Limit(MaxEndedKeysListed).Scan(ctx); err != nil {
+		return nil, fmt.Errorf("list ai keys: %w", err)
+	}
+	rows := append(live, ended...)
+	slices.SortFunc(rows, func(a, b Key) int { return cmp.Compare(a.ID, b.ID) })
 	out := make([]View, len(rows))
 	for i := range rows {
 		out[i] = view(&rows[i])

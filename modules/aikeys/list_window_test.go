@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"provisioner/modules/aikeys"
 	"provisioner/platform/testutil/apptest"
 )
 
@@ -45,4 +46,43 @@ func TestEndedKeysLeaveTheListAfterThirtyDays(t *testing.T) {
 	}
 	assert.Equal(t, []string{"live", "revoked lately", "expired lately"}, names)
 	assert.Equal(t, live.ID, ks[0].ID)
+}
+
+// TestEndedKeysListedAreBounded: creating and revoking keys in a loop grew GET /api/me/ai-keys
+// without bound within the 30 days (a probe's 200,000 revoked keys made a 45 MB answer taking 9 s
+// and 110 MB of the server's memory). The list shows the live keys and the latest
+// aikeys.MaxEndedKeysListed that ended.
+func TestEndedKeysListedAreBounded(t *testing.T) {
+	a, _ := setup(t, nil)
+	u := a.Register(t)
+	live := newKey(t, a, u.Token, map[string]any{"name": "live"})
+	n := aikeys.MaxEndedKeysListed + 5
+	_, err := a.DB.Exec(`INSERT INTO ai_keys (user_id, name, prefix, key_hash, status, revoked_at)
+		SELECT ?, 'revoked ' || g, 'sk-prov-xxxx', sha256(('ended ' || ? || ' ' || g)::bytea), 'Revoked', now() - g * interval '1 minute'
+		FROM generate_series(1, ?) g`, u.ID, u.ID, n)
+	require.NoError(t, err)
+	expired := newKey(t, a, u.Token, map[string]any{"name": "expired just now"})
+	_, err = a.DB.Exec("UPDATE ai_keys SET expires_at = now() WHERE id = ?", expired.ID)
+	require.NoError(t, err)
+
+	r := a.Get("/api/me/ai-keys", u.Token)
+	require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
+	var ks []struct {
+		ID   int64  `json:"id"`
+		Name string `json:"name"`
+	}
+	r.Decode(t, &ks)
+	require.Len(t, ks, 1+aikeys.MaxEndedKeysListed)
+	assert.Equal(t, live.ID, ks[0].ID, "live keys are always listed, by id")
+	names := map[string]bool{}
+	for i, k := range ks {
+		names[k.Name] = true
+		if i > 0 {
+			assert.Less(t, ks[i-1].ID, k.ID, "by id")
+		}
+	}
+	assert.True(t, names["expired just now"], "the latest ended")
+	assert.True(t, names["revoked 1"])
+	assert.True(t, names[fmt.Sprintf("revoked %d", aikeys.MaxEndedKeysListed-1)])
+	assert.False(t, names[fmt.Sprintf("revoked %d", aikeys.MaxEndedKeysListed)], "the earliest ended are left out")
 }

@@ -3,6 +3,7 @@ package aikeys_test
 import (
 	"fmt"
 	"net/http"
+	"sync"
 	"testing"
 	"time"
 
@@ -89,4 +90,48 @@ END $$`, fn, ka.ID))
 	require.Eventually(t, func() bool { return keyUsage(t, a, u.Token, kb.ID).Usage.Requests == 1 },
 		5*time.Second, 100*time.Millisecond, "the other key's usage is written")
 	assert.EqualValues(t, 0, keyUsage(t, a, u.Token, ka.ID).Usage.Requests)
+}
+
+// TestUsageOfCallsInFlightAtShutdownIsKept: at shutdown the server waits for the generations in
+// flight (a generate call, a stream) and answers them; their usage is written too. The meter
+// stopped, with its last flush, before the server had drained, so what those calls added stayed
+// in memory and was lost on every deployment.
+func TestUsageOfCallsInFlightAtShutdownIsKept(t *testing.T) {
+	a, up := setup(t, nil)
+	u := a.Register(t)
+	k := newKey(t, a, u.Token, nil)
+	up.mu.Lock()
+	up.delay = 1500 * time.Millisecond
+	up.mu.Unlock()
+	var wg sync.WaitGroup
+	wg.Add(2)
+	var genStatus, streamStatus int
+	var streamBodyText string
+	go func() {
+		defer wg.Done()
+		genStatus = generate(a, k.Key).Status
+	}()
+	go func() {
+		defer wg.Done()
+		res, body := chatRaw(t, a, k.Key, streamBody(nil))
+		streamStatus, streamBodyText = res.StatusCode, body
+	}()
+	require.Eventually(t, func() bool {
+		up.mu.Lock()
+		defer up.mu.Unlock()
+		return up.served == 2
+	}, 5*time.Second, 10*time.Millisecond, "both calls reached the upstream")
+	a.Stop() // as a SIGTERM: the server waits for both
+	wg.Wait()
+	require.Equal(t, http.StatusOK, genStatus)
+	require.Equal(t, http.StatusOK, streamStatus, streamBodyText)
+	require.Contains(t, streamBodyText, "[DONE]")
+
+	after := apptest.Start(t) // the same control database
+	var requests, prompt, completion int64
+	require.NoError(t, after.DB.QueryRow("SELECT requests, prompt_tokens, completion_tokens FROM ai_keys WHERE id = ?", k.ID).
+		Scan(&requests, &prompt, &completion))
+	assert.EqualValues(t, 2, requests, "both calls answered during the shutdown are counted")
+	assert.EqualValues(t, 11+7, prompt)
+	assert.EqualValues(t, 2+2, completion)
 }

@@ -35,7 +35,7 @@ var Module = fx.Module("aikeys",
 		func(cfg *config.Config) *Upstream {
 			return NewUpstream(cfg.Ai.BaseUrl, cfg.Ai.ApiKey, cfg.Ai.DefaultModel, time.Duration(cfg.Ai.TimeoutSeconds)*time.Second)
 		},
-		func(d *bun.DB, log *slog.Logger) *Meter { return NewMeter(d, log, time.Second) },
+		newMeter,
 		func(k *Keys, u *Upstream, m *Meter, l *ratelimit.Limiter, log *slog.Logger) *Passthrough {
 			return &Passthrough{keys: k, upstream: u, meter: m, limiter: l, log: log}
 		},
@@ -48,13 +48,21 @@ var Module = fx.Module("aikeys",
 		summary.AsCounter(func(k *Keys) *Summary { return &Summary{keys: k} }),
 		db.AsMigrations(func() db.Migrations { return db.Migrations{Module: "aikeys", FS: migrations.FS} }),
 	),
-	fx.Invoke(func(lc fx.Lifecycle, m *Meter, _ *db.Migrated) {
-		lc.Append(fx.Hook{
-			OnStart: func(context.Context) error { m.Start(); return nil },
-			OnStop:  m.Stop,
-		})
-	}),
 )
+
+// newMeter builds the meter and appends its start and stop to the lifecycle then, as it is built:
+// the HTTP server's routes need it, so this comes before the server's own hook, and fx stops in
+// the reverse order. The meter's last flush thus comes after the server has answered the
+// generations in flight at shutdown (a hook appended by an fx.Invoke of this module came after
+// the server's and ran before it: what those generations added was lost).
+func newMeter(lc fx.Lifecycle, d *bun.DB, log *slog.Logger, _ *db.Migrated) *Meter {
+	m := NewMeter(d, log, time.Second)
+	lc.Append(fx.Hook{
+		OnStart: func(context.Context) error { m.Start(); return nil },
+		OnStop:  m.Stop,
+	})
+	return m
+}
 
 // Summary contributes the dashboard section and the platform counts.
 type Summary struct{ keys *Keys }

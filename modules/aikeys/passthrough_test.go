@@ -373,3 +373,28 @@ func TestCompressedChatBodyIsRefused(t *testing.T) {
 	assert.Equal(t, served, up.served, "nothing was forwarded")
 	up.mu.Unlock()
 }
+
+// TestStreamDataLinesWithoutSpace: in server-sent events the space after "data:" is optional
+// (some OpenAI-compatible servers write "data:{…}"). Such a stream is metered from its usage chunk,
+// whose chunk a client that did not ask for it does not get, and its [DONE] ends it; the gateway
+// read only "data: " lines, so it metered the prompt's estimate and no completion token, and
+// relayed the usage chunk (choices: []) to clients that had not asked for it.
+func TestStreamDataLinesWithoutSpace(t *testing.T) {
+	a, up := setup(t, nil)
+	u := a.Register(t)
+	k := newKey(t, a, u.Token, nil)
+	answerWith(up, "", []string{
+		`data:{"id":"c","object":"chat.completion.chunk","model":"fake-model","choices":[{"index":0,"delta":{"content":"Hel"}}]}` + "\n\n",
+		`data:{"id":"c","object":"chat.completion.chunk","model":"fake-model","choices":[{"index":0,"delta":{"content":"lo"},"finish_reason":"stop"}]}` + "\n\n",
+		`data:{"id":"c","object":"chat.completion.chunk","model":"fake-model","choices":[],"usage":{"prompt_tokens":70,"completion_tokens":20,"total_tokens":90}}` + "\n\n",
+		"data:[DONE]\n\n",
+	})
+	res, body := chatRaw(t, a, k.Key, streamBody(nil))
+	require.Equal(t, http.StatusOK, res.StatusCode, body)
+	assert.Contains(t, body, `"content":"lo"`)
+	assert.NotContains(t, body, `"usage"`, "the usage chunk is not relayed to a client that did not ask")
+	assert.Contains(t, body, "[DONE]")
+	got := waitUsage(t, a, u.Token, k.ID, 1)
+	assert.EqualValues(t, 70, got.Usage.PromptTokens, "metered from the usage chunk")
+	assert.EqualValues(t, 20, got.Usage.CompletionTokens, "metered from the usage chunk")
+}

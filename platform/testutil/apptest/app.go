@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -47,6 +48,7 @@ type App struct {
 	Bus    *coherent.Bus
 	Client *http.Client
 	app    *fxtest.App
+	stop   sync.Once
 }
 
 // Option changes how Start builds the app.
@@ -129,9 +131,13 @@ func Start(t testing.TB, opts ...Option) *App {
 	extra := append([]fx.Option{fx.Populate(&a.DB, &a.Finisher, &a.Redis, &a.Bus)}, o.extra...)
 	a.app = fxtest.New(t, app.Options(cfg, withServerAddr(&a.URL), fx.Options(extra...))...)
 	a.app.RequireStart()
-	t.Cleanup(a.app.RequireStop)
+	t.Cleanup(a.Stop)
 	return a
 }
+
+// Stop stops the service as a SIGTERM does (the server waits for the requests in flight, then
+// every other part stops); the end of the test stops it if this was not called.
+func (a *App) Stop() { a.stop.Do(a.app.RequireStop) }
 
 // withServerAddr fills url once the server listens.
 func withServerAddr(url *string) fx.Option {
