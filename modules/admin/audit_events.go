@@ -28,6 +28,7 @@ type AuditFilter struct {
 	UserID   int64
 	Action   string
 	From, To time.Time
+	ToGiven  bool // To applies even when it is the zero time (0001-01-01T00:00:00Z: nothing is before it)
 	httpx.PageQuery
 }
 
@@ -44,7 +45,7 @@ func (s *AuditEvents) List(ctx context.Context, f AuditFilter) (httpx.Page[audit
 	if !f.From.IsZero() {
 		q = q.Where("occurred_at >= ?", f.From)
 	}
-	if !f.To.IsZero() {
+	if f.ToGiven || !f.To.IsZero() {
 		q = q.Where("occurred_at < ?", f.To)
 	}
 	total, err := q.OrderExpr("occurred_at DESC, id DESC").Limit(f.Limit()).Offset(f.Offset()).ScanAndCount(ctx)

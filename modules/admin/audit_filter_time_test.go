@@ -32,3 +32,20 @@ func TestAuditListTimeFiltersBeforeYearOne(t *testing.T) {
 		assert.Equal(t, http.StatusOK, r.Status, "%s: %s", q, r.Raw)
 	}
 }
+
+// TestAuditListToAtTheEarliestTimeListsNothing: to=0001-01-01T00:00:00Z (nothing is before it)
+// read as the zero time, which meant "no to", so it listed every event. It lists none now.
+func TestAuditListToAtTheEarliestTimeListsNothing(t *testing.T) {
+	a := apptest.Start(t)
+	admin := a.AdminToken(t)
+	a.Register(t)
+	var all, none struct {
+		TotalCount int `json:"totalCount"`
+	}
+	a.Get("/api/audit-events", admin).Decode(t, &all)
+	assert.NotZero(t, all.TotalCount)
+	r := a.Get("/api/audit-events?to=0001-01-01T00:00:00Z", admin)
+	assert.Equal(t, http.StatusOK, r.Status, string(r.Raw))
+	r.Decode(t, &none)
+	assert.Zero(t, none.TotalCount, "nothing is before year 1")
+}

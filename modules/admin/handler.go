@@ -77,7 +77,10 @@ type listEventsInput struct {
 	UserID int64     `query:"userId" minimum:"0" doc:"Only events about this user."`
 	Action string    `query:"action" maxLength:"100" doc:"Only this action, e.g. database.password.revealed."`
 	From   time.Time `query:"from" doc:"Only events at or after this ISO 8601 time (from 0001-01-01T00:00:00Z)."`
-	To     time.Time `query:"to" doc:"Only events before this ISO 8601 time (from 0001-01-01T00:00:00Z)."`
+	To     time.Time `query:"to" doc:"Only events before this ISO 8601 time (from 0001-01-01T00:00:00Z, before which there are none)."`
+	// toGiven tells a to of 0001-01-01T00:00:00Z (nothing is before it) from no to at all: both
+	// read as the zero time.
+	toGiven bool
 }
 
 // earliestFilterTime is the earliest from/to of the audit list: an earlier time (such as
@@ -86,7 +89,9 @@ type listEventsInput struct {
 var earliestFilterTime = time.Date(1, time.January, 1, 0, 0, 0, 0, time.UTC)
 
 // Resolve refuses a from or to before 0001-01-01T00:00:00Z (400 naming it; it answered 500).
-func (in *listEventsInput) Resolve(huma.Context) []error {
+func (in *listEventsInput) Resolve(ctx huma.Context) []error {
+	u := ctx.URL()
+	in.toGiven = u.Query().Has("to")
 	var errs []error
 	for _, f := range []struct {
 		name string
@@ -228,7 +233,7 @@ func (h *Handler) Register(api *httpx.API) {
 	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "listAuditEvents", Method: http.MethodGet, Path: "/api/audit-events",
 		Tags: events, Summary: "List audit events", Description: "Newest first; filters combine."},
 		func(ctx context.Context, in *listEventsInput) (*httpx.Response[httpx.Page[audit.Event]], error) {
-			p, err := h.events.List(ctx, AuditFilter{UserID: in.UserID, Action: in.Action, From: in.From, To: in.To, PageQuery: in.PageQuery})
+			p, err := h.events.List(ctx, AuditFilter{UserID: in.UserID, Action: in.Action, From: in.From, To: in.To, ToGiven: in.toGiven, PageQuery: in.PageQuery})
 			if err != nil {
 				return nil, err
 			}
