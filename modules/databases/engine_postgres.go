@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"provisioner/platform/config"
 	"provisioner/platform/db"
@@ -978,8 +979,15 @@ func (e *postgresEngine) openIn(ctx context.Context, dbName string) (*sql.DB, er
 	}
 	p := sql.OpenDB(conn)
 	p.SetMaxOpenConns(2)
+	// Kept for later calls, but not for ever: an idle session per tenant database that was ever
+	// given a read-only credential or switched read-only took a connection slot of the server
+	// for good (a superuser's: with enough databases, the tenants were refused).
+	p.SetConnMaxIdleTime(tenantIdleTime)
 	return p, nil
 }
+
+// tenantIdleTime is how long an admin session into a tenant database stays open unused.
+var tenantIdleTime = time.Minute
 
 // tenant returns an admin connection into dbName (for grants inside it), kept for later calls.
 func (e *postgresEngine) tenant(ctx context.Context, dbName string) (*sql.DB, error) {
