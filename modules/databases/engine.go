@@ -97,7 +97,7 @@ func CredentialMarker(credentialID int64) string {
 // Usage is what an engine reports about one database.
 type Usage struct {
 	Bytes  int64
-	Active bool // a session is connected now
+	Active bool // a tenant's session is connected now (not the service's own)
 	// Unmeasured names the database's tables whose size the server does not report (MySQL/
 	// MariaDB: an engine outside mysqlMeasuredEngines, such as CSV), as "name (ENGINE)": Bytes
 	// leaves them out, so the database is kept read-only while any exists.

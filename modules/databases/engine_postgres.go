@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"provisioner/platform/config"
 	"provisioner/platform/db"
@@ -800,6 +801,10 @@ func (e *postgresEngine) switchOwners(ctx context.Context, t *sql.DB, dbName, ro
 	return nil
 }
 
+// Usage implements Engine. A database is active while a tenant's session is connected to it: a
+// client backend of a role other than the service's own (its admin sessions there, kept for a
+// while after granting a read-only credential or switching the database read-only, and
+// autovacuum's workers made every refresh set lastActivity of a database nobody used).
 func (e *postgresEngine) Usage(ctx context.Context, dbs []string) (map[string]Usage, error) {
 	out := map[string]Usage{}
 	if err := e.lockDown(ctx); err != nil { // the refresher's first run locks an existing cluster down
@@ -821,7 +826,8 @@ func (e *postgresEngine) Usage(ctx context.Context, dbs []string) (map[string]Us
 	}
 	rows, err := e.pool.QueryContext(ctx, `
 		SELECT d.datname, pg_catalog.pg_database_size(d.datname) + `+pgSharedBytes+`,
-		       EXISTS (SELECT 1 FROM pg_catalog.pg_stat_activity a WHERE a.datname = d.datname AND a.pid <> pg_catalog.pg_backend_pid())
+		       EXISTS (SELECT 1 FROM pg_catalog.pg_stat_activity a WHERE a.datname = d.datname AND a.pid <> pg_catalog.pg_backend_pid()
+		               AND a.backend_type = 'client backend' AND a.usename <> current_user)
 		FROM pg_catalog.pg_database d WHERE d.datname = ANY($1::text[])`, "{"+strings.Join(dbs, ",")+"}")
 	if err != nil {
 		return nil, fmt.Errorf("postgres usage: %w", err)
@@ -973,8 +979,15 @@ func (e *postgresEngine) openIn(ctx context.Context, dbName string) (*sql.DB, er
 	}
 	p := sql.OpenDB(conn)
 	p.SetMaxOpenConns(2)
+	// Kept for later calls, but not for ever: an idle session per tenant database that was ever
+	// given a read-only credential or switched read-only took a connection slot of the server
+	// for good (a superuser's: with enough databases, the tenants were refused).
+	p.SetConnMaxIdleTime(tenantIdleTime)
 	return p, nil
 }
+
+// tenantIdleTime is how long an admin session into a tenant database stays open unused.
+var tenantIdleTime = time.Minute
 
 // tenant returns an admin connection into dbName (for grants inside it), kept for later calls.
 func (e *postgresEngine) tenant(ctx context.Context, dbName string) (*sql.DB, error) {

@@ -57,7 +57,7 @@ type Item struct {
 	MaxSpaceBytes      int64      `json:"maxSpaceBytes" example:"536870912"`
 	ReadOnly           bool       `json:"readOnly" doc:"True while the database is over its quota (writes are refused until it is back under 90%) or, on MySQL/MariaDB, has a table in a storage engine whose size the server does not report, such as CSV (until it is dropped; DROP TABLE is kept). readOnlyReason says which."`
 	ReadOnlyReason     string     `json:"readOnlyReason,omitempty" example:"Tables in a storage engine whose size the server does not report, which would grow unmeasured; writable again once they are dropped (DROP TABLE is kept): c (CSV)" doc:"Why the database is read-only, as of the last usage refresh: over its quota, or the tables (name and engine, at most 20) whose size the server does not report. Absent while writable."`
-	LastActivity       *time.Time `json:"lastActivity" doc:"The last time a session was seen or the database grew; null if never."`
+	LastActivity       *time.Time `json:"lastActivity" doc:"The last time a session of the tenant (its login role or an access credential; not the service's own) was seen or the database grew, as of a usage refresh; null if never."`
 	ErrorMessage       string     `json:"errorMessage,omitempty" doc:"Why the last attempt failed, by its class only: e.g. \"create: engine unreachable\", \"drop: engine timed out\", \"drop: engine refused: SQLSTATE 55006\". The engine's full error is in the server log."`
 	CreatedAt          time.Time  `json:"createdAt"`
 	UserID             int64      `json:"userId" doc:"The owner."`

@@ -130,79 +130,102 @@ func (u *UsageRefresher) Refresh(ctx context.Context) error {
 		byEngine[r.Engine] = append(byEngine[r.Engine], r)
 	}
 	now := time.Now().UTC()
-	var failed error
+	// Each engine on its own: one that hangs (connections open, nothing answers) used the
+	// refresh's whole time, and an engine asked after it was not measured at all.
+	var (
+		wg     sync.WaitGroup
+		mu     sync.Mutex
+		failed error
+	)
 	for engineID, list := range byEngine {
 		engine := u.engines.Get(engineID)
 		if engine == nil {
 			continue
 		}
-		names := make([]string, len(list))
-		var stale []string
-		for i, r := range list {
-			names[i] = r.DatabaseName
-			if r.ReadOnly || r.UsedSpace > r.MaxSpace {
-				stale = append(stale, r.DatabaseName)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := u.refreshEngine(ctx, engine, list, now); err != nil {
+				mu.Lock()
+				failed = errors.Join(failed, err)
+				mu.Unlock()
 			}
-		}
-		if sr, ok := engine.(statsRefresher); ok && len(stale) > 0 {
-			// Read-only (or about to be) on figures that may be stale: the tenant cannot refresh
-			// them, so a DELETE would never bring it back under its quota. Bounded to half of what
-			// is left of this refresh, at most statsBudget.
-			budget := statsBudget
-			if dl, ok := ctx.Deadline(); ok && time.Until(dl)/2 < budget {
-				budget = time.Until(dl) / 2
-			}
-			sctx, cancel := context.WithTimeout(ctx, budget)
-			if err := sr.RefreshStats(sctx, stale); err != nil {
-				u.log.Warn("engine statistics refresh failed", "engine", engineID, "error", err.Error())
-			}
-			cancel()
-		}
-		if g, ok := engine.(overQuotaGuard); ok && len(stale) > 0 {
-			if err := g.GuardOverQuota(ctx, stale); err != nil {
-				u.log.Warn("engine over-quota guard failed", "engine", engineID, "error", err.Error())
-			}
-		}
-		usage, err := engine.Usage(ctx, names)
-		if err != nil {
-			u.log.Warn("engine usage unavailable", "engine", engineID, "error", err.Error())
-			continue
-		}
-		var values []usageRow
-		for _, r := range list {
-			us, ok := usage[r.DatabaseName]
-			if !ok {
-				continue
-			}
-			changed := us.Bytes != r.UsedSpace
-			if us.Active || (changed && r.UsedSpace != 0) {
-				r.LastActivity = &now
-			}
-			r.UsedSpace = us.Bytes
-			if err := u.switchReadOnly(ctx, engine, &r, us.Unmeasured); err != nil {
-				u.log.Warn("read-only switch failed", "id", r.ID, "error", err.Error())
-			}
-			values = append(values, r)
-		}
-		if len(values) == 0 {
-			continue
-		}
-		// One statement for every database of the engine, on a context of its own: what was
-		// measured and switched is recorded even when the refresh's time ran out meanwhile.
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordBudget)
-		_, err = u.db.NewUpdate().With("_data", u.db.NewValues(&values)).
-			Table("database_instances").TableExpr("_data").
-			Set("used_space_bytes = _data.used_space_bytes").
-			Set("last_activity = _data.last_activity").
-			Set("read_only = _data.read_only").
-			Set("read_only_reason = _data.read_only_reason").
-			Where("database_instances.id = _data.id").Exec(rctx)
-		cancel()
-		if err != nil {
-			failed = errors.Join(failed, fmt.Errorf("record usage of %s: %w", engineID, err))
+		}()
+	}
+	wg.Wait()
+	return failed
+}
+
+// refreshEngine measures the databases of one engine (list), switches those over or back under
+// their quota, and records the figures.
+func (u *UsageRefresher) refreshEngine(ctx context.Context, engine Engine, list []usageRow, now time.Time) error {
+	engineID := engine.ID()
+	names := make([]string, len(list))
+	var stale []string
+	for i, r := range list {
+		names[i] = r.DatabaseName
+		if r.ReadOnly || r.UsedSpace > r.MaxSpace {
+			stale = append(stale, r.DatabaseName)
 		}
 	}
-	return failed
+	if sr, ok := engine.(statsRefresher); ok && len(stale) > 0 {
+		// Read-only (or about to be) on figures that may be stale: the tenant cannot refresh
+		// them, so a DELETE would never bring it back under its quota. Bounded to half of what
+		// is left of this refresh, at most statsBudget.
+		budget := statsBudget
+		if dl, ok := ctx.Deadline(); ok && time.Until(dl)/2 < budget {
+			budget = time.Until(dl) / 2
+		}
+		sctx, cancel := context.WithTimeout(ctx, budget)
+		if err := sr.RefreshStats(sctx, stale); err != nil {
+			u.log.Warn("engine statistics refresh failed", "engine", engineID, "error", err.Error())
+		}
+		cancel()
+	}
+	if g, ok := engine.(overQuotaGuard); ok && len(stale) > 0 {
+		if err := g.GuardOverQuota(ctx, stale); err != nil {
+			u.log.Warn("engine over-quota guard failed", "engine", engineID, "error", err.Error())
+		}
+	}
+	usage, err := engine.Usage(ctx, names)
+	if err != nil {
+		u.log.Warn("engine usage unavailable", "engine", engineID, "error", err.Error())
+		return nil
+	}
+	var values []usageRow
+	for _, r := range list {
+		us, ok := usage[r.DatabaseName]
+		if !ok {
+			continue
+		}
+		changed := us.Bytes != r.UsedSpace
+		if us.Active || (changed && r.UsedSpace != 0) {
+			r.LastActivity = &now
+		}
+		r.UsedSpace = us.Bytes
+		if err := u.switchReadOnly(ctx, engine, &r, us.Unmeasured); err != nil {
+			u.log.Warn("read-only switch failed", "id", r.ID, "error", err.Error())
+		}
+		values = append(values, r)
+	}
+	if len(values) == 0 {
+		return nil
+	}
+	// One statement for every database of the engine, on a context of its own: what was
+	// measured and switched is recorded even when the refresh's time ran out meanwhile.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordBudget)
+	_, err = u.db.NewUpdate().With("_data", u.db.NewValues(&values)).
+		Table("database_instances").TableExpr("_data").
+		Set("used_space_bytes = _data.used_space_bytes").
+		Set("last_activity = _data.last_activity").
+		Set("read_only = _data.read_only").
+		Set("read_only_reason = _data.read_only_reason").
+		Where("database_instances.id = _data.id").Exec(rctx)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("record usage of %s: %w", engineID, err)
+	}
+	return nil
 }
 
 // switchBudget bounds one database's read-only switch, which is tried again at the next refresh

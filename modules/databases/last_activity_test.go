@@ -1,0 +1,81 @@
+package databases_test
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/fx"
+
+	"provisioner/modules/databases"
+	"provisioner/platform/db"
+	"provisioner/platform/testutil"
+	"provisioner/platform/testutil/apptest"
+)
+
+// TestLastActivityIsTheTenantsOnly: lastActivity is "the last time a session was seen or the
+// database grew". The PostgreSQL engine keeps an admin session of its own in a tenant database
+// after granting it a read-only credential, and the usage refresh counted it: from then on every
+// refresh set lastActivity of a database nobody used. Only a tenant's session counts.
+func TestLastActivityIsTheTenantsOnly(t *testing.T) {
+	var usage *databases.UsageRefresher
+	a := start(t, nil, apptest.WithFx(fx.Populate(&usage)))
+	admin := a.AdminToken(t)
+	u := a.Register(t)
+	it := create(t, a, u.Token, "postgres")
+	r := a.Post("/api/access-credentials", admin, map[string]any{"databaseInstanceId": it.ID, "readOnly": true})
+	require.Equal(t, http.StatusCreated, r.Status, string(r.Raw))
+
+	get := func() item {
+		var got item
+		a.Get(fmt.Sprintf("/api/database-instances/%d", it.ID), admin).Decode(t, &got)
+		return got
+	}
+	for round := 1; round <= 2; round++ {
+		require.NoError(t, usage.Refresh(context.Background()))
+		assert.Nil(t, get().LastActivity, "refresh %d: nobody has used the database", round)
+	}
+
+	rv := revealPassword(t, a, u.Token, it.ID)
+	_, err := connect(t, "postgres", it, rv.DatabaseUser, rv.Password)
+	require.NoError(t, err)
+	require.NoError(t, usage.Refresh(context.Background()))
+	assert.NotNil(t, get().LastActivity, "the tenant's session is seen")
+}
+
+// TestServiceSessionsInATenantDatabaseEnd: the admin session the PostgreSQL engine opens into a
+// tenant database (to grant a read-only credential, switch it read-only, …) stayed open for
+// good, a connection slot of the server per such database: with enough of them the server had
+// none left for tenants. It now ends once unused for a while (a minute; a second here).
+func TestServiceSessionsInATenantDatabaseEnd(t *testing.T) {
+	t.Cleanup(databases.SetTenantIdleTime(time.Second)) // restored after the app has stopped
+	a := start(t, nil)
+	admin := a.AdminToken(t)
+	u := a.Register(t)
+	it := create(t, a, u.Token, "postgres")
+	r := a.Post("/api/access-credentials", admin, map[string]any{"databaseInstanceId": it.ID, "readOnly": true})
+	require.Equal(t, http.StatusCreated, r.Status, string(r.Raw))
+
+	conn, err := db.Connector(testutil.TenantPostgresURL(t))
+	require.NoError(t, err)
+	cluster := sql.OpenDB(conn)
+	defer cluster.Close()
+	sessions := func() int {
+		var n int
+		require.NoError(t, cluster.QueryRow(`SELECT count(*) FROM pg_catalog.pg_stat_activity
+			WHERE datname = $1 AND usename = current_user`, it.DatabaseName).Scan(&n))
+		return n
+	}
+	require.Positive(t, sessions(), "the service's session that granted the credential")
+	assert.Eventually(t, func() bool { return sessions() == 0 }, 15*time.Second, 200*time.Millisecond,
+		"the service's idle session in the tenant database ends")
+
+	// And the engine opens one again when it needs one.
+	r = a.Post("/api/access-credentials", admin, map[string]any{"databaseInstanceId": it.ID, "readOnly": true})
+	require.Equal(t, http.StatusCreated, r.Status, string(r.Raw))
+}
