@@ -22,6 +22,11 @@ func Options(cfg *config.Config, extra ...fx.Option) []fx.Option {
 		Platform,
 	}
 	opts = append(opts, Modules...)
+	// The server's hooks come after every module's (this invoke runs after the modules' own), so it
+	// starts listening once everything else has started, and at shutdown it stops first: it
+	// finishes the requests in flight while what they hand work to (background mails, the AI
+	// usage meter, the finisher, the bus) still runs, and only then do those stop and flush.
+	opts = append(opts, fx.Invoke(startServer))
 	// Startup (migrations, schema generation) allocates more than serving does: hand that memory
 	// back once everything has started.
 	opts = append(opts, fx.Invoke(func(lc fx.Lifecycle) { lc.Append(fx.StartHook(debug.FreeOSMemory)) }))

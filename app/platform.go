@@ -59,8 +59,9 @@ var Platform = fx.Module("platform",
 		db.AsMigrations(func() db.Migrations { return db.Migrations{Module: "platform", FS: migrations.FS} }),
 	),
 	fx.Provide(httpx.AsRoutes(ops.New)),
-	// The bus starts before the server and stops after it (fx stops in reverse order).
-	fx.Invoke(startBus, startServer, startFinisher),
+	// The bus starts before the server and stops after it (fx stops in reverse order); the server
+	// itself is started by Options, after every module.
+	fx.Invoke(startBus, startFinisher),
 )
 
 // NewLogger is the JSON logger of Log:Level; it also becomes slog's default.
