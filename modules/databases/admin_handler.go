@@ -100,7 +100,7 @@ func (h *Handler) registerAdmin(api *httpx.API) {
 		})
 	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "updateDatabaseInstance", Method: http.MethodPut,
 		Path: "/api/database-instances/{id}", Tags: tags, Summary: "Rename a database or change its quota",
-		Description: "Absent fields are left alone. A new `maxSpaceBytes` applies at the next usage refresh (read-only over it). " +
+		Description: "Absent fields are left alone; `database.updated` records the fields that change (the name as stored, trimmed), and a change that leaves the database as it is records nothing. A new `maxSpaceBytes` applies at the next usage refresh (read-only over it). " +
 			"409 while another change of the database is in progress (try again).",
 		Errors: []int{http.StatusNotFound, http.StatusConflict}},
 		func(ctx context.Context, in *adminUpdateInput) (*httpx.Response[Item], error) {

@@ -343,19 +343,24 @@ func (s *Service) Update(ctx context.Context, id int64, name *string, maxSpace *
 		if err != nil {
 			return err
 		}
+		// Only what changes is written and recorded, the name as stored (trimmed); a change that
+		// leaves the database as it is writes nothing, as a user's no-op update does.
 		details := map[string]any{}
-		if name != nil {
-			details["name"] = map[string]any{"from": inst.Name, "to": *name}
+		if name != nil && strings.TrimSpace(*name) != inst.Name {
+			details["name"] = map[string]any{"from": inst.Name, "to": strings.TrimSpace(*name)}
 			inst.Name = strings.TrimSpace(*name)
 		}
-		if maxSpace != nil {
+		if maxSpace != nil && *maxSpace != inst.MaxSpaceBytes {
 			details["maxSpaceBytes"] = map[string]any{"from": inst.MaxSpaceBytes, "to": *maxSpace}
 			inst.MaxSpaceBytes = *maxSpace
+		}
+		out = inst
+		if len(details) == 0 {
+			return nil
 		}
 		if _, err := tx.NewUpdate().Model(inst).Column("name", "max_space_bytes").Set("updated_at = now()").WherePK().Exec(ctx); err != nil {
 			return fmt.Errorf("update database %d: %w", id, err)
 		}
-		out = inst
 		return s.audit.RecordTx(ctx, tx, audit.Event{Action: "database.updated", UserID: audit.Int64(inst.UserID),
 			TargetType: "database", TargetID: fmt.Sprint(id), Details: details})
 	})
