@@ -154,7 +154,8 @@ func (h *Handler) Register(api *httpx.API) {
 		})
 	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "retryDnsRecord", Method: http.MethodPost,
 		Path: "/api/dns/records/{id}/retry", Tags: atags, Summary: "Retry a failed or stuck DNS record",
-		Description: "Failed → Pending, driven now; Pending or Revoking → driven now. Other states: 409. 409 also when the " +
+		Description: "Failed → Pending, driven now (409 when its user's quota `Dns:MaxRecordsPerUser` is full meanwhile: it stays Failed); " +
+			"Pending or Revoking → driven now. Other states: 409. 409 also when the " +
 			"provider holds the name for a record not made by this service: the record is Failed again (in `data`).",
 		Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusBadGateway}, Responses: providerFailedResponse},
 		func(ctx context.Context, in *idInput) (*httpx.Response[View], error) {
