@@ -67,7 +67,7 @@ func (s *Service) Create(ctx context.Context, in CreateInput) (*Record, error) {
 	if in.Proxied != nil {
 		proxied = *in.Proxied
 	}
-	label, err := validate(in.Label, content, ttl)
+	label, err := validate(in.Label, content, in.Content != nil && s.cfg.DefaultContent != "", ttl)
 	if err != nil {
 		return nil, err
 	}

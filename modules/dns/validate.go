@@ -60,14 +60,18 @@ const (
 	msgTTL = "must be 1 (automatic) or between 60 and 86400"
 )
 
-// validate checks a create request after defaults, listing every bad field.
-func validate(label, content string, ttl int) (string, error) {
+// validate checks a create request after defaults, listing every bad field. omittable reports
+// that content was given while Dns:DefaultContent is configured: an empty one is then refused as
+// such (omitting it takes the default); otherwise an empty one means that no default exists.
+func validate(label, content string, omittable bool, ttl int) (string, error) {
 	var fields []httpx.FieldError
 	l, ok := NormalizeLabel(label)
 	if !ok {
 		fields = append(fields, httpx.FieldError{Field: "label", Message: msgLabel})
 	}
-	if content == "" {
+	if content == "" && omittable {
+		fields = append(fields, httpx.FieldError{Field: "content", Message: "must not be empty: omit it to use the default (Dns:DefaultContent)"})
+	} else if content == "" {
 		fields = append(fields, httpx.FieldError{Field: "content", Message: "is required (no Dns:DefaultContent is configured)"})
 	} else if !ValidContent(content) {
 		fields = append(fields, httpx.FieldError{Field: "content", Message: msgContent})
