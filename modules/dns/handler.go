@@ -26,7 +26,7 @@ func init() {
 // it: huma documents and validates the members of an embedded struct only when it is exported.
 type RecordBody struct {
 	_         struct{} `additionalProperties:"true"`
-	Label     string   `json:"label" minLength:"1" maxLength:"63" doc:"One DNS label: a-z, 0-9, '-', no hyphen at either end, '--' in the 3rd and 4th characters only in a valid IDN A-label (xn--…); lower-cased." example:"myapp"`
+	Label     string   `json:"label" minLength:"1" maxLength:"63" doc:"One DNS label: a-z, 0-9, '-', no hyphen at either end, '--' in the 3rd and 4th characters only in a valid IDN A-label (xn--…); A–Z lower-cased, any other character (a non-ASCII letter included) a 400." example:"myapp"`
 	Content   *string  `json:"content,omitempty" doc:"IPv4 address (dotted decimal) the record points to, other than 0.0.0.0/8 (this network), loopback (127.0.0.0/8), link-local (169.254.0.0/16), multicast (224.0.0.0/4) and 240.0.0.0/4 (reserved, 255.255.255.255 included); private ranges (10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16, 100.64.0.0/10) are accepted. Default (when omitted) Dns:DefaultContent; an empty one is a 400." example:"203.0.113.10"`
 	RecordTTL *int     `json:"recordTtl,omitempty" doc:"1 (automatic) or 60–86400; default Dns:RecordTtl. A proxied record is sent and stored with 1: the provider manages its TTL." example:"300"`
 	Proxied   *bool    `json:"proxied,omitempty" doc:"Route through the provider's proxy; default Dns:Proxied."`
