@@ -115,7 +115,9 @@ func (h *Handler) Register(api *httpx.API) {
 			"too (its create may have reached it): the name is looked up and only a record carrying this record's marker comment is deleted. " +
 			"A Failed record whose label another live record now uses is Revoked at once (200): the finisher then deletes in the " +
 			"background only a record carrying this one's marker and content, never the other one's (retried for 7 days while " +
-			"the provider fails, then given up and logged for an operator). 409 when already revoked. " +
+			"the provider fails, then given up and logged for an operator). A record revoked while Pending (its create's outcome " +
+			"unknown, e.g. timed out on our side) is looked up too, and checked again 5 minutes later in the background (a slow " +
+			"provider may carry the create out late): a record carrying its marker is deleted. 409 when already revoked. " +
 			"502 when the provider failed: the record stays Revoking with the error and is retried in the background " +
 			"(`Retry-After` says when). Only the provider's own \"record does not exist\" (81044, 1032) counts as already " +
 			"deleted; any other 404 is a failure. A record already Revoking whose next attempt is not due yet (backoff, the " +

@@ -413,6 +413,13 @@ func (p *Provisioner) Delete(ctx context.Context, req provision.DeleteRequest) (
 			return provision.DeleteResponse{}, err
 		}
 	}
+	if r.ProviderRecordID == "" {
+		// The create's outcome was never recorded: a create that timed out on our side may still be
+		// carried out by a slow provider after this lookup. A later cleanup deletes what it makes.
+		if err := queueLateSweep(ctx, req.Tx, r.ID, LateCreateSweepAfter); err != nil {
+			return provision.DeleteResponse{}, err
+		}
+	}
 	if _, err := req.Tx.NewUpdate().Model(r).Set("status = ?", StatusRevoked).Set("error_message = ''").Set("last_error = ''").
 		Set("updated_at = now()").WherePK().Exec(ctx); err != nil {
 		return provision.DeleteResponse{}, fmt.Errorf("record %d revoked: %w", r.ID, err)
