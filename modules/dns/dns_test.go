@@ -955,7 +955,7 @@ func TestValidators(t *testing.T) {
 		_, valid := dns.NormalizeLabel(ok)
 		assert.True(t, valid, ok)
 	}
-	for _, bad := range []string{"", "-a", "a-", "a.b", "ä", strings.Repeat("x", 64),
+	for _, bad := range []string{"", "-a", "a-", "a.b", "ä", strings.Repeat("x", 64), "\u212Aafka",
 		// RFC 5891: "--" in the 3rd and 4th characters only in a valid A-label.
 		"xn--a", "xn--0", "xn--ab-cd", "xn--zz", "ab--cd", "xy--bcher-kva", "xn--abc"} {
 		_, valid := dns.NormalizeLabel(bad)

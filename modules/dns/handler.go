@@ -26,8 +26,8 @@ func init() {
 // it: huma documents and validates the members of an embedded struct only when it is exported.
 type RecordBody struct {
 	_         struct{} `additionalProperties:"true"`
-	Label     string   `json:"label" minLength:"1" maxLength:"63" doc:"One DNS label: a-z, 0-9, '-', no hyphen at either end, '--' in the 3rd and 4th characters only in a valid IDN A-label (xn--…); lower-cased." example:"myapp"`
-	Content   *string  `json:"content,omitempty" doc:"IPv4 address (dotted decimal) the record points to, other than 0.0.0.0/8 (this network), loopback (127.0.0.0/8), link-local (169.254.0.0/16), multicast (224.0.0.0/4) and 240.0.0.0/4 (reserved, 255.255.255.255 included); private ranges (10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16, 100.64.0.0/10) are accepted. Default Dns:DefaultContent." example:"203.0.113.10"`
+	Label     string   `json:"label" minLength:"1" maxLength:"63" doc:"One DNS label: a-z, 0-9, '-', no hyphen at either end, '--' in the 3rd and 4th characters only in a valid IDN A-label (xn--…); A–Z lower-cased, any other character (a non-ASCII letter included) a 400." example:"myapp"`
+	Content   *string  `json:"content,omitempty" doc:"IPv4 address (dotted decimal) the record points to, other than 0.0.0.0/8 (this network), loopback (127.0.0.0/8), link-local (169.254.0.0/16), multicast (224.0.0.0/4) and 240.0.0.0/4 (reserved, 255.255.255.255 included); private ranges (10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16, 100.64.0.0/10) are accepted. Default (when omitted) Dns:DefaultContent; an empty one is a 400." example:"203.0.113.10"`
 	RecordTTL *int     `json:"recordTtl,omitempty" doc:"1 (automatic) or 60–86400; default Dns:RecordTtl. A proxied record is sent and stored with 1: the provider manages its TTL." example:"300"`
 	Proxied   *bool    `json:"proxied,omitempty" doc:"Route through the provider's proxy; default Dns:Proxied."`
 }
@@ -115,7 +115,9 @@ func (h *Handler) Register(api *httpx.API) {
 			"too (its create may have reached it): the name is looked up and only a record carrying this record's marker comment is deleted. " +
 			"A Failed record whose label another live record now uses is Revoked at once (200): the finisher then deletes in the " +
 			"background only a record carrying this one's marker and content, never the other one's (retried for 7 days while " +
-			"the provider fails, then given up and logged for an operator). 409 when already revoked. " +
+			"the provider fails, then given up and logged for an operator). A record revoked while Pending (its create's outcome " +
+			"unknown, e.g. timed out on our side) is looked up too, and checked again 5 minutes later in the background (a slow " +
+			"provider may carry the create out late): a record carrying its marker is deleted. 409 when already revoked. " +
 			"502 when the provider failed: the record stays Revoking with the error and is retried in the background " +
 			"(`Retry-After` says when). Only the provider's own \"record does not exist\" (81044, 1032) counts as already " +
 			"deleted; any other 404 is a failure. A record already Revoking whose next attempt is not due yet (backoff, the " +
@@ -154,7 +156,8 @@ func (h *Handler) Register(api *httpx.API) {
 		})
 	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "retryDnsRecord", Method: http.MethodPost,
 		Path: "/api/dns/records/{id}/retry", Tags: atags, Summary: "Retry a failed or stuck DNS record",
-		Description: "Failed → Pending, driven now; Pending or Revoking → driven now. Other states: 409. 409 also when the " +
+		Description: "Failed → Pending, driven now (409 when its user's quota `Dns:MaxRecordsPerUser` is full meanwhile: it stays Failed); " +
+			"Pending or Revoking → driven now. Other states: 409. 409 also when the " +
 			"provider holds the name for a record not made by this service: the record is Failed again (in `data`).",
 		Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusBadGateway}, Responses: providerFailedResponse},
 		func(ctx context.Context, in *idInput) (*httpx.Response[View], error) {

@@ -67,6 +67,22 @@ func queueSweeps(ctx context.Context, tx bun.IDB, where string, args ...any) err
 	return nil
 }
 
+// LateCreateSweepAfter is how long after the revocation of a record whose create's outcome was
+// never recorded (revoked while Pending, found absent by the lookup) its cleanup runs: a create
+// that timed out on our side may still be carried out by a slow provider after that lookup.
+const LateCreateSweepAfter = 5 * time.Minute
+
+// queueLateSweep stores, in tx, a sweep of record id due after wait, unless one is waiting already.
+// The caller holds the record's lock.
+func queueLateSweep(ctx context.Context, tx bun.IDB, id int64, wait time.Duration) error {
+	if _, err := tx.NewRaw("INSERT INTO dns_leftovers (record_id, next_attempt_at) SELECT ?, now() + ? * interval '1 second' "+
+		"WHERE NOT EXISTS (SELECT 1 FROM dns_leftovers l WHERE l.record_id = ? AND l.status = ?)",
+		id, int64(wait/time.Second), id, LeftoverSweeping).Exec(ctx); err != nil {
+		return fmt.Errorf("queue the late sweep of record %d: %w", id, err)
+	}
+	return nil
+}
+
 // Sweeper deletes, in the background, the provider records our rows left behind when they ended
 // without deleting them. It deletes only a record named like the row, with its content and
 // carrying its comment (Marker), and only while the row is still Failed or Revoked: a row retried

@@ -112,7 +112,31 @@ func (p *Provisioner) Create(ctx context.Context, req provision.CreateRequest) (
 		// The create was sent: whatever it answered, it may have reached the provider.
 		return provision.CreateResponse{}, p.failedAfterCreate(ctx, req.Tx, r, err)
 	}
+	if what := notAsAsked(created, r); what != "" {
+		// An answer about another record (one meant for another request): its id is not ours, and
+		// stored, revoking r would delete that record. Refused, transient like a malformed answer:
+		// the next attempt looks the name up first and adopts the record carrying r's comment.
+		return provision.CreateResponse{}, &cloudflare.APIError{Status: http.StatusBadGateway,
+			Errors: []cloudflare.Message{{Message: msgOtherRecord + what + "; refused"}}}
+	}
 	return p.active(ctx, req.Tx, r, created, false)
+}
+
+// msgOtherRecord begins the error of a create answered with a record unlike the one asked for.
+const msgOtherRecord = "suspicious result from the provider: a created record "
+
+// notAsAsked says how the record a create was answered with differs from r's (its name, type or
+// content, as far as the answer gives them), or "" when it does not.
+func notAsAsked(created cloudflare.Record, r *Record) string {
+	switch {
+	case created.Name != "" && !strings.EqualFold(strings.TrimSuffix(created.Name, "."), r.Fqdn):
+		return "of another name"
+	case created.Type != "" && created.Type != "A":
+		return "of another type"
+	case created.Content != "" && created.Content != r.Content:
+		return "with another content"
+	}
+	return ""
 }
 
 var markerRe = regexp.MustCompile(`^provisioner user:(\d+) record:(\d+)$`)
@@ -386,6 +410,13 @@ func (p *Provisioner) Delete(ctx context.Context, req provision.DeleteRequest) (
 			if _, uerr := req.Tx.NewUpdate().Model(r).Set("error_message = ?", shownError(err)).WherePK().Exec(ctx); uerr != nil {
 				return provision.DeleteResponse{}, uerr
 			}
+			return provision.DeleteResponse{}, err
+		}
+	}
+	if r.ProviderRecordID == "" {
+		// The create's outcome was never recorded: a create that timed out on our side may still be
+		// carried out by a slow provider after this lookup. A later cleanup deletes what it makes.
+		if err := queueLateSweep(ctx, req.Tx, r.ID, LateCreateSweepAfter); err != nil {
 			return provision.DeleteResponse{}, err
 		}
 	}

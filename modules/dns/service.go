@@ -67,7 +67,7 @@ func (s *Service) Create(ctx context.Context, in CreateInput) (*Record, error) {
 	if in.Proxied != nil {
 		proxied = *in.Proxied
 	}
-	label, err := validate(in.Label, content, ttl)
+	label, err := validate(in.Label, content, in.Content != nil && s.cfg.DefaultContent != "", ttl)
 	if err != nil {
 		return nil, err
 	}
@@ -81,16 +81,8 @@ func (s *Service) Create(ctx context.Context, in CreateInput) (*Record, error) {
 	rec := &Record{UserID: in.UserID, Label: label, Name: name, Fqdn: fqdn, Content: content, RecordTTL: ttl,
 		Proxied: proxied, Status: StatusPending, NextAttemptAt: time.Now().Add(time.Minute)}
 	err = db.RunInTx(ctx, s.db, func(ctx context.Context, tx bun.Tx) error {
-		if err := db.LockLiveUser(ctx, tx, in.UserID); err != nil {
+		if err := s.roomFor(ctx, tx, in.UserID); err != nil {
 			return err
-		}
-		n, err := tx.NewSelect().Model((*Record)(nil)).Where("user_id = ?", in.UserID).
-			Where("status IN (?)", bun.In([]string{StatusPending, StatusActive, StatusRevoking})).Count(ctx)
-		if err != nil {
-			return fmt.Errorf("count records: %w", err)
-		}
-		if n >= int64(s.cfg.MaxRecordsPerUser) {
-			return httpx.Conflict(fmt.Sprintf("Quota reached: at most %d DNS records per user", s.cfg.MaxRecordsPerUser))
 		}
 		if _, err := tx.NewInsert().Model(rec).Returning("*").Exec(ctx); err != nil {
 			if db.IsUniqueViolation(err) {
@@ -109,6 +101,25 @@ func (s *Service) Create(ctx context.Context, in CreateInput) (*Record, error) {
 		return nil, nameTakenConflict(label, fqdn)
 	}
 	return out, err
+}
+
+// roomFor locks the user (a live one: 404 otherwise) and checks, under that lock, that one more
+// live record (Pending, Active, Revoking) stays within Dns:MaxRecordsPerUser: 409 otherwise. Every
+// path that makes a record live calls it: a create, and a retry of a Failed record (which does not
+// count while Failed, so its user may have filled the quota meanwhile).
+func (s *Service) roomFor(ctx context.Context, tx bun.Tx, userID int64) error {
+	if err := db.LockLiveUser(ctx, tx, userID); err != nil {
+		return err
+	}
+	n, err := tx.NewSelect().Model((*Record)(nil)).Where("user_id = ?", userID).
+		Where("status IN (?)", bun.In([]string{StatusPending, StatusActive, StatusRevoking})).Count(ctx)
+	if err != nil {
+		return fmt.Errorf("count records: %w", err)
+	}
+	if n >= int64(s.cfg.MaxRecordsPerUser) {
+		return httpx.Conflict(fmt.Sprintf("Quota reached: at most %d DNS records per user", s.cfg.MaxRecordsPerUser))
+	}
+	return nil
 }
 
 // nameTakenConflict is the 409 of a name the provider holds for a record not made by us.
@@ -238,6 +249,9 @@ func (s *Service) Retry(ctx context.Context, id int64) (*Record, error) {
 	err = db.RunInTx(ctx, s.db, func(ctx context.Context, tx bun.Tx) error {
 		switch r.Status {
 		case StatusFailed:
+			if err := s.roomFor(ctx, tx, r.UserID); err != nil {
+				return err
+			}
 			res, err := tx.NewUpdate().Model(r).Set("status = ?", StatusPending).Set("attempts = 0").Set("error_message = ''").
 				Set("next_attempt_at = now()").Set("updated_at = now()").WherePK().Where("status = ?", StatusFailed).Exec(ctx)
 			if err != nil {

@@ -3,6 +3,7 @@ package dns
 import (
 	"regexp"
 	"strings"
+	"unicode/utf8"
 
 	"golang.org/x/net/idna"
 
@@ -15,10 +16,13 @@ var labelRe = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
 // NormalizeLabel lower-cases a label and checks it is one DNS label: [a-z0-9-], 1–63 characters,
 // no hyphen at either end, and no hyphens in the third and fourth positions (reserved by RFC 5891
 // §4.2.3.1) unless it is an IDN A-label ("xn--…") that decodes to a valid internationalised label
-// and encodes back to itself.
+// and encodes back to itself. Only ASCII letters are lower-cased: Unicode case folding would turn
+// a non-ASCII letter (the Kelvin sign U+212A) into an ASCII one ("k"), a name never sent.
 func NormalizeLabel(s string) (string, bool) {
-	l := strings.ToLower(strings.TrimSpace(s))
-	if !labelRe.MatchString(l) {
+	l := strings.TrimSpace(s)
+	ascii := strings.IndexFunc(l, func(r rune) bool { return r >= utf8.RuneSelf }) < 0
+	l = strings.ToLower(l)
+	if !ascii || !labelRe.MatchString(l) {
 		return l, false
 	}
 	if len(l) >= 4 && l[2:4] == "--" {
@@ -60,14 +64,18 @@ const (
 	msgTTL = "must be 1 (automatic) or between 60 and 86400"
 )
 
-// validate checks a create request after defaults, listing every bad field.
-func validate(label, content string, ttl int) (string, error) {
+// validate checks a create request after defaults, listing every bad field. omittable reports
+// that content was given while Dns:DefaultContent is configured: an empty one is then refused as
+// such (omitting it takes the default); otherwise an empty one means that no default exists.
+func validate(label, content string, omittable bool, ttl int) (string, error) {
 	var fields []httpx.FieldError
 	l, ok := NormalizeLabel(label)
 	if !ok {
 		fields = append(fields, httpx.FieldError{Field: "label", Message: msgLabel})
 	}
-	if content == "" {
+	if content == "" && omittable {
+		fields = append(fields, httpx.FieldError{Field: "content", Message: "must not be empty: omit it to use the default (Dns:DefaultContent)"})
+	} else if content == "" {
 		fields = append(fields, httpx.FieldError{Field: "content", Message: "is required (no Dns:DefaultContent is configured)"})
 	} else if !ValidContent(content) {
 		fields = append(fields, httpx.FieldError{Field: "content", Message: msgContent})

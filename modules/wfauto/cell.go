@@ -78,9 +78,12 @@ type Cell struct {
 	http      *http.Client
 }
 
-// NewCell builds the client; timeout bounds each call.
+// NewCell builds the client; timeout bounds each call. A redirect is not followed but answered
+// like any other status (transient, retried): followed, a 301/302 turns the DELETE (or POST) into
+// a GET, whose 200 would pass for a deletion (or a provisioning) that never happened.
 func NewCell(base, key string, timeout time.Duration) *Cell {
-	return &Cell{base: strings.TrimRight(base, "/"), key: key, http: &http.Client{Timeout: timeout}}
+	return &Cell{base: strings.TrimRight(base, "/"), key: key, http: &http.Client{Timeout: timeout,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
 }
 
 // Configured reports whether a cell address is set.

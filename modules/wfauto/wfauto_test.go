@@ -103,7 +103,14 @@ func (c *cell) serve(w http.ResponseWriter, r *http.Request) {
 	c.calls++
 	mode, hang, throttle := c.mode, c.hang, c.throttle
 	c.mu.Unlock()
+	if r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, "/moved/") { // where mode "redirect" sends a delete
+		_, _ = w.Write([]byte(`{"moved":true}`))
+		return
+	}
 	switch mode {
+	case "redirect": // a misplaced cell (an http address the cell moves to https, a proxy): every call is moved
+		http.Redirect(w, r, "/moved"+r.URL.Path, http.StatusMovedPermanently)
+		return
 	case "throttle":
 		w.Header().Set("Retry-After", throttle.retryAfter)
 		w.WriteHeader(throttle.status)

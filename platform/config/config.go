@@ -146,11 +146,27 @@ func (d Dns) Enabled() bool { return d.ZoneId != "" && d.ApiToken != "" && d.Bas
 // (1–63 characters, no hyphen at either end), at most 253 characters; a trailing dot is allowed.
 func ValidZoneName(s string) bool {
 	s = strings.TrimSuffix(strings.ToLower(s), ".")
-	labels := strings.Split(s, ".")
-	if len(s) > 253 || len(labels) < 2 {
+	return strings.Contains(s, ".") && validLabels(s)
+}
+
+// validCellSubdomain reports whether sub (its dots at either end ignored, any case) is one or more
+// labels under zone that leave room for a record's label: label.sub.zone is at most 253
+// characters. It must not end with the zone itself: the zone is appended to it, and the provider
+// takes a name that ends with the zone as complete (cell.example.com would name records
+// x.cell.example.com there, shown and looked up as x.cell.example.com.example.com).
+func validCellSubdomain(sub, zone string) bool {
+	sub = strings.ToLower(strings.Trim(sub, "."))
+	zone = strings.ToLower(strings.TrimSuffix(zone, "."))
+	return validLabels(sub) && sub != zone && !strings.HasSuffix(sub, "."+zone) && len(sub)+len(zone) <= 250
+}
+
+// validLabels reports whether s (lower case) is dot-separated labels of a-z, 0-9 and '-' (1–63
+// characters, no hyphen at either end), at most 253 characters.
+func validLabels(s string) bool {
+	if len(s) > 253 {
 		return false
 	}
-	for _, l := range labels {
+	for _, l := range strings.Split(s, ".") {
 		if l == "" || len(l) > 63 || l[0] == '-' || l[len(l)-1] == '-' || strings.Trim(l, "abcdefghijklmnopqrstuvwxyz0123456789-") != "" {
 			return false
 		}
@@ -372,6 +388,10 @@ func (c *Config) Validate() error {
 	}
 	if c.Dns.Enabled() && !ValidZoneName(c.Dns.ZoneName) {
 		return &ValidationError{"Dns:ZoneName", "must be the zone's name (e.g. example.com) when the DNS cell is configured (Dns:ZoneId, Dns:ApiToken)"}
+	}
+	if c.Dns.Enabled() && strings.Trim(c.Dns.CellSubdomain, ".") != "" && !validCellSubdomain(c.Dns.CellSubdomain, c.Dns.ZoneName) {
+		return &ValidationError{"Dns:CellSubdomain", "must be empty or one or more DNS labels under Dns:ZoneName, without the zone's name " +
+			"(e.g. cell for records label.cell.example.com), leaving room for a record's label (253 characters in all)"}
 	}
 	if c.Dns.DefaultContent != "" && !ValidRecordIPv4(c.Dns.DefaultContent) {
 		return &ValidationError{"Dns:DefaultContent", "must be empty or an IPv4 address a record may point at (not 0.0.0.0/8, loopback, link-local, multicast or 240.0.0.0/4)"}

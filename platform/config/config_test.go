@@ -103,6 +103,16 @@ func TestValidationNamesTheKey(t *testing.T) {
 		{"dns configured without a zone name", append(required(), "Dns__ZoneId=zone1", "Dns__ApiToken=tok"), "Dns:ZoneName"},
 		{"dns zone name of one label", append(required(), "Dns__ZoneId=zone1", "Dns__ApiToken=tok", "Dns__ZoneName=nozone"), "Dns:ZoneName"},
 		{"dns zone name not a name", append(required(), "Dns__ZoneId=zone1", "Dns__ApiToken=tok", "Dns__ZoneName=exa mple.com"), "Dns:ZoneName"},
+		// The zone is appended to the cell subdomain: one that already ends with it names records
+		// outside where the provider puts them (x.cell.example.com.example.com).
+		{"dns cell subdomain ending with the zone", append(required(), "Dns__ZoneId=zone1", "Dns__ApiToken=tok", "Dns__ZoneName=example.com",
+			"Dns__CellSubdomain=cell.Example.com"), "Dns:CellSubdomain"},
+		{"dns cell subdomain the zone itself", append(required(), "Dns__ZoneId=zone1", "Dns__ApiToken=tok", "Dns__ZoneName=example.com",
+			"Dns__CellSubdomain=example.com."), "Dns:CellSubdomain"},
+		{"dns cell subdomain not a name", append(required(), "Dns__ZoneId=zone1", "Dns__ApiToken=tok", "Dns__ZoneName=example.com",
+			"Dns__CellSubdomain=my cell"), "Dns:CellSubdomain"},
+		{"dns cell subdomain with an empty label", append(required(), "Dns__ZoneId=zone1", "Dns__ApiToken=tok", "Dns__ZoneName=example.com",
+			"Dns__CellSubdomain=a..b"), "Dns:CellSubdomain"},
 		{"dns default content not an address", append(required(), "Dns__DefaultContent=example.com"), "Dns:DefaultContent"},
 		{"dns default content loopback", append(required(), "Dns__DefaultContent=127.0.0.1"), "Dns:DefaultContent"},
 		{"bad port", append(required(), "Server__Port=70000"), "Server:Port"},
@@ -255,4 +265,14 @@ func TestOriginsAreServedAsBrowsersSendThem(t *testing.T) {
 	cfg, err = config.Load(config.Source{File: "/dev/null", Env: append(required(), "Frontend__BaseUrl=HTTP://LocalHost:80/app")})
 	require.NoError(t, err)
 	assert.Equal(t, []string{"http://localhost"}, cfg.AllowedOrigins())
+}
+
+// TestDnsCellSubdomainAccepted: a cell subdomain of one or more labels, in any case, with or
+// without dots at its ends, is accepted (records are label.<subdomain>.<zone>).
+func TestDnsCellSubdomainAccepted(t *testing.T) {
+	for _, sub := range []string{"cell", "Cell.", ".cell", "a.cell", "example"} {
+		_, err := config.Load(config.Source{File: "/dev/null", Env: append(required(), "Dns__ZoneId=zone1", "Dns__ApiToken=tok",
+			"Dns__ZoneName=example.com", "Dns__CellSubdomain="+sub)})
+		assert.NoError(t, err, sub)
+	}
 }

@@ -124,11 +124,11 @@ func transportError(ctx context.Context, err error, msg string) *TransportError 
 	}
 }
 
-// Transient reports whether a later attempt may succeed (429, 5xx, network, timeout).
+// Transient reports whether a later attempt may succeed (429, 5xx, a redirect, network, timeout).
 func Transient(err error) bool {
 	var ae *APIError
 	if errors.As(err, &ae) {
-		return ae.Status == http.StatusTooManyRequests || ae.Status >= 500
+		return ae.Status == http.StatusTooManyRequests || ae.Status >= 500 || (ae.Status >= 300 && ae.Status < 400)
 	}
 	return err != nil
 }
@@ -171,6 +171,14 @@ func New(o Options) *Client {
 	}
 	if o.HTTP == nil {
 		o.HTTP = &http.Client{}
+	}
+	if o.HTTP.CheckRedirect == nil {
+		// A redirect is not followed but answered as it is (a transient failure): followed, a
+		// 301/302 turns a DELETE (or a POST) into a GET, whose 200 envelope would pass for a
+		// deletion (or a creation) that never happened.
+		hc := *o.HTTP
+		hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+		o.HTTP = &hc
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)

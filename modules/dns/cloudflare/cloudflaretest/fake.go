@@ -292,6 +292,15 @@ func (f *Fake) handle(w http.ResponseWriter, r *http.Request) {
 		f.create(w, r)
 	case r.Method == http.MethodGet && id == "":
 		f.list(w, r)
+	case r.Method == http.MethodGet: // one record's details, as the real API answers them
+		f.mu.Lock()
+		rec, ok := f.records[id]
+		f.mu.Unlock()
+		if !ok {
+			write(w, http.StatusNotFound, nil, msg{81044, "Record does not exist."})
+			return
+		}
+		write(w, http.StatusOK, rec.view(f.Zone))
 	case r.Method == http.MethodDelete && id != "":
 		f.mu.Lock()
 		_, ok := f.records[id]
