@@ -99,7 +99,8 @@ func resetMessage(out *ResetOutcome) string {
 		msg += ": every AI key of the account was revoked; create new ones"
 	}
 	if _, ok := out.Revoked["databasePasswordsRotated"]; ok {
-		msg += ". The passwords of the account's databases were changed and their open sessions ended: " +
+		msg += ". The passwords of the account's databases were changed, what was granted from inside them to other roles revoked, " +
+			"and their open sessions ended: " +
 			"reveal the new ones (a database whose engine does not answer now gets its new password as soon as it does)"
 	}
 	return msg
@@ -185,7 +186,9 @@ func (h *Handler) Register(api *httpx.API) {
 			"`Deleting`/`Deleted`) a new owner password in the same transaction; before answering, the new passwords are set on the " +
 			"engines and the owner roles' open sessions are ended (bounded by 10 s; a database whose engine does not answer gets its " +
 			"new password as soon as it does, and revealing its password is a 409 with `Retry-After` until then), so a database " +
-			"password revealed before no longer logs in. The answer's message says what was revoked and changed. A reset of an " +
+			"password revealed before no longer logs in; on PostgreSQL `CONNECT` on the database granted from inside it to PUBLIC or to " +
+			"other roles (another tenant's, say) is revoked too, as pausing does, and their sessions there ended (the database's own " +
+			"access credentials keep theirs). The answer's message says what was revoked and changed. A reset of an " +
 			"account whose email was proven (and that unlinks nothing) leaves its keys and database passwords alone. " +
 			"A link mailed to an address the account no " +
 			"longer has (an admin changed the email, which spends the account's links), or an unknown, expired or already " +

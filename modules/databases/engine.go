@@ -79,6 +79,17 @@ type overQuotaGuard interface {
 	GuardOverQuota(ctx context.Context, dbs []string) error
 }
 
+// foreignAccessRevoker is an engine whose tenants can themselves give other roles a way into
+// their database (PostgreSQL: the owner grants CONNECT to PUBLIC or to any role, another tenant's
+// included; a MySQL/MariaDB tenant has no GRANT OPTION, so grants nothing to anyone).
+// RevokeForeignAccess takes those ways away as pausing does (the same code), from every role but
+// the login role and keep (the database's own access credentials), and ends the sessions of the
+// roles it took them from; logins are left as they are. Repeatable; a database that is gone needs
+// nothing.
+type foreignAccessRevoker interface {
+	RevokeForeignAccess(ctx context.Context, db, role string, keep []string) error
+}
+
 // serverChecker is an engine that can tell which of its server's settings weaken what tenants are
 // kept from; the usage refresher logs each as a WARN when it starts.
 type serverChecker interface {

@@ -161,16 +161,40 @@ func (e *mysqlEngine) kill(ctx context.Context, user string) error {
 	return nil
 }
 
+// mysqlDropLockWait bounds, in seconds, how long DROP DATABASE waits for a metadata lock.
+const mysqlDropLockWait = 5
+
+// Drop removes dbName and its user. The user's account is locked before its sessions are ended,
+// so the tenant cannot reconnect in between and take a metadata lock (an open transaction that
+// read a table) that DROP DATABASE would wait for; and the drop waits at most mysqlDropLockWait
+// seconds for any lock (lock_wait_timeout is a day by default on MariaDB, a year on MySQL), then
+// fails (ER_LOCK_WAIT_TIMEOUT) and is retried by the finisher or the next DELETE, rather than
+// leaving the server waiting after the request gave up. Repeatable.
 func (e *mysqlEngine) Drop(ctx context.Context, dbName, role string) error {
 	if err := checkNames(dbName, role); err != nil {
+		return err
+	}
+	if err := e.exec(ctx, fmt.Sprintf("ALTER USER IF EXISTS %s ACCOUNT LOCK", mqa(role))); err != nil {
 		return err
 	}
 	if err := e.kill(ctx, role); err != nil {
 		return err
 	}
-	return e.exec(ctx,
+	conn, err := e.pool.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("mysql: %w", err)
+	}
+	defer conn.Close()
+	// The connection goes back to the pool without the bound: it is discarded.
+	defer conn.Raw(func(any) error { return driver.ErrBadConn }) //nolint:errcheck
+	for _, s := range []string{fmt.Sprintf("SET SESSION lock_wait_timeout = %d", mysqlDropLockWait),
 		fmt.Sprintf("DROP DATABASE IF EXISTS %s", mqi(dbName)),
-		fmt.Sprintf("DROP USER IF EXISTS %s", mqa(role)))
+		fmt.Sprintf("DROP USER IF EXISTS %s", mqa(role))} {
+		if _, err := conn.ExecContext(ctx, s); err != nil {
+			return fmt.Errorf("mysql: %s: %w", s, err)
+		}
+	}
+	return nil
 }
 
 func (e *mysqlEngine) SetLogin(ctx context.Context, dbName, role string, enabled bool) error {

@@ -316,9 +316,9 @@ func (e *postgresEngine) ownPublicSchema(ctx context.Context, dbName, role strin
 	return nil
 }
 
-func (e *postgresEngine) terminate(ctx context.Context, where string, arg string) error {
+func (e *postgresEngine) terminate(ctx context.Context, where string, args ...any) error {
 	_, err := e.pool.ExecContext(ctx,
-		"SELECT pg_catalog.pg_terminate_backend(pid) FROM pg_catalog.pg_stat_activity WHERE "+where+" AND pid <> pg_catalog.pg_backend_pid()", arg)
+		"SELECT pg_catalog.pg_terminate_backend(pid) FROM pg_catalog.pg_stat_activity WHERE "+where+" AND pid <> pg_catalog.pg_backend_pid()", args...)
 	if err != nil {
 		return fmt.Errorf("postgres: end sessions: %w", err)
 	}
@@ -477,13 +477,12 @@ func (e *postgresEngine) disown(ctx context.Context, dbName, role string) error 
 }
 
 // SetLogin allows or refuses the logins of the database's login role. Refusing (pause) also
-// revokes CONNECT on the database from PUBLIC and from every role but the login role and the
-// database's owner (the owner may have granted it to PUBLIC or to another tenant's role, which
-// still connected to a paused database; the credentials of the database lose it too: the
-// provisioner has refused their logins first), then ends every session on the database and
-// every session of the role. Allowing grants CONNECT to the login role again (SetUserLogin to
-// each Active credential); what the owner had granted to PUBLIC or to other roles is not given
-// back.
+// closes the database to every other role (closeToOthers: the owner may have granted CONNECT to
+// PUBLIC or to another tenant's role, which still connected to a paused database; the
+// credentials of the database lose it too: the provisioner has refused their logins first) and
+// ends every session of the role. Allowing grants CONNECT to the login role again (SetUserLogin
+// to each Active credential); what the owner had granted to PUBLIC or to other roles is not
+// given back.
 func (e *postgresEngine) SetLogin(ctx context.Context, dbName, role string, enabled bool) error {
 	if err := checkNames(dbName, role); err != nil {
 		return err
@@ -497,13 +496,32 @@ func (e *postgresEngine) SetLogin(ctx context.Context, dbName, role string, enab
 	if err := e.exec(ctx, fmt.Sprintf("ALTER ROLE %s WITH NOLOGIN", qi(role))); err != nil {
 		return err
 	}
-	if err := e.revokeConnect(ctx, dbName, role); err != nil {
+	if err := e.closeToOthers(ctx, dbName, []string{role}); err != nil {
 		return err
 	}
-	if err := e.terminate(ctx, "usename = $1", role); err != nil {
+	return e.terminate(ctx, "usename = $1", role)
+}
+
+// RevokeForeignAccess implements foreignAccessRevoker: it closes the database to every role but
+// its login role and keep (closeToOthers), as a pause does, leaving the logins as they are. Keep's
+// names only reach the server as parameters.
+func (e *postgresEngine) RevokeForeignAccess(ctx context.Context, dbName, role string, keep []string) error {
+	if err := checkNames(dbName, role); err != nil {
 		return err
 	}
-	return e.terminate(ctx, "datname = $1 AND usename <> current_user", dbName)
+	return e.closeToOthers(ctx, dbName, append([]string{role}, keep...))
+}
+
+// closeToOthers closes dbName to every role but keep: it revokes CONNECT on the database from
+// PUBLIC and from every other role (the database's owner and superusers keep theirs; CASCADE
+// takes what a grantee granted on), then ends every session on the database of a role not in
+// keep, the service's own aside. What those roles were granted inside the database stays, out of
+// their reach without CONNECT.
+func (e *postgresEngine) closeToOthers(ctx context.Context, dbName string, keep []string) error {
+	if err := e.revokeConnect(ctx, dbName, keep); err != nil {
+		return err
+	}
+	return e.terminate(ctx, "datname = $1 AND usename <> current_user AND usename <> ALL($2::text[])", dbName, "{"+strings.Join(keep, ",")+"}")
 }
 
 // grantConnect grants CONNECT on dbName to role (a database that is gone needs nothing).
@@ -522,7 +540,7 @@ func (e *postgresEngine) grantConnect(ctx context.Context, dbName, role string) 
 
 // revokeConnect revokes CONNECT on dbName from PUBLIC and from every role but keep, the
 // database's owner and superusers.
-func (e *postgresEngine) revokeConnect(ctx context.Context, dbName, keep string) error {
+func (e *postgresEngine) revokeConnect(ctx context.Context, dbName string, keep []string) error {
 	unlock, err := e.locks.lock(ctx, dbName)
 	if err != nil {
 		return err
@@ -530,7 +548,7 @@ func (e *postgresEngine) revokeConnect(ctx context.Context, dbName, keep string)
 	defer unlock()
 	rows, err := e.pool.QueryContext(ctx, `SELECT DISTINCT pg_catalog.quote_ident(r.rolname) FROM pg_catalog.pg_database d
 		CROSS JOIN LATERAL pg_catalog.aclexplode(d.datacl) a JOIN pg_catalog.pg_roles r ON r.oid = a.grantee
-		WHERE d.datname = $1 AND a.privilege_type = 'CONNECT' AND NOT r.rolsuper AND r.oid <> d.datdba AND r.rolname <> $2`, dbName, keep)
+		WHERE d.datname = $1 AND a.privilege_type = 'CONNECT' AND NOT r.rolsuper AND r.oid <> d.datdba AND r.rolname <> ALL($2::text[])`, dbName, "{"+strings.Join(keep, ",")+"}")
 	if err != nil {
 		return fmt.Errorf("postgres: list CONNECT of %s: %w", dbName, err)
 	}

@@ -132,7 +132,7 @@ func (h *Handler) Register(api *httpx.API) {
 
 	httpx.Register(api, httpx.Authenticated, huma.Operation{OperationID: "deleteMyDatabase", Method: http.MethodDelete,
 		Path: "/api/me/databases/{id}", Tags: tags, Summary: "Delete a database",
-		Description: "Drops the database and its role on the engine (on PostgreSQL the role's logins are refused first, and what other databases grant it or it owns there is revoked or given to their owners, so no other tenant can keep it from being dropped). 502 when the engine failed: the database stays Deleting and is retried in the background, or by deleting it again. " +
+		Description: "Drops the database and its role on the engine (on PostgreSQL the role's logins are refused first, and what other databases grant it or it owns there is revoked or given to their owners, so no other tenant can keep it from being dropped; on MySQL/MariaDB the user's account is locked first and the drop waits at most 5 s for a lock a session holds). 502 when the engine failed: the database stays Deleting and is retried in the background, or by deleting it again. " +
 			"409 while another change of the database is in progress (try again), a DELETE still under way included: of DELETEs sent at once one answers 200, the others 409 (or 404 once it is deleted).",
 		Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusBadGateway}},
 		func(ctx context.Context, in *idInput) (*httpx.Response[Item], error) {

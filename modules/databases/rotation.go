@@ -70,7 +70,10 @@ func (p *RotationProvisioner) InFlight() map[string]provision.Verb {
 // the database's own transitions (create or adopt, pause, resume, delete: the finisher and the
 // requests hold that lock while they ask the engine). It opens the password stored now (a later
 // rotation of the same database stored a newer one: both apply the newest), sets it on the engine
-// and ends the role's sessions. A database being deleted, or gone, needs nothing. A role that
+// and ends the role's sessions. Then, on an engine where a tenant can give other roles a way in
+// (foreignAccessRevoker: PostgreSQL), it takes those away as a pause does, keeping the database's
+// own access credentials (every one not Deleted), so whoever held the old password keeps no
+// role of theirs in the database. A database being deleted, or gone, needs nothing. A role that
 // does not exist yet needs nothing either: create (or its adoption after a crash) sets the stored
 // password. Setting the same password again after a crash is harmless.
 func (p *RotationProvisioner) Create(ctx context.Context, req provision.CreateRequest) (provision.CreateResponse, error) {
@@ -96,6 +99,16 @@ func (p *RotationProvisioner) Create(ctx context.Context, req provision.CreateRe
 		defer cancel()
 		if err := engine.SetOwnerPassword(ectx, inst.DatabaseName, inst.DatabaseUser, string(pw)); err != nil {
 			return provision.CreateResponse{}, engineError(ctx, p.log, "rotate", inst.ID, err)
+		}
+		if r, ok := engine.(foreignAccessRevoker); ok {
+			var keep []string
+			if err := req.Tx.NewSelect().Model((*Credential)(nil)).Column("username").Where("database_instance_id = ?", inst.ID).
+				Where("status <> ?", CredentialDeleted).OrderExpr("id").Scan(ctx, &keep); err != nil {
+				return provision.CreateResponse{}, fmt.Errorf("list credentials of database %d: %w", inst.ID, err)
+			}
+			if err := r.RevokeForeignAccess(ectx, inst.DatabaseName, inst.DatabaseUser, keep); err != nil {
+				return provision.CreateResponse{}, engineError(ctx, p.log, "rotate", inst.ID, err)
+			}
 		}
 	}
 	if _, err := req.Tx.NewUpdate().Model(rot).Set("status = ?", RotationDone).Set("last_error = ''").

@@ -2,6 +2,7 @@ package databases_test
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -225,4 +226,105 @@ func TestRotationLeftByAnUnreachableEngineIsFinished(t *testing.T) {
 		_, err := connect(t, it.Engine, it, rv.DatabaseUser, rv.Password)
 		assert.NoError(t, err, "%s: the new password logs in", engine)
 	}
+}
+
+// TestTakeoverRevokesWhatTheOldHolderGrantedOthers: Eve, holding an account whose address is not
+// hers, grants CONNECT on its PostgreSQL database to PUBLIC and to the login role of another
+// tenant she controls (a second account of hers), and that role every privilege on a table, and
+// keeps a session open there as that role. The owner takes the account over by a reset: by the
+// time it is answered Eve's session is ended and her other role no longer connects, as pausing
+// does; the new owner password logs in, and the database's own access credentials (full access
+// and read-only, made by an admin) keep connecting and reading, their open sessions untouched.
+// Before, only the owner password was changed: Eve's other role kept reading and writing the
+// owner's data. On MySQL/MariaDB a tenant cannot grant anything to another user (no GRANT
+// OPTION), so there is nothing to take back there.
+func TestTakeoverRevokesWhatTheOldHolderGrantedOthers(t *testing.T) {
+	smtp := testutil.StartSMTP(t)
+	a := start(t, mailed(smtp))
+	admin := a.AdminToken(t)
+	ctx := context.Background()
+
+	t.Run("postgres", func(t *testing.T) {
+		eve := a.Register(t)
+		it := create(t, a, eve.Token, "postgres")
+		rv := revealPassword(t, a, eve.Token, it.ID)
+		full := createCredential(t, a, admin, it, "")
+		readOnly := createCredentialRO(t, a, admin, it)
+		otherIt, otherRv, _ := ownedDatabase(t, a, "postgres") // Eve's second account
+		owner, err := connect(t, "postgres", it, rv.DatabaseUser, rv.Password)
+		require.NoError(t, err)
+		for _, s := range []string{
+			"CREATE TABLE secrets (v text)", "INSERT INTO secrets VALUES ('the owner''s data')",
+			"GRANT CONNECT ON DATABASE " + it.DatabaseName + " TO PUBLIC",
+			"GRANT CONNECT ON DATABASE " + it.DatabaseName + " TO " + otherRv.DatabaseUser,
+			"GRANT ALL ON secrets TO " + otherRv.DatabaseUser,
+		} {
+			_, err := owner.Exec(s)
+			require.NoError(t, err, s)
+		}
+		other, err := connect(t, "postgres", it, otherRv.DatabaseUser, otherRv.Password)
+		require.NoError(t, err, "Eve's other role reaches the database")
+		session, err := other.Conn(ctx)
+		require.NoError(t, err)
+		defer session.Close()
+		_, err = session.ExecContext(ctx, "INSERT INTO secrets VALUES ('eve was here')")
+		require.NoError(t, err)
+		credSessions := map[string]*sql.Conn{}
+		for _, c := range []credView{full, readOnly} {
+			pool, err := connect(t, "postgres", it, c.Username, c.Password)
+			require.NoError(t, err)
+			conn, err := pool.Conn(ctx)
+			require.NoError(t, err)
+			defer conn.Close()
+			credSessions[c.Username] = conn
+		}
+
+		const ownerPassword = "the-mailbox-owners-passphrase-8"
+		resetThroughMail(t, a, smtp, eve, ownerPassword)
+
+		_, err = session.ExecContext(ctx, "SELECT count(*) FROM secrets")
+		assert.Error(t, err, "the open session of Eve's other role is ended")
+		_, err = connect(t, "postgres", it, otherRv.DatabaseUser, otherRv.Password)
+		assert.Error(t, err, "Eve's other role no longer connects (neither through its grant nor through PUBLIC)")
+		_, err = connect(t, "postgres", otherIt, otherRv.DatabaseUser, otherRv.Password)
+		assert.NoError(t, err, "the other tenant still reaches its own database")
+
+		newRv := revealPassword(t, a, signIn(t, a, eve.Email, ownerPassword), it.ID)
+		pool, err := connect(t, "postgres", it, newRv.DatabaseUser, newRv.Password)
+		require.NoError(t, err, "the new owner password logs in")
+		var rows int
+		require.NoError(t, pool.QueryRow("SELECT count(*) FROM secrets").Scan(&rows))
+		assert.Equal(t, 2, rows, "the owner keeps its data")
+		_, err = pool.Exec("INSERT INTO secrets VALUES ('the owner again')")
+		assert.NoError(t, err, "and writes")
+		for _, c := range []credView{full, readOnly} {
+			var n int
+			assert.NoError(t, credSessions[c.Username].QueryRowContext(ctx, "SELECT count(*) FROM secrets").Scan(&n),
+				"%s: the open session of the database's own credential is kept", c.Username)
+			p, err := connect(t, "postgres", it, c.Username, c.Password)
+			if assert.NoError(t, err, "%s: the database's own credential still connects", c.Username) {
+				assert.NoError(t, p.QueryRow("SELECT count(*) FROM secrets").Scan(&n), c.Username)
+			}
+		}
+		_, err = credSessions[full.Username].ExecContext(ctx, "INSERT INTO secrets VALUES ('through the credential')")
+		assert.NoError(t, err, "the full-access credential still writes")
+	})
+
+	t.Run("mysql", func(t *testing.T) {
+		eve := a.Register(t)
+		it := create(t, a, eve.Token, "mysql")
+		rv := revealPassword(t, a, eve.Token, it.ID)
+		_, otherRv, _ := ownedDatabase(t, a, "mysql")
+		owner, err := connect(t, "mysql", it, rv.DatabaseUser, rv.Password)
+		require.NoError(t, err)
+		_, err = owner.Exec("CREATE TABLE secrets (v text)")
+		require.NoError(t, err)
+		for _, s := range []string{
+			fmt.Sprintf("GRANT SELECT ON `%s`.* TO '%s'@'%%'", it.DatabaseName, otherRv.DatabaseUser),
+			fmt.Sprintf("GRANT SELECT ON `%s`.secrets TO '%s'@'%%'", it.DatabaseName, otherRv.DatabaseUser),
+		} {
+			_, err = owner.Exec(s)
+			assert.Error(t, err, "a tenant grants nothing to another user: %s", s)
+		}
+	})
 }
