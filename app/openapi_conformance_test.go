@@ -50,6 +50,7 @@ type docOp struct {
 	method, path string
 	re           *regexp.Regexp
 	responses    map[string]map[string]bool // status -> media types (empty: no body)
+	headers      map[string]map[string]bool // status -> documented header (canonical) -> required
 	seen         map[int]int                // status -> answers
 }
 
@@ -63,6 +64,9 @@ func newConformance(t *testing.T, a *apptest.App) *conformance {
 		Paths map[string]map[string]struct {
 			Responses map[string]struct {
 				Content map[string]any `json:"content"`
+				Headers map[string]struct {
+					Required bool `json:"required"`
+				} `json:"headers"`
 			} `json:"responses"`
 		} `json:"paths"`
 	}
@@ -80,10 +84,15 @@ func newConformance(t *testing.T, a *apptest.App) *conformance {
 	require.NoError(t, c.compiler.AddResource("openapi.json", parsed))
 	for path, byMethod := range doc.Paths {
 		for method, op := range byMethod {
-			o := &docOp{method: strings.ToUpper(method), path: path, responses: map[string]map[string]bool{}, seen: map[int]int{}}
+			o := &docOp{method: strings.ToUpper(method), path: path, responses: map[string]map[string]bool{},
+				headers: map[string]map[string]bool{}, seen: map[int]int{}}
 			o.re = regexp.MustCompile("^" + pathParam.ReplaceAllString(strings.ReplaceAll(path, ".", `\.`), `[^/]+`) + "$")
 			for status, resp := range op.Responses {
 				o.responses[status] = map[string]bool{}
+				o.headers[status] = map[string]bool{}
+				for h, p := range resp.Headers {
+					o.headers[status][http.CanonicalHeaderKey(h)] = p.Required
+				}
 				for mt := range resp.Content {
 					o.responses[status][mt] = true
 				}
@@ -168,6 +177,17 @@ func (c *conformance) check(op *docOp, req *http.Request, res *http.Response, ra
 		c.fail("%s answered %d, which the operation does not list: %.300s", where, res.StatusCode, raw)
 		return
 	}
+	// The headers a client acts on: sent, they are documented; documented as required, they are sent.
+	for _, h := range contractHeaders {
+		if _, documented := op.headers[status][h]; res.Header.Get(h) != "" && !documented {
+			c.fail("%s answered %d with %s: %q, which the document does not describe for it", where, res.StatusCode, h, res.Header.Get(h))
+		}
+	}
+	for h, required := range op.headers[status] {
+		if required && res.Header.Get(h) == "" {
+			c.fail("%s answered %d without %s, which the document says is always sent", where, res.StatusCode, h)
+		}
+	}
 	ct := res.Header.Get("Content-Type")
 	if len(content) == 0 {
 		if len(raw) > 0 {
@@ -198,6 +218,10 @@ func (c *conformance) check(op *docOp, req *http.Request, res *http.Response, ra
 		c.fail("%s answered %d with a body the documented schema refuses: %v\nbody: %.500s", where, res.StatusCode, err, raw)
 	}
 }
+
+// contractHeaders are the response headers a generated client reads to act (retry later, sign in
+// again, follow a redirect).
+var contractHeaders = []string{"Retry-After", "Www-Authenticate", "Location"}
 
 func keys(m map[string]bool) []string {
 	var out []string
@@ -363,7 +387,7 @@ func TestEveryAnswerMatchesTheOpenAPIDocument(t *testing.T) {
 		"GitHub:ClientId": gh.ClientID, "GitHub:ClientSecret": gh.ClientSecret,
 		"GitHub:AuthUrl": gh.URL + "/login/oauth/authorize", "GitHub:TokenUrl": gh.URL + "/login/oauth/access_token",
 		"GitHub:ProfileUrl": gh.URL + "/user", "GitHub:EmailUrl": gh.URL + "/user/emails",
-		"RateLimit:Register": "1000-M", "RateLimit:PasswordReveal": "1000-M", "RateLimit:Login": "1000-M",
+		"RateLimit:Register": "1000-M", "RateLimit:PasswordReveal": "1000-M", "RateLimit:Login": "1000-M", "RateLimit:ForgotPasswordPerIp": "4-H",
 		"RateLimit:PerIp": "100000-M", "RateLimit:PerUser": "100000-M",
 	}
 	var engines []string
@@ -451,6 +475,11 @@ func TestEveryAnswerMatchesTheOpenAPIDocument(t *testing.T) {
 	u.Token = login.AccessToken
 	get(http.StatusOK, "/api/me", u.Token)
 	get(http.StatusUnauthorized, "/api/me", "")
+	// A rate limit reached: the per-IP limit of forgot-password (4 an hour here).
+	for i := 0; i < 4; i++ {
+		a.Post("/api/auth/forgot-password", "", map[string]any{"email": "nobody@example.test"})
+	}
+	post(http.StatusTooManyRequests, "/api/auth/forgot-password", "", map[string]any{"email": "nobody@example.test"})
 
 	// OAuth: a browser's round trip through the fake GitHub (its answers from the app checked too).
 	jar, _ := cookiejar.New(nil)
@@ -717,6 +746,13 @@ func TestEveryAnswerMatchesTheOpenAPIDocument(t *testing.T) {
 			}
 			res = a.Do(req)
 			assert.Equal(t, http.StatusUnauthorized, res.Status, "%s: %s", o.name(), res.Raw)
+		}
+	}
+
+	// A rate limit can refuse any operation that lists a 429: each documents the Retry-After it carries.
+	for _, o := range c.ops {
+		if _, limited := o.responses["429"]; limited {
+			assert.True(t, o.headers["429"]["Retry-After"], "%s: its 429 documents Retry-After as always sent", o.name())
 		}
 	}
 
