@@ -512,6 +512,16 @@ func TestEveryAnswerMatchesTheOpenAPIDocument(t *testing.T) {
 		post(http.StatusConflict, "/api/me/databases/"+id+"/pause", u.Token, nil)
 		post(http.StatusOK, "/api/me/databases/"+id+"/resume", u.Token, nil)
 	}
+	if len(dbIDs) > 0 {
+		// An owner password being changed on the engine (what a password reset that took the account
+		// over leaves while the engine is unreachable): no reveal until it is, 409 with Retry-After.
+		_, err := a.DB.Exec("INSERT INTO database_password_rotations (database_instance_id, next_attempt_at) VALUES (?, now() + interval '1 minute')", num(dbIDs[0]))
+		require.NoError(t, err)
+		r := get(http.StatusConflict, "/api/me/databases/"+dbIDs[0]+"/password", u.Token)
+		assert.NotEmpty(t, r.Header.Get("Retry-After"))
+		_, err = a.DB.Exec("UPDATE database_password_rotations SET status = 'Done' WHERE database_instance_id = ?", num(dbIDs[0]))
+		require.NoError(t, err)
+	}
 	get(http.StatusNotFound, "/api/me/databases/"+missing+"/password", u.Token)
 	post(http.StatusNotFound, "/api/me/databases/"+missing+"/pause", u.Token, nil)
 	post(http.StatusNotFound, "/api/me/databases/"+missing+"/resume", u.Token, nil)
