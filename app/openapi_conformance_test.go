@@ -764,6 +764,14 @@ func TestEveryAnswerMatchesTheOpenAPIDocument(t *testing.T) {
 		if _, limited := o.responses["429"]; limited {
 			assert.True(t, o.headers["429"]["Retry-After"], "%s: its 429 documents Retry-After as always sent", o.name())
 		}
+		// A 503 answered for a transaction a concurrent change got in the way of carries Retry-After: 1
+		// (httpx.FromError), on any operation that touches the database (the pass-through answers
+		// its own 503s, in OpenAI's format, without one).
+		if _, unavailable := o.responses["503"]; unavailable && o.path != "/readyz" && o.path != "/healthz" &&
+			o.path != "/api/ai/v1/chat/completions" {
+			_, documented := o.headers["503"]["Retry-After"]
+			assert.True(t, documented, "%s: its 503 documents the Retry-After it may carry", o.name())
+		}
 	}
 
 	noSuccess := map[string]string{}
