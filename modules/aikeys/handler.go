@@ -223,7 +223,7 @@ func (h *Handler) Register(api *httpx.API) {
 		Responses: map[string]*huma.Response{
 			"429": {Description: "Past `RateLimit:AiGenerate` for this key (with the `X-RateLimit-*` and `RateLimit` headers), or the upstream's own 429 " +
 				"(with the upstream's `Retry-After`, else 1, and without our rate-limit headers, which would contradict it).",
-				Headers: map[string]*huma.Param{"Retry-After": {Description: "Seconds to wait; always sent with this 429.", Schema: &huma.Schema{Type: "integer"}}}},
+				Headers: map[string]*huma.Param{"Retry-After": {Description: "Seconds to wait; always sent with this 429.", Required: true, Schema: &huma.Schema{Type: "integer"}}}},
 			"502": {Description: "The upstream failed, timed out, refused the gateway's `Ai:ApiKey`, answered more than 16 MiB or something that is no chat completion. " +
 				"No `Retry-After`: the upstream gave no time to wait."},
 		}},

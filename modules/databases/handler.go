@@ -144,7 +144,13 @@ func (h *Handler) Register(api *httpx.API) {
 		Description: "Limited by `RateLimit:PasswordReveal` per user; every reveal is audited (`database.password.revealed`, with IP and user agent). " +
 			"409 while the database is Provisioning, Failed or Deleting, and 409 with `Retry-After` while its owner password is being changed on the engine " +
 			"(a password reset took the account over: the new password is stored but does not log in yet; the engine is retried in the background).",
-		Errors: []int{http.StatusNotFound, http.StatusConflict}},
+		Errors: []int{http.StatusNotFound, http.StatusConflict},
+		Responses: map[string]*huma.Response{
+			"409": {Description: "The database is Provisioning, Failed or Deleting (no `Retry-After`: it depends on the database, read it again), " +
+				"or its owner password is being changed on the engine (with `Retry-After`).",
+				Headers: map[string]*huma.Param{"Retry-After": {Description: "Only while the owner password is being changed on the engine: " +
+					"seconds until the background finisher's next attempt; reveal again after it.", Schema: &huma.Schema{Type: "integer"}}}},
+		}},
 		func(ctx context.Context, in *idInput) (*httpx.Response[Reveal], error) {
 			uid := authn.FromContext(ctx).UserID
 			if err := h.limiter.Check(ctx, "PasswordReveal", fmt.Sprint(uid)); err != nil {

@@ -168,6 +168,26 @@ func Register[I, O any](a *API, access Access, op huma.Operation, h func(context
 				Description: "`Bearer` without a token; `Bearer error=\"invalid_token\"` for a malformed, expired or revoked one.",
 				Schema:      &huma.Schema{Type: "string"}}}
 		}
+		// Every 429 carries Retry-After (the limiter's, or the AI upstream's relayed): a generated
+		// client reads it only when the response documents it.
+		if r := doc.Responses["429"]; r != nil && r.Headers["Retry-After"] == nil {
+			if r.Headers == nil {
+				r.Headers = map[string]*huma.Param{}
+			}
+			r.Headers["Retry-After"] = &huma.Param{Description: "Seconds until the limit that was reached lets a request " +
+				"through again; always sent with a 429 (with `X-RateLimit-*` naming the limit).", Required: true,
+				Schema: &huma.Schema{Type: "integer"}}
+		}
+		// A 503 of a transaction a concurrent change got in the way of says when to try again
+		// (FromError); one of a dependency that is down does not know.
+		if r := doc.Responses["503"]; r != nil && r.Headers["Retry-After"] == nil && !Probe(op.Path) {
+			if r.Headers == nil {
+				r.Headers = map[string]*huma.Param{}
+			}
+			r.Headers["Retry-After"] = &huma.Param{Description: "Sent (`1`) when a concurrent change got in the way " +
+				"of the request, which may simply be sent again; absent when a dependency is unavailable.",
+				Schema: &huma.Schema{Type: "integer"}}
+		}
 		for code, r := range given {
 			got := doc.Responses[code]
 			if got == nil || got == r {

@@ -1,0 +1,788 @@
+package app_test
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"provisioner/modules/auth/oauthtest"
+	"provisioner/modules/dns/cloudflare/cloudflaretest"
+	"provisioner/platform/testutil"
+	"provisioner/platform/testutil/apptest"
+)
+
+// conformance checks every answer the app gives against the served OpenAPI document: the status
+// is one the operation lists, the Content-Type is a documented one for it, and the body validates
+// against the documented schema (JSON Schema 2020-12, the dialect of OpenAPI 3.1, with
+// santhosh-tekuri/jsonschema). It is the app client's transport, so every request of a test
+// (apptest's helpers included) is checked and counted per operation.
+type conformance struct {
+	base     http.RoundTripper
+	host     string
+	ops      []*docOp
+	compiler *jsonschema.Compiler
+
+	mu       sync.Mutex
+	schemas  map[string]*jsonschema.Schema
+	problems []string
+}
+
+type docOp struct {
+	method, path string
+	re           *regexp.Regexp
+	responses    map[string]map[string]bool // status -> media types (empty: no body)
+	headers      map[string]map[string]bool // status -> documented header (canonical) -> required
+	seen         map[int]int                // status -> answers
+}
+
+func (o *docOp) name() string { return o.method + " " + o.path }
+
+func newConformance(t *testing.T, a *apptest.App) *conformance {
+	t.Helper()
+	r := a.Get("/api/openapi.json", "")
+	require.Equal(t, http.StatusOK, r.Status)
+	var doc struct {
+		Paths map[string]map[string]struct {
+			Responses map[string]struct {
+				Content map[string]any `json:"content"`
+				Headers map[string]struct {
+					Required bool `json:"required"`
+				} `json:"headers"`
+			} `json:"responses"`
+		} `json:"paths"`
+	}
+	require.NoError(t, json.Unmarshal(r.Raw, &doc))
+	parsed, err := jsonschema.UnmarshalJSON(bytes.NewReader(r.Raw))
+	require.NoError(t, err)
+	c := &conformance{base: a.Client.Transport, schemas: map[string]*jsonschema.Schema{}, compiler: jsonschema.NewCompiler()}
+	if c.base == nil {
+		c.base = http.DefaultTransport
+	}
+	u, _ := url.Parse(a.URL)
+	c.host = u.Host
+	c.compiler.DefaultDraft(jsonschema.Draft2020)
+	c.compiler.AssertFormat()
+	require.NoError(t, c.compiler.AddResource("openapi.json", parsed))
+	for path, byMethod := range doc.Paths {
+		for method, op := range byMethod {
+			o := &docOp{method: strings.ToUpper(method), path: path, responses: map[string]map[string]bool{},
+				headers: map[string]map[string]bool{}, seen: map[int]int{}}
+			o.re = regexp.MustCompile("^" + pathParam.ReplaceAllString(strings.ReplaceAll(path, ".", `\.`), `[^/]+`) + "$")
+			for status, resp := range op.Responses {
+				o.responses[status] = map[string]bool{}
+				o.headers[status] = map[string]bool{}
+				for h, p := range resp.Headers {
+					o.headers[status][http.CanonicalHeaderKey(h)] = p.Required
+				}
+				for mt := range resp.Content {
+					o.responses[status][mt] = true
+				}
+			}
+			c.ops = append(c.ops, o)
+		}
+	}
+	a.Client.Transport = c
+	t.Cleanup(func() { // even when the session stopped half-way
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		for _, p := range c.problems {
+			t.Error(p)
+		}
+	})
+	return c
+}
+
+func (c *conformance) fail(format string, args ...any) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.problems = append(c.problems, fmt.Sprintf(format, args...))
+}
+
+func (c *conformance) match(method, path string) *docOp {
+	for _, o := range c.ops {
+		if o.method == method && o.re.MatchString(path) {
+			return o
+		}
+	}
+	return nil
+}
+
+// schema compiles the schema at the document's JSON pointer ptr once.
+func (c *conformance) schema(ptr string) (*jsonschema.Schema, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if s, ok := c.schemas[ptr]; ok {
+		return s, nil
+	}
+	s, err := c.compiler.Compile("openapi.json#" + ptr)
+	if err != nil {
+		return nil, err
+	}
+	c.schemas[ptr] = s
+	return s, nil
+}
+
+func pointerToken(s string) string {
+	s = strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
+	return url.PathEscape(s)
+}
+
+func (c *conformance) RoundTrip(req *http.Request) (*http.Response, error) {
+	res, err := c.base.RoundTrip(req)
+	if err != nil || req.URL.Host != c.host || req.Method == http.MethodHead || req.Method == http.MethodOptions {
+		return res, err
+	}
+	op := c.match(req.Method, req.URL.Path)
+	if op == nil {
+		return res, nil // not an operation of the document (the document itself, the docs UI)
+	}
+	raw, rerr := io.ReadAll(res.Body)
+	res.Body.Close()
+	res.Body = io.NopCloser(bytes.NewReader(raw))
+	if rerr != nil {
+		c.fail("%s: reading the answer: %v", op.name(), rerr)
+		return res, nil
+	}
+	c.mu.Lock()
+	op.seen[res.StatusCode]++
+	c.mu.Unlock()
+	c.check(op, req, res, raw)
+	return res, nil
+}
+
+func (c *conformance) check(op *docOp, req *http.Request, res *http.Response, raw []byte) {
+	where := fmt.Sprintf("%s (%s %s)", op.name(), req.Method, req.URL.RequestURI())
+	status := strconv.Itoa(res.StatusCode)
+	content, ok := op.responses[status]
+	if !ok {
+		c.fail("%s answered %d, which the operation does not list: %.300s", where, res.StatusCode, raw)
+		return
+	}
+	// The headers a client acts on: sent, they are documented; documented as required, they are sent.
+	for _, h := range contractHeaders {
+		if _, documented := op.headers[status][h]; res.Header.Get(h) != "" && !documented {
+			c.fail("%s answered %d with %s: %q, which the document does not describe for it", where, res.StatusCode, h, res.Header.Get(h))
+		}
+	}
+	for h, required := range op.headers[status] {
+		if required && res.Header.Get(h) == "" {
+			c.fail("%s answered %d without %s, which the document says is always sent", where, res.StatusCode, h)
+		}
+	}
+	ct := res.Header.Get("Content-Type")
+	if len(content) == 0 {
+		if len(raw) > 0 {
+			c.fail("%s answered %d with a body (%s) where the document describes none: %.200s", where, res.StatusCode, ct, raw)
+		}
+		return
+	}
+	mt, _, err := mime.ParseMediaType(ct)
+	if err != nil || !content[mt] {
+		c.fail("%s answered %d with Content-Type %q; documented: %v", where, res.StatusCode, ct, keys(content))
+		return
+	}
+	if mt != "application/json" {
+		return // text/plain metrics, text/event-stream: no JSON body to validate
+	}
+	s, err := c.schema("/paths/" + pointerToken(op.path) + "/" + strings.ToLower(op.method) + "/responses/" + status +
+		"/content/" + pointerToken(mt) + "/schema")
+	if err != nil {
+		c.fail("%s %d: the documented schema does not compile: %v", where, res.StatusCode, err)
+		return
+	}
+	body, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+	if err != nil {
+		c.fail("%s answered %d with a body that is not JSON: %.200s", where, res.StatusCode, raw)
+		return
+	}
+	if err := s.Validate(body); err != nil {
+		c.fail("%s answered %d with a body the documented schema refuses: %v\nbody: %.500s", where, res.StatusCode, err, raw)
+	}
+}
+
+// contractHeaders are the response headers a generated client reads to act (retry later, sign in
+// again, follow a redirect).
+var contractHeaders = []string{"Retry-After", "Www-Authenticate", "Location"}
+
+func keys(m map[string]bool) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// report fails the test with every operation that was not answered with both a success (unless
+// noSuccess says why none can be had here) and a 4xx. Answers that did not match are reported
+// when the test ends.
+func (c *conformance) report(t *testing.T, noSuccess map[string]string) {
+	t.Helper()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var untested []string
+	for _, o := range c.ops {
+		var ok, client bool
+		for st := range o.seen {
+			ok = ok || (st >= 200 && st < 400)
+			client = client || (st >= 400 && st < 500)
+		}
+		if _, exempt := noSuccess[o.name()]; !ok && !exempt {
+			untested = append(untested, o.name()+": no success answer")
+		}
+		if !client {
+			untested = append(untested, o.name()+": no 4xx answer")
+		}
+	}
+	sort.Strings(untested)
+	assert.Empty(t, untested, "every documented operation is exercised (a new route needs a call in TestEveryAnswerMatchesTheOpenAPIDocument)")
+}
+
+// cellFake is a minimal provisioning cell for wfauto (the module's own fake is in its tests).
+type cellFake struct {
+	mu   sync.Mutex
+	fail bool
+	n    int
+	// status, retryAfter and delay: an answer of that status (a throttle with Retry-After), or
+	// one that comes late.
+	status     int
+	retryAfter string
+	delay      time.Duration
+}
+
+func (f *cellFake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if r.Header.Get("Authorization") != "Bearer cell-key" {
+		w.WriteHeader(http.StatusUnauthorized)
+		return
+	}
+	time.Sleep(f.delay)
+	if f.status != 0 {
+		if f.retryAfter != "" {
+			w.Header().Set("Retry-After", f.retryAfter)
+		}
+		w.WriteHeader(f.status)
+		_, _ = w.Write([]byte(`{"error":"throttled","message":"slow down"}`))
+		return
+	}
+	if f.fail {
+		w.WriteHeader(http.StatusInternalServerError)
+		_, _ = w.Write([]byte(`{"error":"internal","message":"cell is down"}`))
+		return
+	}
+	switch {
+	case r.Method == http.MethodPost && r.URL.Path == "/accounts":
+		f.n++
+		id := fmt.Sprintf("acc_conf_%s_%d", testutil.RandomSuffix(), f.n)
+		w.WriteHeader(http.StatusCreated)
+		_, _ = fmt.Fprintf(w, `{"accountId":%q,"url":"https://flows.example.test/%s"}`, id, id)
+	case r.Method == http.MethodDelete:
+		w.WriteHeader(http.StatusNoContent)
+	default:
+		w.WriteHeader(http.StatusNotFound)
+	}
+}
+
+func (f *cellFake) setFail(v bool) { f.mu.Lock(); f.fail = v; f.mu.Unlock() }
+
+func (f *cellFake) setAnswer(status int, retryAfter string, delay time.Duration) {
+	f.mu.Lock()
+	f.status, f.retryAfter, f.delay = status, retryAfter, delay
+	f.mu.Unlock()
+}
+
+// aiFake is a minimal OpenAI-compatible upstream: a completion, an SSE stream, or a failure
+// (status, body and Content-Type as set) after delay.
+type aiFake struct {
+	mu     sync.Mutex
+	status int
+	body   string
+	ct     string
+	delay  time.Duration
+}
+
+func (f *aiFake) set(status int, ct, body string, delay time.Duration) {
+	f.mu.Lock()
+	f.status, f.ct, f.body, f.delay = status, ct, body, delay
+	f.mu.Unlock()
+}
+
+func (f *aiFake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Header.Get("Authorization") != "Bearer upstream-key" {
+		w.WriteHeader(http.StatusUnauthorized)
+		return
+	}
+	f.mu.Lock()
+	status, ct, failBody, delay := f.status, f.ct, f.body, f.delay
+	f.mu.Unlock()
+	time.Sleep(delay)
+	if status != 0 {
+		if ct != "" {
+			w.Header().Set("Content-Type", ct)
+		}
+		if status == http.StatusTooManyRequests {
+			w.Header().Set("Retry-After", "3")
+		}
+		w.WriteHeader(status)
+		_, _ = io.WriteString(w, failBody)
+		return
+	}
+	var body map[string]any
+	_ = json.NewDecoder(r.Body).Decode(&body)
+	if body["stream"] == true {
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, `data: {"id":"c","object":"chat.completion.chunk","model":"fake-model","choices":[{"index":0,"delta":{"content":"Hi"}}]}`+"\n\n")
+		_, _ = io.WriteString(w, `data: {"id":"c","object":"chat.completion.chunk","model":"fake-model","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4}}`+"\n\ndata: [DONE]\n\n")
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = io.WriteString(w, `{"id":"chatcmpl-1","object":"chat.completion","model":"fake-model","choices":[{"index":0,"message":{"role":"assistant","content":"Hello there"},"finish_reason":"stop"}],"usage":{"prompt_tokens":11,"completion_tokens":2,"total_tokens":13}}`)
+}
+
+// TestEveryAnswerMatchesTheOpenAPIDocument drives a realistic session through every operation of
+// the served OpenAPI document (a success where the test fakes allow one, and typical refusals), and
+// checks every answer against the document: what the generated clients of the SPA and the platform
+// teams expect is what they get.
+func TestEveryAnswerMatchesTheOpenAPIDocument(t *testing.T) {
+	cf := cloudflaretest.New("zone123", "cf-token", "example.com")
+	t.Cleanup(cf.Close)
+	cell := &cellFake{}
+	cellSrv := httptest.NewServer(cell)
+	t.Cleanup(cellSrv.Close)
+	aiUp := &aiFake{}
+	ai := httptest.NewServer(aiUp)
+	t.Cleanup(ai.Close)
+	smtp := testutil.StartSMTP(t)
+	gh := oauthtest.New("github")
+	t.Cleanup(gh.Close)
+	gh.SetUser(oauthtest.User{ID: "4242", Login: "octo", Name: "Octo Cat", Email: "octo-" + testutil.RandomSuffix() + "@example.test", EmailVerified: true})
+	const frontend = "http://app.test"
+	kv := map[string]any{
+		"Dns:BaseUrl": cf.URL, "Dns:ZoneId": "zone123", "Dns:ApiToken": "cf-token", "Dns:ZoneName": "example.com",
+		"Dns:CellSubdomain": "cell", "Dns:DefaultContent": "203.0.113.10", "Dns:TimeoutSeconds": 1,
+		"WfautoProvisioning:BaseUrl": cellSrv.URL, "WfautoProvisioning:ApiKey": "cell-key", "WfautoProvisioning:TimeoutSeconds": 1,
+		"Ai:BaseUrl": ai.URL, "Ai:ApiKey": "upstream-key", "Ai:DefaultModel": "fake-model", "Ai:TimeoutSeconds": 1,
+		"Smtp:Host": smtp.Host, "Smtp:Port": smtp.Port,
+		"Frontend:BaseUrl": frontend, "Frontend:Origins": []string{frontend},
+		"GitHub:ClientId": gh.ClientID, "GitHub:ClientSecret": gh.ClientSecret,
+		"GitHub:AuthUrl": gh.URL + "/login/oauth/authorize", "GitHub:TokenUrl": gh.URL + "/login/oauth/access_token",
+		"GitHub:ProfileUrl": gh.URL + "/user", "GitHub:EmailUrl": gh.URL + "/user/emails",
+		"RateLimit:Register": "1000-M", "RateLimit:PasswordReveal": "1000-M", "RateLimit:Login": "1000-M", "RateLimit:ForgotPasswordPerIp": "4-H",
+		"RateLimit:PerIp": "100000-M", "RateLimit:PerUser": "100000-M",
+	}
+	var engines []string
+	if pg := os.Getenv("TEST_TENANT_PG_URL"); pg != "" {
+		kv["ConnectionStrings:TenantPostgres"] = pg
+		engines = append(engines, "postgres")
+	}
+	if os.Getenv("TEST_TENANT_MYSQL_DSN") != "" {
+		kv["ConnectionStrings:TenantMysql"] = testutil.TenantMysqlDSN()
+		engines = append(engines, "mysql")
+	}
+	a := apptest.Start(t, apptest.With(kv))
+	a.Cfg.Server.PublicUrl = a.URL // OAuth callbacks are built from the address the app listens on
+	t.Cleanup(func() {
+		_, _ = a.DB.Exec("UPDATE dns_records SET status = 'Failed' WHERE status = 'Pending'")
+		_, _ = a.DB.Exec("UPDATE wfauto_accounts SET status = 'Failed' WHERE status = 'Pending'")
+	})
+	c := newConformance(t, a)
+
+	// want sends r and requires status (the session depends on it); the conformance of the answer
+	// is checked by the transport either way.
+	want := func(status int, r apptest.Request) *apptest.Resp {
+		t.Helper()
+		res := a.Do(r)
+		require.Equal(t, status, res.Status, "%s %s: %s", r.Method, r.Path, res.Raw)
+		return res
+	}
+	get := func(status int, path, token string) *apptest.Resp {
+		t.Helper()
+		return want(status, apptest.Request{Method: http.MethodGet, Path: path, Token: token})
+	}
+	post := func(status int, path, token string, body any) *apptest.Resp {
+		t.Helper()
+		return want(status, apptest.Request{Method: http.MethodPost, Path: path, Token: token, Body: body})
+	}
+	put := func(status int, path, token string, body any) *apptest.Resp {
+		t.Helper()
+		return want(status, apptest.Request{Method: http.MethodPut, Path: path, Token: token, Body: body})
+	}
+	del := func(status int, path, token string) *apptest.Resp {
+		t.Helper()
+		return want(status, apptest.Request{Method: http.MethodDelete, Path: path, Token: token})
+	}
+	idOf := func(r *apptest.Resp) string {
+		t.Helper()
+		var v struct {
+			ID         int64 `json:"id"`
+			InstanceID int64 `json:"databaseInstanceId"`
+		}
+		r.Decode(t, &v)
+		if v.ID == 0 {
+			v.ID = v.InstanceID
+		}
+		require.NotZero(t, v.ID, string(r.Raw))
+		return strconv.FormatInt(v.ID, 10)
+	}
+	num := func(id string) int64 { n, _ := strconv.ParseInt(id, 10, 64); return n }
+	const missing = "987654321"
+
+	// Public and operational routes.
+	for _, p := range []string{"/healthz", "/readyz", "/metrics", "/api/engines", "/api/metrics/platform"} {
+		get(http.StatusOK, p, "")
+	}
+
+	// Sign-up, sign-in, password reset.
+	u := a.Register(t)
+	post(http.StatusConflict, "/api/auth/register", "", map[string]any{"fullName": "Again", "email": u.Email, "password": u.Password})
+	post(http.StatusBadRequest, "/api/auth/register", "", map[string]any{"fullName": "", "email": "not-an-email", "password": "x"})
+	post(http.StatusOK, "/api/auth/login", "", map[string]any{"email": u.Email, "password": u.Password})
+	post(http.StatusUnauthorized, "/api/auth/login", "", map[string]any{"email": u.Email, "password": "wrong-" + u.Password})
+	post(http.StatusBadRequest, "/api/auth/login", "", map[string]any{"email": u.Email})
+	post(http.StatusOK, "/api/auth/forgot-password", "", map[string]any{"email": u.Email})
+	post(http.StatusBadRequest, "/api/auth/forgot-password", "", map[string]any{"email": "no"})
+	msg := smtp.WaitFor(t, u.Email, 10*time.Second)
+	_, after, found := strings.Cut(msg, frontend+"/auth/reset-password#token=")
+	require.True(t, found, msg)
+	post(http.StatusBadRequest, "/api/auth/reset-password", "", map[string]any{"token": "not-a-token", "newPassword": "a-fine-new-passphrase-9"})
+	u.Password = "a-fine-new-passphrase-9"
+	post(http.StatusOK, "/api/auth/reset-password", "", map[string]any{"token": strings.Fields(after)[0], "newPassword": u.Password})
+	r := post(http.StatusOK, "/api/auth/login", "", map[string]any{"email": u.Email, "password": u.Password})
+	var login struct {
+		AccessToken string `json:"accessToken"`
+	}
+	r.Decode(t, &login)
+	u.Token = login.AccessToken
+	get(http.StatusOK, "/api/me", u.Token)
+	get(http.StatusUnauthorized, "/api/me", "")
+	// A rate limit reached: the per-IP limit of forgot-password (4 an hour here).
+	for i := 0; i < 4; i++ {
+		a.Post("/api/auth/forgot-password", "", map[string]any{"email": "nobody@example.test"})
+	}
+	post(http.StatusTooManyRequests, "/api/auth/forgot-password", "", map[string]any{"email": "nobody@example.test"})
+
+	// OAuth: a browser's round trip through the fake GitHub (its answers from the app checked too).
+	jar, _ := cookiejar.New(nil)
+	browser := &http.Client{Jar: jar, Transport: c, CheckRedirect: func(r *http.Request, _ []*http.Request) error {
+		if strings.HasPrefix(r.URL.String(), frontend) {
+			return http.ErrUseLastResponse
+		}
+		return nil
+	}}
+	res, err := browser.Get(a.URL + "/api/auth/login/github")
+	require.NoError(t, err)
+	res.Body.Close()
+	require.Equal(t, http.StatusFound, res.StatusCode)
+	assert.Contains(t, res.Header.Get("Location"), frontend)
+	get(http.StatusNotFound, "/api/auth/login/myspace", "")
+	get(http.StatusNotFound, "/api/auth/callback/myspace", "")
+
+	// Databases, the user's side.
+	var dbIDs []string
+	for _, engine := range engines {
+		r := post(http.StatusCreated, "/api/me/databases", u.Token, map[string]any{"engine": engine, "name": "app data " + engine})
+		dbIDs = append(dbIDs, idOf(r))
+	}
+	a.Settle(10 * time.Second)
+	get(http.StatusOK, "/api/me/databases", u.Token)
+	post(http.StatusBadRequest, "/api/me/databases", u.Token, map[string]any{"engine": "oracle"})
+	for _, id := range dbIDs {
+		get(http.StatusOK, "/api/me/databases/"+id+"/password", u.Token)
+		post(http.StatusOK, "/api/me/databases/"+id+"/pause", u.Token, nil)
+		post(http.StatusConflict, "/api/me/databases/"+id+"/pause", u.Token, nil)
+		post(http.StatusOK, "/api/me/databases/"+id+"/resume", u.Token, nil)
+	}
+	if len(dbIDs) > 0 {
+		// An owner password being changed on the engine (what a password reset that took the account
+		// over leaves while the engine is unreachable): no reveal until it is, 409 with Retry-After.
+		_, err := a.DB.Exec("INSERT INTO database_password_rotations (database_instance_id, next_attempt_at) VALUES (?, now() + interval '1 minute')", num(dbIDs[0]))
+		require.NoError(t, err)
+		r := get(http.StatusConflict, "/api/me/databases/"+dbIDs[0]+"/password", u.Token)
+		assert.NotEmpty(t, r.Header.Get("Retry-After"))
+		_, err = a.DB.Exec("UPDATE database_password_rotations SET status = 'Done' WHERE database_instance_id = ?", num(dbIDs[0]))
+		require.NoError(t, err)
+	}
+	get(http.StatusNotFound, "/api/me/databases/"+missing+"/password", u.Token)
+	post(http.StatusNotFound, "/api/me/databases/"+missing+"/pause", u.Token, nil)
+	post(http.StatusNotFound, "/api/me/databases/"+missing+"/resume", u.Token, nil)
+	del(http.StatusNotFound, "/api/me/databases/"+missing, u.Token)
+
+	// DNS, the user's side.
+	r = post(http.StatusCreated, "/api/me/dns", u.Token, map[string]any{"label": "blog-" + testutil.RandomSuffix()})
+	myRecord := idOf(r)
+	post(http.StatusBadRequest, "/api/me/dns", u.Token, map[string]any{"label": "not a label!"})
+	a.Settle(5 * time.Second)
+	get(http.StatusOK, "/api/me/dns", u.Token)
+	del(http.StatusNotFound, "/api/me/dns/"+missing, u.Token)
+
+	// Workflow automation, the user's side.
+	post(http.StatusCreated, "/api/me/wfauto/provision", u.Token, nil)
+	a.Settle(5 * time.Second)
+	get(http.StatusOK, "/api/me/wfauto", u.Token)
+	post(http.StatusConflict, "/api/me/wfauto/provision", u.Token, nil)
+
+	// AI keys, the gateway.
+	r = post(http.StatusCreated, "/api/me/ai-keys", u.Token, map[string]any{"name": "laptop"})
+	var key struct {
+		ID  int64  `json:"id"`
+		Key string `json:"key"`
+	}
+	r.Decode(t, &key)
+	require.NotEmpty(t, key.Key, string(r.Raw))
+	keyID := strconv.FormatInt(key.ID, 10)
+	post(http.StatusBadRequest, "/api/me/ai-keys", u.Token, map[string]any{"name": ""})
+	get(http.StatusOK, "/api/me/ai-keys", u.Token)
+	r = post(http.StatusOK, "/api/me/ai-keys/"+keyID+"/rotate", u.Token, map[string]any{"gracePeriodSeconds": 0})
+	r.Decode(t, &key)
+	require.NotEmpty(t, key.Key, string(r.Raw))
+	post(http.StatusNotFound, "/api/me/ai-keys/"+missing+"/rotate", u.Token, map[string]any{})
+	withKey := map[string]string{"X-API-Key": key.Key}
+	want(http.StatusOK, apptest.Request{Method: http.MethodPost, Path: "/api/ai/generate", Header: withKey, Body: map[string]any{"prompt": "Say hello"}})
+	want(http.StatusBadRequest, apptest.Request{Method: http.MethodPost, Path: "/api/ai/generate", Header: withKey, Body: map[string]any{"prompt": ""}})
+	want(http.StatusUnauthorized, apptest.Request{Method: http.MethodPost, Path: "/api/ai/generate", Body: map[string]any{"prompt": "hi"}})
+	chat := map[string]any{"model": "fake-model", "messages": []map[string]any{{"role": "user", "content": "hi"}}}
+	want(http.StatusOK, apptest.Request{Method: http.MethodPost, Path: "/api/ai/v1/chat/completions", Header: withKey, Body: chat})
+	chat["stream"] = true
+	r = want(http.StatusOK, apptest.Request{Method: http.MethodPost, Path: "/api/ai/v1/chat/completions", Header: withKey, Body: chat})
+	line, _ := bufio.NewReader(bytes.NewReader(r.Raw)).ReadString('\n')
+	assert.True(t, strings.HasPrefix(line, "data: "), "a stream: %s", r.Raw)
+	want(http.StatusUnauthorized, apptest.Request{Method: http.MethodPost, Path: "/api/ai/v1/chat/completions", Body: chat})
+	// What the upstream's failures become: every answer is checked against the document.
+	delete(chat, "stream")
+	for _, f := range []struct {
+		status   int
+		ct, body string
+		delay    time.Duration
+	}{
+		{400, "application/json", `{"error":{"message":"bad","type":"invalid_request_error"}}`, 0},
+		{401, "application/json", `{"error":{"message":"bad key","type":"invalid_request_error"}}`, 0},
+		{403, "application/json", `{"error":{"message":"forbidden","type":"invalid_request_error"}}`, 0},
+		{404, "application/json", `{"error":{"message":"no such model","type":"invalid_request_error"}}`, 0},
+		{408, "application/json", `{"error":{"message":"timeout","type":"server_error"}}`, 0},
+		{409, "application/json", `{"error":{"message":"conflict","type":"invalid_request_error"}}`, 0},
+		{413, "application/json", `{"error":{"message":"too large","type":"invalid_request_error"}}`, 0},
+		{422, "application/json", `{"error":{"message":"unprocessable","type":"invalid_request_error"}}`, 0},
+		{429, "application/json", `{"error":{"message":"slow down","type":"requests"}}`, 0},
+		{500, "application/json", `{"error":{"message":"exploded","type":"server_error"}}`, 0},
+		{502, "text/html", `<html>bad gateway</html>`, 0},
+		{503, "text/plain", `overloaded`, 0},
+		{504, "", ``, 0},
+		{400, "text/html", `<html>bad request</html>`, 0},
+		{200, "application/json", `not json`, 0},
+		{200, "text/html", `<html>hi</html>`, 0},
+		{0, "", "", 1500 * time.Millisecond}, // slower than Ai:TimeoutSeconds
+	} {
+		aiUp.set(f.status, f.ct, f.body, f.delay)
+		for _, path := range []string{"/api/ai/v1/chat/completions", "/api/ai/generate"} {
+			body := any(chat)
+			if path == "/api/ai/generate" {
+				body = map[string]any{"prompt": "hi"}
+			}
+			res := a.Do(apptest.Request{Method: http.MethodPost, Path: path, Header: withKey, Body: body})
+			assert.NotEqual(t, http.StatusOK, res.Status, "upstream %d %s: %s", f.status, path, res.Raw)
+		}
+	}
+	aiUp.set(0, "", "", 0)
+	want(http.StatusBadRequest, apptest.Request{Method: http.MethodPost, Path: "/api/ai/v1/chat/completions", Header: withKey, Body: `{"messages": "x"`})
+
+	// The admin's side.
+	admin := a.AdminToken(t)
+	get(http.StatusForbidden, "/api/users", u.Token)
+	get(http.StatusOK, "/api/users?page=1&pageSize=5", admin)
+	get(http.StatusBadRequest, "/api/users?pageSize=-1", admin)
+	r = post(http.StatusCreated, "/api/users", admin, map[string]any{"fullName": "Made By Admin",
+		"email": "made-" + testutil.RandomSuffix() + "@example.test", "password": "a-long-enough-passphrase-1", "role": "User"})
+	other := idOf(r)
+	post(http.StatusBadRequest, "/api/users", admin, map[string]any{"fullName": "x"})
+	get(http.StatusOK, "/api/users/"+other, admin)
+	get(http.StatusNotFound, "/api/users/"+missing, admin)
+	put(http.StatusOK, "/api/users/"+other, admin, map[string]any{"organization": "Elsewhere"})
+	put(http.StatusNotFound, "/api/users/"+missing, admin, map[string]any{"organization": "Elsewhere"})
+	get(http.StatusOK, "/api/users/"+strconv.FormatInt(u.ID, 10)+"/dashboard", admin)
+	get(http.StatusNotFound, "/api/users/"+missing+"/dashboard", admin)
+
+	// Database instances and their access credentials.
+	get(http.StatusOK, "/api/database-instances", admin)
+	get(http.StatusNotFound, "/api/database-instances/"+missing, admin)
+	put(http.StatusNotFound, "/api/database-instances/"+missing, admin, map[string]any{"name": "x"})
+	del(http.StatusNotFound, "/api/database-instances/"+missing, admin)
+	post(http.StatusBadRequest, "/api/database-instances", admin, map[string]any{})
+	get(http.StatusOK, "/api/access-credentials", admin)
+	get(http.StatusNotFound, "/api/access-credentials/"+missing, admin)
+	put(http.StatusNotFound, "/api/access-credentials/"+missing, admin, map[string]any{"rotatePassword": true})
+	del(http.StatusNotFound, "/api/access-credentials/"+missing, admin)
+	post(http.StatusBadRequest, "/api/access-credentials", admin, map[string]any{})
+	if len(engines) > 0 {
+		r = post(http.StatusCreated, "/api/database-instances", admin, map[string]any{"userId": num(other), "engine": engines[0], "name": "by admin"})
+		inst := idOf(r)
+		a.Settle(10 * time.Second)
+		get(http.StatusOK, "/api/database-instances/"+inst, admin)
+		put(http.StatusOK, "/api/database-instances/"+inst, admin, map[string]any{"name": "renamed"})
+		r = post(http.StatusCreated, "/api/access-credentials", admin, map[string]any{"databaseInstanceId": num(inst), "readOnly": true})
+		cred := idOf(r)
+		a.Settle(10 * time.Second)
+		get(http.StatusOK, "/api/access-credentials?databaseInstanceId="+inst, admin)
+		get(http.StatusOK, "/api/access-credentials/"+cred, admin)
+		put(http.StatusOK, "/api/access-credentials/"+cred, admin, map[string]any{"rotatePassword": true})
+		del(http.StatusOK, "/api/access-credentials/"+cred, admin)
+		a.Settle(10 * time.Second)
+		del(http.StatusOK, "/api/database-instances/"+inst, admin)
+		a.Settle(10 * time.Second)
+	}
+
+	// DNS records: one the provider refuses to create (Failed), retried once it accepts.
+	get(http.StatusOK, "/api/dns/records", admin)
+	get(http.StatusOK, "/api/dns/records/"+myRecord, admin)
+	get(http.StatusNotFound, "/api/dns/records/"+missing, admin)
+	post(http.StatusBadRequest, "/api/dns/records", admin, map[string]any{"userId": num(other)})
+	post(http.StatusNotFound, "/api/dns/records/"+missing+"/retry", admin, nil)
+	post(http.StatusCreated, "/api/dns/records", admin, map[string]any{"userId": num(other), "label": "ok-" + testutil.RandomSuffix()})
+	cf.Fail(cloudflaretest.Fault{Status: 400, Method: http.MethodPost,
+		Raw: `{"success":false,"errors":[{"code":9005,"message":"Content for A record is invalid"}],"messages":[],"result":null}`})
+	// The create is synchronous: the provider's refusal is a 502 whose data is the Failed record.
+	r = post(http.StatusBadGateway, "/api/dns/records", admin, map[string]any{"userId": num(other), "label": "api-" + testutil.RandomSuffix()})
+	rec := idOf(r)
+	a.Settle(5 * time.Second)
+	post(http.StatusOK, "/api/dns/records/"+rec+"/retry", admin, nil)
+	a.Settle(5 * time.Second)
+	post(http.StatusConflict, "/api/dns/records/"+rec+"/retry", admin, nil)
+	del(http.StatusOK, "/api/me/dns/"+myRecord, u.Token)
+
+	// Workflow automation accounts: one the cell fails to make, retried once it works.
+	get(http.StatusOK, "/api/wfauto/accounts", admin)
+	get(http.StatusNotFound, "/api/wfauto/accounts/"+missing, admin)
+	post(http.StatusNotFound, "/api/wfauto/accounts/"+missing+"/retry", admin, nil)
+	post(http.StatusBadRequest, "/api/wfauto/accounts", admin, map[string]any{})
+	third := a.Register(t)
+	post(http.StatusCreated, "/api/wfauto/accounts", admin, map[string]any{"userId": third.ID})
+	a.Settle(5 * time.Second)
+	cell.setFail(true)
+	r = post(http.StatusBadGateway, "/api/wfauto/accounts", admin, map[string]any{"userId": num(other)})
+	acc := idOf(r)
+	a.Settle(5 * time.Second)
+	cell.setFail(false)
+	get(http.StatusOK, "/api/wfauto/accounts/"+acc, admin)
+	post(http.StatusOK, "/api/wfauto/accounts/"+acc+"/retry", admin, nil)
+	a.Settle(5 * time.Second)
+
+	// Audit events.
+	r = post(http.StatusCreated, "/api/audit-events", admin, map[string]any{"action": "note.added", "targetType": "user", "targetId": other, "details": map[string]any{"why": "conformance"}})
+	ev := idOf(r)
+	post(http.StatusBadRequest, "/api/audit-events", admin, map[string]any{"action": ""})
+	get(http.StatusOK, "/api/audit-events?pageSize=5", admin)
+	get(http.StatusBadRequest, "/api/audit-events?from=yesterday", admin)
+	get(http.StatusOK, "/api/audit-events/"+ev, admin)
+	get(http.StatusNotFound, "/api/audit-events/"+missing, admin)
+	put(http.StatusOK, "/api/audit-events/"+ev, admin, map[string]any{"details": map[string]any{"why": "amended"}})
+	put(http.StatusNotFound, "/api/audit-events/"+missing, admin, map[string]any{"action": "x.y"})
+	del(http.StatusOK, "/api/audit-events/"+ev, admin)
+	del(http.StatusNotFound, "/api/audit-events/"+missing, admin)
+
+	// What the providers' failures become, for users of their own (one resource each).
+	for i, f := range []cloudflaretest.Fault{{Status: 429, RetryAfter: 7}, {Status: 500}, {Status: 503, RetryAfter: 2},
+		{Delay: 1500 * time.Millisecond}, {Raw: "<html>proxy error</html>", ContentType: "text/html", Status: 502},
+		{Raw: `{"success":false,"errors":[{"code":81057,"message":"Record already exists."}],"messages":[],"result":null}`, Status: 400}} {
+		f.Method = http.MethodPost
+		cf.Fail(f)
+		v := a.Register(t)
+		// A 5xx may be retried into a 201: only the conformance of the answer matters here.
+		a.Post("/api/me/dns", v.Token, map[string]any{"label": fmt.Sprintf("fault%d-%s", i, testutil.RandomSuffix())})
+	}
+	for _, f := range []struct {
+		status     int
+		retryAfter string
+		delay      time.Duration
+	}{{429, "5", 0}, {503, "", 0}, {400, "", 0}, {409, "", 0}, {0, "", 1500 * time.Millisecond}} {
+		cell.setAnswer(f.status, f.retryAfter, f.delay)
+		v := a.Register(t)
+		res := a.Post("/api/me/wfauto/provision", v.Token, nil)
+		assert.NotEqual(t, http.StatusCreated, res.Status, "cell answer %+v: %s", f, res.Raw)
+	}
+	cell.setAnswer(0, "", 0)
+	a.Settle(5 * time.Second)
+
+	// OAuth callbacks that do not complete: the provider's refusal, a missing or foreign state.
+	for _, q := range []string{"?error=access_denied&error_description=no", "?code=abc", "?code=abc&state=forged", ""} {
+		a.Get("/api/auth/callback/github"+q, "")
+	}
+	gh.Deny = true
+	res, err = browser.Get(a.URL + "/api/auth/login/github")
+	require.NoError(t, err)
+	res.Body.Close()
+	gh.Deny = false
+
+	// Tear down the user's resources, then the accounts.
+	for _, id := range dbIDs {
+		del(http.StatusOK, "/api/me/databases/"+id, u.Token)
+	}
+	del(http.StatusOK, "/api/me/ai-keys/"+keyID, u.Token)
+	del(http.StatusNotFound, "/api/me/ai-keys/"+missing, u.Token)
+	a.Settle(10 * time.Second)
+	del(http.StatusOK, "/api/users/"+other, admin)
+	del(http.StatusNotFound, "/api/users/"+missing, admin)
+
+	// Every operation: a body in a charset other than UTF-8 (refused before routing, 415), and
+	// the protected ones without a token (401).
+	for _, o := range c.ops {
+		path := pathParam.ReplaceAllString(o.path, "1")
+		res := a.Do(apptest.Request{Method: o.method, Path: path, Body: "{}", Header: map[string]string{"Content-Type": "application/json; charset=iso-8859-1"}})
+		assert.Equal(t, http.StatusUnsupportedMediaType, res.Status, "%s: %s", o.name(), res.Raw)
+		res = a.Do(apptest.Request{Method: o.method, Path: path + "%00"})
+		assert.Equal(t, http.StatusBadRequest, res.Status, "%s: %s", o.name(), res.Raw)
+		if strings.HasPrefix(o.path, "/api/") && o.path != "/api/engines" && o.path != "/api/metrics/platform" && !strings.HasPrefix(o.path, "/api/auth/") {
+			req := apptest.Request{Method: o.method, Path: path}
+			if o.method == http.MethodPost || o.method == http.MethodPut {
+				req.Body = map[string]any{}
+			}
+			res = a.Do(req)
+			assert.Equal(t, http.StatusUnauthorized, res.Status, "%s: %s", o.name(), res.Raw)
+		}
+	}
+
+	// A rate limit can refuse any operation that lists a 429: each documents the Retry-After it carries.
+	for _, o := range c.ops {
+		if _, limited := o.responses["429"]; limited {
+			assert.True(t, o.headers["429"]["Retry-After"], "%s: its 429 documents Retry-After as always sent", o.name())
+		}
+		// A 503 answered for a transaction a concurrent change got in the way of carries Retry-After: 1
+		// (httpx.FromError), on any operation that touches the database (the pass-through answers
+		// its own 503s, in OpenAI's format, without one).
+		if _, unavailable := o.responses["503"]; unavailable && o.path != "/readyz" && o.path != "/healthz" &&
+			o.path != "/api/ai/v1/chat/completions" {
+			_, documented := o.headers["503"]["Retry-After"]
+			assert.True(t, documented, "%s: its 503 documents the Retry-After it may carry", o.name())
+		}
+	}
+
+	noSuccess := map[string]string{}
+	if len(engines) == 0 {
+		for _, op := range []string{"GET /api/me/databases/{id}/password", "POST /api/me/databases/{id}/pause",
+			"POST /api/me/databases/{id}/resume", "DELETE /api/me/databases/{id}", "POST /api/database-instances",
+			"GET /api/database-instances/{id}", "PUT /api/database-instances/{id}", "DELETE /api/database-instances/{id}",
+			"POST /api/access-credentials", "GET /api/access-credentials/{id}", "PUT /api/access-credentials/{id}",
+			"DELETE /api/access-credentials/{id}"} {
+			noSuccess[op] = "no tenant engine in this environment"
+		}
+	}
+	c.report(t, noSuccess)
+}
