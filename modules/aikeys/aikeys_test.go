@@ -435,6 +435,11 @@ func TestPerKeyRateLimitAndQuota(t *testing.T) {
 	r := generate(a, k.Key)
 	assert.Equal(t, http.StatusTooManyRequests, r.Status)
 	assert.NotEmpty(t, r.Header.Get("Retry-After"))
+	assert.Contains(t, r.Env.Message, "retry in "+r.Header.Get("Retry-After")+" s", "the header and the message agree")
+	// The pass-through refuses the spent key alike, its Retry-After rounded as the message says.
+	res, body := chatRaw(t, a, k.Key, map[string]any{"model": "m", "messages": []map[string]string{{"role": "user", "content": "hi"}}})
+	assert.Equal(t, http.StatusTooManyRequests, res.StatusCode, body)
+	assert.Contains(t, body, "retry in "+res.Header.Get("Retry-After")+" s", "the header and the message agree")
 	assert.Equal(t, http.StatusOK, generate(a, other.Key).Status, "the limit is per key")
 	assert.Equal(t, http.StatusConflict, a.Post("/api/me/ai-keys", u.Token, map[string]any{"name": "third"}).Status)
 }

@@ -602,7 +602,7 @@ func (p *Passthrough) Handle(c *fiber.Ctx) error {
 	}
 	var le *ratelimit.LimitError
 	if errors.As(err, &le) {
-		c.Set(fiber.HeaderRetryAfter, fmt.Sprint(int(le.RetryAfter.Seconds())+1))
+		c.Set(fiber.HeaderRetryAfter, le.GetHeaders().Get(fiber.HeaderRetryAfter)) // the limiter's rounding, as its message says
 		return openAIError(c, http.StatusTooManyRequests, "requests", "rate_limit_exceeded", "", le.Error())
 	}
 	if !p.upstream.Configured() {
