@@ -26,6 +26,7 @@ import (
 
 	"provisioner/modules/auth/oauthtest"
 	"provisioner/modules/dns/cloudflare/cloudflaretest"
+	"provisioner/platform/ratelimit"
 	"provisioner/platform/testutil"
 	"provisioner/platform/testutil/apptest"
 )
@@ -220,8 +221,15 @@ func (c *conformance) check(op *docOp, req *http.Request, res *http.Response, ra
 }
 
 // contractHeaders are the response headers a generated client reads to act (retry later, sign in
-// again, follow a redirect).
-var contractHeaders = []string{"Retry-After", "Www-Authenticate", "Location"}
+// again, follow a redirect, slow down before a limit is reached), canonical: Retry-After,
+// WWW-Authenticate, Location and the rate limits' X-RateLimit-*, RateLimit-Policy and RateLimit.
+var contractHeaders = func() []string {
+	out := []string{"Retry-After", "Www-Authenticate", "Location"}
+	for _, h := range ratelimit.HeaderNames {
+		out = append(out, http.CanonicalHeaderKey(h))
+	}
+	return out
+}()
 
 func keys(m map[string]bool) []string {
 	var out []string

@@ -205,6 +205,7 @@ func newServer(cfg *config.Config, log *slog.Logger, m *httpx.Metrics, g *authn.
 			}
 			return httpx.FiberClientIP(c)
 		})},
+		LimitHeaders: ratelimit.DocHeaders(),
 	})
 }
 

@@ -929,6 +929,11 @@ func (e *mysqlEngine) SetUserLogin(ctx context.Context, dbName, user, marker str
 	return e.kill(ctx, user)
 }
 
+// DropUser implements Engine. As Drop does, it locks the user's account before ending its
+// sessions: MariaDB and MySQL do not end the sessions of a user they drop, so a client that
+// logged in again between KILL and DROP USER (a pool reconnects at once) kept a session that
+// outlived the credential. Repeatable: a retry after a failure in between finds the account
+// locked and its sessions ended again.
 func (e *mysqlEngine) DropUser(ctx context.Context, dbName, user, marker string) error {
 	if err := checkNames(dbName, user); err != nil {
 		return err
@@ -938,6 +943,9 @@ func (e *mysqlEngine) DropUser(ctx context.Context, dbName, user, marker string)
 		return err
 	}
 	if exists {
+		if err := e.exec(ctx, fmt.Sprintf("ALTER USER IF EXISTS %s ACCOUNT LOCK", mqa(user))); err != nil {
+			return err
+		}
 		if err := e.kill(ctx, user); err != nil {
 			return err
 		}

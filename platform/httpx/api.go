@@ -386,9 +386,10 @@ func newAPI(app *fiber.App, title, version string, guard Guard) *API {
 	cfg.Info.Description = "Resource provisioning service: sign up, then provision PostgreSQL/MySQL " +
 		"databases, DNS records, workflow-automation accounts and AI API keys. Every response is the " +
 		"envelope `{success, message, data}`; errors add `errors` for validation failures.\n\n" +
-		"Rate limits: every response carries `X-RateLimit-Limit`, `X-RateLimit-Remaining`, " +
+		"Rate limits: every response but the probes' carries `X-RateLimit-Limit`, `X-RateLimit-Remaining`, " +
 		"`X-RateLimit-Reset` (seconds until the window resets, at most its length) and the IETF draft's `RateLimit-Policy`/`RateLimit` for the " +
-		"tightest limit that applied; a 429 adds `Retry-After`. Limits are shared by every instance of " +
+		"tightest limit that applied (declared on each response: required on a success, optional on an error, which may be " +
+		"refused before any limit counted); a 429 adds `Retry-After`. Limits are shared by every instance of " +
 		"the service; for the per-IP and per-user limits, `Remaining` counts hits another instance " +
 		"has reserved as spent.\n\n" +
 		"HTTP: paths are case-sensitive and a numeric path id is canonical decimal (`01`, `+1` are a 400, as `abc` is); " +

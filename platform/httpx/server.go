@@ -38,6 +38,11 @@ type ServerOptions struct {
 	Guard          Guard
 	// Before runs on every request after the request context is set (e.g. the per-IP limit).
 	Before []fiber.Handler
+	// LimitHeaders are the response headers Before's rate limits send (ratelimit.DocHeaders):
+	// Finish declares them on every response of every operation but the probes, which no limit
+	// counts; required on the answers below 400, which always pass the limits, optional on the
+	// errors, some of which are answered before any limit counted (see documentLimitHeaders).
+	LimitHeaders map[string]*huma.Param
 }
 
 // Server owns the Fiber app and the huma API.
@@ -47,6 +52,8 @@ type Server struct {
 	log *slog.Logger
 
 	metrics *Metrics
+	// limitHeaders: ServerOptions.LimitHeaders.
+	limitHeaders map[string]*huma.Param
 	// allowOrigin reports whether CORS grants an Origin (Frontend:Origins).
 	allowOrigin func(string) bool
 	once        sync.Once
@@ -73,7 +80,7 @@ func NewServer(o ServerOptions) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{log: o.Logger, linger: defaultLinger, metrics: o.Metrics}
+	s := &Server{log: o.Logger, linger: defaultLinger, metrics: o.Metrics, limitHeaders: o.LimitHeaders}
 	app := fiber.New(fiber.Config{
 		AppName:               o.Title,
 		BodyLimit:             BodyLimit,
@@ -197,12 +204,15 @@ func (s *Server) Finish() {
 		declared[t.Name] = true
 	}
 	var names []string
-	for _, item := range doc.Paths {
+	for path, item := range doc.Paths {
 		for _, op := range []*huma.Operation{item.Get, item.Post, item.Put, item.Delete, item.Patch} {
 			if op == nil {
 				continue
 			}
 			documentBadRequest(op)
+			if !Probe(path) {
+				documentLimitHeaders(op, s.limitHeaders)
+			}
 			if op.Description == "" {
 				op.Description = op.Summary + "."
 			}
@@ -267,6 +277,35 @@ func documentBadRequest(op *huma.Operation) {
 		set("400", http.StatusText(http.StatusBadRequest))
 	} else {
 		set("400", "The URL holds a NUL character (`%00`), refused on every route.")
+	}
+}
+
+// documentLimitHeaders declares the rate-limit headers on every response of op, as Register
+// declares Retry-After on its 429; here, after every route is registered, so that the operations
+// documented by hand (the AI pass-through) have them too. An answer below 400 has passed every
+// limit, which sent them: they are required there. An error may have been answered before any
+// limit counted (a URL holding %00, a body over BodyLimit, a compressed one) or without them (the
+// AI pass-through relaying its upstream's 429): optional. Headers a response already declares
+// are kept. Each response gets a map of its own (responses may share theirs).
+func documentLimitHeaders(op *huma.Operation, headers map[string]*huma.Param) {
+	if len(headers) == 0 {
+		return
+	}
+	for code, r := range op.Responses {
+		status, err := strconv.Atoi(code)
+		always := err == nil && status < 400
+		own := make(map[string]*huma.Param, len(r.Headers)+len(headers))
+		for k, v := range r.Headers {
+			own[k] = v
+		}
+		for k, v := range headers {
+			if own[k] == nil {
+				p := *v
+				p.Required = always
+				own[k] = &p
+			}
+		}
+		r.Headers = own
 	}
 }
 

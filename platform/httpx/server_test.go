@@ -846,3 +846,39 @@ func TestBodyOverOneMiBFromAnAllowedOrigin(t *testing.T) {
 		}
 	}
 }
+
+// TestLimitHeadersAreDeclaredOnEachResponse: ServerOptions.LimitHeaders are declared on every
+// response of every operation, the hand-documented ones included, but the probes (which no limit
+// counts): required on a success, optional on an error (some are answered before any limit),
+// keeping what a response already declares (the 429's Retry-After). Without LimitHeaders nothing
+// is declared (no limit sends them).
+func TestLimitHeadersAreDeclaredOnEachResponse(t *testing.T) {
+	limit := map[string]*huma.Param{"X-Limit": {Description: "hits", Schema: &huma.Schema{Type: "integer"}}}
+	s, err := httpx.NewServer(httpx.ServerOptions{Title: "t", Version: "1", LimitHeaders: limit})
+	require.NoError(t, err)
+	routes{}.Register(s.API)
+	httpx.Register(s.API, httpx.Public, huma.Operation{OperationID: "healthz", Method: http.MethodGet, Path: "/healthz"},
+		func(context.Context, *struct{}) (*httpx.Response[widget], error) { return nil, nil })
+	s.API.OpenAPI().AddOperation(&huma.Operation{OperationID: "byHand", Method: http.MethodPost, Path: "/api/by-hand",
+		Responses: map[string]*huma.Response{"200": {Description: "OK"}}})
+	s.Finish()
+	doc := s.API.OpenAPI()
+
+	for _, op := range []*huma.Operation{doc.Paths["/api/widgets"].Post, doc.Paths["/api/widgets/{id}"].Get, doc.Paths["/api/by-hand"].Post} {
+		require.NotEmpty(t, op.Responses, op.OperationID)
+		for code, r := range op.Responses {
+			require.Contains(t, r.Headers, "X-Limit", "%s %s", op.OperationID, code)
+			assert.Equal(t, code < "400", r.Headers["X-Limit"].Required, "%s %s: required on a success only", op.OperationID, code)
+		}
+	}
+	assert.Contains(t, doc.Paths["/api/widgets"].Post.Responses["429"].Headers, "Retry-After", "kept")
+	for code, r := range doc.Paths["/healthz"].Get.Responses {
+		assert.NotContains(t, r.Headers, "X-Limit", "a probe's %s", code)
+	}
+	assert.False(t, limit["X-Limit"].Required, "the given Param is not changed")
+
+	plain := buildServer(t, httpx.ServerOptions{})
+	for code, r := range plain.API.OpenAPI().Paths["/api/widgets"].Post.Responses {
+		assert.NotContains(t, r.Headers, "X-Limit", code)
+	}
+}

@@ -50,6 +50,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/danielgtaylor/huma/v2"
 	"github.com/gofiber/fiber/v2"
 	"github.com/redis/go-redis/v9"
 	"github.com/ulule/limiter/v3"
@@ -630,6 +631,25 @@ var headerKeys = func() (k [len(HeaderNames)][]byte) {
 // HeaderNames are the headers WriteHeaders writes (a route that relays another service's 429
 // takes them off its answer).
 var HeaderNames = [...]string{"X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset", "RateLimit-Policy", "RateLimit"}
+
+// DocHeaders describes HeaderNames for the OpenAPI document: httpx.ServerOptions.LimitHeaders,
+// which declares them on the responses of every operation the limits count. A fresh map.
+func DocHeaders() map[string]*huma.Param {
+	integer := func() *huma.Schema { return &huma.Schema{Type: "integer", Minimum: new(float64)} }
+	const tightest = " of the tightest limit that applied to the request (the one with the fewest hits left)."
+	return map[string]*huma.Param{
+		HeaderNames[0]: {Description: "Hits allowed per window" + tightest, Schema: integer()},
+		HeaderNames[1]: {Description: "Hits left in the current window" + tightest + " Hits another instance " +
+			"of the service has reserved count as spent.", Schema: integer()},
+		HeaderNames[2]: {Description: "Seconds until the current window resets (not a timestamp; at most the window's " +
+			"length)" + tightest, Schema: integer()},
+		HeaderNames[3]: {Description: "IETF draft: `<limit>;w=<window seconds>`" + tightest,
+			Schema: &huma.Schema{Type: "string", Pattern: `^[0-9]+;w=[0-9]+$`}, Example: "100;w=60"},
+		HeaderNames[4]: {Description: "IETF draft: `limit=<n>, remaining=<n>, reset=<seconds>`" + tightest,
+			Schema:  &huma.Schema{Type: "string", Pattern: `^limit=[0-9]+, remaining=[0-9]+, reset=[0-9]+$`},
+			Example: "limit=100, remaining=99, reset=60"},
+	}
+}
 
 // WriteHeaders writes X-RateLimit-Limit, X-RateLimit-Remaining, X-RateLimit-Reset (seconds until
 // the window resets, not a timestamp) and the IETF draft pair RateLimit-Policy ("<limit>;w=<window
