@@ -9,7 +9,6 @@ import (
 	"mime"
 	"net/http"
 	"net/http/cookiejar"
-	"net/http/httptest"
 	"net/url"
 	"os"
 	"regexp"
@@ -24,8 +23,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"provisioner/modules/aikeys/aikeystest"
 	"provisioner/modules/auth/oauthtest"
 	"provisioner/modules/dns/cloudflare/cloudflaretest"
+	"provisioner/modules/wfauto/wfautotest"
 	"provisioner/platform/ratelimit"
 	"provisioner/platform/testutil"
 	"provisioner/platform/testutil/apptest"
@@ -265,108 +266,6 @@ func (c *conformance) report(t *testing.T, noSuccess map[string]string) {
 	assert.Empty(t, untested, "every documented operation is exercised (a new route needs a call in TestEveryAnswerMatchesTheOpenAPIDocument)")
 }
 
-// cellFake is a minimal provisioning cell for wfauto (the module's own fake is in its tests).
-type cellFake struct {
-	mu   sync.Mutex
-	fail bool
-	n    int
-	// status, retryAfter and delay: an answer of that status (a throttle with Retry-After), or
-	// one that comes late.
-	status     int
-	retryAfter string
-	delay      time.Duration
-}
-
-func (f *cellFake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if r.Header.Get("Authorization") != "Bearer cell-key" {
-		w.WriteHeader(http.StatusUnauthorized)
-		return
-	}
-	time.Sleep(f.delay)
-	if f.status != 0 {
-		if f.retryAfter != "" {
-			w.Header().Set("Retry-After", f.retryAfter)
-		}
-		w.WriteHeader(f.status)
-		_, _ = w.Write([]byte(`{"error":"throttled","message":"slow down"}`))
-		return
-	}
-	if f.fail {
-		w.WriteHeader(http.StatusInternalServerError)
-		_, _ = w.Write([]byte(`{"error":"internal","message":"cell is down"}`))
-		return
-	}
-	switch {
-	case r.Method == http.MethodPost && r.URL.Path == "/accounts":
-		f.n++
-		id := fmt.Sprintf("acc_conf_%s_%d", testutil.RandomSuffix(), f.n)
-		w.WriteHeader(http.StatusCreated)
-		_, _ = fmt.Fprintf(w, `{"accountId":%q,"url":"https://flows.example.test/%s"}`, id, id)
-	case r.Method == http.MethodDelete:
-		w.WriteHeader(http.StatusNoContent)
-	default:
-		w.WriteHeader(http.StatusNotFound)
-	}
-}
-
-func (f *cellFake) setFail(v bool) { f.mu.Lock(); f.fail = v; f.mu.Unlock() }
-
-func (f *cellFake) setAnswer(status int, retryAfter string, delay time.Duration) {
-	f.mu.Lock()
-	f.status, f.retryAfter, f.delay = status, retryAfter, delay
-	f.mu.Unlock()
-}
-
-// aiFake is a minimal OpenAI-compatible upstream: a completion, an SSE stream, or a failure
-// (status, body and Content-Type as set) after delay.
-type aiFake struct {
-	mu     sync.Mutex
-	status int
-	body   string
-	ct     string
-	delay  time.Duration
-}
-
-func (f *aiFake) set(status int, ct, body string, delay time.Duration) {
-	f.mu.Lock()
-	f.status, f.ct, f.body, f.delay = status, ct, body, delay
-	f.mu.Unlock()
-}
-
-func (f *aiFake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.Header.Get("Authorization") != "Bearer upstream-key" {
-		w.WriteHeader(http.StatusUnauthorized)
-		return
-	}
-	f.mu.Lock()
-	status, ct, failBody, delay := f.status, f.ct, f.body, f.delay
-	f.mu.Unlock()
-	time.Sleep(delay)
-	if status != 0 {
-		if ct != "" {
-			w.Header().Set("Content-Type", ct)
-		}
-		if status == http.StatusTooManyRequests {
-			w.Header().Set("Retry-After", "3")
-		}
-		w.WriteHeader(status)
-		_, _ = io.WriteString(w, failBody)
-		return
-	}
-	var body map[string]any
-	_ = json.NewDecoder(r.Body).Decode(&body)
-	if body["stream"] == true {
-		w.Header().Set("Content-Type", "text/event-stream")
-		_, _ = io.WriteString(w, `data: {"id":"c","object":"chat.completion.chunk","model":"fake-model","choices":[{"index":0,"delta":{"content":"Hi"}}]}`+"\n\n")
-		_, _ = io.WriteString(w, `data: {"id":"c","object":"chat.completion.chunk","model":"fake-model","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4}}`+"\n\ndata: [DONE]\n\n")
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	_, _ = io.WriteString(w, `{"id":"chatcmpl-1","object":"chat.completion","model":"fake-model","choices":[{"index":0,"message":{"role":"assistant","content":"Hello there"},"finish_reason":"stop"}],"usage":{"prompt_tokens":11,"completion_tokens":2,"total_tokens":13}}`)
-}
-
 // TestEveryAnswerMatchesTheOpenAPIDocument drives a realistic session through every operation of
 // the served OpenAPI document (a success where the test fakes allow one, and typical refusals), and
 // checks every answer against the document: what the generated clients of the SPA and the platform
@@ -374,11 +273,9 @@ func (f *aiFake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func TestEveryAnswerMatchesTheOpenAPIDocument(t *testing.T) {
 	cf := cloudflaretest.New("zone123", "cf-token", "example.com")
 	t.Cleanup(cf.Close)
-	cell := &cellFake{}
-	cellSrv := httptest.NewServer(cell)
-	t.Cleanup(cellSrv.Close)
-	aiUp := &aiFake{}
-	ai := httptest.NewServer(aiUp)
+	cell := wfautotest.New("cell-key")
+	t.Cleanup(cell.Close)
+	ai := aikeystest.New("upstream-key")
 	t.Cleanup(ai.Close)
 	smtp := testutil.StartSMTP(t)
 	gh := oauthtest.New("github")
@@ -388,7 +285,7 @@ func TestEveryAnswerMatchesTheOpenAPIDocument(t *testing.T) {
 	kv := map[string]any{
 		"Dns:BaseUrl": cf.URL, "Dns:ZoneId": "zone123", "Dns:ApiToken": "cf-token", "Dns:ZoneName": "example.com",
 		"Dns:CellSubdomain": "cell", "Dns:DefaultContent": "203.0.113.10", "Dns:TimeoutSeconds": 1,
-		"WfautoProvisioning:BaseUrl": cellSrv.URL, "WfautoProvisioning:ApiKey": "cell-key", "WfautoProvisioning:TimeoutSeconds": 1,
+		"WfautoProvisioning:BaseUrl": cell.URL, "WfautoProvisioning:ApiKey": "cell-key", "WfautoProvisioning:TimeoutSeconds": 1,
 		"Ai:BaseUrl": ai.URL, "Ai:ApiKey": "upstream-key", "Ai:DefaultModel": "fake-model", "Ai:TimeoutSeconds": 1,
 		"Smtp:Host": smtp.Host, "Smtp:Port": smtp.Port,
 		"Frontend:BaseUrl": frontend, "Frontend:Origins": []string{frontend},
@@ -600,7 +497,9 @@ func TestEveryAnswerMatchesTheOpenAPIDocument(t *testing.T) {
 		{200, "text/html", `<html>hi</html>`, 0},
 		{0, "", "", 1500 * time.Millisecond}, // slower than Ai:TimeoutSeconds
 	} {
-		aiUp.set(f.status, f.ct, f.body, f.delay)
+		ai.Set(func(b *aikeystest.Behaviour) {
+			*b = aikeystest.Behaviour{Fail: f.status, FailBody: f.body, FailHeader: map[string]string{"Content-Type": f.ct}, Delay: f.delay}
+		})
 		for _, path := range []string{"/api/ai/v1/chat/completions", "/api/ai/generate"} {
 			body := any(chat)
 			if path == "/api/ai/generate" {
@@ -610,7 +509,7 @@ func TestEveryAnswerMatchesTheOpenAPIDocument(t *testing.T) {
 			assert.NotEqual(t, http.StatusOK, res.Status, "upstream %d %s: %s", f.status, path, res.Raw)
 		}
 	}
-	aiUp.set(0, "", "", 0)
+	ai.Set(func(b *aikeystest.Behaviour) { *b = aikeystest.Behaviour{} })
 	want(http.StatusBadRequest, apptest.Request{Method: http.MethodPost, Path: "/api/ai/v1/chat/completions", Header: withKey, Body: `{"messages": "x"`})
 
 	// The admin's side.
@@ -684,11 +583,11 @@ func TestEveryAnswerMatchesTheOpenAPIDocument(t *testing.T) {
 	third := a.Register(t)
 	post(http.StatusCreated, "/api/wfauto/accounts", admin, map[string]any{"userId": third.ID})
 	a.Settle(5 * time.Second)
-	cell.setFail(true)
+	cell.SetMode(wfautotest.Fail500)
 	r = post(http.StatusBadGateway, "/api/wfauto/accounts", admin, map[string]any{"userId": num(other)})
 	acc := idOf(r)
 	a.Settle(5 * time.Second)
-	cell.setFail(false)
+	cell.SetMode(wfautotest.OK)
 	get(http.StatusOK, "/api/wfauto/accounts/"+acc, admin)
 	post(http.StatusOK, "/api/wfauto/accounts/"+acc+"/retry", admin, nil)
 	a.Settle(5 * time.Second)
@@ -716,17 +615,23 @@ func TestEveryAnswerMatchesTheOpenAPIDocument(t *testing.T) {
 		// A 5xx may be retried into a 201: only the conformance of the answer matters here.
 		a.Post("/api/me/dns", v.Token, map[string]any{"label": fmt.Sprintf("fault%d-%s", i, testutil.RandomSuffix())})
 	}
+	cell.SetHang(1500 * time.Millisecond) // slower than WfautoProvisioning:TimeoutSeconds
 	for _, f := range []struct {
-		status     int
-		retryAfter string
-		delay      time.Duration
-	}{{429, "5", 0}, {503, "", 0}, {400, "", 0}, {409, "", 0}, {0, "", 1500 * time.Millisecond}} {
-		cell.setAnswer(f.status, f.retryAfter, f.delay)
+		name string
+		set  func()
+	}{
+		{"429 Retry-After: 5", func() { cell.SetThrottle(429, "5") }},
+		{"503", func() { cell.SetThrottle(503, "") }},
+		{"400", func() { cell.SetMode(wfautotest.Refuse400) }},
+		{"409", func() { cell.SetMode(wfautotest.Conflict409) }},
+		{"late", func() { cell.SetMode(wfautotest.Hang) }},
+	} {
+		f.set()
 		v := a.Register(t)
 		res := a.Post("/api/me/wfauto/provision", v.Token, nil)
-		assert.NotEqual(t, http.StatusCreated, res.Status, "cell answer %+v: %s", f, res.Raw)
+		assert.NotEqual(t, http.StatusCreated, res.Status, "cell answer %s: %s", f.name, res.Raw)
 	}
-	cell.setAnswer(0, "", 0)
+	cell.SetMode(wfautotest.OK)
 	a.Settle(5 * time.Second)
 
 	// OAuth callbacks that do not complete: the provider's refusal, a missing or foreign state.

@@ -7,18 +7,15 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"provisioner/modules/aikeys/aikeystest"
 	"provisioner/platform/testutil"
 	"provisioner/platform/testutil/apptest"
 )
@@ -27,190 +24,12 @@ func TestMain(m *testing.M) { testutil.Main(m) }
 
 const upstreamKey = "upstream-secret-key"
 
-// upstream is a fake OpenAI-compatible server: non-streaming and SSE answers, errors, slowness.
-// A streamed answer sends its first chunk, then waits on release before the rest.
-type upstream struct {
-	*httptest.Server
-	mu       sync.Mutex
-	bodies   []map[string]any
-	fail     int  // status to answer with (429 adds Retry-After: 7)
-	huge     bool // answer with more than the gateway reads (16 MiB)
-	delay    time.Duration
-	release  chan struct{}
-	finished chan struct{}
-	// dropReused closes a connection, unanswered, when a second request arrives on it (the
-	// upstream closing an idle keep-alive connection as the request comes); dropAll does so for
-	// every request. served counts the requests that reached the handler.
-	dropReused, dropAll bool
-	served, dropped     int
-	// A streamed answer of ticks extra chunks, tick apart (slow but steady).
-	ticks int
-	tick  time.Duration
-	// usageInLast puts the usage on the last content chunk (as some OpenAI-compatible servers
-	// do) instead of a usage-only chunk of its own.
-	usageInLast bool
-	// failBody, with fail, is the error body (default: an "upstream exploded" OpenAI error).
-	failBody string
-	// ignoreStream answers a stream request with the plain JSON completion (status 200).
-	ignoreStream bool
-	// streamWrites, when set, is a streamed answer written as these pieces, each flushed and
-	// 100 ms after the one before (so they reach the gateway in separate reads).
-	streamWrites []string
-	// okBody, when set, is the non-streamed answer (status 200).
-	okBody string
-	// hang answers nothing until the request's context ends, then closes finished.
-	hang bool
-	// failHeader, with fail, sets headers on the error answer (an empty value removes one:
-	// Content-Type, the 429's Retry-After); failOnce answers fail to one request only.
-	failHeader map[string]string
-	failOnce   bool
-}
-
-type connRequests struct{}
-
-// newUpstream starts the fake; configure, if given, adjusts its server first (say IdleTimeout).
-func newUpstream(t testing.TB, configure ...func(*http.Server)) *upstream {
-	u := &upstream{}
-	u.Server = httptest.NewUnstartedServer(http.HandlerFunc(u.serve))
-	u.Config.ConnContext = func(ctx context.Context, _ net.Conn) context.Context {
-		return context.WithValue(ctx, connRequests{}, new(atomic.Int32))
-	}
-	for _, f := range configure {
-		f(u.Config)
-	}
-	u.Start()
+// newUpstream starts the fake upstream expecting upstreamKey, closed when the test ends;
+// configure, if given, adjusts its server first (say IdleTimeout).
+func newUpstream(t testing.TB, configure ...func(*http.Server)) *aikeystest.Upstream {
+	u := aikeystest.New(upstreamKey, configure...)
 	t.Cleanup(u.Close)
 	return u
-}
-
-func (u *upstream) serve(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Path != "/chat/completions" || r.Header.Get("Authorization") != "Bearer "+upstreamKey {
-		w.WriteHeader(http.StatusUnauthorized)
-		_, _ = w.Write([]byte(`{"error":{"message":"bad upstream key","type":"invalid_request_error"}}`))
-		return
-	}
-	var body map[string]any
-	_ = json.NewDecoder(r.Body).Decode(&body)
-	nth := r.Context().Value(connRequests{}).(*atomic.Int32).Add(1)
-	u.mu.Lock()
-	if u.dropAll || (u.dropReused && nth > 1) {
-		u.dropped++
-		u.mu.Unlock()
-		conn, _, err := w.(http.Hijacker).Hijack()
-		if err == nil {
-			_ = conn.Close()
-		}
-		return
-	}
-	u.served++
-	u.bodies = append(u.bodies, body)
-	fail, huge, delay, release, finished := u.fail, u.huge, u.delay, u.release, u.finished
-	ticks, tick, usageInLast := u.ticks, u.tick, u.usageInLast
-	failBody, ignoreStream, failHeader := u.failBody, u.ignoreStream, u.failHeader
-	if u.failOnce {
-		u.fail = 0
-	}
-	streamWrites, okBody, hang := u.streamWrites, u.okBody, u.hang
-	u.mu.Unlock()
-	if hang {
-		<-r.Context().Done()
-		if finished != nil {
-			close(finished)
-		}
-		return
-	}
-	if delay > 0 {
-		time.Sleep(delay)
-	}
-	if huge {
-		w.Header().Set("Content-Type", "application/json")
-		if fail != 0 {
-			w.WriteHeader(fail)
-		}
-		_, _ = w.Write([]byte(`{"id":"chatcmpl-1","object":"chat.completion","model":"fake-model","choices":[{"index":0,"message":{"role":"assistant","content":"`))
-		_, _ = w.Write(bytes.Repeat([]byte("a"), 17<<20))
-		_, _ = w.Write([]byte(`"},"finish_reason":"stop"}]}`))
-		return
-	}
-	if fail != 0 {
-		w.Header().Set("Content-Type", "application/json")
-		if fail == http.StatusTooManyRequests {
-			w.Header().Set("Retry-After", "7")
-		}
-		for k, v := range failHeader {
-			if v == "" {
-				w.Header()[k] = nil // not even Go's sniffed Content-Type
-			} else {
-				w.Header().Set(k, v)
-			}
-		}
-		w.WriteHeader(fail)
-		if fail == http.StatusUnauthorized || fail == http.StatusForbidden { // as OpenAI does: quote the key
-			_, _ = fmt.Fprintf(w, `{"error":{"message":"Incorrect API key provided: %s","type":"invalid_request_error","code":"invalid_api_key"}}`, upstreamKey)
-			return
-		}
-		if failBody != "" {
-			_, _ = w.Write([]byte(failBody))
-			return
-		}
-		_, _ = w.Write([]byte(`{"error":{"message":"upstream exploded","type":"server_error"}}`))
-		return
-	}
-	if body["stream"] != true || ignoreStream {
-		w.Header().Set("Content-Type", "application/json")
-		if okBody != "" {
-			_, _ = w.Write([]byte(okBody))
-			return
-		}
-		_, _ = w.Write([]byte(`{"id":"chatcmpl-1","object":"chat.completion","model":"fake-model","choices":[{"index":0,"message":{"role":"assistant","content":"Hello there"},"finish_reason":"stop"}],"usage":{"prompt_tokens":11,"completion_tokens":2,"total_tokens":13}}`))
-		return
-	}
-	w.Header().Set("Content-Type", "text/event-stream")
-	fl := w.(http.Flusher)
-	if streamWrites != nil {
-		for i, piece := range streamWrites {
-			if i > 0 {
-				time.Sleep(100 * time.Millisecond)
-			}
-			_, _ = w.Write([]byte(piece))
-			fl.Flush()
-		}
-		return
-	}
-	chunk := func(s string) {
-		_, _ = fmt.Fprintf(w, "data: %s\n\n", s)
-		fl.Flush()
-	}
-	chunk(`{"id":"c","object":"chat.completion.chunk","model":"fake-model","choices":[{"index":0,"delta":{"content":"Hel"}}]}`)
-	for i := 0; i < ticks; i++ {
-		time.Sleep(tick)
-		chunk(`{"id":"c","object":"chat.completion.chunk","model":"fake-model","choices":[{"index":0,"delta":{"content":"."}}]}`)
-	}
-	if release != nil {
-		select {
-		case <-release:
-		case <-r.Context().Done():
-			if finished != nil {
-				close(finished)
-			}
-			return
-		}
-	}
-	chunk(`{"id":"c","object":"chat.completion.chunk","model":"fake-model","choices":[{"index":0,"delta":{"content":"lo"}}]}`)
-	opts, _ := body["stream_options"].(map[string]any)
-	if usageInLast && opts["include_usage"] == true {
-		chunk(`{"id":"c","object":"chat.completion.chunk","model":"fake-model","choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"usage":{"prompt_tokens":7,"completion_tokens":2,"total_tokens":9}}`)
-	} else {
-		chunk(`{"id":"c","object":"chat.completion.chunk","model":"fake-model","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`)
-	}
-	if !usageInLast && opts["include_usage"] == true {
-		chunk(`{"id":"c","object":"chat.completion.chunk","model":"fake-model","choices":[],"usage":{"prompt_tokens":7,"completion_tokens":2,"total_tokens":9}}`)
-	}
-	_, _ = fmt.Fprint(w, "data: [DONE]\n\n")
-	fl.Flush()
-	if finished != nil {
-		close(finished)
-	}
 }
 
 type keyView struct {
@@ -226,7 +45,7 @@ type keyView struct {
 	LastUsedAt *time.Time `json:"lastUsedAt"`
 }
 
-func setup(t *testing.T, extra map[string]any) (*apptest.App, *upstream) {
+func setup(t *testing.T, extra map[string]any) (*apptest.App, *aikeystest.Upstream) {
 	up := newUpstream(t)
 	kv := map[string]any{"Ai:BaseUrl": up.URL, "Ai:ApiKey": upstreamKey, "Ai:DefaultModel": "fake-model", "Ai:TimeoutSeconds": 2}
 	for k, v := range extra {
@@ -277,11 +96,10 @@ func TestKeyLifecycleAndGenerate(t *testing.T) {
 	assert.Equal(t, "fake-model", g.Model)
 	assert.Equal(t, "stop", g.FinishReason)
 	assert.EqualValues(t, 13, g.Usage.TotalTokens)
-	up.mu.Lock()
-	msgs := up.bodies[0]["messages"].([]any)
+	bodies := up.Bodies()
+	msgs := bodies[0]["messages"].([]any)
 	assert.Len(t, msgs, 2, "system and user messages")
-	assert.EqualValues(t, 10, up.bodies[0]["max_tokens"])
-	up.mu.Unlock()
+	assert.EqualValues(t, 10, bodies[0]["max_tokens"])
 
 	// Usage is flushed in batches and shows on the key.
 	require.Eventually(t, func() bool {
@@ -385,9 +203,8 @@ func TestWholeNumbersForIntegerFields(t *testing.T) {
 	r := a.Do(apptest.Request{Method: "POST", Path: "/api/ai/generate", Body: `{"prompt":"Say hello","maxTokens":100.0}`,
 		Header: map[string]string{"X-API-Key": k.Key}, SkipSync: true})
 	require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
-	up.mu.Lock()
-	assert.Equal(t, float64(100), up.bodies[len(up.bodies)-1]["max_tokens"], "relayed as the integer it is")
-	up.mu.Unlock()
+	bodies := up.Bodies()
+	assert.Equal(t, float64(100), bodies[len(bodies)-1]["max_tokens"], "relayed as the integer it is")
 
 	r = a.Post(fmt.Sprintf("/api/me/ai-keys/%d/rotate", k.ID), u.Token, `{"gracePeriodSeconds":6e1}`)
 	require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
@@ -448,27 +265,19 @@ func TestUpstreamFailuresAre502(t *testing.T) {
 	a, up := setup(t, nil)
 	u := a.Register(t)
 	k := newKey(t, a, u.Token, nil)
-	up.mu.Lock()
-	up.fail = 500
-	up.mu.Unlock()
+	up.Set(func(b *aikeystest.Behaviour) { b.Fail = 500 })
 	r := generate(a, k.Key)
 	assert.Equal(t, http.StatusBadGateway, r.Status)
 	assert.NotContains(t, string(r.Raw), upstreamKey)
 
-	up.mu.Lock()
-	up.fail, up.delay = 0, 2500*time.Millisecond
-	up.mu.Unlock()
+	up.Set(func(b *aikeystest.Behaviour) { b.Fail, b.Delay = 0, 2500*time.Millisecond })
 	assert.Equal(t, http.StatusBadGateway, generate(a, k.Key).Status, "a timeout is a 502")
-	up.mu.Lock()
-	up.delay = 0
-	up.mu.Unlock()
+	up.Set(func(b *aikeystest.Behaviour) { b.Delay = 0 })
 
 	res := chat(t, a, "Authorization", "Bearer "+k.Key, false)
 	assert.Equal(t, http.StatusOK, res.StatusCode)
 	res.Body.Close()
-	up.mu.Lock()
-	up.fail = 503
-	up.mu.Unlock()
+	up.Set(func(b *aikeystest.Behaviour) { b.Fail = 503 })
 	res = chat(t, a, "X-API-Key", k.Key, false)
 	assert.Equal(t, http.StatusBadGateway, res.StatusCode)
 	var oe struct {
@@ -486,9 +295,7 @@ func TestPassthroughRelaysTheUpstreamsAnswers(t *testing.T) {
 	u := a.Register(t)
 	k := newKey(t, a, u.Token, nil)
 	set := func(fail int, huge bool, delay time.Duration) {
-		up.mu.Lock()
-		up.fail, up.huge, up.delay = fail, huge, delay
-		up.mu.Unlock()
+		up.Set(func(b *aikeystest.Behaviour) { b.Fail, b.Huge, b.Delay = fail, huge, delay })
 	}
 	type openAIErr struct {
 		Error struct{ Message, Type, Code string } `json:"error"`
@@ -592,10 +399,8 @@ func TestStreamingIsRelayedIncrementally(t *testing.T) {
 	a, up := setup(t, nil)
 	u := a.Register(t)
 	k := newKey(t, a, u.Token, nil)
-	up.mu.Lock()
-	up.release, up.finished = make(chan struct{}), make(chan struct{})
-	release := up.release
-	up.mu.Unlock()
+	release := make(chan struct{})
+	up.Set(func(b *aikeystest.Behaviour) { b.Release, b.Finished = release, make(chan struct{}) })
 
 	res := chat(t, a, "X-API-Key", k.Key, true)
 	require.Equal(t, http.StatusOK, res.StatusCode)
@@ -604,9 +409,8 @@ func TestStreamingIsRelayedIncrementally(t *testing.T) {
 	first, err := rd.ReadString('\n')
 	require.NoError(t, err)
 	assert.Contains(t, first, `"Hel"`, "the first chunk arrives before the upstream finished")
-	up.mu.Lock()
-	assert.Equal(t, true, up.bodies[len(up.bodies)-1]["stream_options"].(map[string]any)["include_usage"], "usage is asked for")
-	up.mu.Unlock()
+	bodies := up.Bodies()
+	assert.Equal(t, true, bodies[len(bodies)-1]["stream_options"].(map[string]any)["include_usage"], "usage is asked for")
 	close(release)
 	rest, err := io.ReadAll(rd)
 	require.NoError(t, err)
@@ -625,18 +429,14 @@ func TestDisconnectMidStreamIsStillCharged(t *testing.T) {
 	a, up := setup(t, nil)
 	u := a.Register(t)
 	k := newKey(t, a, u.Token, nil)
-	up.mu.Lock()
-	up.release, up.finished = make(chan struct{}), make(chan struct{})
-	finished := up.finished
-	up.mu.Unlock()
+	release, finished := make(chan struct{}), make(chan struct{})
+	up.Set(func(b *aikeystest.Behaviour) { b.Release, b.Finished = release, finished })
 	res := chat(t, a, "X-API-Key", k.Key, true)
 	rd := bufio.NewReader(res.Body)
 	_, err := rd.ReadString('\n')
 	require.NoError(t, err)
 	res.Body.Close() // the client goes away mid-stream
-	up.mu.Lock()
-	close(up.release)
-	up.mu.Unlock()
+	close(release)
 	select {
 	case <-finished:
 	case <-time.After(5 * time.Second):

@@ -67,9 +67,7 @@ func TestPassthroughRequestBodyRules(t *testing.T) {
 		require.NoError(t, json.Unmarshal(r.Raw, &doc))
 		assert.Contains(t, doc.Paths["/api/ai/v1/chat/completions"]["post"].Responses[fmt.Sprint(want)].Description, c.code)
 	}
-	up.mu.Lock()
-	assert.Empty(t, up.bodies, "nothing refused reached the upstream")
-	up.mu.Unlock()
+	assert.Empty(t, up.Bodies(), "nothing refused reached the upstream")
 
 	for _, ct := range []string{"application/json", "Application/JSON; charset=UTF-8", "application/vnd.openai+json", ""} {
 		status, oe := send(ct, ok)
@@ -77,8 +75,7 @@ func TestPassthroughRequestBodyRules(t *testing.T) {
 	}
 	status, oe := send("application/json", `{"messages":[{"role":"user","content":"a\u0000b"}]}`)
 	assert.Equal(t, http.StatusOK, status, "a NUL in a string is relayed: %+v", oe)
-	up.mu.Lock()
-	last := up.bodies[len(up.bodies)-1]["messages"].([]any)[0].(map[string]any)["content"]
-	up.mu.Unlock()
+	bodies := up.Bodies()
+	last := bodies[len(bodies)-1]["messages"].([]any)[0].(map[string]any)["content"]
 	assert.Equal(t, "a\x00b", last)
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"provisioner/modules/aikeys"
+	"provisioner/modules/aikeys/aikeystest"
 	"provisioner/platform/testutil/apptest"
 )
 
@@ -25,10 +26,8 @@ func TestStalledStreamIsCancelledWhenTheClientLeaves(t *testing.T) {
 	a, up := setup(t, map[string]any{"Ai:TimeoutSeconds": 60})
 	u := a.Register(t)
 	k := newKey(t, a, u.Token, nil)
-	up.mu.Lock()
-	up.release, up.finished = make(chan struct{}), make(chan struct{}) // the first chunk, then nothing
-	finished := up.finished
-	up.mu.Unlock()
+	finished := make(chan struct{})
+	up.Set(func(b *aikeystest.Behaviour) { b.Release, b.Finished = make(chan struct{}), finished }) // the first chunk, then nothing
 
 	res := chat(t, a, "X-API-Key", k.Key, true)
 	require.Equal(t, http.StatusOK, res.StatusCode)
@@ -104,16 +103,12 @@ func TestHangingUpstreamIsCancelledWhenAPlainClientLeaves(t *testing.T) {
 // clientLeavesHangingUpstream makes the upstream answer nothing, sends body to path with a client
 // that gives up after 1 s (curl -m 1), and asserts the upstream request ends within 4 s of that,
 // far sooner than Ai:TimeoutSeconds (60 in these tests). The upstream answers again afterwards.
-func clientLeavesHangingUpstream(t *testing.T, a *apptest.App, up *upstream, key, path, body string) {
+func clientLeavesHangingUpstream(t *testing.T, a *apptest.App, up *aikeystest.Upstream, key, path, body string) {
 	t.Helper()
-	up.mu.Lock()
-	up.hang, up.finished = true, make(chan struct{})
-	finished := up.finished
-	up.mu.Unlock()
+	finished := make(chan struct{})
+	up.Set(func(b *aikeystest.Behaviour) { b.Hang, b.Finished = true, finished })
 	defer func() {
-		up.mu.Lock()
-		up.hang = false
-		up.mu.Unlock()
+		up.Set(func(b *aikeystest.Behaviour) { b.Hang = false })
 	}()
 	req, err := http.NewRequest("POST", a.URL+path, strings.NewReader(body))
 	require.NoError(t, err)

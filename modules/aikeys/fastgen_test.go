@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"provisioner/modules/aikeys"
+	"provisioner/modules/aikeys/aikeystest"
 	"provisioner/platform/testutil/apptest"
 )
 
@@ -131,27 +132,19 @@ func TestFastGenerateAnswersAsTheOperationDoes(t *testing.T) {
 	}
 
 	// What the upstream answers, well or not.
-	up.mu.Lock()
-	up.okBody = `{"id":"x","object":"chat.completion","model":"m<&>\u2028","choices":[{"index":0,"message":{"role":"assistant","content":"<b>Tom & \"Jerry\"</b>\u2028\u00e9\ud83d\ude00"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":4,"total_tokens":7}}`
-	up.mu.Unlock()
+	up.Set(func(b *aikeystest.Behaviour) {
+		b.OKBody = `{"id":"x","object":"chat.completion","model":"m<&>\u2028","choices":[{"index":0,"message":{"role":"assistant","content":"<b>Tom & \"Jerry\"</b>\u2028\u00e9\ud83d\ude00"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":4,"total_tokens":7}}`
+	})
 	check(tc{"HTML and separators in the answer", "application/json", key, `{"prompt":"hi"}`, true})
 	for _, status := range []int{http.StatusTooManyRequests, http.StatusInternalServerError, http.StatusBadRequest, http.StatusUnprocessableEntity} {
-		up.mu.Lock()
-		up.okBody, up.fail = "", status
-		up.mu.Unlock()
+		up.Set(func(b *aikeystest.Behaviour) { b.OKBody, b.Fail = "", status })
 		check(tc{"upstream " + http.StatusText(status), "application/json", key, `{"prompt":"hi"}`, true})
 	}
-	up.mu.Lock()
-	up.fail, up.huge = 0, true
-	up.mu.Unlock()
+	up.Set(func(b *aikeystest.Behaviour) { b.Fail, b.Huge = 0, true })
 	check(tc{"upstream answer too large", "application/json", key, `{"prompt":"hi"}`, true})
-	up.mu.Lock()
-	up.huge, up.dropAll = false, true
-	up.mu.Unlock()
+	up.Set(func(b *aikeystest.Behaviour) { b.Huge, b.DropAll = false, true })
 	check(tc{"upstream drops the connection", "application/json", key, `{"prompt":"hi"}`, true})
-	up.mu.Lock()
-	up.dropAll = false
-	up.mu.Unlock()
+	up.Set(func(b *aikeystest.Behaviour) { b.DropAll = false })
 	assert.NotContains(t, send("application/json", key, `{"prompt":"hi"}`).Body, upstreamKey)
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"provisioner/modules/aikeys/aikeystest"
 	"provisioner/platform/testutil/apptest"
 )
 
@@ -24,9 +25,7 @@ func TestUpstreamRefusalOfTheInputIsA400(t *testing.T) {
 	u := a.Register(t)
 	k := newKey(t, a, u.Token, nil)
 	fail := func(status int, body string) {
-		up.mu.Lock()
-		up.fail, up.failBody = status, body
-		up.mu.Unlock()
+		up.Set(func(b *aikeystest.Behaviour) { b.Fail, b.FailBody = status, body })
 	}
 	gen := func(model string) *apptest.Resp {
 		return a.Do(apptest.Request{Method: "POST", Path: "/api/ai/generate", Body: map[string]any{"prompt": "hi", "model": model},
@@ -87,9 +86,7 @@ func TestOnlyGenerationsAreMetered(t *testing.T) {
 	u := a.Register(t)
 	k := newKey(t, a, u.Token, nil)
 	set := func(fail int, ignoreStream bool) {
-		up.mu.Lock()
-		up.fail, up.ignoreStream = fail, ignoreStream
-		up.mu.Unlock()
+		up.Set(func(b *aikeystest.Behaviour) { b.Fail, b.IgnoreStream = fail, ignoreStream })
 	}
 	for _, fail := range []int{http.StatusInternalServerError, http.StatusTooManyRequests, http.StatusNotFound} {
 		set(fail, false)

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"provisioner/modules/aikeys/aikeystest"
 	"provisioner/platform/testutil/apptest"
 )
 
@@ -43,14 +44,10 @@ func TestPoisonedUsageNeverStopsMetering(t *testing.T) {
 	require.Eventually(t, func() bool { return keyUsage(t, a, u.Token, ka.ID).Usage.PromptTokens == 11 },
 		5*time.Second, 100*time.Millisecond)
 
-	up.mu.Lock()
-	up.okBody = maxUsageAnswer
-	up.mu.Unlock()
+	up.Set(func(b *aikeystest.Behaviour) { b.OKBody = maxUsageAnswer })
 	res, body := chatRaw(t, a, ka.Key, map[string]any{"messages": []map[string]string{{"role": "user", "content": "hi"}}})
 	require.Equal(t, http.StatusOK, res.StatusCode, body)
-	up.mu.Lock()
-	up.okBody = ""
-	up.mu.Unlock()
+	up.Set(func(b *aikeystest.Behaviour) { b.OKBody = "" })
 	require.Equal(t, http.StatusOK, generate(a, kb.Key).Status)
 
 	require.Eventually(t, func() bool { return keyUsage(t, a, u.Token, kb.ID).Usage.Requests == 1 },
@@ -100,9 +97,7 @@ func TestUsageOfCallsInFlightAtShutdownIsKept(t *testing.T) {
 	a, up := setup(t, nil)
 	u := a.Register(t)
 	k := newKey(t, a, u.Token, nil)
-	up.mu.Lock()
-	up.delay = 1500 * time.Millisecond
-	up.mu.Unlock()
+	up.Set(func(b *aikeystest.Behaviour) { b.Delay = 1500 * time.Millisecond })
 	var wg sync.WaitGroup
 	wg.Add(2)
 	var genStatus, streamStatus int
@@ -117,9 +112,7 @@ func TestUsageOfCallsInFlightAtShutdownIsKept(t *testing.T) {
 		streamStatus, streamBodyText = res.StatusCode, body
 	}()
 	require.Eventually(t, func() bool {
-		up.mu.Lock()
-		defer up.mu.Unlock()
-		return up.served == 2
+		return up.Served() == 2
 	}, 5*time.Second, 10*time.Millisecond, "both calls reached the upstream")
 	a.Stop() // as a SIGTERM: the server waits for both
 	wg.Wait()

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"provisioner/modules/aikeys/aikeystest"
 	"provisioner/platform/testutil"
 )
 
@@ -24,9 +25,7 @@ func TestStreamTimeoutIsIdleTime(t *testing.T) {
 	a, up := setup(t, map[string]any{"Ai:TimeoutSeconds": 1})
 	u := a.Register(t)
 	k := newKey(t, a, u.Token, nil)
-	up.mu.Lock()
-	up.ticks, up.tick = 4, 400*time.Millisecond // 1.6 s in all
-	up.mu.Unlock()
+	up.Set(func(b *aikeystest.Behaviour) { b.Ticks, b.Tick = 4, 400*time.Millisecond }) // 1.6 s in all
 	start := time.Now()
 	res, body := chatRaw(t, a, k.Key, streamBody(nil))
 	require.Equal(t, http.StatusOK, res.StatusCode)
@@ -35,9 +34,7 @@ func TestStreamTimeoutIsIdleTime(t *testing.T) {
 	assert.Contains(t, body, "data: [DONE]", "a steady stream longer than the timeout completes")
 	assert.NotContains(t, body, `"error"`)
 
-	up.mu.Lock()
-	up.ticks, up.release = 0, make(chan struct{}) // the first chunk, then nothing
-	up.mu.Unlock()
+	up.Set(func(b *aikeystest.Behaviour) { b.Ticks, b.Release = 0, make(chan struct{}) }) // the first chunk, then nothing
 	res, body = chatRaw(t, a, k.Key, streamBody(nil))
 	require.Equal(t, http.StatusOK, res.StatusCode)
 	assert.Contains(t, body, `"Hel"`)
@@ -86,9 +83,7 @@ func TestUsageChunkOnlyForClientsThatAsked(t *testing.T) {
 // it whole, and both are metered from it.
 func TestUsageOnAContentChunk(t *testing.T) {
 	a, up := setup(t, nil)
-	up.mu.Lock()
-	up.usageInLast = true
-	up.mu.Unlock()
+	up.Set(func(b *aikeystest.Behaviour) { b.UsageInLast = true })
 	u := a.Register(t)
 	k := newKey(t, a, u.Token, nil)
 	res, body := chatRaw(t, a, k.Key, streamBody(nil))
@@ -117,17 +112,13 @@ func TestUpstreamRateLimitAndBadMessages(t *testing.T) {
 	a, up := setup(t, nil)
 	u := a.Register(t)
 	k := newKey(t, a, u.Token, nil)
-	up.mu.Lock()
-	up.fail = http.StatusTooManyRequests
-	up.mu.Unlock()
+	up.Set(func(b *aikeystest.Behaviour) { b.Fail = http.StatusTooManyRequests })
 	r := generate(a, k.Key)
 	assert.Equal(t, http.StatusTooManyRequests, r.Status, string(r.Raw))
 	assert.Equal(t, "7", r.Header.Get("Retry-After"))
 	assert.False(t, r.Env.Success, "our envelope")
-	up.mu.Lock()
-	up.fail = 0
-	served := up.served
-	up.mu.Unlock()
+	up.Set(func(b *aikeystest.Behaviour) { b.Fail = 0 })
+	served := up.Served()
 
 	for name, body := range map[string]string{
 		"null":      `{"messages":null}`,
@@ -151,9 +142,7 @@ func TestUpstreamRateLimitAndBadMessages(t *testing.T) {
 		assert.Equal(t, "invalid_request_error", oe.Error.Type, name)
 		assert.NotEmpty(t, oe.Error.Message, name)
 	}
-	up.mu.Lock()
-	assert.Equal(t, served, up.served, "none reached the upstream")
-	up.mu.Unlock()
+	assert.Equal(t, served, up.Served(), "none reached the upstream")
 }
 
 // TestPassthroughErrorsAreOpenAIFormat: the errors the server raises around the pass-through
@@ -214,10 +203,10 @@ func TestRelayedRefusalNeverShowsOurUpstreamKey(t *testing.T) {
 	a, up := setup(t, nil)
 	u := a.Register(t)
 	k := newKey(t, a, u.Token, nil)
-	up.mu.Lock()
-	up.fail = http.StatusUnprocessableEntity
-	up.failBody = `{"error":{"message":"bad temperature (request had Authorization: Bearer ` + upstreamKey + `)","type":"invalid_request_error","param":"temperature","code":null}}`
-	up.mu.Unlock()
+	up.Set(func(b *aikeystest.Behaviour) {
+		b.Fail = http.StatusUnprocessableEntity
+		b.FailBody = `{"error":{"message":"bad temperature (request had Authorization: Bearer ` + upstreamKey + `)","type":"invalid_request_error","param":"temperature","code":null}}`
+	})
 	for _, body := range []string{
 		`{"messages":[{"role":"user","content":"hi"}],"temperature":9}`,
 		`{"messages":[{"role":"user","content":"hi"}],"temperature":9,"stream":true}`,
@@ -244,13 +233,13 @@ func TestStreamNeverShowsOurUpstreamKey(t *testing.T) {
 	errEvent := `data: {"error":{"message":"Incorrect API key provided: %s","type":"invalid_request_error","param":null,"code":"invalid_api_key"}}` + "\n\n"
 	cut := strings.Index(errEvent, "%s") + 8 // inside the key: "upstream" | "-secret"
 	full := fmt.Sprintf(errEvent, upstreamKey)
-	up.mu.Lock()
-	up.streamWrites = []string{
-		first,
-		fmt.Sprintf(content, `upstream\u002Dsecret-key`) + full[:cut],
-		full[cut:],
-	}
-	up.mu.Unlock()
+	up.Set(func(b *aikeystest.Behaviour) {
+		b.StreamWrites = []string{
+			first,
+			fmt.Sprintf(content, `upstream\u002Dsecret-key`) + full[:cut],
+			full[cut:],
+		}
+	})
 	res := chat(t, a, "X-API-Key", k.Key, true)
 	require.Equal(t, http.StatusOK, res.StatusCode)
 	defer res.Body.Close()
@@ -273,10 +262,10 @@ func TestEscapedUpstreamKeyIsRedacted(t *testing.T) {
 	for _, r := range upstreamKey {
 		fmt.Fprintf(&every, `\u%04x`, r)
 	}
-	up.mu.Lock()
-	up.fail = http.StatusUnprocessableEntity
-	up.failBody = `{"error":{"message":"bad temperature (Authorization: Bearer upstream\u002Dsecret-key, or ` + every.String() + `)","type":"invalid_request_error","param":"temperature","code":null}}`
-	up.mu.Unlock()
+	up.Set(func(b *aikeystest.Behaviour) {
+		b.Fail = http.StatusUnprocessableEntity
+		b.FailBody = `{"error":{"message":"bad temperature (Authorization: Bearer upstream\u002Dsecret-key, or ` + every.String() + `)","type":"invalid_request_error","param":"temperature","code":null}}`
+	})
 	for _, body := range []string{
 		`{"messages":[{"role":"user","content":"hi"}],"temperature":9}`,
 		`{"messages":[{"role":"user","content":"hi"}],"temperature":9,"stream":true}`,
@@ -288,10 +277,10 @@ func TestEscapedUpstreamKeyIsRedacted(t *testing.T) {
 		assert.Equal(t, "bad temperature (Authorization: Bearer [redacted], or [redacted])", oe.Error.Message, body)
 	}
 
-	up.mu.Lock()
-	up.fail = 0
-	up.okBody = `{"id":"chatcmpl-1","object":"chat.completion","model":"fake-model","choices":[{"index":0,"message":{"role":"assistant","content":"the key is upstream\u002dsecret-key"},"finish_reason":"stop"}]}`
-	up.mu.Unlock()
+	up.Set(func(b *aikeystest.Behaviour) {
+		b.Fail = 0
+		b.OKBody = `{"id":"chatcmpl-1","object":"chat.completion","model":"fake-model","choices":[{"index":0,"message":{"role":"assistant","content":"the key is upstream\u002dsecret-key"},"finish_reason":"stop"}]}`
+	})
 	res, raw := chatRaw(t, a, k.Key, []byte(`{"messages":[{"role":"user","content":"hi"}]}`))
 	require.Equal(t, http.StatusOK, res.StatusCode, raw)
 	var cc struct {
@@ -344,17 +333,13 @@ func TestCompressedChatBodyIsRefused(t *testing.T) {
 	assert.Equal(t, "invalid_request_error", oe.Error.Type, raw)
 	assert.Contains(t, oe.Error.Message, "Content-Encoding")
 	assert.Equal(t, "identity", res.Header.Get("Accept-Encoding"))
-	up.mu.Lock()
-	assert.Zero(t, up.served, "nothing was forwarded")
-	up.mu.Unlock()
+	assert.Zero(t, up.Served(), "nothing was forwarded")
 
 	res, raw = send([]byte(`{"messages":[{"role":"user","content":"hi"}]}`), "identity")
 	assert.Equal(t, http.StatusOK, res.StatusCode, "identity is no coding: %s", raw)
 
 	// A body declared as UTF-16 is refused too, with a code of its own, and not forwarded.
-	up.mu.Lock()
-	served := up.served
-	up.mu.Unlock()
+	served := up.Served()
 	req, err := http.NewRequest("POST", a.URL+"/api/ai/v1/chat/completions",
 		strings.NewReader(`{"messages":[{"role":"user","content":"hi"}]}`))
 	require.NoError(t, err)
@@ -369,9 +354,7 @@ func TestCompressedChatBodyIsRefused(t *testing.T) {
 	require.NoError(t, json.Unmarshal(body, &oe), string(body))
 	assert.Equal(t, "unsupported_charset", oe.Error.Code, string(body))
 	assert.Contains(t, oe.Error.Message, "utf-16")
-	up.mu.Lock()
-	assert.Equal(t, served, up.served, "nothing was forwarded")
-	up.mu.Unlock()
+	assert.Equal(t, served, up.Served(), "nothing was forwarded")
 }
 
 // TestStreamDataLinesWithoutSpace: in server-sent events the space after "data:" is optional

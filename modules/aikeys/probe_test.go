@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"provisioner/modules/aikeys/aikeystest"
 	"provisioner/platform/testutil/apptest"
 )
 
@@ -35,9 +36,7 @@ func TestNonJSONSuccessIsA502(t *testing.T) {
 	u := a.Register(t)
 	k := newKey(t, a, u.Token, nil)
 	for _, body := range []string{`<html>gateway</html>`, `null`, `[1]`, `{"choices":`} {
-		up.mu.Lock()
-		up.okBody = body
-		up.mu.Unlock()
+		up.Set(func(b *aikeystest.Behaviour) { b.OKBody = body })
 		res, raw := chatRaw(t, a, k.Key, map[string]any{"messages": []map[string]string{{"role": "user", "content": "hi"}}})
 		require.Equal(t, http.StatusBadGateway, res.StatusCode, "%s: %s", body, raw)
 		var oe openAIError
@@ -62,9 +61,7 @@ func TestUpstream429CarriesOnlyItsRetryAfter(t *testing.T) {
 	require.Equal(t, http.StatusOK, res.StatusCode)
 	assert.NotEmpty(t, res.Header.Get("X-RateLimit-Remaining"), "our headers on a success")
 
-	up.mu.Lock()
-	up.fail = http.StatusTooManyRequests
-	up.mu.Unlock()
+	up.Set(func(b *aikeystest.Behaviour) { b.Fail = http.StatusTooManyRequests })
 	for _, stream := range []bool{false, true} {
 		res := chat(t, a, "X-API-Key", k.Key, stream)
 		res.Body.Close()

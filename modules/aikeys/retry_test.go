@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"provisioner/modules/aikeys/aikeystest"
 	"provisioner/platform/testutil/apptest"
 )
 
@@ -75,9 +76,7 @@ func TestRequestMeetingAClosingConnectionIsSentAgain(t *testing.T) {
 	a, up := setup(t, nil)
 	u := a.Register(t)
 	k := newKey(t, a, u.Token, nil)
-	up.mu.Lock()
-	up.dropReused = true
-	up.mu.Unlock()
+	up.Set(func(b *aikeystest.Behaviour) { b.DropReused = true })
 	for i := 0; i < 3; i++ {
 		r := generate(a, k.Key)
 		require.Equal(t, http.StatusOK, r.Status, "generate %d: %s", i, r.Raw)
@@ -88,9 +87,7 @@ func TestRequestMeetingAClosingConnectionIsSentAgain(t *testing.T) {
 		assert.Contains(t, body, "[DONE]")
 	}
 
-	up.mu.Lock()
-	up.dropReused, up.dropAll = false, true
-	up.mu.Unlock()
+	up.Set(func(b *aikeystest.Behaviour) { b.DropReused, b.DropAll = false, true })
 	time.Sleep(4500 * time.Millisecond) // the pools' idle connections are dropped (4 s)
 	before := upstreamCalls(up)
 	assert.Equal(t, http.StatusBadGateway, generate(a, k.Key).Status)
@@ -100,8 +97,6 @@ func TestRequestMeetingAClosingConnectionIsSentAgain(t *testing.T) {
 }
 
 // upstreamCalls counts every request the fake received, dropped ones included.
-func upstreamCalls(up *upstream) int {
-	up.mu.Lock()
-	defer up.mu.Unlock()
-	return up.served + up.dropped
+func upstreamCalls(up *aikeystest.Upstream) int {
+	return up.Served() + up.Dropped()
 }

@@ -12,6 +12,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"provisioner/modules/aikeys/aikeystest"
 )
 
 // checkOpenAIError asserts raw is what the document puts on the pass-through's errors
@@ -79,9 +81,9 @@ func TestPassthroughAnswersOnlyDocumentedStatuses(t *testing.T) {
 	}
 	for _, tc := range cases {
 		for _, stream := range []bool{false, true} {
-			up.mu.Lock()
-			up.fail, up.failBody, up.failHeader, up.failOnce = tc.fail, tc.body, tc.header, true
-			up.mu.Unlock()
+			up.Set(func(b *aikeystest.Behaviour) {
+				b.Fail, b.FailBody, b.FailHeader, b.FailOnce = tc.fail, tc.body, tc.header, true
+			})
 			body := streamBody(map[string]any{"stream": stream})
 			res, raw := chatRaw(t, a, k.Key, body)
 			name := fmt.Sprintf("upstream %d stream=%v", tc.fail, stream)
@@ -97,9 +99,9 @@ func TestPassthroughAnswersOnlyDocumentedStatuses(t *testing.T) {
 		}
 		// /api/ai/generate takes the same statuses for the client's refusals (400 in the
 		// envelope); a 402, 405 or 410 refused the gateway, not the client's input: 502.
-		up.mu.Lock()
-		up.fail, up.failBody, up.failHeader, up.failOnce = tc.fail, tc.body, tc.header, true
-		up.mu.Unlock()
+		up.Set(func(b *aikeystest.Behaviour) {
+			b.Fail, b.FailBody, b.FailHeader, b.FailOnce = tc.fail, tc.body, tc.header, true
+		})
 		want := tc.want
 		if want != http.StatusBadGateway && want != http.StatusTooManyRequests {
 			want = http.StatusBadRequest
@@ -146,9 +148,7 @@ func TestRelayedErrorsMatchTheDocumentedSchema(t *testing.T) {
 	}
 	for _, tc := range cases {
 		for _, stream := range []bool{false, true} {
-			up.mu.Lock()
-			up.fail, up.failBody, up.failHeader = tc.fail, tc.body, tc.header
-			up.mu.Unlock()
+			up.Set(func(b *aikeystest.Behaviour) { b.Fail, b.FailBody, b.FailHeader = tc.fail, tc.body, tc.header })
 			res, raw := chatRaw(t, a, k.Key, streamBody(map[string]any{"stream": stream}))
 			name := fmt.Sprintf("%d %q stream=%v", tc.fail, tc.body, stream)
 			require.Equal(t, tc.fail, res.StatusCode, "%s: %s", name, raw)
@@ -157,10 +157,10 @@ func TestRelayedErrorsMatchTheDocumentedSchema(t *testing.T) {
 	}
 
 	// A long message with our key, control and bidi characters: one line, capped, redacted.
-	up.mu.Lock()
-	up.fail, up.failHeader = http.StatusBadRequest, nil
-	up.failBody = fmt.Sprintf(`{"error":{"message":"bad\nrequest \u001b %s \u202e%s","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}`, upstreamKey, strings.Repeat("x", 5000))
-	up.mu.Unlock()
+	up.Set(func(b *aikeystest.Behaviour) {
+		b.Fail, b.FailHeader = http.StatusBadRequest, nil
+		b.FailBody = fmt.Sprintf(`{"error":{"message":"bad\nrequest \u001b %s \u202e%s","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}`, upstreamKey, strings.Repeat("x", 5000))
+	})
 	for _, stream := range []bool{false, true} {
 		res, raw := chatRaw(t, a, k.Key, streamBody(map[string]any{"stream": stream}))
 		require.Equal(t, http.StatusBadRequest, res.StatusCode, raw)
@@ -183,9 +183,9 @@ func TestUpstream429AlwaysCarriesRetryAfter(t *testing.T) {
 	u := a.Register(t)
 	k := newKey(t, a, u.Token, nil)
 	for _, tc := range []struct{ sent, want string }{{"", "1"}, {"12", "12"}, {"soon", "1"}} {
-		up.mu.Lock()
-		up.fail, up.failHeader = http.StatusTooManyRequests, map[string]string{"Retry-After": tc.sent}
-		up.mu.Unlock()
+		up.Set(func(b *aikeystest.Behaviour) {
+			b.Fail, b.FailHeader = http.StatusTooManyRequests, map[string]string{"Retry-After": tc.sent}
+		})
 		for _, stream := range []bool{false, true} {
 			res, raw := chatRaw(t, a, k.Key, streamBody(map[string]any{"stream": stream}))
 			require.Equal(t, http.StatusTooManyRequests, res.StatusCode, raw)
@@ -195,9 +195,9 @@ func TestUpstream429AlwaysCarriesRetryAfter(t *testing.T) {
 		require.Equal(t, http.StatusTooManyRequests, r.Status)
 		assert.Equal(t, tc.want, r.Header.Get("Retry-After"), "generate, upstream %q", tc.sent)
 	}
-	up.mu.Lock()
-	up.failHeader = map[string]string{"Retry-After": time.Now().Add(30 * time.Second).UTC().Format(http.TimeFormat)}
-	up.mu.Unlock()
+	up.Set(func(b *aikeystest.Behaviour) {
+		b.FailHeader = map[string]string{"Retry-After": time.Now().Add(30 * time.Second).UTC().Format(http.TimeFormat)}
+	})
 	res, raw := chatRaw(t, a, k.Key, streamBody(map[string]any{"stream": false}))
 	require.Equal(t, http.StatusTooManyRequests, res.StatusCode, raw)
 	n, err := strconv.Atoi(res.Header.Get("Retry-After"))

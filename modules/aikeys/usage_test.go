@@ -9,14 +9,13 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"provisioner/modules/aikeys/aikeystest"
 	"provisioner/platform/testutil/apptest"
 )
 
 // answerWith makes the fake answer body to non-streamed requests and writes to streamed ones.
-func answerWith(up *upstream, body string, writes []string) {
-	up.mu.Lock()
-	up.okBody, up.streamWrites = body, writes
-	up.mu.Unlock()
+func answerWith(up *aikeystest.Upstream, body string, writes []string) {
+	up.Set(func(b *aikeystest.Behaviour) { b.OKBody, b.StreamWrites = body, writes })
 }
 
 type generation struct {

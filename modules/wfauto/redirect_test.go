@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"provisioner/modules/wfauto/wfautotest"
 	"provisioner/platform/testutil/apptest"
 )
 
@@ -26,9 +27,9 @@ func TestARedirectedDeprovisioningIsNotADeletion(t *testing.T) {
 	var acc account
 	r.Decode(t, &acc)
 	key := fmt.Sprint(acc.ID)
-	require.True(t, c.held(key))
+	require.True(t, c.Held(key))
 
-	c.set("redirect")
+	c.SetMode(wfautotest.Redirect)
 	r = a.Do(apptest.Request{Method: "DELETE", Path: fmt.Sprintf("/api/users/%d", u.ID), Token: admin})
 	require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
 	a.Settle(3 * time.Second)
@@ -36,12 +37,12 @@ func TestARedirectedDeprovisioningIsNotADeletion(t *testing.T) {
 	a.Get(fmt.Sprintf("/api/wfauto/accounts/%d", acc.ID), admin).Decode(t, &got)
 	assert.Equal(t, "Deprovisioning", got.Status, "nothing was deleted at the cell")
 	assert.Contains(t, got.ErrorMessage, "301")
-	assert.True(t, c.held(key), "the cell still holds the account")
+	assert.True(t, c.Held(key), "the cell still holds the account")
 
-	c.set("")
+	c.SetMode(wfautotest.OK)
 	r = a.Post(fmt.Sprintf("/api/wfauto/accounts/%d/retry", acc.ID), admin, nil)
 	require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
 	r.Decode(t, &got)
 	assert.Equal(t, "Deprovisioned", got.Status)
-	assert.False(t, c.held(key), "deleted at the cell")
+	assert.False(t, c.Held(key), "deleted at the cell")
 }

@@ -4,13 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,6 +18,7 @@ import (
 	"go.uber.org/fx"
 
 	"provisioner/modules/wfauto"
+	"provisioner/modules/wfauto/wfautotest"
 	"provisioner/platform/provision/provisiontest"
 	"provisioner/platform/testutil"
 	"provisioner/platform/testutil/apptest"
@@ -29,175 +28,11 @@ func TestMain(m *testing.M) { testutil.Main(m) }
 
 const cellKey = "cell-secret-key"
 
-// cell is a fake provisioning cell: checks the key, is idempotent on Idempotency-Key, and can
-// fail, hang, throttle or answer garbage.
-type cell struct {
-	*httptest.Server
-	mu       sync.Mutex
-	accounts map[string]string // idempotency key -> account id
-	// strict makes the cell fingerprint the body per Idempotency-Key, as the IETF Idempotency-Key
-	// draft does: a key sent again with another body is answered 422 idempotency_mismatch.
-	strict       bool
-	fingerprints map[string]string // idempotency key -> body of the request that made the account
-	deleted      []string
-	keys         []string
-	bodies       []map[string]any
-	creates      int
-	calls        int // authorised requests
-	// mode is "", "500", "400", "409", "garbage", "hang", "missing-url", "leak", "leak-html", "throttle", or an
-	// answer with a bad accountId or url: "nul-id", "newline-id", "c1-url", "long-id", "long-url".
-	mode string
-	// dupID is the accountId of mode "dup": the answer names this (another) account.
-	dupID string
-	hang  time.Duration
-	// throttle is the status (429, 503) and Retry-After of mode "throttle".
-	throttle struct {
-		status     int
-		retryAfter string
-	}
-}
-
-// held reports whether the cell holds an account for Idempotency-Key key (made and not deleted).
-func (c *cell) held(key string) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	acc, ok := c.accounts[key]
-	if !ok {
-		return false
-	}
-	for _, d := range c.deleted {
-		if d == acc {
-			return false
-		}
-	}
-	return true
-}
-
-// accountSeq numbers the accounts of every fake cell of the package: like a real cell's, an
-// account id is never given twice, even by the cells of two tests sharing one control database.
-var accountSeq atomic.Int64
-
-// accountOf is the account the cell made for Idempotency-Key key ("" when none).
-func (c *cell) accountOf(key string) string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.accounts[key]
-}
-
-func newCell(t *testing.T) *cell {
-	c := &cell{accounts: map[string]string{}, fingerprints: map[string]string{}}
-	c.Server = httptest.NewServer(http.HandlerFunc(c.serve))
+// newCell starts a fake cell expecting cellKey, closed when the test ends.
+func newCell(t *testing.T) *wfautotest.Cell {
+	c := wfautotest.New(cellKey)
 	t.Cleanup(c.Close)
 	return c
-}
-
-func (c *cell) set(mode string) { c.mu.Lock(); c.mode = mode; c.mu.Unlock() }
-
-func (c *cell) serve(w http.ResponseWriter, r *http.Request) {
-	if r.Header.Get("Authorization") != "Bearer "+cellKey {
-		w.WriteHeader(http.StatusUnauthorized)
-		_, _ = w.Write([]byte(`{"error":"unauthorized"}`))
-		return
-	}
-	c.mu.Lock()
-	c.calls++
-	mode, hang, throttle := c.mode, c.hang, c.throttle
-	c.mu.Unlock()
-	if r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, "/moved/") { // where mode "redirect" sends a delete
-		_, _ = w.Write([]byte(`{"moved":true}`))
-		return
-	}
-	switch mode {
-	case "redirect": // a misplaced cell (an http address the cell moves to https, a proxy): every call is moved
-		http.Redirect(w, r, "/moved"+r.URL.Path, http.StatusMovedPermanently)
-		return
-	case "throttle":
-		w.Header().Set("Retry-After", throttle.retryAfter)
-		w.WriteHeader(throttle.status)
-		_, _ = w.Write([]byte(`{"error":"rate_limited","message":"slow down"}`))
-		return
-	case "500":
-		w.WriteHeader(500)
-		_, _ = w.Write([]byte(`{"error":"internal","message":"database is down"}`))
-		return
-	case "400":
-		w.WriteHeader(400)
-		_, _ = w.Write([]byte(`{"error":"bad_request","message":"organization not allowed"}`))
-		return
-	case "409":
-		w.WriteHeader(409)
-		_, _ = w.Write([]byte(`{"error":"conflict","message":"a request with this key is in progress"}`))
-		return
-	case "leak": // a careless cell quoting the key it was sent, and other secrets
-		w.WriteHeader(500)
-		_, _ = w.Write([]byte(`{"error":"internal","message":"upstream refused Authorization: Bearer ` + cellKey +
-			` (key=` + cellKey + `); dsn token=sk_live_9f8e7d6c5b4a39281706f5e4d3c2b1a0 failed` + strings.Repeat(" and more", 100) + `"}`))
-		return
-	case "leak-html":
-		w.WriteHeader(502)
-		_, _ = w.Write([]byte(`<html><body>proxy error, config api_key ` + cellKey + `</body></html>`))
-		return
-	case "hang":
-		time.Sleep(hang)
-	}
-	switch {
-	case r.Method == http.MethodPost && r.URL.Path == "/accounts":
-		key := r.Header.Get("Idempotency-Key")
-		raw, _ := io.ReadAll(r.Body)
-		var body map[string]any
-		_ = json.Unmarshal(raw, &body)
-		c.mu.Lock()
-		c.keys = append(c.keys, key)
-		c.bodies = append(c.bodies, body)
-		if fp, seen := c.fingerprints[key]; c.strict && seen && fp != string(raw) {
-			c.mu.Unlock()
-			w.WriteHeader(http.StatusUnprocessableEntity)
-			_, _ = w.Write([]byte(`{"error":"idempotency_mismatch","message":"this Idempotency-Key was used with another body"}`))
-			return
-		}
-		id, ok := c.accounts[key]
-		if !ok {
-			c.creates++
-			id = fmt.Sprintf("acc_%d", accountSeq.Add(1))
-			c.accounts[key] = id
-			c.fingerprints[key] = string(raw)
-		}
-		c.mu.Unlock()
-		switch mode {
-		case "garbage":
-			_, _ = w.Write([]byte(`<html>oops</html>`))
-		case "dup": // another account's id (dupID), as a broken cell may answer
-			w.WriteHeader(http.StatusCreated)
-			_, _ = w.Write([]byte(`{"accountId":"` + c.dupID + `","url":"https://flows.example.test/` + c.dupID + `"}`))
-		case "missing-url":
-			_, _ = w.Write([]byte(`{"accountId":"` + id + `"}`))
-		case "nul-id": // an id PostgreSQL cannot store
-			w.WriteHeader(http.StatusCreated)
-			_, _ = w.Write([]byte(`{"accountId":"` + id + `\u0000x","url":"https://flows.example.test/` + id + `"}`))
-		case "newline-id":
-			w.WriteHeader(http.StatusCreated)
-			_, _ = w.Write([]byte(`{"accountId":"` + id + `\nlevel=ERROR","url":"https://flows.example.test/` + id + `"}`))
-		case "c1-url":
-			w.WriteHeader(http.StatusCreated)
-			_, _ = w.Write([]byte(`{"accountId":"` + id + `","url":"https://flows.example.test/` + id + `\u0085"}`))
-		case "long-id":
-			w.WriteHeader(http.StatusCreated)
-			_, _ = w.Write([]byte(`{"accountId":"` + id + strings.Repeat("x", 5000) + `","url":"https://flows.example.test/` + id + `"}`))
-		case "long-url":
-			w.WriteHeader(http.StatusCreated)
-			_, _ = w.Write([]byte(`{"accountId":"` + id + `","url":"https://flows.example.test/` + strings.Repeat("x", 5000) + `"}`))
-		default:
-			w.WriteHeader(http.StatusCreated)
-			_, _ = w.Write([]byte(`{"accountId":"` + id + `","url":"https://flows.example.test/` + id + `"}`))
-		}
-	case r.Method == http.MethodDelete && strings.HasPrefix(r.URL.Path, "/accounts/"):
-		c.mu.Lock()
-		c.deleted = append(c.deleted, strings.TrimPrefix(r.URL.Path, "/accounts/"))
-		c.mu.Unlock()
-		w.WriteHeader(http.StatusNoContent)
-	default:
-		w.WriteHeader(404)
-	}
 }
 
 type account struct {
@@ -208,7 +43,7 @@ type account struct {
 	ErrorMessage      string `json:"errorMessage"`
 }
 
-func setup(t *testing.T) (*apptest.App, *cell) {
+func setup(t *testing.T) (*apptest.App, *wfautotest.Cell) {
 	c := newCell(t)
 	a := apptest.Start(t, apptest.With(map[string]any{"WfautoProvisioning:BaseUrl": c.URL, "WfautoProvisioning:ApiKey": cellKey,
 		"WfautoProvisioning:TimeoutSeconds": 1, "RateLimit:Register": "1000-M"}))
@@ -224,16 +59,17 @@ func TestProvisionOnePerUser(t *testing.T) {
 	var acc account
 	r.Decode(t, &acc)
 	assert.Equal(t, "Active", acc.Status)
-	made := c.accountOf(fmt.Sprint(acc.ID))
+	made := c.AccountOf(fmt.Sprint(acc.ID))
 	assert.NotEmpty(t, made)
 	assert.Equal(t, made, acc.ExternalAccountID)
 	assert.Equal(t, "https://flows.example.test/"+made, acc.URL)
-	require.Len(t, c.keys, 1)
-	assert.Equal(t, fmt.Sprint(acc.ID), c.keys[0], "Idempotency-Key is the local account id")
-	assert.Equal(t, u.Email, c.bodies[0]["email"])
-	assert.EqualValues(t, u.ID, c.bodies[0]["userId"])
-	assert.Equal(t, "Test User", c.bodies[0]["fullName"])
-	assert.Equal(t, "Tests", c.bodies[0]["organization"])
+	posts := c.Posts()
+	require.Len(t, posts, 1)
+	assert.Equal(t, fmt.Sprint(acc.ID), posts[0].Key, "Idempotency-Key is the local account id")
+	assert.Equal(t, u.Email, posts[0].Body["email"])
+	assert.EqualValues(t, u.ID, posts[0].Body["userId"])
+	assert.Equal(t, "Test User", posts[0].Body["fullName"])
+	assert.Equal(t, "Tests", posts[0].Body["organization"])
 
 	assert.Equal(t, http.StatusConflict, a.Post("/api/me/wfauto/provision", u.Token, map[string]any{}).Status)
 	var list []account
@@ -245,21 +81,22 @@ func TestProvisionOnePerUser(t *testing.T) {
 func TestCellFailures(t *testing.T) {
 	a, c := setup(t)
 	cases := []struct {
-		mode, status, contains string
+		mode             wfautotest.Mode
+		status, contains string
 	}{
-		{"400", "Failed", "organization not allowed"},
-		{"garbage", "Pending", "malformed"},
-		{"missing-url", "Pending", "malformed"},
-		{"500", "Pending", "database is down"},
-		{"hang", "Pending", "timed out"},
+		{wfautotest.Refuse400, "Failed", "organization not allowed"},
+		{wfautotest.Garbage, "Pending", "malformed"},
+		{wfautotest.MissingURL, "Pending", "malformed"},
+		{wfautotest.Fail500, "Pending", "database is down"},
+		{wfautotest.Hang, "Pending", "timed out"},
 	}
-	c.hang = 1500 * time.Millisecond
+	c.SetHang(1500 * time.Millisecond)
 	for _, tc := range cases {
-		t.Run(tc.mode, func(t *testing.T) {
+		t.Run(string(tc.mode), func(t *testing.T) {
 			u := a.Register(t)
-			c.set(tc.mode)
+			c.SetMode(tc.mode)
 			r := a.Post("/api/me/wfauto/provision", u.Token, nil)
-			c.set("")
+			c.SetMode(wfautotest.OK)
 			require.Equal(t, http.StatusBadGateway, r.Status, string(r.Raw))
 			var acc account
 			r.Decode(t, &acc)
@@ -288,10 +125,10 @@ func TestCellFailures(t *testing.T) {
 func TestCrashIsFinishedOnceWithTheSameKey(t *testing.T) {
 	a, c := setup(t)
 	u := a.Register(t)
-	c.hang = 1500 * time.Millisecond
-	c.set("hang") // the cell makes the account but the answer never arrives in time
+	c.SetHang(1500 * time.Millisecond)
+	c.SetMode(wfautotest.Hang) // the cell makes the account but the answer never arrives in time
 	r := a.Post("/api/me/wfauto/provision", u.Token, nil)
-	c.set("")
+	c.SetMode(wfautotest.OK)
 	require.Equal(t, http.StatusBadGateway, r.Status)
 	var acc account
 	r.Decode(t, &acc)
@@ -316,12 +153,10 @@ func TestCrashIsFinishedOnceWithTheSameKey(t *testing.T) {
 	require.Len(t, list, 1)
 	assert.Equal(t, "Active", list[0].Status)
 
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	assert.Equal(t, 2, c.creates, "one account per user at the cell")
+	assert.Equal(t, 2, c.Creates(), "one account per user at the cell")
 	keys := map[string]int{}
-	for _, k := range c.keys {
-		keys[k]++
+	for _, p := range c.Posts() {
+		keys[p.Key]++
 	}
 	assert.Equal(t, 2, keys[fmt.Sprint(acc.ID)], "the retry reused the Idempotency-Key")
 }
@@ -346,9 +181,7 @@ func TestDeprovisionOnUserDeletionAndAdminRoutes(t *testing.T) {
 	r = a.Do(apptest.Request{Method: "DELETE", Path: fmt.Sprintf("/api/users/%d", u.ID), Token: admin})
 	require.Equal(t, http.StatusOK, r.Status)
 	a.Settle(5 * time.Second)
-	c.mu.Lock()
-	assert.Contains(t, c.deleted, acc.ExternalAccountID)
-	c.mu.Unlock()
+	assert.Contains(t, c.Deleted(), acc.ExternalAccountID)
 	var status string
 	require.NoError(t, a.DB.QueryRow("SELECT status FROM wfauto_accounts WHERE id = ?", acc.ID).Scan(&status))
 	assert.Equal(t, "Deprovisioned", status)
@@ -399,18 +232,10 @@ func TestProvisionerSuite(t *testing.T) {
 			require.NoError(t, err)
 		},
 		External: func(t *testing.T, id int64) int {
-			c.mu.Lock()
-			defer c.mu.Unlock()
-			acc, ok := c.accounts[fmt.Sprint(id)]
-			if !ok {
-				return 0
+			if c.Held(fmt.Sprint(id)) {
+				return 1
 			}
-			for _, d := range c.deleted {
-				if d == acc {
-					return 0
-				}
-			}
-			return 1
+			return 0
 		},
 	})
 }
@@ -420,12 +245,12 @@ func TestProvisionerSuite(t *testing.T) {
 // text the finisher logs) never contain it.
 func TestCellErrorNeverQuotesItsKey(t *testing.T) {
 	a, c := setup(t)
-	for _, mode := range []string{"leak", "leak-html"} {
-		t.Run(mode, func(t *testing.T) {
+	for _, mode := range []wfautotest.Mode{wfautotest.Leak, wfautotest.LeakHTML} {
+		t.Run(string(mode), func(t *testing.T) {
 			u := a.Register(t)
-			c.set(mode)
+			c.SetMode(mode)
 			r := a.Post("/api/me/wfauto/provision", u.Token, nil)
-			c.set("")
+			c.SetMode(wfautotest.OK)
 			require.Equal(t, http.StatusBadGateway, r.Status, string(r.Raw))
 			var acc account
 			r.Decode(t, &acc)
@@ -456,27 +281,25 @@ func TestDeletingAUserDeprovisionsTheirFailedAccountAtTheCell(t *testing.T) {
 	t.Cleanup(func() { _, _ = a.DB.Exec("UPDATE wfauto_accounts SET status = 'Failed' WHERE status = 'Pending'") })
 	admin := a.AdminToken(t)
 	u := a.Register(t)
-	c.hang = 1500 * time.Millisecond
-	c.set("hang") // the cell makes the account; its answer never arrives in time
+	c.SetHang(1500 * time.Millisecond)
+	c.SetMode(wfautotest.Hang) // the cell makes the account; its answer never arrives in time
 	r := a.Post("/api/me/wfauto/provision", u.Token, nil)
-	c.set("")
+	c.SetMode(wfautotest.OK)
 	require.Equal(t, http.StatusBadGateway, r.Status, string(r.Raw))
 	var acc account
 	r.Decode(t, &acc)
 	require.Equal(t, "Failed", acc.Status, "attempts ran out (Finisher:MaxAttempts 1)")
 	time.Sleep(600 * time.Millisecond) // the hung handler finishes on the cell's side
-	require.True(t, c.held(fmt.Sprint(acc.ID)), "the cell holds the account")
+	require.True(t, c.Held(fmt.Sprint(acc.ID)), "the cell holds the account")
 
 	r = a.Do(apptest.Request{Method: "DELETE", Path: fmt.Sprintf("/api/users/%d", u.ID), Token: admin})
 	require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
 	a.Settle(5 * time.Second)
-	assert.False(t, c.held(fmt.Sprint(acc.ID)), "deprovisioned at the cell")
+	assert.False(t, c.Held(fmt.Sprint(acc.ID)), "deprovisioned at the cell")
 	var status string
 	require.NoError(t, a.DB.QueryRow("SELECT status FROM wfauto_accounts WHERE id = ?", acc.ID).Scan(&status))
 	assert.Equal(t, "Deprovisioned", status)
-	c.mu.Lock()
-	assert.Equal(t, 1, c.creates, "no second account made")
-	c.mu.Unlock()
+	assert.Equal(t, 1, c.Creates(), "no second account made")
 }
 
 // TestCellRetryAfterHoldsTheFinisherBack: a cell answering 429 or 503 with Retry-After (seconds or
@@ -495,10 +318,7 @@ func TestCellRetryAfterHoldsTheFinisherBack(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			u := a.Register(t)
-			c.mu.Lock()
-			c.mode = "throttle"
-			c.throttle.status, c.throttle.retryAfter = tc.status, tc.retryAfter()
-			c.mu.Unlock()
+			c.SetThrottle(tc.status, tc.retryAfter())
 			before := time.Now()
 			r := a.Post("/api/me/wfauto/provision", u.Token, nil)
 			require.Equal(t, http.StatusBadGateway, r.Status, string(r.Raw))
@@ -515,15 +335,11 @@ func TestCellRetryAfterHoldsTheFinisherBack(t *testing.T) {
 			var next time.Time
 			require.NoError(t, a.DB.QueryRow("SELECT next_attempt_at FROM wfauto_accounts WHERE id = ?", acc.ID).Scan(&next))
 			assert.False(t, next.Before(before.Add(119*time.Second)), "next attempt in %s, sooner than the cell's Retry-After", next.Sub(before))
-			c.mu.Lock()
-			calls := c.calls
-			c.mu.Unlock()
+			calls := c.Calls()
 			time.Sleep(1500 * time.Millisecond) // past the first plain backoff (~1 s)
 			a.Settle(2 * time.Second)
-			c.mu.Lock()
-			assert.Equal(t, calls, c.calls, "no call to the cell before its wait is over")
-			c.mode = ""
-			c.mu.Unlock()
+			assert.Equal(t, calls, c.Calls(), "no call to the cell before its wait is over")
+			c.SetMode(wfautotest.OK)
 
 			// Once the wait is over, the finisher provisions it.
 			_, err = a.DB.Exec("UPDATE wfauto_accounts SET next_attempt_at = now() WHERE id = ?", acc.ID)
@@ -534,7 +350,7 @@ func TestCellRetryAfterHoldsTheFinisherBack(t *testing.T) {
 			require.Len(t, list, 1)
 			assert.Equal(t, "Active", list[0].Status)
 			assert.Empty(t, list[0].ErrorMessage)
-			assert.True(t, c.held(fmt.Sprint(acc.ID)))
+			assert.True(t, c.Held(fmt.Sprint(acc.ID)))
 		})
 	}
 }
@@ -614,7 +430,7 @@ func TestProvisionForAUserDeletedMeanwhile(t *testing.T) {
 	claim := func(q string) bool {
 		return strings.Contains(q, `FROM "wfauto_accounts" WHERE (status IN (`) && strings.HasSuffix(q, "FOR UPDATE")
 	}
-	calls := func() (calls, creates int) { c.mu.Lock(); defer c.mu.Unlock(); return c.calls, c.creates }
+	calls := func() (calls, creates int) { return c.Calls(), c.Creates() }
 	for _, tc := range []struct {
 		name, when string
 		own        bool
@@ -660,7 +476,7 @@ func TestProvisionForAUserDeletedMeanwhile(t *testing.T) {
 			var status string
 			require.NoError(t, a.DB.QueryRow("SELECT id, status FROM wfauto_accounts WHERE user_id = ?", u.ID).Scan(&id, &status))
 			assert.Equal(t, "Deprovisioned", status)
-			assert.False(t, c.held(fmt.Sprint(id)), "nothing left at the cell")
+			assert.False(t, c.Held(fmt.Sprint(id)), "nothing left at the cell")
 			n, creates := calls()
 			if tc.when == "before" {
 				assert.Equal(t, calls0, n, "the cell is never called for an account it never got")
@@ -680,16 +496,14 @@ func TestDeprovisionSkipsTheCellForAnAccountItNeverGot(t *testing.T) {
 		a, c := setup(t)
 		admin := a.AdminToken(t)
 		u := a.Register(t)
-		c.set("400")
+		c.SetMode(wfautotest.Refuse400)
 		r := a.Post("/api/me/wfauto/provision", u.Token, nil)
-		c.set("")
+		c.SetMode(wfautotest.OK)
 		require.Equal(t, http.StatusBadGateway, r.Status, string(r.Raw))
 		var acc account
 		r.Decode(t, &acc)
 		require.Equal(t, "Failed", acc.Status)
-		c.mu.Lock()
-		calls := c.calls
-		c.mu.Unlock()
+		calls := c.Calls()
 
 		r = a.Do(apptest.Request{Method: "DELETE", Path: fmt.Sprintf("/api/users/%d", u.ID), Token: admin})
 		require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
@@ -697,10 +511,8 @@ func TestDeprovisionSkipsTheCellForAnAccountItNeverGot(t *testing.T) {
 		var status string
 		require.NoError(t, a.DB.QueryRow("SELECT status FROM wfauto_accounts WHERE id = ?", acc.ID).Scan(&status))
 		assert.Equal(t, "Deprovisioned", status)
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		assert.Equal(t, calls, c.calls, "the cell is not called")
-		assert.Zero(t, c.creates, "no account made at the cell")
+		assert.Equal(t, calls, c.Calls(), "the cell is not called")
+		assert.Zero(t, c.Creates(), "no account made at the cell")
 	})
 	t.Run("unreachable", func(t *testing.T) {
 		down := httptest.NewServer(http.NotFoundHandler())
@@ -734,12 +546,12 @@ func TestDeprovisionSkipsTheCellForAnAccountItNeverGot(t *testing.T) {
 func TestAnAnswerWithControlCharactersOrUnboundedIsMalformed(t *testing.T) {
 	a, c := setup(t)
 	admin := a.AdminToken(t)
-	for _, mode := range []string{"nul-id", "newline-id", "c1-url", "long-id", "long-url"} {
-		t.Run(mode, func(t *testing.T) {
+	for _, mode := range []wfautotest.Mode{wfautotest.NulID, wfautotest.NewlineID, wfautotest.C1URL, wfautotest.LongID, wfautotest.LongURL} {
+		t.Run(string(mode), func(t *testing.T) {
 			u := a.Register(t)
-			c.set(mode)
+			c.SetMode(mode)
 			r := a.Post("/api/me/wfauto/provision", u.Token, nil)
-			c.set("")
+			c.SetMode(wfautotest.OK)
 			require.Equal(t, http.StatusBadGateway, r.Status, string(r.Raw))
 			var acc account
 			r.Decode(t, &acc)
@@ -755,17 +567,15 @@ func TestAnAnswerWithControlCharactersOrUnboundedIsMalformed(t *testing.T) {
 			require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
 			r.Decode(t, &acc)
 			assert.Equal(t, "Active", acc.Status)
-			c.mu.Lock()
-			assert.Equal(t, c.accounts[fmt.Sprint(acc.ID)], acc.ExternalAccountID)
-			c.mu.Unlock()
+			assert.Equal(t, c.AccountOf(fmt.Sprint(acc.ID)), acc.ExternalAccountID)
 		})
 	}
 	t.Run("refused: next_attempt_at as stored", func(t *testing.T) {
 		u := a.Register(t)
 		before := time.Now()
-		c.set("400")
+		c.SetMode(wfautotest.Refuse400)
 		r := a.Post("/api/me/wfauto/provision", u.Token, nil)
-		c.set("")
+		c.SetMode(wfautotest.OK)
 		require.Equal(t, http.StatusBadGateway, r.Status, string(r.Raw))
 		var next time.Time
 		require.NoError(t, a.DB.QueryRow("SELECT next_attempt_at FROM wfauto_accounts WHERE user_id = ?", u.ID).Scan(&next))
@@ -775,9 +585,9 @@ func TestAnAnswerWithControlCharactersOrUnboundedIsMalformed(t *testing.T) {
 
 // strictApp is an app against a strict cell (bodies fingerprinted per Idempotency-Key) whose
 // calls time out after 1 s, with Finisher:MaxAttempts attempts.
-func strictApp(t *testing.T, maxAttempts int) (*apptest.App, *cell) {
+func strictApp(t *testing.T, maxAttempts int) (*apptest.App, *wfautotest.Cell) {
 	c := newCell(t)
-	c.strict = true
+	c.SetStrict(true)
 	a := apptest.Start(t, apptest.With(map[string]any{"WfautoProvisioning:BaseUrl": c.URL, "WfautoProvisioning:ApiKey": cellKey,
 		"WfautoProvisioning:TimeoutSeconds": 1, "RateLimit:Register": "1000-M", "Finisher:MaxAttempts": maxAttempts}))
 	t.Cleanup(func() { _, _ = a.DB.Exec("UPDATE wfauto_accounts SET status = 'Failed' WHERE status = 'Pending'") })
@@ -785,17 +595,17 @@ func strictApp(t *testing.T, maxAttempts int) (*apptest.App, *cell) {
 }
 
 // timedOut provisions u's account against a cell that makes it but answers too late.
-func timedOut(t *testing.T, a *apptest.App, c *cell, u apptest.User) account {
+func timedOut(t *testing.T, a *apptest.App, c *wfautotest.Cell, u apptest.User) account {
 	t.Helper()
-	c.hang = 1500 * time.Millisecond
-	c.set("hang")
+	c.SetHang(1500 * time.Millisecond)
+	c.SetMode(wfautotest.Hang)
 	r := a.Post("/api/me/wfauto/provision", u.Token, nil)
-	c.set("")
+	c.SetMode(wfautotest.OK)
 	require.Equal(t, http.StatusBadGateway, r.Status, string(r.Raw))
 	var acc account
 	r.Decode(t, &acc)
 	time.Sleep(600 * time.Millisecond) // the hung handler finishes on the cell's side
-	require.True(t, c.held(fmt.Sprint(acc.ID)), "the cell holds the account")
+	require.True(t, c.Held(fmt.Sprint(acc.ID)), "the cell holds the account")
 	return acc
 }
 
@@ -808,13 +618,11 @@ func rename(t *testing.T, a *apptest.App, admin string, u apptest.User) {
 }
 
 // sentNames are the fullName of every POST the cell got for Idempotency-Key key.
-func sentNames(c *cell, key string) []any {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+func sentNames(c *wfautotest.Cell, key string) []any {
 	var out []any
-	for i, k := range c.keys {
-		if k == key {
-			out = append(out, c.bodies[i]["fullName"])
+	for _, p := range c.Posts() {
+		if p.Key == key {
+			out = append(out, p.Body["fullName"])
 		}
 	}
 	return out
@@ -839,7 +647,7 @@ func TestARetryAfterARenameSendsTheBodyFirstSent(t *testing.T) {
 	a.Get("/api/me/wfauto", u.Token).Decode(t, &list)
 	require.Len(t, list, 1)
 	assert.Equal(t, "Active", list[0].Status, list[0].ErrorMessage)
-	assert.Equal(t, c.accountOf(fmt.Sprint(acc.ID)), list[0].ExternalAccountID)
+	assert.Equal(t, c.AccountOf(fmt.Sprint(acc.ID)), list[0].ExternalAccountID)
 	assert.Equal(t, []any{"Test User", "Test User"}, sentNames(c, fmt.Sprint(acc.ID)), "the same key went with the same body")
 }
 
@@ -862,11 +670,9 @@ func TestDeletingARenamedUserDeprovisionsTheAccountAtTheCell(t *testing.T) {
 	var status string
 	require.NoError(t, a.DB.QueryRow("SELECT status FROM wfauto_accounts WHERE id = ?", acc.ID).Scan(&status))
 	assert.Equal(t, "Deprovisioned", status)
-	assert.False(t, c.held(fmt.Sprint(acc.ID)), "deleted at the cell")
+	assert.False(t, c.Held(fmt.Sprint(acc.ID)), "deleted at the cell")
 	assert.Equal(t, []any{"Test User", "Test User"}, sentNames(c, fmt.Sprint(acc.ID)))
-	c.mu.Lock()
-	assert.Equal(t, 1, c.creates)
-	c.mu.Unlock()
+	assert.Equal(t, 1, c.Creates())
 }
 
 // TestDeprovisioningWaitsForADefiniteAnswer: a Failed account whose create may have reached the
@@ -876,33 +682,33 @@ func TestDeletingARenamedUserDeprovisionsTheAccountAtTheCell(t *testing.T) {
 func TestDeprovisioningWaitsForADefiniteAnswer(t *testing.T) {
 	a, c := strictApp(t, 1)
 	admin := a.AdminToken(t)
-	deleteOwner := func(t *testing.T, mode string) (account, apptest.User) {
+	deleteOwner := func(t *testing.T, mode wfautotest.Mode) (account, apptest.User) {
 		u := a.Register(t)
-		c.set("500")
+		c.SetMode(wfautotest.Fail500)
 		r := a.Post("/api/me/wfauto/provision", u.Token, nil)
 		require.Equal(t, http.StatusBadGateway, r.Status, string(r.Raw))
 		var acc account
 		r.Decode(t, &acc)
 		require.Equal(t, "Failed", acc.Status)
-		c.set(mode)
+		c.SetMode(mode)
 		r = a.Do(apptest.Request{Method: "DELETE", Path: fmt.Sprintf("/api/users/%d", u.ID), Token: admin})
 		require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
 		a.Settle(5 * time.Second)
 		return acc, u
 	}
-	deletes := func() int { c.mu.Lock(); defer c.mu.Unlock(); return len(c.deleted) }
+	deletes := func() int { return len(c.Deleted()) }
 
 	t.Run("400 to the body first sent", func(t *testing.T) {
-		acc, _ := deleteOwner(t, "400")
-		c.set("")
+		acc, _ := deleteOwner(t, wfautotest.Refuse400)
+		c.SetMode(wfautotest.OK)
 		var status string
 		require.NoError(t, a.DB.QueryRow("SELECT status FROM wfauto_accounts WHERE id = ?", acc.ID).Scan(&status))
 		assert.Equal(t, "Deprovisioned", status)
-		assert.False(t, c.held(fmt.Sprint(acc.ID)))
+		assert.False(t, c.Held(fmt.Sprint(acc.ID)))
 	})
 	t.Run("409, then a malformed answer, then the account", func(t *testing.T) {
 		deleted0 := deletes()
-		acc, _ := deleteOwner(t, "409")
+		acc, _ := deleteOwner(t, wfautotest.Conflict409)
 		var got account
 		r := a.Get(fmt.Sprintf("/api/wfauto/accounts/%d", acc.ID), admin)
 		r.Decode(t, &got)
@@ -911,21 +717,21 @@ func TestDeprovisioningWaitsForADefiniteAnswer(t *testing.T) {
 		assert.Contains(t, got.ErrorMessage, "may be at the cell")
 		assert.Equal(t, deleted0, deletes(), "nothing deleted yet")
 
-		c.set("garbage") // the cell makes the account, its answer is garbage
+		c.SetMode(wfautotest.Garbage) // the cell makes the account, its answer is garbage
 		r = a.Post(fmt.Sprintf("/api/wfauto/accounts/%d/retry", acc.ID), admin, nil)
 		require.Equal(t, http.StatusBadGateway, r.Status, string(r.Raw))
 		r.Decode(t, &got)
 		assert.Equal(t, "Deprovisioning", got.Status, "a malformed answer does not say the cell holds nothing")
 		assert.Contains(t, got.ErrorMessage, "malformed")
 		assert.NotEmpty(t, r.Header.Get("Retry-After"))
-		require.True(t, c.held(fmt.Sprint(acc.ID)))
+		require.True(t, c.Held(fmt.Sprint(acc.ID)))
 
-		c.set("")
+		c.SetMode(wfautotest.OK)
 		r = a.Post(fmt.Sprintf("/api/wfauto/accounts/%d/retry", acc.ID), admin, nil)
 		require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
 		r.Decode(t, &got)
 		assert.Equal(t, "Deprovisioned", got.Status)
-		assert.False(t, c.held(fmt.Sprint(acc.ID)), "deleted at the cell")
+		assert.False(t, c.Held(fmt.Sprint(acc.ID)), "deleted at the cell")
 	})
 }
 
@@ -937,18 +743,18 @@ func TestARefusedBodyIsNotPinned(t *testing.T) {
 	a, c := strictApp(t, 8)
 	admin := a.AdminToken(t)
 	u := a.Register(t)
-	c.set("500")
+	c.SetMode(wfautotest.Fail500)
 	r := a.Post("/api/me/wfauto/provision", u.Token, nil)
 	require.Equal(t, http.StatusBadGateway, r.Status, string(r.Raw))
 	var acc account
 	r.Decode(t, &acc)
 	require.Equal(t, "Pending", acc.Status)
-	c.set("400")
+	c.SetMode(wfautotest.Refuse400)
 	r = a.Post(fmt.Sprintf("/api/wfauto/accounts/%d/retry", acc.ID), admin, nil)
 	require.Equal(t, http.StatusBadGateway, r.Status, string(r.Raw))
 	r.Decode(t, &acc)
 	require.Equal(t, "Failed", acc.Status)
-	c.set("")
+	c.SetMode(wfautotest.OK)
 	rename(t, a, admin, u)
 	r = a.Post("/api/me/wfauto/provision", u.Token, nil)
 	require.Equal(t, http.StatusCreated, r.Status, string(r.Raw))
@@ -965,39 +771,37 @@ func TestAMalformedAnswerToTheProvisioningIsRetried(t *testing.T) {
 		a, c := setup(t)
 		admin := a.AdminToken(t)
 		u := a.Register(t)
-		c.set("garbage")
+		c.SetMode(wfautotest.Garbage)
 		r := a.Post("/api/me/wfauto/provision", u.Token, nil)
-		c.set("")
+		c.SetMode(wfautotest.OK)
 		require.Equal(t, http.StatusBadGateway, r.Status, string(r.Raw))
 		var acc account
 		r.Decode(t, &acc)
 		assert.Equal(t, "Pending", acc.Status, "the cell holds the account: not Failed")
 		assert.Contains(t, acc.ErrorMessage, "malformed answer")
 		assert.NotEmpty(t, r.Header.Get("Retry-After"))
-		require.True(t, c.held(fmt.Sprint(acc.ID)))
+		require.True(t, c.Held(fmt.Sprint(acc.ID)))
 
 		r = a.Post(fmt.Sprintf("/api/wfauto/accounts/%d/retry", acc.ID), admin, nil)
 		require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
 		r.Decode(t, &acc)
 		assert.Equal(t, "Active", acc.Status)
-		assert.Equal(t, c.accountOf(fmt.Sprint(acc.ID)), acc.ExternalAccountID, "the account the cell made")
-		c.mu.Lock()
-		assert.Equal(t, 1, c.creates, "made once")
-		c.mu.Unlock()
+		assert.Equal(t, c.AccountOf(fmt.Sprint(acc.ID)), acc.ExternalAccountID, "the account the cell made")
+		assert.Equal(t, 1, c.Creates(), "made once")
 	})
 	t.Run("attempts run out", func(t *testing.T) {
 		a, c := strictApp(t, 1)
 		admin := a.AdminToken(t)
 		u := a.Register(t)
-		c.set("garbage")
+		c.SetMode(wfautotest.Garbage)
 		r := a.Post("/api/me/wfauto/provision", u.Token, nil)
-		c.set("")
+		c.SetMode(wfautotest.OK)
 		require.Equal(t, http.StatusBadGateway, r.Status, string(r.Raw))
 		var acc account
 		r.Decode(t, &acc)
 		assert.Equal(t, "Failed", acc.Status)
 		assert.Contains(t, acc.ErrorMessage, "malformed answer")
-		require.True(t, c.held(fmt.Sprint(acc.ID)))
+		require.True(t, c.Held(fmt.Sprint(acc.ID)))
 
 		r = a.Do(apptest.Request{Method: "DELETE", Path: fmt.Sprintf("/api/users/%d", u.ID), Token: admin})
 		require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
@@ -1005,7 +809,7 @@ func TestAMalformedAnswerToTheProvisioningIsRetried(t *testing.T) {
 		var status string
 		require.NoError(t, a.DB.QueryRow("SELECT status FROM wfauto_accounts WHERE id = ?", acc.ID).Scan(&status))
 		assert.Equal(t, "Deprovisioned", status)
-		assert.False(t, c.held(fmt.Sprint(acc.ID)), "deleted at the cell")
+		assert.False(t, c.Held(fmt.Sprint(acc.ID)), "deleted at the cell")
 	})
 }
 
@@ -1033,9 +837,7 @@ func TestAnErrorOfOursIsNotShown(t *testing.T) {
 	require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
 	r.Decode(t, &acc)
 	assert.Equal(t, "Active", acc.Status)
-	c.mu.Lock()
-	assert.Equal(t, 1, c.creates)
-	c.mu.Unlock()
+	assert.Equal(t, 1, c.Creates())
 }
 
 // TestAnAccountIdHeldByAnotherAccountIsRefused: a cell that answers a provision with the
@@ -1051,10 +853,7 @@ func TestAnAccountIdHeldByAnotherAccountIsRefused(t *testing.T) {
 	var first account
 	r.Decode(t, &first)
 
-	c.mu.Lock()
-	c.dupID = first.ExternalAccountID
-	c.mu.Unlock()
-	c.set("dup")
+	c.SetDup(first.ExternalAccountID)
 	r = a.Post("/api/me/wfauto/provision", bob.Token, nil)
 	require.Equal(t, http.StatusBadGateway, r.Status, string(r.Raw))
 	var acc account
@@ -1066,13 +865,11 @@ func TestAnAccountIdHeldByAnotherAccountIsRefused(t *testing.T) {
 	r = a.Do(apptest.Request{Method: "DELETE", Path: fmt.Sprintf("/api/users/%d", bob.ID), Token: admin})
 	require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
 	a.Settle(5 * time.Second)
-	c.set("")
+	c.SetMode(wfautotest.OK)
 	var status string
 	require.NoError(t, a.DB.QueryRow("SELECT status FROM wfauto_accounts WHERE id = ?", acc.ID).Scan(&status))
 	assert.Equal(t, "Deprovisioned", status)
-	c.mu.Lock()
-	assert.NotContains(t, c.deleted, first.ExternalAccountID, "alice's account is not deleted at the cell")
-	c.mu.Unlock()
+	assert.NotContains(t, c.Deleted(), first.ExternalAccountID, "alice's account is not deleted at the cell")
 
 	// The index refuses a second live holder whatever the code does.
 	_, err := a.DB.Exec("UPDATE wfauto_accounts SET external_account_id = ? WHERE id = ?", first.ExternalAccountID, acc.ID)
@@ -1095,7 +892,7 @@ func TestDeprovisioningNeverDeletesAnotherAccountsId(t *testing.T) {
 	var first account
 	r.Decode(t, &first)
 
-	c.set("garbage") // the cell makes bob's account; its answer cannot be read
+	c.SetMode(wfautotest.Garbage) // the cell makes bob's account; its answer cannot be read
 	r = a.Post("/api/me/wfauto/provision", bob.Token, nil)
 	require.Equal(t, http.StatusBadGateway, r.Status, string(r.Raw))
 	var acc account
@@ -1103,22 +900,17 @@ func TestDeprovisioningNeverDeletesAnotherAccountsId(t *testing.T) {
 	require.Equal(t, "Pending", acc.Status)
 	require.Empty(t, acc.ExternalAccountID)
 
-	c.mu.Lock()
-	c.dupID = first.ExternalAccountID
-	c.mu.Unlock()
-	c.set("dup") // the re-post of bob's key is answered with alice's accountId
+	c.SetDup(first.ExternalAccountID) // the re-post of bob's key is answered with alice's accountId
 	r = a.Do(apptest.Request{Method: "DELETE", Path: fmt.Sprintf("/api/users/%d", bob.ID), Token: admin})
 	require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
 	a.Settle(5 * time.Second)
-	c.set("")
+	c.SetMode(wfautotest.OK)
 
 	var status, external string
 	require.NoError(t, a.DB.QueryRow("SELECT status, external_account_id FROM wfauto_accounts WHERE id = ?", acc.ID).Scan(&status, &external))
 	assert.Equal(t, "Deprovisioned", status)
 	assert.Empty(t, external, "alice's accountId is not stored for bob's account")
-	c.mu.Lock()
-	assert.NotContains(t, c.deleted, first.ExternalAccountID, "alice's account is not deleted at the cell")
-	c.mu.Unlock()
+	assert.NotContains(t, c.Deleted(), first.ExternalAccountID, "alice's account is not deleted at the cell")
 	var list []account
 	a.Get("/api/me/wfauto", alice.Token).Decode(t, &list)
 	require.Len(t, list, 1)
@@ -1174,7 +966,7 @@ func TestDeprovisioningAnAccountWhoseStoredIdAnotherAccountHolds(t *testing.T) {
 	var status string
 	require.NoError(t, a.DB.QueryRow("SELECT status FROM wfauto_accounts WHERE id = ?", mine.ID).Scan(&status))
 	assert.Equal(t, "Deprovisioned", status)
-	assert.True(t, c.held(fmt.Sprint(first.ID)), "alice's account is still at the cell")
+	assert.True(t, c.Held(fmt.Sprint(first.ID)), "alice's account is still at the cell")
 	var list []account
 	a.Get("/api/me/wfauto", alice.Token).Decode(t, &list)
 	require.Len(t, list, 1)

@@ -23,7 +23,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -34,6 +33,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"provisioner/modules/dns/cloudflare/cloudflaretest"
+	"provisioner/modules/wfauto/wfautotest"
 	"provisioner/platform/db"
 	"provisioner/platform/testutil"
 )
@@ -52,42 +52,6 @@ func envFloat(name string, def float64) float64 {
 		return v
 	}
 	return def
-}
-
-// cell is a fake wfauto cell, idempotent on Idempotency-Key, failing a fraction of calls.
-type cell struct {
-	mu       sync.Mutex
-	accounts map[string]string
-	deleted  map[string]bool
-	creates  int
-	faults   float64
-}
-
-func (c *cell) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if c.faults > 0 && rand.Float64() < c.faults {
-		if rand.IntN(2) == 0 {
-			time.Sleep(1200 * time.Millisecond) // a timeout for the client
-		}
-		w.WriteHeader(http.StatusServiceUnavailable)
-		return
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	switch {
-	case r.Method == http.MethodPost:
-		key := r.Header.Get("Idempotency-Key")
-		id, ok := c.accounts[key]
-		if !ok {
-			c.creates++
-			id = fmt.Sprintf("acc_%d", c.creates)
-			c.accounts[key] = id
-		}
-		w.WriteHeader(http.StatusCreated)
-		fmt.Fprintf(w, `{"accountId":%q,"url":"https://flows.example.test/%s"}`, id, id)
-	case r.Method == http.MethodDelete:
-		c.deleted[strings.TrimPrefix(r.URL.Path, "/accounts/")] = true
-		w.WriteHeader(http.StatusNoContent)
-	}
 }
 
 type instance struct {
@@ -239,12 +203,19 @@ func TestChaos(t *testing.T) {
 			}
 		}
 	}
-	wf := &cell{accounts: map[string]string{}, deleted: map[string]bool{}, faults: faults}
-	cellSrv := &http.Server{Handler: wf}
-	cellLn, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	go func() { _ = cellSrv.Serve(cellLn) }()
-	defer cellSrv.Close()
+	wf := wfautotest.New("k")
+	defer wf.Close()
+	if faults > 0 {
+		wf.SetRandFault(func() *wfautotest.Fault {
+			if rand.Float64() >= faults {
+				return nil
+			}
+			if rand.IntN(2) == 0 {
+				return &wfautotest.Fault{Status: http.StatusServiceUnavailable, Delay: 1200 * time.Millisecond} // a timeout for the client
+			}
+			return &wfautotest.Fault{Status: http.StatusServiceUnavailable}
+		})
+	}
 
 	logf, err := os.Create(filepath.Join(dir, "service.log"))
 	require.NoError(t, err)
@@ -258,7 +229,7 @@ func TestChaos(t *testing.T) {
 		"Redis__Url=" + testutil.RedisURL(), "Redis__KeyPrefix=chaos" + testutil.RandomSuffix(),
 		"Dns__BaseUrl=" + fake.URL, "Dns__ZoneId=zone-chaos", "Dns__ApiToken=cf-token", "Dns__ZoneName=example.com",
 		"Dns__DefaultContent=203.0.113.9", "Dns__TimeoutSeconds=1", "Dns__MaxRecordsPerUser=1000", "Dns__OutboundRate=100000-M",
-		"WfautoProvisioning__BaseUrl=http://" + cellLn.Addr().String(), "WfautoProvisioning__ApiKey=k", "WfautoProvisioning__TimeoutSeconds=1",
+		"WfautoProvisioning__BaseUrl=" + wf.URL, "WfautoProvisioning__ApiKey=k", "WfautoProvisioning__TimeoutSeconds=1",
 		"Databases__MaxPerUser=1000", "Finisher__IntervalMillis=200",
 		"RateLimit__PerIp=10000000-M", "RateLimit__PerUser=10000000-M", "RateLimit__Register=10000000-M", "RateLimit__Login=10000000-M",
 	}
@@ -395,9 +366,7 @@ func TestChaos(t *testing.T) {
 		return n
 	}
 	fake.RandFault = nil
-	wf.mu.Lock()
-	wf.faults = 0
-	wf.mu.Unlock()
+	wf.SetRandFault(nil)
 	deadline := time.Now().Add(90 * time.Second)
 	for inflight() > 0 && time.Now().Before(deadline) {
 		_, _ = ctl.Exec(`UPDATE database_instances SET next_attempt_at = now() WHERE status IN ('Provisioning','Deleting')`)
@@ -480,9 +449,7 @@ func TestChaos(t *testing.T) {
 	// 4. wfauto: one cell account per local account, every Active one known to the cell.
 	var accounts int
 	require.NoError(t, ctl.QueryRow("SELECT count(*) FROM wfauto_accounts").Scan(&accounts))
-	wf.mu.Lock()
-	assert.LessOrEqual(t, wf.creates, accounts, "the cell never made two accounts for one local account")
-	wf.mu.Unlock()
+	assert.LessOrEqual(t, wf.Creates(), accounts, "the cell never made two accounts for one local account")
 
 	// 5. Failures keep their error.
 	var silent int
