@@ -4,7 +4,7 @@ package httpx
 
 import "net"
 
-// RawSocket is not used here: see rawsocket_unix.go. NewRawSocket answers nil, and callers use the
+// RawSocket is not used here: see rawsocket_linux.go. NewRawSocket answers nil, and callers use the
 // connection's own Read and Write.
 type RawSocket struct{}
 

@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// The server reads requests and writes answers through a RawSocket (see rawsocket_unix.go).
+// The server reads requests and writes answers through a RawSocket (see rawsocket_linux.go).
 func TestServerConnectionsUseRawSockets(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
