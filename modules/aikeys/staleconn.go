@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/valyala/fasthttp"
+
+	"provisioner/platform/httpx"
 )
 
 // idleConnTimeout is how long an upstream connection may stay idle in our pools. The common
@@ -22,6 +24,7 @@ const idleConnTimeout = 4 * time.Second
 // on it can be told to have met a reused connection.
 type staleConn struct {
 	net.Conn
+	raw    *httpx.RawSocket // see httpx.RawSocket; nil: the connection's own Read and Write
 	local  staleAddr
 	served int // answers read whole on this connection (counted by upstreamTransport)
 }
@@ -36,13 +39,27 @@ type staleAddr struct {
 
 func (c *staleConn) LocalAddr() net.Addr { return &c.local }
 
+func (c *staleConn) Read(p []byte) (int, error) {
+	if c.raw != nil {
+		return c.raw.Read(p)
+	}
+	return c.Conn.Read(p)
+}
+
+func (c *staleConn) Write(p []byte) (int, error) {
+	if c.raw != nil {
+		return c.raw.Write(p)
+	}
+	return c.Conn.Write(p)
+}
+
 // dialStale dials an upstream connection that counts its answers (fasthttp adds TLS on top).
 func dialStale(addr string, timeout time.Duration) (net.Conn, error) {
 	conn, err := fasthttp.DialTimeout(addr, timeout)
 	if err != nil {
 		return nil, err
 	}
-	c := &staleConn{Conn: conn}
+	c := &staleConn{Conn: conn, raw: httpx.NewRawSocket(conn)}
 	c.local = staleAddr{Addr: conn.LocalAddr(), c: c}
 	return c, nil
 }

@@ -58,6 +58,7 @@ func newServerListener(ln net.Listener, b lingerBounds) *serverListener {
 
 type serverConn struct {
 	net.Conn
+	raw     *RawSocket // Read and Write without the scheduler's system-call bookkeeping, when not nil
 	l       *serverListener
 	reading atomic.Int32 // Reads in progress
 	eof     atomic.Bool  // the client closed its side: it sends nothing more
@@ -69,7 +70,7 @@ func (l *serverListener) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	sc := &serverConn{Conn: c, l: l}
+	sc := &serverConn{Conn: c, raw: NewRawSocket(c), l: l}
 	l.mu.Lock()
 	l.open[sc] = struct{}{}
 	l.mu.Unlock()
@@ -87,12 +88,25 @@ func (c *serverConn) SyscallConn() (syscall.RawConn, error) {
 
 func (c *serverConn) Read(p []byte) (int, error) {
 	c.reading.Add(1)
-	n, err := c.Conn.Read(p)
+	var n int
+	var err error
+	if c.raw != nil {
+		n, err = c.raw.Read(p)
+	} else {
+		n, err = c.Conn.Read(p)
+	}
 	c.reading.Add(-1)
 	if err == io.EOF {
 		c.eof.Store(true)
 	}
 	return n, err
+}
+
+func (c *serverConn) Write(p []byte) (int, error) {
+	if c.raw != nil {
+		return c.raw.Write(p)
+	}
+	return c.Conn.Write(p)
 }
 
 // Close lingers when the connection's own goroutine closes it (it answered and is done) and the
