@@ -49,7 +49,8 @@ func TestCredentialCreateOnLockedDatabaseRow(t *testing.T) {
 // same database or schema failed with the engine's "tuple concurrently updated" (502, the role
 // undone), and concurrent DROP OWNED BY the same way (502, left Deleting for the finisher).
 func TestParallelCredentialsOfOneDatabase(t *testing.T) {
-	a := start(t, nil)
+	// 16 changes at once: as many engine-wait slots, so none is refused for want of one.
+	a := start(t, map[string]any{"Databases:MaxEngineWaits": 16})
 	admin := a.AdminToken(t)
 	it, _, _ := ownedDatabase(t, a, "postgres")
 	const n = 16

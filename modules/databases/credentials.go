@@ -91,6 +91,11 @@ func (c *Credentials) Create(ctx context.Context, dbID int64, username string, r
 	if err != nil {
 		return nil, err
 	}
+	release, err := c.svc.waits.acquire(ctx) // make holds the row's transaction while the engine answers
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	cr := &Credential{DatabaseInstanceID: inst.ID, Username: username, PasswordSealed: sealed, ReadOnly: readOnly, Status: CredentialCreating}
 	if err := db.RunInTx(ctx, c.db, func(ctx context.Context, tx bun.Tx) error {
 		if _, err := tx.NewInsert().Model(cr).Value("next_attempt_at", "now() + make_interval(secs => ?)", credentialGrace.Seconds()).
@@ -306,8 +311,13 @@ func lockInstanceShared(ctx context.Context, tx bun.Tx, id int64) (*Instance, er
 // the engine is asked, so rotations (and deletes) of one credential never overlap: a second one
 // meanwhile answers 409. A credential of a paused database stays login-blocked.
 func (c *Credentials) Rotate(ctx context.Context, id int64) (*CredentialView, error) {
+	release, err := c.svc.waits.acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	var out *CredentialView
-	err := db.RunInTx(ctx, c.db, func(ctx context.Context, tx bun.Tx) error {
+	err = db.RunInTx(ctx, c.db, func(ctx context.Context, tx bun.Tx) error {
 		cr, err := lockCredential(ctx, tx, id)
 		if err != nil {
 			return err
@@ -360,7 +370,12 @@ func (c *Credentials) Rotate(ctx context.Context, id int64) (*CredentialView, er
 // credential as stored (Deleting): the finisher retries, and so does a second DELETE. A DELETE
 // while another request's is still under way is 409 (deleteInProgress).
 func (c *Credentials) Delete(ctx context.Context, id int64) error {
-	err := db.RunInTx(ctx, c.db, func(ctx context.Context, tx bun.Tx) error {
+	release, err := c.svc.waits.acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer release()
+	err = db.RunInTx(ctx, c.db, func(ctx context.Context, tx bun.Tx) error {
 		// A create, rotation or delete in progress holds the row's lock: 409 at once.
 		cr, err := lockCredential(ctx, tx, id)
 		if err != nil {

@@ -69,6 +69,7 @@ func newProvisioner(e *Engines, s *secrets.Sealer, a *audit.Recorder, log *slog.
 func newService(d *bun.DB, cfg *config.Config, e *Engines, s *secrets.Sealer, a *audit.Recorder,
 	f *provision.Finisher, log *slog.Logger, bus *coherent.Bus) *Service {
 	return &Service{db: d, cfg: cfg, engines: e, sealer: s, audit: a, finisher: f, log: log,
+		waits: newEngineWaits(cfg.Databases.MaxEngineWaits),
 		mine: coherent.NewCache(bus, coherent.CacheOptions[int64, []Item]{
 			Table: "database_instances", Tag: func(userID int64, _ []Item) string { return strconv.FormatInt(userID, 10) },
 		})}
@@ -106,7 +107,7 @@ func (h *NewUserHook) OnUserCreated(ctx context.Context, u provision.NewUser) (a
 	}
 	cctx, cancel := context.WithTimeout(ctx, RegistrationTimeout)
 	defer cancel()
-	inst, err := h.svc.Create(cctx, CreateInput{UserID: u.UserID, Name: "default", SkipQuota: true})
+	inst, err := h.svc.Create(cctx, CreateInput{UserID: u.UserID, Name: "default", SkipQuota: true, Background: true})
 	if inst == nil {
 		return nil, err
 	}

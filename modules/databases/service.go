@@ -36,6 +36,8 @@ type Service struct {
 	log      *slog.Logger
 	// mine caches each user's own list, kept coherent with database_instances on every replica.
 	mine *coherent.Cache[int64, []Item]
+	// waits bounds the requests that wait for an engine holding a control database connection.
+	waits engineWaits
 }
 
 // item turns a stored instance into its API view.
@@ -76,10 +78,15 @@ type CreateInput struct {
 	Name   string
 	// SkipQuota is set for administrators creating on a user's behalf.
 	SkipQuota bool
+	// Background is set by the registration: when no engine-wait slot frees in time, the intent
+	// is stored all the same and left to the finisher (the row answers Provisioning) instead of 503.
+	Background bool
 }
 
 // Create stores the intent (Provisioning) and drives it once; the finisher completes it later
 // if the engine is slow or down. It returns the row as it then stands and the attempt's error.
+// When no engine-wait slot frees in time it stores nothing and is 503 (a Background create stores
+// the intent and leaves the drive to the finisher).
 func (s *Service) Create(ctx context.Context, in CreateInput) (*Instance, error) {
 	engineID := strings.ToLower(in.Engine)
 	if engineID == "" {
@@ -89,6 +96,13 @@ func (s *Service) Create(ctx context.Context, in CreateInput) (*Instance, error)
 	if engine == nil {
 		return nil, httpx.BadRequest("Validation failed", httpx.FieldError{Field: "engine",
 			Message: fmt.Sprintf("engine %q is not configured here; see GET /api/engines", in.Engine)})
+	}
+	release, ok := s.waits.await(ctx)
+	if !ok && !in.Background {
+		return nil, engineBusy()
+	}
+	if ok {
+		defer release()
 	}
 	name := NewName(in.UserID)
 	password := secrets.RandomPassword()
@@ -126,7 +140,10 @@ func (s *Service) Create(ctx context.Context, in CreateInput) (*Instance, error)
 	if err != nil {
 		return nil, err
 	}
-	driveErr := s.finisher.DriveNow(ctx, Kind, inst.ID)
+	var driveErr error
+	if ok {
+		driveErr = s.finisher.DriveNow(ctx, Kind, inst.ID)
+	}
 	out, err := s.get(context.WithoutCancel(ctx), s.db, inst.ID, 0)
 	if err != nil {
 		return nil, err
@@ -181,7 +198,12 @@ func (s *Service) SetPaused(ctx context.Context, id, userID int64, pause bool) (
 	if !pause {
 		from, via, action = StatusPaused, StatusResuming, "database.resumed"
 	}
-	err := db.RunInTx(ctx, s.db, func(ctx context.Context, tx bun.Tx) error {
+	release, err := s.waits.acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	err = db.RunInTx(ctx, s.db, func(ctx context.Context, tx bun.Tx) error {
 		inst, err := s.lock(ctx, tx, id, userID)
 		if err != nil {
 			return err
@@ -269,7 +291,12 @@ func lockErr(err error, notFound, busy, what string) error {
 // Delete marks the database Deleting and drives the drop; the finisher retries if the engine
 // fails. It returns the row as it then stands and the attempt's error.
 func (s *Service) Delete(ctx context.Context, id, userID int64) (*Instance, error) {
-	err := db.RunInTx(ctx, s.db, func(ctx context.Context, tx bun.Tx) error {
+	release, err := s.waits.acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	err = db.RunInTx(ctx, s.db, func(ctx context.Context, tx bun.Tx) error {
 		inst, err := s.lock(ctx, tx, id, userID)
 		if err != nil {
 			return err

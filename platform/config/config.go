@@ -76,6 +76,12 @@ type Databases struct {
 	// MaxConnectionsPerRole is how many sessions each tenant login role (a database's own and
 	// each access credential's) may have open at once; 0 = no limit. Default 10.
 	MaxConnectionsPerRole int `koanf:"maxconnectionsperrole"`
+	// MaxEngineWaits is how many requests of this process may wait for a tenant engine at once
+	// while holding a control database connection (a create, pause, resume or delete of a
+	// database, a change of an access credential); one more is 503 with Retry-After, having
+	// stored nothing. It keeps a hung engine from taking the control pool (32 connections) that
+	// every route needs. Default 8; 1 to 16.
+	MaxEngineWaits int `koanf:"maxenginewaits"`
 }
 
 // Redis configures the shared cache; an empty Url means in-process stores only.
@@ -365,6 +371,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Databases.MaxConnectionsPerRole < 0 {
 		return &ValidationError{"Databases:MaxConnectionsPerRole", "must not be negative (0 = no limit)"}
+	}
+	if c.Databases.MaxEngineWaits < 1 || c.Databases.MaxEngineWaits > 16 {
+		return &ValidationError{"Databases:MaxEngineWaits", "must be between 1 and 16 (the control database pool has 32 connections, which every route needs)"}
 	}
 	if c.Databases.DefaultMaxSpaceBytes <= 0 {
 		return &ValidationError{"Databases:DefaultMaxSpaceBytes", "must be positive"}

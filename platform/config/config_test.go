@@ -37,6 +37,7 @@ func TestDefaultsApplyWithoutFileOrEnvironment(t *testing.T) {
 	assert.Equal(t, "provisioner-clients", cfg.Jwt.Audience)
 	assert.Equal(t, 60, cfg.Jwt.ExpiryMinutes)
 	assert.Equal(t, 3, cfg.Databases.MaxPerUser)
+	assert.Equal(t, 8, cfg.Databases.MaxEngineWaits)
 	assert.EqualValues(t, 536870912, cfg.Databases.DefaultMaxSpaceBytes)
 	assert.Equal(t, 1, cfg.Dns.RecordTtl)
 	assert.Equal(t, 5, cfg.Dns.MaxRecordsPerUser)
@@ -128,6 +129,8 @@ func TestValidationNamesTheKey(t *testing.T) {
 		{"ai timeout zero", append(required(), "Ai__TimeoutSeconds=0"), "Ai:TimeoutSeconds"},
 		{"wfauto timeout negative", append(required(), "WfautoProvisioning__TimeoutSeconds=-1"), "WfautoProvisioning:TimeoutSeconds"},
 		{"log level not a level", append(required(), "Log__Level=verbose"), "Log:Level"},
+		{"engine waits zero", append(required(), "Databases__MaxEngineWaits=0"), "Databases:MaxEngineWaits"},
+		{"engine waits near the control pool", append(required(), "Databases__MaxEngineWaits=17"), "Databases:MaxEngineWaits"},
 		{"admin email with a display name", append(required(), "Bootstrap__AdminEmail=Admin <admin@example.com>"), "Bootstrap:AdminEmail"},
 		{"admin email with a quoted local part", append(required(), `Bootstrap__AdminEmail="admin"@example.com`), "Bootstrap:AdminEmail"},
 		{"admin password of 129 characters", append(required(), "Bootstrap__AdminEmail=admin@example.com",

@@ -29,6 +29,7 @@ func Defaults() map[string]any {
 		"databases.defaultengine":           "postgres",
 		"databases.usagerefreshseconds":     30,
 		"databases.maxconnectionsperrole":   10,
+		"databases.maxenginewaits":          8,
 		"redis.keyprefix":                   "prov",
 		"jwt.issuer":                        "provisioner",
 		"jwt.audience":                      "provisioner-clients",

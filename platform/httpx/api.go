@@ -178,14 +178,17 @@ func Register[I, O any](a *API, access Access, op huma.Operation, h func(context
 				"through again; always sent with a 429 (with `X-RateLimit-*` naming the limit).", Required: true,
 				Schema: &huma.Schema{Type: "integer"}}
 		}
-		// A 503 of a transaction a concurrent change got in the way of says when to try again
-		// (FromError); one of a dependency that is down does not know.
+		// A 503 of a transaction a concurrent change got in the way of (FromError), or of a request
+		// past the databases' engine-wait bound, says when to try again; one of a dependency that is
+		// down does not know.
 		if r := doc.Responses["503"]; r != nil && r.Headers["Retry-After"] == nil && !Probe(op.Path) {
 			if r.Headers == nil {
 				r.Headers = map[string]*huma.Param{}
 			}
-			r.Headers["Retry-After"] = &huma.Param{Description: "Sent (`1`) when a concurrent change got in the way " +
-				"of the request, which may simply be sent again; absent when a dependency is unavailable.",
+			r.Headers["Retry-After"] = &huma.Param{Description: "Sent when the request, which changed nothing, may simply be " +
+				"sent again after that many seconds: `1` when a concurrent change got in the way of it; on the operations of " +
+				"tenant databases and their credentials also when too many requests already wait for the engines; absent " +
+				"when a dependency is unavailable.",
 				Schema: &huma.Schema{Type: "integer"}}
 		}
 		for code, r := range given {

@@ -1,0 +1,65 @@
+package databases
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	"provisioner/platform/httpx"
+)
+
+// engineWaits bounds the requests of this process that wait for a tenant engine while holding a
+// control database connection: a create, pause, resume or delete of a database drives its row
+// in the finisher's transaction (the row's lock is the only thing that keeps two drivers apart,
+// in this process and across replicas), and a change of an access credential holds its row's
+// transaction while the engine answers. Each such wait lasts up to engineTimeout when the engine
+// hangs; unbounded, a few clients retrying against a hung engine took all 32 connections of the
+// control pool, and every route (each needs the control database) waited with them. A request
+// past the bound waits for a slot at most engineSlotWait (holding no connection), then is refused
+// (503 with Retry-After) before it has stored or locked anything.
+type engineWaits chan struct{}
+
+func newEngineWaits(n int) engineWaits { return make(engineWaits, max(n, 1)) }
+
+// engineBusyRetryAfter is the Retry-After, in seconds, of a request refused for want of a slot:
+// a slot frees when an engine answers or, when the engine hangs, at the latest after
+// engineTimeout.
+const engineBusyRetryAfter = 5
+
+// errEngineBusy is the message of that refusal.
+const errEngineBusy = "Too many requests are waiting for the database engines; nothing was changed, try again after Retry-After seconds"
+
+// engineBusyDoc ends the OpenAPI description of every operation an engine-wait slot bounds.
+const engineBusyDoc = " 503 with Retry-After, having changed nothing, while `Databases:MaxEngineWaits` requests of this process " +
+	"already wait for the engines (each holds a control database connection meanwhile)."
+
+// engineSlotWait is how long a request waits for a slot: a burst against engines that answer
+// is queued, not refused; against a hung engine the request is refused soon.
+const engineSlotWait = time.Second
+
+// acquire takes a slot, waiting at most engineSlotWait; release gives it back. A bound that stays
+// full is a 503.
+func (w engineWaits) acquire(ctx context.Context) (release func(), err error) {
+	if release, ok := w.await(ctx); ok {
+		return release, nil
+	}
+	return nil, engineBusy()
+}
+
+// engineBusy is the 503 of a request refused for want of a slot.
+func engineBusy() error {
+	return httpx.Unavailable(errEngineBusy).WithHeader("Retry-After", strconv.Itoa(engineBusyRetryAfter))
+}
+
+// await takes a slot when one is free within engineSlotWait (and before ctx ends).
+func (w engineWaits) await(ctx context.Context) (release func(), ok bool) {
+	t := time.NewTimer(engineSlotWait)
+	defer t.Stop()
+	select {
+	case w <- struct{}{}:
+		return func() { <-w }, true
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	return nil, false
+}
