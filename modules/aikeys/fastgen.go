@@ -58,7 +58,10 @@ func (h *Handler) fastGenerate(c *fiber.Ctx) error {
 		return httpx.WriteHandlerError(c, err)
 	}
 	fastGenerateServed.Add(1)
-	return httpx.WriteHumaJSON(c, http.StatusOK, httpx.OK("OK", *g).Body)
+	c.Status(http.StatusOK)
+	c.Response().Header.SetContentType(fiber.MIMEApplicationJSON)
+	c.Response().SetBodyRaw(appendGenerationEnvelope(make([]byte, 0, 192+len(g.Text)+len(g.Model)), g))
+	return nil
 }
 
 // fastGenerateOff turns fastGenerate off, and fastGenerateServed counts the generations it

@@ -275,21 +275,7 @@ func (u *Upstream) Generate(c *fiber.Ctx, in GenerateInput) (*Generation, error)
 	if model == "" {
 		model = u.model
 	}
-	type message struct {
-		Role    string `json:"role"`
-		Content string `json:"content"`
-	}
-	req := struct {
-		Model       string    `json:"model"`
-		Messages    []message `json:"messages"`
-		MaxTokens   *int      `json:"max_tokens,omitempty"`
-		Temperature *float64  `json:"temperature,omitempty"`
-	}{Model: model, Messages: make([]message, 0, 2), MaxTokens: in.MaxTokens, Temperature: in.Temperature}
-	if in.System != "" {
-		req.Messages = append(req.Messages, message{Role: "system", Content: in.System})
-	}
-	req.Messages = append(req.Messages, message{Role: "user", Content: in.Prompt})
-	body, _ := json.Marshal(req)
+	body := appendChatRequest(make([]byte, 0, 128+len(model)+len(in.System)+len(in.Prompt)), model, in)
 	a, err := u.postFast(c, body)
 	if errors.Is(err, errAnswerTooLarge) {
 		return nil, upstreamError("the AI upstream's answer was too large", nil)
