@@ -7,7 +7,8 @@
 # P1 GET /api/me/databases throughput ÷ a bare Fiber JSON handler          target ≥ 0.35
 # P2 AI gateway added latency over the fake upstream at 1,000 req/s          target p50 < 0.2 ms, p99 < 1 ms
 #    (with, for context, what a bare Fiber + fasthttp relay adds in the same run: the floor; and
-#    what the OpenAI-compatible pass-through adds)
+#    what the OpenAI-compatible pass-through adds; and the context switches per request of the
+#    service and of the relay, every thread counted, from /proc)
 # P3 POST → usable database ÷ bare CREATE ROLE + CREATE DATABASE             target ≤ 1.3
 # P4 p99 of an authenticated GET during a login flood ÷ without one          target ≤ 3
 # P5 resident memory idle and under 500 connections                          target ≤ 40 MB, ≤ 150 MB
@@ -50,7 +51,7 @@ px_port=$(free_port 17201)
 dbname="bench_$RANDOM$RANDOM"
 "$work/benchkit" baseline -addr "127.0.0.1:$base_port" & pids+=($!)
 "$work/benchkit" upstream -addr "127.0.0.1:$up_port" & pids+=($!)
-"$work/benchkit" proxy -addr "127.0.0.1:$px_port" -upstream "http://127.0.0.1:$up_port/chat/completions" & pids+=($!)
+"$work/benchkit" proxy -addr "127.0.0.1:$px_port" -upstream "http://127.0.0.1:$up_port/chat/completions" & px_pid=$!; pids+=($!)
 
 export Environment=Development Server__Port=$port Log__Level=error \
   Jwt__Key=$(head -c 48 /dev/urandom | base64 -w0) Secrets__EncryptionKey=$(head -c 32 /dev/urandom | base64 -w0) \
@@ -97,12 +98,19 @@ printf 'POST %s/api/ai/generate\nContent-Type: application/json\nX-API-Key: %s\n
 echo '{"prompt":"Say hello"}' >"$work/gen.json"
 printf 'POST http://127.0.0.1:%s/gen\nContent-Type: application/json\n@%s\n' "$px_port" "$work/direct.json" >"$work/proxy.t"
 printf 'POST %s/api/ai/v1/chat/completions\nContent-Type: application/json\nAuthorization: Bearer %s\n@%s\n' "$B" "$key" "$work/direct.json" >"$work/pass.t"
-p2a=(); p2b=(); p2c=(); p2d=(); p2e=(); p2f=()
+p2a=(); p2b=(); p2c=(); p2d=(); p2e=(); p2f=(); p2g=(); p2h=()
 minus() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.3f", a-b}'; }
+# switches <pid>: the context switches of every thread of a process so far
+switches() { cat /proc/"$1"/task/*/status 2>/dev/null | awk '/ctxt_switches/ {s += $2} END {print s}'; }
+per_request() { awk -v a="$1" -v b="$2" -v n="$(jq -r .requests "$work/v.json")" 'BEGIN {printf "%.1f", (b-a)/n}'; }
 for _ in $(seq "$REPEAT"); do
   d50=$(vegeta_p 1000 "$work/direct.t" 50); d99=$(jq -r '.latencies["99th"] / 1000000' "$work/v.json")
+  s0=$(switches "$svc")
   g50=$(vegeta_p 1000 "$work/gen.t" 50); g99=$(jq -r '.latencies["99th"] / 1000000' "$work/v.json")
+  p2g+=("$(per_request "$s0" "$(switches "$svc")")")
+  s0=$(switches "$px_pid")
   x50=$(vegeta_p 1000 "$work/proxy.t" 50); x99=$(jq -r '.latencies["99th"] / 1000000' "$work/v.json")
+  p2h+=("$(per_request "$s0" "$(switches "$px_pid")")")
   o50=$(vegeta_p 1000 "$work/pass.t" 50); o99=$(jq -r '.latencies["99th"] / 1000000' "$work/v.json")
   p2a+=("$(minus "$g50" "$d50")"); p2b+=("$(minus "$g99" "$d99")")
   p2c+=("$(minus "$x50" "$d50")"); p2d+=("$(minus "$x99" "$d99")")
@@ -111,6 +119,7 @@ done
 P2a=$(printf '%s\n' "${p2a[@]}" | median); P2b=$(printf '%s\n' "${p2b[@]}" | median)
 P2c=$(printf '%s\n' "${p2c[@]}" | median); P2d=$(printf '%s\n' "${p2d[@]}" | median)
 P2e=$(printf '%s\n' "${p2e[@]}" | median); P2f=$(printf '%s\n' "${p2f[@]}" | median)
+P2g=$(printf '%s\n' "${p2g[@]}" | median); P2h=$(printf '%s\n' "${p2h[@]}" | median)
 
 echo "== P3 database create to usable" >&2
 start_tenant_pg
@@ -177,6 +186,7 @@ mkdir -p test-output
   echo "| P2 AI gateway added latency at 1,000 req/s, p50 / p99 | ${P2a} ms / ${P2b} ms | < 0.2 ms / < 1 ms |"
   echo "| P2 floor: a bare Fiber + fasthttp relay, same run, p50 / p99 | ${P2c} ms / ${P2d} ms | (context) |"
   echo "| P2 the OpenAI-compatible pass-through, same run, p50 / p99 | ${P2e} ms / ${P2f} ms | (context) |"
+  echo "| P2 context switches per generate request: the service / the bare relay | ${P2g} / ${P2h} | (context) |"
   echo "| P3 create-to-usable ÷ bare CREATE ROLE + CREATE DATABASE | $P3 | ≤ 1.3 |"
   echo "| P4 p99 of \`GET /api/me\` during a login flood ÷ without | $P4 | ≤ 3 |"
   echo "| P5 resident memory idle / under 500 connections | ${P5a} MB / ${P5b} MB | ≤ 40 MB / ≤ 150 MB |"
