@@ -30,7 +30,10 @@ go vet ./...
 if [[ $# -gt 0 ]]; then
   go test -race -count=1 -p 2 -timeout 12m "$@"
 else
+  say "== go test -race ./..."
+  stage_start=$SECONDS
   go test -race -count=1 -p 2 -timeout 12m ./...
+  say "   go test -race took $((SECONDS - stage_start)) s"
   # Under the race detector, sockets are read and written through net.Conn (httpx.RawSocket is
   # off: its raw system calls would hide from the detector that bytes written happen before they
   # are read). The production path is tested here, without it: the server's sockets and the AI
@@ -46,7 +49,9 @@ if [[ ${FAST:-0} != 1 ]]; then
         say "npm not found: skipping the OpenAPI lint"; continue
       fi
       say "== $stage"
+      stage_start=$SECONDS
       "scripts/$stage.sh"
+      say "   $stage took $((SECONDS - stage_start)) s"
     fi
   done
 fi

@@ -189,7 +189,7 @@ func TestChaos(t *testing.T) {
 	fake := cloudflaretest.New("zone-chaos", "cf-token", "example.com")
 	defer fake.Close()
 	if faults > 0 {
-		fake.RandFault = func() *cloudflaretest.Fault {
+		fake.SetRandFault(func() *cloudflaretest.Fault {
 			if rand.Float64() >= faults {
 				return nil
 			}
@@ -201,7 +201,7 @@ func TestChaos(t *testing.T) {
 			default:
 				return &cloudflaretest.Fault{Delay: 1200 * time.Millisecond, Status: 502}
 			}
-		}
+		})
 	}
 	wf := wfautotest.New("k")
 	defer wf.Close()
@@ -365,7 +365,7 @@ func TestChaos(t *testing.T) {
 			(SELECT count(*) FROM wfauto_accounts WHERE status IN ('Pending','Deprovisioning'))`).Scan(&n))
 		return n
 	}
-	fake.RandFault = nil
+	fake.SetRandFault(nil)
 	wf.SetRandFault(nil)
 	deadline := time.Now().Add(90 * time.Second)
 	for inflight() > 0 && time.Now().Before(deadline) {

@@ -54,10 +54,21 @@ type Fake struct {
 	// FaultRate, when > 0, fails that fraction of calls with a random fault of FaultMix.
 	calls        atomic.Int64
 	creates      atomic.Int64
-	Delay        time.Duration // every answer this late
-	RandFault    func() *Fault // called per request when set; nil result = no fault
+	Delay        time.Duration                 // every answer this late
+	randFault    atomic.Pointer[func() *Fault] // SetRandFault
 	afterCreate  atomic.Pointer[func(id string)]
 	beforeCreate atomic.Pointer[func(name string)]
+}
+
+// SetRandFault sets a function called per request (after the scripted and slow faults): a fault
+// it returns is answered instead (nil: none). SetRandFault(nil) removes it. Safe while requests
+// are served.
+func (f *Fake) SetRandFault(h func() *Fault) {
+	if h == nil {
+		f.randFault.Store(nil)
+		return
+	}
+	f.randFault.Store(&h)
 }
 
 // SetBeforeCreate sets a hook run when a create arrives, before the name is checked (e.g. another
@@ -227,8 +238,8 @@ func (f *Fake) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		f.mu.Unlock()
 	}
-	if ft == nil && f.RandFault != nil {
-		ft = f.RandFault()
+	if h := f.randFault.Load(); ft == nil && h != nil {
+		ft = (*h)()
 	}
 	if ft != nil {
 		if ft.Delay > 0 {
