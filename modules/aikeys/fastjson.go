@@ -7,8 +7,8 @@ import (
 )
 
 // The two JSON documents of every generation, written by hand: the upstream's request and the
-// envelope of the answer. They are the generate route's hot path (README § Performance, P2), where
-// encoding/json's reflection cost more than the rest of the handler's own work. Each produces the
+// envelope of the answer. They are on the generate route's hot path (README § Performance, P2): in a
+// loop, 494 to 175 ns and 848 to 289 ns, one allocation each instead of three. Each produces the
 // bytes encoding/json produces for the same value (TestHandWrittenJSONIsEncodingJSONs and its fuzz
 // target hold them to it), so nothing a client or the upstream reads changed.
 
