@@ -72,6 +72,7 @@ func generate(a *apptest.App, key string) *apptest.Resp {
 }
 
 func TestKeyLifecycleAndGenerate(t *testing.T) {
+	t.Parallel()
 	a, up := setup(t, nil)
 	u := a.Register(t)
 	k := newKey(t, a, u.Token, nil)
@@ -126,6 +127,7 @@ func TestKeyLifecycleAndGenerate(t *testing.T) {
 }
 
 func TestRefusedKeys(t *testing.T) {
+	t.Parallel()
 	a, _ := setup(t, nil)
 	u := a.Register(t)
 	expiring := newKey(t, a, u.Token, map[string]any{"name": "short", "expiresAt": time.Now().Add(1500 * time.Millisecond).UTC().Format(time.RFC3339Nano)})
@@ -160,6 +162,7 @@ func TestRefusedKeys(t *testing.T) {
 }
 
 func TestRotationWithAndWithoutGrace(t *testing.T) {
+	t.Parallel()
 	a, _ := setup(t, nil)
 	u := a.Register(t)
 	k := newKey(t, a, u.Token, nil)
@@ -197,6 +200,7 @@ func TestRotationWithAndWithoutGrace(t *testing.T) {
 // the schema (and for JavaScript clients, which may well send them so), but the decoder refused
 // them: 400 "cannot be a number".
 func TestWholeNumbersForIntegerFields(t *testing.T) {
+	t.Parallel()
 	a, up := setup(t, nil)
 	u := a.Register(t)
 	k := newKey(t, a, u.Token, nil)
@@ -218,6 +222,7 @@ func TestWholeNumbersForIntegerFields(t *testing.T) {
 // TestRevocationReachesTheOtherReplica: replica two applies the change feed 150 ms late, yet once
 // replica one answered a rotation or a revocation, replica two refuses the old key.
 func TestRevocationReachesTheOtherReplica(t *testing.T) {
+	t.Parallel()
 	prefix := "shared" + testutil.RandomSuffix()
 	up := newUpstream(t)
 	kv := map[string]any{"Ai:BaseUrl": up.URL, "Ai:ApiKey": upstreamKey, "Redis:KeyPrefix": prefix}
@@ -243,6 +248,7 @@ func TestRevocationReachesTheOtherReplica(t *testing.T) {
 }
 
 func TestPerKeyRateLimitAndQuota(t *testing.T) {
+	t.Parallel()
 	a, _ := setup(t, map[string]any{"RateLimit:AiGenerate": "2-M", "AiKeys:MaxPerUser": 2})
 	u := a.Register(t)
 	k := newKey(t, a, u.Token, nil)
@@ -262,6 +268,7 @@ func TestPerKeyRateLimitAndQuota(t *testing.T) {
 }
 
 func TestUpstreamFailuresAre502(t *testing.T) {
+	t.Parallel()
 	a, up := setup(t, nil)
 	u := a.Register(t)
 	k := newKey(t, a, u.Token, nil)
@@ -291,6 +298,7 @@ func TestUpstreamFailuresAre502(t *testing.T) {
 // TestPassthroughRelaysTheUpstreamsAnswers: what an OpenAI SDK sees when the upstream refuses,
 // stalls or answers too much, streamed or not.
 func TestPassthroughRelaysTheUpstreamsAnswers(t *testing.T) {
+	t.Parallel()
 	a, up := setup(t, nil)
 	u := a.Register(t)
 	k := newKey(t, a, u.Token, nil)
@@ -368,6 +376,7 @@ func chat(t *testing.T, a *apptest.App, header, value string, stream bool) *http
 }
 
 func TestPassthroughAuthAndFormat(t *testing.T) {
+	t.Parallel()
 	a, _ := setup(t, nil)
 	u := a.Register(t)
 	k := newKey(t, a, u.Token, nil)
@@ -396,6 +405,7 @@ func TestPassthroughAuthAndFormat(t *testing.T) {
 // TestStreamingIsRelayedIncrementally: the first chunk reaches the client while the upstream is
 // still holding the rest; the final usage chunk is metered.
 func TestStreamingIsRelayedIncrementally(t *testing.T) {
+	t.Parallel()
 	a, up := setup(t, nil)
 	u := a.Register(t)
 	k := newKey(t, a, u.Token, nil)
@@ -426,6 +436,7 @@ func TestStreamingIsRelayedIncrementally(t *testing.T) {
 }
 
 func TestDisconnectMidStreamIsStillCharged(t *testing.T) {
+	t.Parallel()
 	a, up := setup(t, nil)
 	u := a.Register(t)
 	k := newKey(t, a, u.Token, nil)
@@ -449,6 +460,7 @@ func TestDisconnectMidStreamIsStillCharged(t *testing.T) {
 }
 
 func TestDeletedUsersKeysAreRefusedOnEveryReplica(t *testing.T) {
+	t.Parallel()
 	up := newUpstream(t)
 	kv := map[string]any{"Ai:BaseUrl": up.URL, "Ai:ApiKey": upstreamKey, "Redis:KeyPrefix": "del" + testutil.RandomSuffix()}
 	one := apptest.Start(t, apptest.With(kv))

@@ -18,6 +18,7 @@ import (
 // a 400, each in OpenAI's format and before anything reaches the upstream; a NUL inside a string
 // is valid JSON and relayed (the README's exemption).
 func TestPassthroughRequestBodyRules(t *testing.T) {
+	t.Parallel()
 	a, up := setup(t, nil)
 	u := a.Register(t)
 	k := newKey(t, a, u.Token, nil)

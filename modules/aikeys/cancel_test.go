@@ -60,6 +60,7 @@ func TestStalledStreamIsCancelledWhenTheClientLeaves(t *testing.T) {
 // Ai:TimeoutSeconds after the client gave up. The gateway watches the client's connection while it
 // waits and cancels the upstream request once the client is gone.
 func TestHangingUpstreamIsCancelledWhenTheStreamClientLeaves(t *testing.T) {
+	t.Parallel()
 	a, up := setup(t, map[string]any{"Ai:TimeoutSeconds": 60})
 	u := a.Register(t)
 	k := newKey(t, a, u.Token, nil)
@@ -77,6 +78,7 @@ func TestHangingUpstreamIsCancelledWhenTheStreamClientLeaves(t *testing.T) {
 // for nobody. The gateway now watches the client while it waits and, once it is gone, closes the
 // connection the call is on. Nothing was read, so nothing is charged, and the next call is served.
 func TestHangingUpstreamIsCancelledWhenAPlainClientLeaves(t *testing.T) {
+	t.Parallel()
 	a, up := setup(t, map[string]any{"Ai:TimeoutSeconds": 60})
 	u := a.Register(t)
 	k := newKey(t, a, u.Token, nil)

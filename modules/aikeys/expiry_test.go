@@ -18,6 +18,7 @@ import (
 // TestExpiredKeysAndBlankNames: an expired key is listed as Expired and does not count toward
 // AiKeys:MaxPerUser; it cannot be rotated; a name of only spaces is refused.
 func TestExpiredKeysAndBlankNames(t *testing.T) {
+	t.Parallel()
 	a, _ := setup(t, map[string]any{"AiKeys:MaxPerUser": 2})
 	u := a.Register(t)
 	expiring := newKey(t, a, u.Token, map[string]any{"name": "short", "expiresAt": time.Now().Add(1200 * time.Millisecond).UTC().Format(time.RFC3339Nano)})
@@ -52,6 +53,7 @@ func TestExpiredKeysAndBlankNames(t *testing.T) {
 // every later list of its owner's keys. Migration 20261125120000 brings such a stored key back to
 // the last instant a view can show.
 func TestExpiresAtBeyondYear9999(t *testing.T) {
+	t.Parallel()
 	url, drop, err := testutil.CreateDatabase("aikeys_expiry_range")
 	require.NoError(t, err)
 	t.Cleanup(drop)

@@ -153,6 +153,7 @@ func TestFastGenerateAnswersAsTheOperationDoes(t *testing.T) {
 // check (a pattern, an enum, a required member that may be empty, an exclusive bound, an unknown
 // member), so a change of GenerateInput's tags can never let it accept what the operation refuses.
 func TestGenerateShortcutReadsItsLimitsFromTheSchema(t *testing.T) {
+	t.Parallel()
 	register := func(body any) *huma.OpenAPI {
 		cfg := huma.DefaultConfig("t", "1")
 		cfg.CreateHooks = nil // as the service's (no $schema member)

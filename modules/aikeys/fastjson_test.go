@@ -60,6 +60,7 @@ func checkHandWritten(t testing.TB, s1, s2, s3 string, n int64, f float64) {
 }
 
 func TestHandWrittenJSONIsEncodingJSONs(t *testing.T) {
+	t.Parallel()
 	var controls []byte
 	for b := 0; b < 0x20; b++ {
 		controls = append(controls, byte(b))

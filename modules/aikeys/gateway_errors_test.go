@@ -21,6 +21,7 @@ import (
 // in the envelope quoting them (one line, capped, never Ai:ApiKey); 401 and 403, which refuse the
 // gateway's key, stay 502.
 func TestUpstreamRefusalOfTheInputIsA400(t *testing.T) {
+	t.Parallel()
 	a, up := setup(t, nil)
 	u := a.Register(t)
 	k := newKey(t, a, u.Token, nil)
@@ -82,6 +83,7 @@ func TestUpstreamRefusalOfTheInputIsA400(t *testing.T) {
 // pass-through, a 429 or 404 counted on both, and a stream answered with a 200 that is no stream
 // was relayed as 200 and charged an estimated 8 prompt tokens.
 func TestOnlyGenerationsAreMetered(t *testing.T) {
+	t.Parallel()
 	a, up := setup(t, nil)
 	u := a.Register(t)
 	k := newKey(t, a, u.Token, nil)

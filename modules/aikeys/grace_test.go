@@ -20,6 +20,7 @@ import (
 // the text it rotates out; at most 10 texts are in their grace period at once (409 past it);
 // expiresAt and revocation end them all.
 func TestEveryRotatedOutTextKeepsItsGrace(t *testing.T) {
+	t.Parallel()
 	a, _ := setup(t, map[string]any{"RateLimit:AiGenerate": "100000-M"})
 	u := a.Register(t)
 	k := newKey(t, a, u.Token, nil)
@@ -99,6 +100,7 @@ func TestEveryRotatedOutTextKeepsItsGrace(t *testing.T) {
 // replica that applies the change feed late, are refused there on the next request once another
 // replica answered the revocation (or the owner's deletion).
 func TestGraceTextsAreRefusedOnTheOtherReplicaOnceRevoked(t *testing.T) {
+	t.Parallel()
 	up := newUpstream(t)
 	kv := map[string]any{"Ai:BaseUrl": up.URL, "Ai:ApiKey": upstreamKey, "Redis:KeyPrefix": "grace" + testutil.RandomSuffix()}
 	one := apptest.Start(t, apptest.With(kv))

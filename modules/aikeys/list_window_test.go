@@ -17,6 +17,7 @@ import (
 // revoked or expired within 30 days is still listed with its usage; one that ended longer ago is
 // not; live keys always are.
 func TestEndedKeysLeaveTheListAfterThirtyDays(t *testing.T) {
+	t.Parallel()
 	a, _ := setup(t, map[string]any{"AiKeys:MaxPerUser": 10})
 	u := a.Register(t)
 	live := newKey(t, a, u.Token, map[string]any{"name": "live"})
@@ -53,6 +54,7 @@ func TestEndedKeysLeaveTheListAfterThirtyDays(t *testing.T) {
 // and 110 MB of the server's memory). The list shows the live keys and the latest
 // aikeys.MaxEndedKeysListed that ended.
 func TestEndedKeysListedAreBounded(t *testing.T) {
+	t.Parallel()
 	a, _ := setup(t, nil)
 	u := a.Register(t)
 	live := newKey(t, a, u.Token, map[string]any{"name": "live"})

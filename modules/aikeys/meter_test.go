@@ -36,6 +36,7 @@ const maxUsageAnswer = `{"id":"x","object":"chat.completion","model":"m","choice
 // range" every second; the whole batch was kept for the next flush, forever, so no key's usage was
 // written any more. The figure is capped, the sums cannot overflow, and the other keys are written.
 func TestPoisonedUsageNeverStopsMetering(t *testing.T) {
+	t.Parallel()
 	a, up := setup(t, nil)
 	u := a.Register(t)
 	ka := newKey(t, a, u.Token, nil)
@@ -62,6 +63,7 @@ func TestPoisonedUsageNeverStopsMetering(t *testing.T) {
 // data (here a trigger raising SQLSTATE 22003, numeric out of range), that entry is dropped
 // (logged) and every other key's usage in the same batch is still written.
 func TestOneRefusedUsageEntryDoesNotBlockTheOthers(t *testing.T) {
+	t.Parallel()
 	a, _ := setup(t, nil)
 	u := a.Register(t)
 	ka := newKey(t, a, u.Token, nil)
@@ -94,6 +96,7 @@ END $$`, fn, ka.ID))
 // stopped, with its last flush, before the server had drained, so what those calls added stayed
 // in memory and was lost on every deployment.
 func TestUsageOfCallsInFlightAtShutdownIsKept(t *testing.T) {
+	t.Parallel()
 	a, up := setup(t, nil)
 	u := a.Register(t)
 	k := newKey(t, a, u.Token, nil)

@@ -11,6 +11,7 @@ import (
 // TestKeyNamesRefuseControlAndBidiCharacters: "x\u0001y" and "\u202egnp.exe" (shown as
 // "exe.png") were accepted as key names (201).
 func TestKeyNamesRefuseControlAndBidiCharacters(t *testing.T) {
+	t.Parallel()
 	a, _ := setup(t, nil)
 	u := a.Register(t)
 	for _, name := range []string{"x\u0001y", "\u202egnp.exe", "tab\there", "line\nbreak", "c1\u0085", "del\u007f", "iso\u2066late\u2069", "emb\u202aed"} {

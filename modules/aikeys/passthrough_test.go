@@ -22,6 +22,7 @@ import (
 // a slow but steady stream longer than it completes; one that stalls longer ends with an OpenAI
 // error event (SDKs raise) and no [DONE].
 func TestStreamTimeoutIsIdleTime(t *testing.T) {
+	t.Parallel()
 	a, up := setup(t, map[string]any{"Ai:TimeoutSeconds": 1})
 	u := a.Register(t)
 	k := newKey(t, a, u.Token, nil)
@@ -53,6 +54,7 @@ func TestStreamTimeoutIsIdleTime(t *testing.T) {
 // TestUsageChunkOnlyForClientsThatAsked: the gateway asks the upstream for the usage chunk to
 // meter streams; a client that did not ask (absent, false, null options) does not get it.
 func TestUsageChunkOnlyForClientsThatAsked(t *testing.T) {
+	t.Parallel()
 	a, _ := setup(t, nil)
 	u := a.Register(t)
 	k := newKey(t, a, u.Token, nil)
@@ -82,6 +84,7 @@ func TestUsageChunkOnlyForClientsThatAsked(t *testing.T) {
 // of its own): a client that did not ask gets that chunk without the usage, one that asked gets
 // it whole, and both are metered from it.
 func TestUsageOnAContentChunk(t *testing.T) {
+	t.Parallel()
 	a, up := setup(t, nil)
 	up.Set(func(b *aikeystest.Behaviour) { b.UsageInLast = true })
 	u := a.Register(t)
@@ -109,6 +112,7 @@ func TestUsageOnAContentChunk(t *testing.T) {
 // TestUpstreamRateLimitAndBadMessages: generate relays the upstream's 429 with its Retry-After;
 // the pass-through refuses messages that are not a non-empty array, in OpenAI's format.
 func TestUpstreamRateLimitAndBadMessages(t *testing.T) {
+	t.Parallel()
 	a, up := setup(t, nil)
 	u := a.Register(t)
 	k := newKey(t, a, u.Token, nil)
@@ -149,6 +153,7 @@ func TestUpstreamRateLimitAndBadMessages(t *testing.T) {
 // (method not allowed, body too large, no such route) are in OpenAI's format too; elsewhere the
 // envelope stays.
 func TestPassthroughErrorsAreOpenAIFormat(t *testing.T) {
+	t.Parallel()
 	a, _ := setup(t, nil)
 	u := a.Register(t)
 	k := newKey(t, a, u.Token, nil)
@@ -200,6 +205,7 @@ func TestPassthroughErrorsAreOpenAIFormat(t *testing.T) {
 // upstream wrote it, and an upstream (or a proxy before it) may quote the Authorization it got:
 // our Ai:ApiKey then reached the client. Streamed or not, it is redacted, the rest kept.
 func TestRelayedRefusalNeverShowsOurUpstreamKey(t *testing.T) {
+	t.Parallel()
 	a, up := setup(t, nil)
 	u := a.Register(t)
 	k := newKey(t, a, u.Token, nil)
@@ -225,6 +231,7 @@ func TestRelayedRefusalNeverShowsOurUpstreamKey(t *testing.T) {
 // writes (two reads for the gateway), or JSON-escaped in a content chunk, hands the client
 // [redacted] instead, the rest of the stream as the upstream wrote it.
 func TestStreamNeverShowsOurUpstreamKey(t *testing.T) {
+	t.Parallel()
 	a, up := setup(t, nil)
 	u := a.Register(t)
 	k := newKey(t, a, u.Token, nil)
@@ -255,6 +262,7 @@ func TestStreamNeverShowsOurUpstreamKey(t *testing.T) {
 // not), in a relayed answer, or in the text /api/ai/generate answers, the client still gets
 // [redacted], never the key once its JSON is decoded.
 func TestEscapedUpstreamKeyIsRedacted(t *testing.T) {
+	t.Parallel()
 	a, up := setup(t, nil)
 	u := a.Register(t)
 	k := newKey(t, a, u.Token, nil)
@@ -301,6 +309,7 @@ func TestEscapedUpstreamKeyIsRedacted(t *testing.T) {
 // limit (it counts compressed bytes) and was inflated and forwarded upstream. Any
 // Content-Encoding but identity is a 415 in OpenAI's format, and nothing reaches the upstream.
 func TestCompressedChatBodyIsRefused(t *testing.T) {
+	t.Parallel()
 	a, up := setup(t, nil)
 	u := a.Register(t)
 	k := newKey(t, a, u.Token, nil)
@@ -363,6 +372,7 @@ func TestCompressedChatBodyIsRefused(t *testing.T) {
 // read only "data: " lines, so it metered the prompt's estimate and no completion token, and
 // relayed the usage chunk (choices: []) to clients that had not asked for it.
 func TestStreamDataLinesWithoutSpace(t *testing.T) {
+	t.Parallel()
 	a, up := setup(t, nil)
 	u := a.Register(t)
 	k := newKey(t, a, u.Token, nil)

@@ -32,6 +32,7 @@ func usageOf(t *testing.T, a *apptest.App, token string) keyView {
 // proxy's page) as a 200 and metered it, while the stream path and /generate answered 502. It is
 // a 502 upstream_malformed in OpenAI's format, and not metered.
 func TestNonJSONSuccessIsA502(t *testing.T) {
+	t.Parallel()
 	a, up := setup(t, nil)
 	u := a.Register(t)
 	k := newKey(t, a, u.Token, nil)
@@ -52,6 +53,7 @@ func TestNonJSONSuccessIsA502(t *testing.T) {
 // X-RateLimit-Remaining next to the upstream's Retry-After: 7 (keep going / wait). It carries the
 // upstream's Retry-After only, on both routes; our own headers stay on other answers.
 func TestUpstream429CarriesOnlyItsRetryAfter(t *testing.T) {
+	t.Parallel()
 	a, up := setup(t, nil)
 	u := a.Register(t)
 	k := newKey(t, a, u.Token, nil)
@@ -100,6 +102,7 @@ func post(t *testing.T, a *apptest.App, path string, body any, headers [][2]stri
 // used and charged). Two keys, or an X-API-Key and a different Bearer on the pass-through, are a
 // 401 in the route's format; the same key twice still works.
 func TestAmbiguousCredentialsAreRefused(t *testing.T) {
+	t.Parallel()
 	a, up := setup(t, nil)
 	u := a.Register(t)
 	k1 := newKey(t, a, u.Token, nil)
@@ -143,6 +146,7 @@ func TestAmbiguousCredentialsAreRefused(t *testing.T) {
 // TestGenerateModelMustBePrintable: /api/ai/generate passed a model holding CR/LF or control
 // characters upstream and echoed it. It is a 400 under model; nothing goes upstream.
 func TestGenerateModelMustBePrintable(t *testing.T) {
+	t.Parallel()
 	a, up := setup(t, nil)
 	u := a.Register(t)
 	k := newKey(t, a, u.Token, nil)
@@ -163,6 +167,7 @@ func TestGenerateModelMustBePrintable(t *testing.T) {
 // from /api/auth/login") on the pass-through, which refuses a JWT. Both generation operations
 // list only the AI key's schemes; /generate documents its 429's Retry-After.
 func TestGatewaySecuritySchemesAreTheAIKey(t *testing.T) {
+	t.Parallel()
 	a, _ := setup(t, nil)
 	var doc struct {
 		Paths map[string]map[string]struct {

@@ -13,6 +13,7 @@ import (
 
 // Upstream connections are read and written through an httpx.RawSocket.
 func TestUpstreamConnectionsUseRawSockets(t *testing.T) {
+	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	defer ln.Close()

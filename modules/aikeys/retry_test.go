@@ -53,6 +53,7 @@ func streamBody(extra map[string]any) map[string]any {
 // 5 s; this upstream after 200 ms. A call after an idle gap longer than that still succeeds, on
 // every route and streamed or not (the old client kept connections 90 s and never retried a POST).
 func TestIdleConnectionsClosedByTheUpstream(t *testing.T) {
+	t.Parallel()
 	up := newUpstream(t, func(s *http.Server) { s.IdleTimeout = 200 * time.Millisecond })
 	a := apptest.Start(t, apptest.With(map[string]any{"Ai:BaseUrl": up.URL, "Ai:ApiKey": upstreamKey, "Ai:DefaultModel": "fake-model", "Ai:TimeoutSeconds": 2}))
 	u := a.Register(t)
@@ -73,6 +74,7 @@ func TestIdleConnectionsClosedByTheUpstream(t *testing.T) {
 // request arrives (the race an idle timeout leaves); the request is sent again, once, on a fresh
 // connection. A request failing on a fresh connection is not sent twice.
 func TestRequestMeetingAClosingConnectionIsSentAgain(t *testing.T) {
+	t.Parallel()
 	a, up := setup(t, nil)
 	u := a.Register(t)
 	k := newKey(t, a, u.Token, nil)

@@ -47,6 +47,7 @@ func checkOpenAIError(t *testing.T, res *http.Response, raw string) map[string]a
 // 502 upstream_timeout, every other status a 502 upstream_error; none is metered. /api/ai/generate
 // refused the input (400) on any JSON 4xx but 401, 403, 407, 408 and 429: a 402 or 405 too.
 func TestPassthroughAnswersOnlyDocumentedStatuses(t *testing.T) {
+	t.Parallel()
 	a, up := setup(t, nil)
 	u := a.Register(t)
 	k := newKey(t, a, u.Token, nil)
@@ -117,6 +118,7 @@ func TestPassthroughAnswersOnlyDocumentedStatuses(t *testing.T) {
 // type, param and code required, nothing else). Relayed errors are OpenAI's shape as JSON: the
 // upstream's fields kept when they are strings (param and code may be null), the rest filled in.
 func TestRelayedErrorsMatchTheDocumentedSchema(t *testing.T) {
+	t.Parallel()
 	a, up := setup(t, nil)
 	u := a.Register(t)
 	k := newKey(t, a, u.Token, nil)
@@ -179,6 +181,7 @@ func TestRelayedErrorsMatchTheDocumentedSchema(t *testing.T) {
 // one, though the document (and /api/ai/generate) always send it: 1 s when the upstream gave
 // none, its own seconds, or the seconds until the date it gave.
 func TestUpstream429AlwaysCarriesRetryAfter(t *testing.T) {
+	t.Parallel()
 	a, up := setup(t, nil)
 	u := a.Register(t)
 	k := newKey(t, a, u.Token, nil)

@@ -50,6 +50,7 @@ var chatHi = map[string]any{"messages": []map[string]string{{"role": "user", "co
 // answers of int64's maximum wrapped the key's usage to -2. Each figure is clamped to
 // [0, 1e9] wherever usage is read.
 func TestUsageFiguresAreSanitised(t *testing.T) {
+	t.Parallel()
 	a, up := setup(t, nil)
 	u := a.Register(t)
 	k := newKey(t, a, u.Token, nil)
@@ -84,6 +85,7 @@ func TestUsageFiguresAreSanitised(t *testing.T) {
 // array of content parts. The pass-through relays any JSON object and meters what it can read;
 // /api/ai/generate joins the texts of content parts and counts integral floats.
 func TestUnusualCompletionsAreRelayed(t *testing.T) {
+	t.Parallel()
 	a, up := setup(t, nil)
 	u := a.Register(t)
 	k := newKey(t, a, u.Token, nil)
@@ -117,6 +119,7 @@ func TestUnusualCompletionsAreRelayed(t *testing.T) {
 // an upstream naming it in `model` or `finish_reason` had it handed to the client. Every string
 // generate copies from the answer is redacted.
 func TestGenerateRedactsEveryCopiedField(t *testing.T) {
+	t.Parallel()
 	a, up := setup(t, nil)
 	u := a.Register(t)
 	k := newKey(t, a, u.Token, nil)
@@ -133,6 +136,7 @@ func TestGenerateRedactsEveryCopiedField(t *testing.T) {
 // TestStreamsAreNotStored: a streamed answer carried Cache-Control: no-cache (a cache may keep
 // it) while every other answer carries no-store, as the README promises. It is no-store.
 func TestStreamsAreNotStored(t *testing.T) {
+	t.Parallel()
 	a, _ := setup(t, nil)
 	u := a.Register(t)
 	k := newKey(t, a, u.Token, nil)
