@@ -5,7 +5,7 @@
 # Each package's fuzzing test binary is built once (`go test -c -fuzz`, coverage-instrumented as
 # `go test -fuzz` builds it), two packages at a time, and every target of the package is then run
 # from it, in the package's directory and with go test's own fuzz cache: what `go test -fuzz`
-# does, without one build and link per target (those took 20-45 s each, 14 of them, on a slow hour).
+# does, without one build and link per target (one took 20-50 s, 14 of them, on a slow hour).
 #
 # A finding always writes its input ("Failing input written to testdata/fuzz/…") and fails this
 # script. A bare "context deadline exceeded" at the end of the fuzz time, with nothing written, is
