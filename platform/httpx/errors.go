@@ -5,41 +5,43 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"syscall"
 
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"provisioner/platform/fault"
 )
 
 // Sentinel errors that any package may return (wrapped or not); the one error mapper turns them into
-// the envelope with the status named in each comment.
+// the envelope with the status named in each comment. They are platform/fault's, so a *fault.Error
+// of a kind and these match each other.
 var (
 	// ErrNotFound is 404: an unknown resource, or another user's.
-	ErrNotFound = errors.New("not found")
+	ErrNotFound = fault.ErrNotFound
 	// ErrConflict is 409: duplicate, quota reached, illegal state change.
-	ErrConflict = errors.New("conflict")
+	ErrConflict = fault.ErrConflict
 	// ErrInvalid is 400: the request is well-formed but not acceptable.
-	ErrInvalid = errors.New("invalid request")
+	ErrInvalid = fault.ErrInvalid
 	// ErrUnauthorized is 401.
-	ErrUnauthorized = errors.New("unauthorized")
+	ErrUnauthorized = fault.ErrUnauthorized
 	// ErrForbidden is 403.
-	ErrForbidden = errors.New("forbidden")
+	ErrForbidden = fault.ErrForbidden
 	// ErrUpstream is 502: an external provider failed.
-	ErrUpstream = errors.New("upstream provider failed")
+	ErrUpstream = fault.ErrUpstream
 	// ErrUnavailable is 503: a dependency needed for this request is down.
-	ErrUnavailable = errors.New("service unavailable")
+	ErrUnavailable = fault.ErrUnavailable
 	// ErrCharset is 415: a request body declared in a charset other than UTF-8.
 	ErrCharset = errors.New("unsupported charset")
 )
 
 // FieldError names one invalid field of a request.
-type FieldError struct {
-	Field   string `json:"field" example:"email"`
-	Message string `json:"message" example:"must be a valid email address"`
-}
+type FieldError = fault.FieldError
 
 // Error is an error that carries its HTTP status, the client-facing message and, optionally,
 // field errors and data (e.g. the resource as stored when a provider failed). It is also the
@@ -150,6 +152,9 @@ func FromError(err error) *Error {
 	if errors.As(err, &e) {
 		return e
 	}
+	if fe, ok := fault.As(err); ok {
+		return fromFault(fe)
+	}
 	var sc interface{ Status() int }
 	if errors.As(err, &sc) && sc.Status() >= 400 {
 		out := NewError(sc.Status(), err.Error())
@@ -183,6 +188,31 @@ func FromError(err error) *Error {
 		return NewError(http.StatusServiceUnavailable, "A dependency is unavailable; try again later")
 	}
 	return NewError(http.StatusInternalServerError, "An unexpected error occurred")
+}
+
+// faultStatus is the one mapping of a domain error's kind to its HTTP status.
+var faultStatus = map[fault.Kind]int{
+	fault.KindNotFound: http.StatusNotFound, fault.KindConflict: http.StatusConflict,
+	fault.KindInvalid: http.StatusBadRequest, fault.KindUnauthorized: http.StatusUnauthorized,
+	fault.KindForbidden: http.StatusForbidden, fault.KindUpstream: http.StatusBadGateway,
+	fault.KindUnavailable: http.StatusServiceUnavailable, fault.KindTooMany: http.StatusTooManyRequests,
+	fault.KindUnprocessable: http.StatusUnprocessableEntity,
+}
+
+// fromFault is the answer to a domain error: its kind's status, its message, fields and data, and
+// Retry-After in whole seconds (at least 1) when it asks for a wait.
+func fromFault(fe *fault.Error) *Error {
+	status, ok := faultStatus[fe.Kind]
+	if !ok {
+		status = http.StatusInternalServerError
+	}
+	out := wrap(status, fe.Message, fe)
+	out.Errors = fe.Fields
+	out.Data = fe.Data
+	if fe.RetryAfter > 0 {
+		out.WithHeader("Retry-After", strconv.FormatInt(max(1, int64(math.Ceil(fe.RetryAfter.Seconds()))), 10))
+	}
+	return out
 }
 
 // isConnectionError recognises a dependency that is down or restarting (the control database,
