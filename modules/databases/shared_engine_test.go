@@ -16,16 +16,8 @@ import (
 // by a crash, is undone by its finisher, which drops only a role carrying its own mark: the first
 // deployment's role stays, with its password. With marks made of the id alone, it was dropped.
 func TestTwoDeploymentsSharingAnEngineNeverTakeEachOthersRole(t *testing.T) {
-	deployment := func(label string) map[string]any {
-		url, drop, err := testutil.CreateDatabase(label)
-		require.NoError(t, err)
-		t.Cleanup(drop)
-		return map[string]any{"ConnectionStrings:Control": url}
-	}
-	stagingDB, productionDB := deployment("databases_shared_a"), deployment("databases_shared_b")
-	staging, production := start(t, stagingDB), start(t, productionDB)
-	t.Cleanup(staging.Stop) // both run before the databases are dropped
-	t.Cleanup(production.Stop)
+	staging := start(t, map[string]any{"ConnectionStrings:Control": testutil.FreshDatabase(t, "databases_shared_a")})
+	production := start(t, map[string]any{"ConnectionStrings:Control": testutil.FreshDatabase(t, "databases_shared_b")})
 	admin := staging.AdminToken(t)
 	for _, engine := range []string{"postgres", "mysql"} {
 		t.Run(engine, func(t *testing.T) {

@@ -19,13 +19,9 @@ import (
 // production, or a production restored from a backup, sharing one zone.
 func deployment(t *testing.T, fake *cloudflaretest.Fake, label string) *apptest.App {
 	t.Helper()
-	url, drop, err := testutil.CreateDatabase(label)
-	require.NoError(t, err)
-	t.Cleanup(drop)
-	a := apptest.Start(t, apptest.With(map[string]any{"ConnectionStrings:Control": url, "Dns:BaseUrl": fake.URL, "Dns:ZoneId": "zone123",
+	a := apptest.Start(t, apptest.With(map[string]any{"ConnectionStrings:Control": testutil.FreshDatabase(t, label), "Dns:BaseUrl": fake.URL, "Dns:ZoneId": "zone123",
 		"Dns:ApiToken": token, "Dns:ZoneName": "example.com", "Dns:CellSubdomain": "cell", "Dns:DefaultContent": "203.0.113.10",
 		"Dns:TimeoutSeconds": 1, "RateLimit:Register": "1000-M"}))
-	t.Cleanup(a.Stop) // runs before the database is dropped
 	return a
 }
 

@@ -212,7 +212,8 @@ func heldByAnother(ctx context.Context, tx bun.IDB, accountID string, self int64
 // An accountId another live account holds is never deprovisioned for this one, whether the re-post
 // answered it or it is stored on the row (rows from before the unique index
 // wfauto_accounts_external_uq, whose migration is skipped where duplicates existed): it is left at
-// the cell (logged, and audited with details.leftAtCell) and the account is Deprovisioned.
+// the cell (logged, and audited with details.leftAtCell) and the account is Deprovisioned. So is
+// an account the re-post's answer shows made for another user (otherUser).
 func (p *Provisioner) Delete(ctx context.Context, req provision.DeleteRequest) (provision.DeleteResponse, error) {
 	a, err := p.load(ctx, req.Tx, req.ResourceID)
 	if err != nil {
@@ -291,7 +292,7 @@ func (p *Provisioner) Delete(ctx context.Context, req provision.DeleteRequest) (
 	if accountID != "" {
 		details["externalAccountId"] = accountID
 	}
-	if left != "" { // the cell's account was not deleted: another live account holds it
+	if left != "" { // the cell's account was not deleted: another live account holds it, or another user's it is
 		details["externalAccountId"] = left
 		details["leftAtCell"] = why
 	}

@@ -16,23 +16,12 @@ import (
 	"provisioner/platform/testutil/apptest"
 )
 
-// controlDB is a fresh control database of its own (its rows numbered from 1, as every
-// deployment's are), dropped when the test ends.
-func controlDB(t *testing.T, label string) string {
-	t.Helper()
-	url, drop, err := testutil.CreateDatabase(label)
-	require.NoError(t, err)
-	t.Cleanup(drop)
-	return url
-}
-
 // deployment starts an app on control database url against cell c: staging and production, or a
 // production restored from a backup, sharing one provisioning cell with one API key.
 func deployment(t *testing.T, c *wfautotest.Cell, url string) *apptest.App {
 	t.Helper()
 	a := apptest.Start(t, apptest.With(map[string]any{"ConnectionStrings:Control": url, "WfautoProvisioning:BaseUrl": c.URL,
 		"WfautoProvisioning:ApiKey": cellKey, "WfautoProvisioning:TimeoutSeconds": 1, "RateLimit:Register": "1000-M"}))
-	t.Cleanup(a.Stop) // runs before the database is dropped
 	return a
 }
 
@@ -65,8 +54,8 @@ func TestTwoDeploymentsSharingACellGiveEachUserTheirOwnAccount(t *testing.T) {
 		t.Run(fmt.Sprintf("echo=%v", echo), func(t *testing.T) {
 			c := newCell(t)
 			c.SetEcho(echo)
-			staging := deployment(t, c, controlDB(t, "wfauto_shared_a"))
-			production := deployment(t, c, controlDB(t, "wfauto_shared_b"))
+			staging := deployment(t, c, testutil.FreshDatabase(t, "wfauto_shared_a"))
+			production := deployment(t, c, testutil.FreshDatabase(t, "wfauto_shared_b"))
 			alice, bob := staging.Register(t), production.Register(t)
 			a, b := provisioned(t, staging, alice), provisioned(t, production, bob)
 			require.Equal(t, a.ID, b.ID, "both deployments number their first account alike")
@@ -92,11 +81,11 @@ func TestTwoDeploymentsSharingACellGiveEachUserTheirOwnAccount(t *testing.T) {
 func TestACrashRetriesWithTheStoredKeyBesideAnotherDeployment(t *testing.T) {
 	c := newCell(t)
 	c.SetEcho(true)
-	staging := deployment(t, c, controlDB(t, "wfauto_crash_a"))
+	staging := deployment(t, c, testutil.FreshDatabase(t, "wfauto_crash_a"))
 	alice := staging.Register(t)
 	first := provisioned(t, staging, alice)
 
-	url := controlDB(t, "wfauto_crash_b")
+	url := testutil.FreshDatabase(t, "wfauto_crash_b")
 	production := deployment(t, c, url)
 	bob, carol := production.Register(t), production.Register(t)
 	c.SetHang(1500 * time.Millisecond)
@@ -148,8 +137,8 @@ func TestACrashRetriesWithTheStoredKeyBesideAnotherDeployment(t *testing.T) {
 func TestAnAnswerForAnotherUserIsRefused(t *testing.T) {
 	c := newCell(t)
 	c.SetEcho(true)
-	staging := deployment(t, c, controlDB(t, "wfauto_other_a"))
-	production := deployment(t, c, controlDB(t, "wfauto_other_b"))
+	staging := deployment(t, c, testutil.FreshDatabase(t, "wfauto_other_a"))
+	production := deployment(t, c, testutil.FreshDatabase(t, "wfauto_other_b"))
 	alice := staging.Register(t)
 	first := provisioned(t, staging, alice)
 	aliceKey := keyOf(t, staging, first.ID)
@@ -213,7 +202,7 @@ func TestAnAnswerForAnotherUserIsRefused(t *testing.T) {
 // retry then gets the account the cell made under it; the others get a random key.
 func TestTheKeyMigrationKeepsTheKeyTheCellSaw(t *testing.T) {
 	c := newCell(t)
-	url := controlDB(t, "wfauto_key_migration")
+	url := testutil.FreshDatabase(t, "wfauto_key_migration")
 	before := deployment(t, c, url)
 	ada, bea, cy := before.Register(t), before.Register(t), before.Register(t)
 	// The table as it was before the migration, which is pending again.
