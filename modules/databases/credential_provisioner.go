@@ -69,7 +69,7 @@ func dropCredential(ctx context.Context, tx bun.IDB, engines *Engines, cr *Crede
 		ectx, cancel := context.WithTimeout(ctx, engineTimeout)
 		defer cancel()
 		// A role not made for this credential (ErrRoleTaken) is not ours to drop.
-		if err := engine.DropUser(ectx, inst.DatabaseName, cr.Username, CredentialMarker(cr.ID)); err != nil && !errors.Is(err, ErrRoleTaken) {
+		if err := engine.DropUser(ectx, inst.DatabaseName, cr.Username, CredentialMarker(cr.ID, cr.MarkerToken)); err != nil && !errors.Is(err, ErrRoleTaken) {
 			return fmt.Errorf("drop credential %s: %w", cr.Username, err)
 		}
 	}

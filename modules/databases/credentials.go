@@ -174,11 +174,11 @@ func (c *Credentials) make(ctx context.Context, inst *Instance, engine Engine, c
 	}
 	ectx, cancel := context.WithTimeout(ctx, engineTimeout)
 	defer cancel()
-	cerr := engine.CreateUser(ectx, inst.DatabaseName, inst.DatabaseUser, cr.Username, password, cr.ReadOnly, CredentialMarker(cr.ID))
+	cerr := engine.CreateUser(ectx, inst.DatabaseName, inst.DatabaseUser, cr.Username, password, cr.ReadOnly, CredentialMarker(cr.ID, cr.MarkerToken))
 	if cerr == nil && cur.Status == StatusPaused {
 		// A paused database lets no credential in: the role is made login-blocked, and resume
 		// allows it with the other Active ones.
-		cerr = engine.SetUserLogin(ectx, inst.DatabaseName, cr.Username, CredentialMarker(cr.ID), false)
+		cerr = engine.SetUserLogin(ectx, inst.DatabaseName, cr.Username, CredentialMarker(cr.ID, cr.MarkerToken), false)
 	}
 	if cerr != nil {
 		c.logEngine(ctx, "create", cr, cerr)
@@ -340,7 +340,7 @@ func (c *Credentials) Rotate(ctx context.Context, id int64) (*CredentialView, er
 		}
 		ectx, cancel := context.WithTimeout(ctx, engineTimeout)
 		defer cancel()
-		if err := engine.SetPassword(ectx, inst.DatabaseName, cr.Username, password, CredentialMarker(cr.ID)); err != nil {
+		if err := engine.SetPassword(ectx, inst.DatabaseName, cr.Username, password, CredentialMarker(cr.ID, cr.MarkerToken)); err != nil {
 			if errors.Is(err, ErrRoleTaken) {
 				return httpx.Conflict("The credential's role on the engine was not made by this service (or is gone); its password is left alone")
 			}

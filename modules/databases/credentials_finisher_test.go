@@ -2,6 +2,7 @@ package databases_test
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"net/http"
 	"sync"
@@ -32,6 +33,14 @@ func leftCredential(t *testing.T, a *apptest.App, it item, username, status stri
 	require.NoError(t, a.DB.QueryRow(`INSERT INTO access_credentials (database_instance_id, username, password_sealed, status, next_attempt_at)
 		VALUES (?, ?, 'sealed', ?, now() + interval '1 minute') RETURNING id`, it.ID, username, status).Scan(&id))
 	return id
+}
+
+// credentialMarker is the mark the role of credential id carries on its engine.
+func credentialMarker(t *testing.T, a *apptest.App, id int64) string {
+	t.Helper()
+	var token sql.NullString
+	require.NoError(t, a.DB.QueryRow("SELECT marker_token FROM access_credentials WHERE id = ?", id).Scan(&token))
+	return databases.CredentialMarker(id, token.String)
 }
 
 // finishCredentials makes the given credentials due (their request is long gone), lets the
@@ -107,7 +116,7 @@ func TestCrashedCredentialCreateIsUndone(t *testing.T) {
 
 			made := it.DatabaseName + "_made"
 			madeID := leftCredential(t, a, it, made, "Creating")
-			require.NoError(t, e.CreateUser(ctx, it.DatabaseName, it.DatabaseUser, made, "Made-pw-1234567890", false, databases.CredentialMarker(madeID)))
+			require.NoError(t, e.CreateUser(ctx, it.DatabaseName, it.DatabaseUser, made, "Made-pw-1234567890", false, credentialMarker(t, a, madeID)))
 			_, err := connect(t, engine, it, made, "Made-pw-1234567890")
 			require.NoError(t, err, "the crashed request's role logs in")
 

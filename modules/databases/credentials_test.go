@@ -138,7 +138,7 @@ func TestCredentialRolesAreMarked(t *testing.T) {
 		t.Run(engine, func(t *testing.T) {
 			it, rv, owner := ownedDatabase(t, a, engine, "CREATE TABLE keep (id int PRIMARY KEY)")
 			e := engines.Get(engine)
-			mine, other := databases.CredentialMarker(900001), databases.CredentialMarker(900002)
+			mine, other := databases.CredentialMarker(900001, ""), databases.CredentialMarker(900002, "")
 			user := it.DatabaseName + "_mk"
 
 			require.NoError(t, e.CreateUser(ctx, it.DatabaseName, it.DatabaseUser, user, "First-pw-123456", true, mine))

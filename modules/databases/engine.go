@@ -100,9 +100,16 @@ type serverChecker interface {
 // credential, so it is left alone.
 var ErrRoleTaken = errors.New("the role exists and was not made for this credential")
 
-// CredentialMarker is the mark a credential's role carries on its engine.
-func CredentialMarker(credentialID int64) string {
-	return "provisioner:credential:" + strconv.FormatInt(credentialID, 10)
+// CredentialMarker is the mark the role of credential credentialID carries on its engine. It holds
+// the credential's random token (Credential.MarkerToken), so it is that credential's alone even
+// where two deployments (whose rows are numbered alike) share the engine; a credential made before
+// marks held a token ("") has the mark without one, which its role carries.
+func CredentialMarker(credentialID int64, token string) string {
+	m := "provisioner:credential:" + strconv.FormatInt(credentialID, 10)
+	if token != "" {
+		m += ":" + token
+	}
+	return m
 }
 
 // Usage is what an engine reports about one database.

@@ -50,8 +50,8 @@ type Item struct {
 	Engine             string     `json:"engine" enum:"postgres,mysql" example:"postgres"`
 	Host               string     `json:"host" example:"db.example.com"`
 	Port               int        `json:"port" example:"5432"`
-	DatabaseName       string     `json:"databaseName" example:"u7_k3x9q2ab"`
-	DatabaseUser       string     `json:"databaseUser" example:"u7_k3x9q2ab"`
+	DatabaseName       string     `json:"databaseName" example:"u7_k3x9q2ab5mw"`
+	DatabaseUser       string     `json:"databaseUser" example:"u7_k3x9q2ab5mw"`
 	Status             string     `json:"status" enum:"Provisioning,Active,Pausing,Paused,Resuming,Failed,Deleting,Deleted" example:"Active" doc:"Pausing, Resuming and Deleting are in-between: the change is stored and is being made on the engine (or failed and is retried in the background)."`
 	UsedSpaceBytes     int64      `json:"usedSpaceBytes" example:"8404992" doc:"Space the database takes, measured every usage refresh. PostgreSQL: pg_database_size plus the text of the database's comment and settings and of its roles' own settings (kept in the cluster's shared catalogues). MySQL/MariaDB: table data and indexes (InnoDB: at least its table files less their free extents), plus the text of stored routines, views, triggers and events."`
 	MaxSpaceBytes      int64      `json:"maxSpaceBytes" example:"536870912"`
@@ -89,6 +89,10 @@ type Credential struct {
 	LastError          string    `bun:"last_error,notnull"`
 	CreatedAt          time.Time `bun:"created_at,nullzero,notnull,default:current_timestamp"`
 	UpdatedAt          time.Time `bun:"updated_at,nullzero,notnull,default:current_timestamp"`
+	// MarkerToken is the random part of the mark (CredentialMarker) the credential's role carries
+	// on its engine, made by the database with the row (an insert leaves it to the column's
+	// default); "" (NULL) for a credential made before marks carried one.
+	MarkerToken string `bun:"marker_token,nullzero"`
 }
 
 // CredentialView is an access credential as the API shows it; Password only in the answers of
@@ -96,7 +100,7 @@ type Credential struct {
 type CredentialView struct {
 	ID                 int64     `json:"id" example:"3"`
 	DatabaseInstanceID int64     `json:"databaseInstanceId" example:"42"`
-	Username           string    `json:"username" example:"u7_k3x9q2ab_ro1"`
+	Username           string    `json:"username" example:"u7_k3x9q2ab5mw_ro1"`
 	ReadOnly           bool      `json:"readOnly"`
 	Status             string    `json:"status" enum:"Creating,Active,Deleting" doc:"Creating: its create is in progress (or was cut short: the background finisher then removes it). Deleting: its delete is in progress, or failed and is retried in the background; it cannot be rotated. A deleted credential is not listed and answers 404."`
 	CreatedAt          time.Time `json:"createdAt"`

@@ -91,7 +91,7 @@ func (p *Provisioner) Delete(ctx context.Context, req provision.DeleteRequest) (
 	}
 	for _, c := range creds {
 		// A role the credential did not make (ErrRoleTaken) is not ours to drop.
-		if err := engine.DropUser(ectx, inst.DatabaseName, c.Username, CredentialMarker(c.ID)); err != nil && !errors.Is(err, ErrRoleTaken) {
+		if err := engine.DropUser(ectx, inst.DatabaseName, c.Username, CredentialMarker(c.ID, c.MarkerToken)); err != nil && !errors.Is(err, ErrRoleTaken) {
 			return provision.DeleteResponse{}, engineError(ctx, p.log, "drop", inst.ID, fmt.Errorf("drop credential %s: %w", c.Username, err))
 		}
 	}
@@ -228,7 +228,7 @@ func setCredentialsLogin(ctx context.Context, tx bun.IDB, engine Engine, inst *I
 		return fmt.Errorf("list credentials of database %d: %w", id, err)
 	}
 	for _, c := range creds {
-		if err := engine.SetUserLogin(ctx, inst.DatabaseName, c.Username, CredentialMarker(c.ID), enabled); err != nil && !errors.Is(err, ErrRoleTaken) {
+		if err := engine.SetUserLogin(ctx, inst.DatabaseName, c.Username, CredentialMarker(c.ID, c.MarkerToken), enabled); err != nil && !errors.Is(err, ErrRoleTaken) {
 			return fmt.Errorf("set login of credential %d on %s: %w", c.ID, engine.ID(), err)
 		}
 	}

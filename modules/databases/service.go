@@ -60,10 +60,13 @@ func (s *Service) item(in *Instance) Item {
 	return it
 }
 
-// NewName is u<userId>_<8 lowercase alphanumerics>: generated, never from user text.
+// NewName is u<userId>_<12 lowercase alphanumerics>: generated, never from user text. It must be
+// unique on the engine, which other deployments may share (their users numbered alike): a create
+// adopts a database of its name that exists there. The 12 random characters (about 62 bits) keep
+// the odds of two deployments' same user drawing one name below one in 10^10 over 10^8 pairs.
 func NewName(userID int64) string {
 	const alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
-	b := make([]byte, 8)
+	b := make([]byte, 12)
 	_, _ = rand.Read(b)
 	for i := range b {
 		b[i] = alphabet[int(b[i])%len(alphabet)]

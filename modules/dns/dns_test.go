@@ -818,10 +818,9 @@ func TestLostCreateAnswerThenFailedLookupStaysPendingAndIsAdopted(t *testing.T) 
 	a, fake := setup(t, nil)
 	u := a.Register(t)
 	fake.SetBeforeCreate(func(name string) {
-		var id, userID int64
-		require.NoError(t, a.DB.QueryRow("SELECT id, user_id FROM dns_records WHERE fqdn = ?", name).Scan(&id, &userID))
-		fake.PutRecord(cloudflaretest.Record{Name: name, Content: "203.0.113.10", TTL: 1,
-			Comment: fmt.Sprintf("provisioner user:%d record:%d", userID, id)})
+		var id int64
+		require.NoError(t, a.DB.QueryRow("SELECT id FROM dns_records WHERE fqdn = ?", name).Scan(&id))
+		fake.PutRecord(cloudflaretest.Record{Name: name, Content: "203.0.113.10", TTL: 1, Comment: markerOf(t, a, id)})
 		// From now on, lookups fail (every try of the client's one call).
 		fake.Fail(cloudflaretest.Fault{Status: 500, Method: "GET"}, cloudflaretest.Fault{Status: 500, Method: "GET"},
 			cloudflaretest.Fault{Status: 500, Method: "GET"})

@@ -1,6 +1,7 @@
 package dns_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -31,11 +32,19 @@ func listing(t *testing.T, recs ...cloudflare.Record) string {
 	return string(raw)
 }
 
-// impostor is a record named and filled like row (id, owner) of label l, carrying its marker, but
+// markerOf is the comment the provider record of row id carries (dns.Marker).
+func markerOf(t *testing.T, a *apptest.App, id int64) string {
+	t.Helper()
+	r := new(dns.Record)
+	require.NoError(t, a.DB.NewSelect().Model(r).Where("id = ?", id).Scan(context.Background()))
+	return dns.Marker(r)
+}
+
+// impostor is a record named and filled like row rowID of a, of label l, carrying its marker, but
 // with the provider id another row holds.
-func impostor(l string, userID, rowID int64, heldID string) cloudflare.Record {
+func impostor(t *testing.T, a *apptest.App, l string, rowID int64, heldID string) cloudflare.Record {
 	return cloudflare.Record{ID: heldID, Type: "A", Name: l + ".cell.example.com", Content: "203.0.113.10", TTL: 1,
-		Comment: dns.Marker(&dns.Record{ID: rowID, UserID: userID})}
+		Comment: markerOf(t, a, rowID)}
 }
 
 // pendingWithoutID posts label l for token with the create's answer lost (a 200 without a record
@@ -89,7 +98,7 @@ func TestALookupNamingAnotherRecordsIdIsNeverAdopted(t *testing.T) {
 	first := createActive(t, a, alice.Token)
 	l := label()
 	got := pendingWithoutID(t, a, fake, bob.Token, l)
-	twin := impostor(l, bob.ID, got.ID, first.ProviderRecordID)
+	twin := impostor(t, a, l, got.ID, first.ProviderRecordID)
 	suspicious := func(when string) { // as bob sees it
 		t.Helper()
 		var list []rec
@@ -141,7 +150,7 @@ func TestALeftoverNamingAnotherRecordsIdIsNotDeleted(t *testing.T) {
 	l := label()
 	dead := failedRow(t, a, carol.ID, l)
 
-	fake.Fail(cloudflaretest.Fault{Method: "GET", Raw: listing(t, impostor(l, carol.ID, dead, first.ProviderRecordID))})
+	fake.Fail(cloudflaretest.Fault{Method: "GET", Raw: listing(t, impostor(t, a, l, dead, first.ProviderRecordID))})
 	r := a.Post("/api/me/dns", bob.Token, map[string]any{"label": l})
 	assert.Equal(t, http.StatusConflict, r.Status, string(r.Raw))
 	untouched(t, a, fake, first)
@@ -164,7 +173,7 @@ func TestRevokingWithoutAnIdNeverDeletesAnotherRecordsId(t *testing.T) {
 	l := label()
 	got := pendingWithoutID(t, a, fake, bob.Token, l)
 
-	fake.Fail(cloudflaretest.Fault{Method: "GET", Raw: listing(t, impostor(l, bob.ID, got.ID, first.ProviderRecordID))})
+	fake.Fail(cloudflaretest.Fault{Method: "GET", Raw: listing(t, impostor(t, a, l, got.ID, first.ProviderRecordID))})
 	r := a.Do(apptest.Request{Method: "DELETE", Path: fmt.Sprintf("/api/me/dns/%d", got.ID), Token: bob.Token})
 	require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
 	r.Decode(t, &got)
@@ -183,7 +192,7 @@ func TestASweepNeverDeletesAnotherRecordsId(t *testing.T) {
 	l := label()
 	dead := failedRow(t, a, bob.ID, l)
 
-	fake.Fail(cloudflaretest.Fault{Method: "GET", Raw: listing(t, impostor(l, bob.ID, dead, first.ProviderRecordID))})
+	fake.Fail(cloudflaretest.Fault{Method: "GET", Raw: listing(t, impostor(t, a, l, dead, first.ProviderRecordID))})
 	_, err := a.DB.Exec("INSERT INTO dns_leftovers (record_id) VALUES (?)", dead)
 	require.NoError(t, err)
 	calls := fake.Calls()

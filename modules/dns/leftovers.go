@@ -177,14 +177,14 @@ func (s *Sweeper) GiveUp(ctx context.Context, tx bun.IDB, id int64, lastErr erro
 		return fmt.Errorf("give up leftover sweep %d: %w", id, err)
 	}
 	r := new(Record)
-	if err := tx.NewSelect().Model(r).Column("id", "user_id", "fqdn").Where("id = ?", recordID).Scan(ctx); err != nil {
+	if err := tx.NewSelect().Model(r).Column("id", "user_id", "fqdn", "marker_token").Where("id = ?", recordID).Scan(ctx); err != nil {
 		return fmt.Errorf("load record %d: %w", recordID, err)
 	}
 	msg := shownError(lastErr) // as the finisher stores last_error
 	s.log.Warn("dns leftover sweep given up: a record of ours may stay at the provider", "sweep", id, "record", r.ID,
-		"fqdn", r.Fqdn, "attempts", attempts, "error", provision.StoredError(lastErr))
+		"fqdn", r.Fqdn, "comment", Marker(r), "attempts", attempts, "error", provision.StoredError(lastErr))
 	return s.audit.RecordTx(ctx, tx, audit.Event{Action: "dns.leftover.given_up", UserID: audit.Int64(r.UserID), TargetType: "dnsRecord",
-		TargetID: fmt.Sprint(r.ID), Details: map[string]any{"fqdn": r.Fqdn, "attempts": attempts, "error": msg}})
+		TargetID: fmt.Sprint(r.ID), Details: map[string]any{"fqdn": r.Fqdn, "comment": Marker(r), "attempts": attempts, "error": msg}})
 }
 
 // Prune implements provision.Pruner: it deletes up to limit sweeps that ended (Swept or GaveUp)

@@ -35,6 +35,10 @@ type Record struct {
 	LastError        string    `bun:"last_error,notnull"`
 	CreatedAt        time.Time `bun:"created_at,nullzero,notnull,default:current_timestamp"`
 	UpdatedAt        time.Time `bun:"updated_at,nullzero,notnull,default:current_timestamp"`
+	// MarkerToken is the random part of the comment (Marker) the row's provider record carries,
+	// made by the database with the row (an insert leaves it to the column's default); "" (NULL)
+	// for a row made before comments carried one.
+	MarkerToken string `bun:"marker_token,nullzero"`
 }
 
 // View is a DNS record as the API shows it.

@@ -54,9 +54,17 @@ func load(ctx context.Context, tx bun.IDB, id int64) (*Record, error) {
 }
 
 // Marker is the comment every record we create carries at the provider: it names the owner and
-// our row. Only a record carrying its row's marker is ever adopted or deleted, so another party's
-// record (or one of another row) is never taken over.
-func Marker(r *Record) string { return fmt.Sprintf("provisioner user:%d record:%d", r.UserID, r.ID) }
+// our row, and holds the row's random token, so it is the row's alone even where two deployments
+// (whose rows are numbered alike) share the zone. Only a record carrying its row's marker is ever
+// adopted or deleted, so another party's record (or one of another row, or of another deployment's
+// row) is never taken over. A row made before markers held a token (MarkerToken "") has the
+// marker without one, as its records carry it; a row with a token never matches that one.
+func Marker(r *Record) string {
+	if r.MarkerToken == "" {
+		return fmt.Sprintf("provisioner user:%d record:%d", r.UserID, r.ID)
+	}
+	return fmt.Sprintf("provisioner user:%d record:%d ref:%s", r.UserID, r.ID, r.MarkerToken)
+}
 
 // findOurs returns the provider's A record named like r, with r's content and r's marker, if any.
 // The lookup lists every type: a record of another type at the name is never ours.
@@ -139,7 +147,7 @@ func notAsAsked(created cloudflare.Record, r *Record) string {
 	return ""
 }
 
-var markerRe = regexp.MustCompile(`^provisioner user:(\d+) record:(\d+)$`)
+var markerRe = regexp.MustCompile(`^provisioner user:(\d+) record:(\d+)(?: ref:[0-9a-f]{32})?$`)
 
 // dropLeftovers deletes, among the provider's records named like r, those that are leftovers of
 // another of our rows that is no longer live (Failed or Revoked: its create reached the provider

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -36,11 +37,36 @@ func (r CellRequest) JSON() []byte {
 	return raw
 }
 
-// CellAccount is the cell's answer.
+// CellAccount is the cell's answer. Email and UserID are what it echoes, when it does, of the
+// request it made the account for (nil when it sends none).
 type CellAccount struct {
-	AccountID string `json:"accountId"`
-	URL       string `json:"url"`
+	AccountID string          `json:"accountId"`
+	URL       string          `json:"url"`
+	Email     *string         `json:"email"`
+	UserID    json.RawMessage `json:"userId"`
 }
+
+// otherUser names the echoed field (email, userId) by which got shows an account made for another
+// user than the one of body (the CellRequest's JSON sent), or "" when it does not or cannot tell (the
+// cell echoed neither). byEmail is false when body is a guess, built from the owner's details as they
+// are now (their email may differ from the one first sent under the key): then only userId tells.
+func otherUser(got CellAccount, body []byte, byEmail bool) string {
+	var sent CellRequest
+	if json.Unmarshal(body, &sent) != nil {
+		return ""
+	}
+	if id := strings.Trim(string(got.UserID), `"`); id != "" && id != "null" && id != strconv.FormatInt(sent.UserID, 10) {
+		return "userId"
+	}
+	if byEmail && got.Email != nil && !strings.EqualFold(strings.TrimSpace(*got.Email), sent.Email) {
+		return "email"
+	}
+	return ""
+}
+
+// msgOtherUser is the error of a cell's answer naming an account made for another user (%s: the
+// echoed field that differs; the other user's value is never shown).
+const msgOtherUser = "suspicious answer: the account was made for another user (its %s differs from ours); refused"
 
 // CellError is a failed call; Final means no retry can succeed (a 4xx). A malformed 2xx answer is
 // not final: the cell may have made the account, and a retry with the same Idempotency-Key gets
@@ -53,6 +79,9 @@ type CellError struct {
 	Wait time.Duration
 	// NotSent means the request never left: no connection to the cell was ever obtained.
 	NotSent bool
+	// Foreign means the cell answered the Idempotency-Key with an account made for another user
+	// (a key another deployment sent first): nothing of ours is under that key.
+	Foreign bool
 }
 
 // madeNothing reports whether the call certainly made nothing at the cell: it was never sent, or

@@ -15,7 +15,7 @@ const (
 	StatusDeprovisioned  = "Deprovisioned"
 )
 
-// Account is an account as stored. Its id is the Idempotency-Key sent to the cell.
+// Account is an account as stored.
 type Account struct {
 	bun.BaseModel `bun:"table:wfauto_accounts,alias:w"`
 
@@ -32,6 +32,11 @@ type Account struct {
 	ReleasedBy *int64    `bun:"released_by"`
 	CreatedAt  time.Time `bun:"created_at,nullzero,notnull,default:current_timestamp"`
 	UpdatedAt  time.Time `bun:"updated_at,nullzero,notnull,default:current_timestamp"`
+	// IdempotencyKey is the Idempotency-Key sent to the cell with every create of this account: a
+	// random UUID the database makes with the row (an insert leaves it to the column's default),
+	// never another account's, whatever control database the other lives in; or the row's id for a
+	// row whose create may have reached the cell before keys were random (migration 20261126003700).
+	IdempotencyKey string `bun:"idempotency_key,nullzero,notnull"`
 }
 
 // View is an account as the API shows it.

@@ -15,10 +15,11 @@ import (
 	"provisioner/platform/provision"
 )
 
-// Provisioner provisions accounts at the cell, with the row's id as Idempotency-Key: an attempt
-// repeated after a crash gets the same account back, never a second one. Before each create it
-// commits a row in wfauto_cell_creates (the intent of that call), so a delete knows whether the
-// cell may hold the account at all.
+// Provisioner provisions accounts at the cell, with the row's stored random key as Idempotency-Key
+// (Account.IdempotencyKey): an attempt repeated after a crash gets the same account back, never a
+// second one, and no other account, of this control database or another, sends that key. Before
+// each create it commits a row in wfauto_cell_creates (the intent of that call), so a delete knows
+// whether the cell may hold the account at all.
 type Provisioner struct {
 	db    *bun.DB
 	cell  *Cell
@@ -36,8 +37,6 @@ func (p *Provisioner) Table() string { return "wfauto_accounts" }
 func (p *Provisioner) InFlight() map[string]provision.Verb {
 	return map[string]provision.Verb{StatusPending: provision.VerbCreate, StatusDeprovisioning: provision.VerbDelete}
 }
-
-func idemKey(id int64) string { return fmt.Sprint(id) }
 
 // markSent commits, on a connection of its own (the row's transaction would roll it back with a
 // crash), that a create of account id may reach the cell, with body, the request about to be
@@ -134,19 +133,27 @@ func (p *Provisioner) Create(ctx context.Context, req provision.CreateRequest) (
 	if err != nil {
 		return provision.CreateResponse{}, err // nothing sent: retried
 	}
-	got, err := p.cell.Provision(ctx, idemKey(a.ID), body)
+	got, err := p.cell.Provision(ctx, a.IdempotencyKey, body)
+	if field := otherUser(got, body, original); err == nil && field != "" {
+		// The cell answered with an account made for another user: the first answer to a key
+		// another deployment sent (a row keyed by its id before keys were random). Never Active.
+		err = &CellError{Status: http.StatusBadGateway, Msg: fmt.Sprintf(msgOtherUser, field), Final: true, Foreign: true}
+	}
 	var ce *CellError
-	if errors.As(err, &ce) && ((fresh && ce.madeNothing()) || refusedOriginal(err, original)) {
+	if errors.As(err, &ce) && ((fresh && ce.madeNothing()) || refusedOriginal(err, original) || ce.Foreign) {
 		// Only this attempt could have reached the cell and it made nothing there, or the cell
-		// refused the key's own body: it holds nothing for the key. A next create sends the
-		// owner's details as they are then.
+		// refused the key's own body, or holds another user's account under the key: it holds
+		// nothing of ours for the key. A next create sends the owner's details as they are then.
 		if uerr := unmarkSent(ctx, req.Tx, a.ID); uerr != nil {
 			return provision.CreateResponse{}, uerr
 		}
 	}
 	if errors.As(err, &ce) && ce.Final {
-		if _, uerr := req.Tx.NewUpdate().Model(a).Set("status = ?", StatusFailed).Set("error_message = ?", ce.Error()).
-			Set("updated_at = now()").WherePK().Exec(ctx); uerr != nil {
+		q := req.Tx.NewUpdate().Model(a).Set("status = ?", StatusFailed).Set("error_message = ?", ce.Error())
+		if ce.Foreign { // the key is another's at the cell: provisioning again sends a fresh one
+			q = q.Set("idempotency_key = gen_random_uuid()::text")
+		}
+		if _, uerr := q.Set("updated_at = now()").WherePK().Exec(ctx); uerr != nil {
 			return provision.CreateResponse{}, uerr
 		}
 		return provision.CreateResponse{}, p.audit.RecordTx(ctx, req.Tx, audit.Event{Action: "wfauto.failed", UserID: audit.Int64(a.UserID),
@@ -205,13 +212,14 @@ func heldByAnother(ctx context.Context, tx bun.IDB, accountID string, self int64
 // An accountId another live account holds is never deprovisioned for this one, whether the re-post
 // answered it or it is stored on the row (rows from before the unique index
 // wfauto_accounts_external_uq, whose migration is skipped where duplicates existed): it is left at
-// the cell (logged, and audited with details.leftAtCell) and the account is Deprovisioned.
+// the cell (logged, and audited with details.leftAtCell) and the account is Deprovisioned. So is
+// an account the re-post's answer shows made for another user (otherUser).
 func (p *Provisioner) Delete(ctx context.Context, req provision.DeleteRequest) (provision.DeleteResponse, error) {
 	a, err := p.load(ctx, req.Tx, req.ResourceID)
 	if err != nil {
 		return provision.DeleteResponse{}, err
 	}
-	accountID, left := a.ExternalAccountID, ""
+	accountID, left, why := a.ExternalAccountID, "", "held by another account"
 	if accountID != "" {
 		held, err := heldByAnother(ctx, req.Tx, accountID, a.ID)
 		if err != nil {
@@ -238,9 +246,15 @@ func (p *Provisioner) Delete(ctx context.Context, req provision.DeleteRequest) (
 				return provision.DeleteResponse{}, err
 			}
 		}
-		got, err := p.cell.Provision(ctx, idemKey(a.ID), body)
+		got, err := p.cell.Provision(ctx, a.IdempotencyKey, body)
 		var ce *CellError
 		switch {
+		case err == nil && otherUser(got, body, original) != "":
+			// Another user's account (a key another deployment sent first): nothing of ours is
+			// under the key, and that account is never deleted for this one.
+			p.log.Warn("wfauto deprovisioning: the cell answered the account's Idempotency-Key with an account made for another user; left at the cell",
+				"account", a.ID, "externalAccountId", got.AccountID)
+			left, why = got.AccountID, "made for another user"
 		case err == nil:
 			held, herr := heldByAnother(ctx, req.Tx, got.AccountID, a.ID)
 			if herr != nil {
@@ -278,9 +292,9 @@ func (p *Provisioner) Delete(ctx context.Context, req provision.DeleteRequest) (
 	if accountID != "" {
 		details["externalAccountId"] = accountID
 	}
-	if left != "" { // the cell's account was not deleted: another live account holds it
+	if left != "" { // the cell's account was not deleted: another live account holds it, or another user's it is
 		details["externalAccountId"] = left
-		details["leftAtCell"] = "held by another account"
+		details["leftAtCell"] = why
 	}
 	return provision.DeleteResponse{}, p.audit.RecordTx(ctx, req.Tx, audit.Event{Action: "wfauto.deprovisioned", ActorUserID: a.ReleasedBy,
 		UserID: audit.Int64(a.UserID), TargetType: "wfautoAccount", TargetID: fmt.Sprint(a.ID), Details: details})

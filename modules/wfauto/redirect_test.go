@@ -26,7 +26,7 @@ func TestARedirectedDeprovisioningIsNotADeletion(t *testing.T) {
 	require.Equal(t, http.StatusCreated, r.Status, string(r.Raw))
 	var acc account
 	r.Decode(t, &acc)
-	key := fmt.Sprint(acc.ID)
+	key := keyOf(t, a, acc.ID)
 	require.True(t, c.Held(key))
 
 	c.SetMode(wfautotest.Redirect)

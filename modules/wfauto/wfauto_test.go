@@ -35,6 +35,17 @@ func newCell(t *testing.T) *wfautotest.Cell {
 	return c
 }
 
+// uuidRe matches a random (version 4) UUID.
+const uuidRe = `^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`
+
+// keyOf is the Idempotency-Key stored with account id.
+func keyOf(t *testing.T, a *apptest.App, id int64) string {
+	t.Helper()
+	var key string
+	require.NoError(t, a.DB.QueryRow("SELECT idempotency_key FROM wfauto_accounts WHERE id = ?", id).Scan(&key))
+	return key
+}
+
 type account struct {
 	ID                int64  `json:"id"`
 	Status            string `json:"status"`
@@ -59,13 +70,14 @@ func TestProvisionOnePerUser(t *testing.T) {
 	var acc account
 	r.Decode(t, &acc)
 	assert.Equal(t, "Active", acc.Status)
-	made := c.AccountOf(fmt.Sprint(acc.ID))
+	made := c.AccountOf(keyOf(t, a, acc.ID))
 	assert.NotEmpty(t, made)
 	assert.Equal(t, made, acc.ExternalAccountID)
 	assert.Equal(t, "https://flows.example.test/"+made, acc.URL)
 	posts := c.Posts()
 	require.Len(t, posts, 1)
-	assert.Equal(t, fmt.Sprint(acc.ID), posts[0].Key, "Idempotency-Key is the local account id")
+	assert.Equal(t, keyOf(t, a, acc.ID), posts[0].Key, "Idempotency-Key is the key stored with the account")
+	assert.Regexp(t, uuidRe, posts[0].Key, "a random UUID, not the local account id")
 	assert.Equal(t, u.Email, posts[0].Body["email"])
 	assert.EqualValues(t, u.ID, posts[0].Body["userId"])
 	assert.Equal(t, "Test User", posts[0].Body["fullName"])
@@ -158,7 +170,7 @@ func TestCrashIsFinishedOnceWithTheSameKey(t *testing.T) {
 	for _, p := range c.Posts() {
 		keys[p.Key]++
 	}
-	assert.Equal(t, 2, keys[fmt.Sprint(acc.ID)], "the retry reused the Idempotency-Key")
+	assert.Equal(t, 2, keys[keyOf(t, a, acc.ID)], "the retry reused the Idempotency-Key")
 }
 
 func TestDeprovisionOnUserDeletionAndAdminRoutes(t *testing.T) {
@@ -232,7 +244,7 @@ func TestProvisionerSuite(t *testing.T) {
 			require.NoError(t, err)
 		},
 		External: func(t *testing.T, id int64) int {
-			if c.Held(fmt.Sprint(id)) {
+			if c.Held(keyOf(t, a, id)) {
 				return 1
 			}
 			return 0
@@ -290,12 +302,12 @@ func TestDeletingAUserDeprovisionsTheirFailedAccountAtTheCell(t *testing.T) {
 	r.Decode(t, &acc)
 	require.Equal(t, "Failed", acc.Status, "attempts ran out (Finisher:MaxAttempts 1)")
 	time.Sleep(600 * time.Millisecond) // the hung handler finishes on the cell's side
-	require.True(t, c.Held(fmt.Sprint(acc.ID)), "the cell holds the account")
+	require.True(t, c.Held(keyOf(t, a, acc.ID)), "the cell holds the account")
 
 	r = a.Do(apptest.Request{Method: "DELETE", Path: fmt.Sprintf("/api/users/%d", u.ID), Token: admin})
 	require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
 	a.Settle(5 * time.Second)
-	assert.False(t, c.Held(fmt.Sprint(acc.ID)), "deprovisioned at the cell")
+	assert.False(t, c.Held(keyOf(t, a, acc.ID)), "deprovisioned at the cell")
 	var status string
 	require.NoError(t, a.DB.QueryRow("SELECT status FROM wfauto_accounts WHERE id = ?", acc.ID).Scan(&status))
 	assert.Equal(t, "Deprovisioned", status)
@@ -350,7 +362,7 @@ func TestCellRetryAfterHoldsTheFinisherBack(t *testing.T) {
 			require.Len(t, list, 1)
 			assert.Equal(t, "Active", list[0].Status)
 			assert.Empty(t, list[0].ErrorMessage)
-			assert.True(t, c.Held(fmt.Sprint(acc.ID)))
+			assert.True(t, c.Held(keyOf(t, a, acc.ID)))
 		})
 	}
 }
@@ -476,7 +488,7 @@ func TestProvisionForAUserDeletedMeanwhile(t *testing.T) {
 			var status string
 			require.NoError(t, a.DB.QueryRow("SELECT id, status FROM wfauto_accounts WHERE user_id = ?", u.ID).Scan(&id, &status))
 			assert.Equal(t, "Deprovisioned", status)
-			assert.False(t, c.Held(fmt.Sprint(id)), "nothing left at the cell")
+			assert.False(t, c.Held(keyOf(t, a, id)), "nothing left at the cell")
 			n, creates := calls()
 			if tc.when == "before" {
 				assert.Equal(t, calls0, n, "the cell is never called for an account it never got")
@@ -567,7 +579,7 @@ func TestAnAnswerWithControlCharactersOrUnboundedIsMalformed(t *testing.T) {
 			require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
 			r.Decode(t, &acc)
 			assert.Equal(t, "Active", acc.Status)
-			assert.Equal(t, c.AccountOf(fmt.Sprint(acc.ID)), acc.ExternalAccountID)
+			assert.Equal(t, c.AccountOf(keyOf(t, a, acc.ID)), acc.ExternalAccountID)
 		})
 	}
 	t.Run("refused: next_attempt_at as stored", func(t *testing.T) {
@@ -605,7 +617,7 @@ func timedOut(t *testing.T, a *apptest.App, c *wfautotest.Cell, u apptest.User) 
 	var acc account
 	r.Decode(t, &acc)
 	time.Sleep(600 * time.Millisecond) // the hung handler finishes on the cell's side
-	require.True(t, c.Held(fmt.Sprint(acc.ID)), "the cell holds the account")
+	require.True(t, c.Held(keyOf(t, a, acc.ID)), "the cell holds the account")
 	return acc
 }
 
@@ -647,8 +659,8 @@ func TestARetryAfterARenameSendsTheBodyFirstSent(t *testing.T) {
 	a.Get("/api/me/wfauto", u.Token).Decode(t, &list)
 	require.Len(t, list, 1)
 	assert.Equal(t, "Active", list[0].Status, list[0].ErrorMessage)
-	assert.Equal(t, c.AccountOf(fmt.Sprint(acc.ID)), list[0].ExternalAccountID)
-	assert.Equal(t, []any{"Test User", "Test User"}, sentNames(c, fmt.Sprint(acc.ID)), "the same key went with the same body")
+	assert.Equal(t, c.AccountOf(keyOf(t, a, acc.ID)), list[0].ExternalAccountID)
+	assert.Equal(t, []any{"Test User", "Test User"}, sentNames(c, keyOf(t, a, acc.ID)), "the same key went with the same body")
 }
 
 // TestDeletingARenamedUserDeprovisionsTheAccountAtTheCell: the account's create reached the cell
@@ -670,8 +682,8 @@ func TestDeletingARenamedUserDeprovisionsTheAccountAtTheCell(t *testing.T) {
 	var status string
 	require.NoError(t, a.DB.QueryRow("SELECT status FROM wfauto_accounts WHERE id = ?", acc.ID).Scan(&status))
 	assert.Equal(t, "Deprovisioned", status)
-	assert.False(t, c.Held(fmt.Sprint(acc.ID)), "deleted at the cell")
-	assert.Equal(t, []any{"Test User", "Test User"}, sentNames(c, fmt.Sprint(acc.ID)))
+	assert.False(t, c.Held(keyOf(t, a, acc.ID)), "deleted at the cell")
+	assert.Equal(t, []any{"Test User", "Test User"}, sentNames(c, keyOf(t, a, acc.ID)))
 	assert.Equal(t, 1, c.Creates())
 }
 
@@ -704,7 +716,7 @@ func TestDeprovisioningWaitsForADefiniteAnswer(t *testing.T) {
 		var status string
 		require.NoError(t, a.DB.QueryRow("SELECT status FROM wfauto_accounts WHERE id = ?", acc.ID).Scan(&status))
 		assert.Equal(t, "Deprovisioned", status)
-		assert.False(t, c.Held(fmt.Sprint(acc.ID)))
+		assert.False(t, c.Held(keyOf(t, a, acc.ID)))
 	})
 	t.Run("409, then a malformed answer, then the account", func(t *testing.T) {
 		deleted0 := deletes()
@@ -724,14 +736,14 @@ func TestDeprovisioningWaitsForADefiniteAnswer(t *testing.T) {
 		assert.Equal(t, "Deprovisioning", got.Status, "a malformed answer does not say the cell holds nothing")
 		assert.Contains(t, got.ErrorMessage, "malformed")
 		assert.NotEmpty(t, r.Header.Get("Retry-After"))
-		require.True(t, c.Held(fmt.Sprint(acc.ID)))
+		require.True(t, c.Held(keyOf(t, a, acc.ID)))
 
 		c.SetMode(wfautotest.OK)
 		r = a.Post(fmt.Sprintf("/api/wfauto/accounts/%d/retry", acc.ID), admin, nil)
 		require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
 		r.Decode(t, &got)
 		assert.Equal(t, "Deprovisioned", got.Status)
-		assert.False(t, c.Held(fmt.Sprint(acc.ID)), "deleted at the cell")
+		assert.False(t, c.Held(keyOf(t, a, acc.ID)), "deleted at the cell")
 	})
 }
 
@@ -758,7 +770,7 @@ func TestARefusedBodyIsNotPinned(t *testing.T) {
 	rename(t, a, admin, u)
 	r = a.Post("/api/me/wfauto/provision", u.Token, nil)
 	require.Equal(t, http.StatusCreated, r.Status, string(r.Raw))
-	assert.Equal(t, []any{"X Renamed"}, sentNames(c, fmt.Sprint(acc.ID)), "the owner's current details, not the refused body")
+	assert.Equal(t, []any{"X Renamed"}, sentNames(c, keyOf(t, a, acc.ID)), "the owner's current details, not the refused body")
 }
 
 // TestAMalformedAnswerToTheProvisioningIsRetried: the cell makes the account and answers with a
@@ -780,13 +792,13 @@ func TestAMalformedAnswerToTheProvisioningIsRetried(t *testing.T) {
 		assert.Equal(t, "Pending", acc.Status, "the cell holds the account: not Failed")
 		assert.Contains(t, acc.ErrorMessage, "malformed answer")
 		assert.NotEmpty(t, r.Header.Get("Retry-After"))
-		require.True(t, c.Held(fmt.Sprint(acc.ID)))
+		require.True(t, c.Held(keyOf(t, a, acc.ID)))
 
 		r = a.Post(fmt.Sprintf("/api/wfauto/accounts/%d/retry", acc.ID), admin, nil)
 		require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
 		r.Decode(t, &acc)
 		assert.Equal(t, "Active", acc.Status)
-		assert.Equal(t, c.AccountOf(fmt.Sprint(acc.ID)), acc.ExternalAccountID, "the account the cell made")
+		assert.Equal(t, c.AccountOf(keyOf(t, a, acc.ID)), acc.ExternalAccountID, "the account the cell made")
 		assert.Equal(t, 1, c.Creates(), "made once")
 	})
 	t.Run("attempts run out", func(t *testing.T) {
@@ -801,7 +813,7 @@ func TestAMalformedAnswerToTheProvisioningIsRetried(t *testing.T) {
 		r.Decode(t, &acc)
 		assert.Equal(t, "Failed", acc.Status)
 		assert.Contains(t, acc.ErrorMessage, "malformed answer")
-		require.True(t, c.Held(fmt.Sprint(acc.ID)))
+		require.True(t, c.Held(keyOf(t, a, acc.ID)))
 
 		r = a.Do(apptest.Request{Method: "DELETE", Path: fmt.Sprintf("/api/users/%d", u.ID), Token: admin})
 		require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
@@ -809,7 +821,7 @@ func TestAMalformedAnswerToTheProvisioningIsRetried(t *testing.T) {
 		var status string
 		require.NoError(t, a.DB.QueryRow("SELECT status FROM wfauto_accounts WHERE id = ?", acc.ID).Scan(&status))
 		assert.Equal(t, "Deprovisioned", status)
-		assert.False(t, c.Held(fmt.Sprint(acc.ID)), "deleted at the cell")
+		assert.False(t, c.Held(keyOf(t, a, acc.ID)), "deleted at the cell")
 	})
 }
 
@@ -966,7 +978,7 @@ func TestDeprovisioningAnAccountWhoseStoredIdAnotherAccountHolds(t *testing.T) {
 	var status string
 	require.NoError(t, a.DB.QueryRow("SELECT status FROM wfauto_accounts WHERE id = ?", mine.ID).Scan(&status))
 	assert.Equal(t, "Deprovisioned", status)
-	assert.True(t, c.Held(fmt.Sprint(first.ID)), "alice's account is still at the cell")
+	assert.True(t, c.Held(keyOf(t, a, first.ID)), "alice's account is still at the cell")
 	var list []account
 	a.Get("/api/me/wfauto", alice.Token).Decode(t, &list)
 	require.Len(t, list, 1)

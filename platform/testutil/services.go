@@ -89,6 +89,18 @@ func CreateDatabase(label string) (string, func(), error) {
 	return u.String(), drop, nil
 }
 
+// FreshDatabase creates an empty database on the machine PostgreSQL (see CreateDatabase), dropped
+// when the test ends: the control database of a second deployment, its rows numbered from 1.
+func FreshDatabase(t testing.TB, label string) string {
+	t.Helper()
+	url, drop, err := CreateDatabase(label)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(drop)
+	return url
+}
+
 var packageDB string
 
 // Main runs a test package with one fresh control database, dropped afterwards. Use it from

@@ -169,7 +169,7 @@ func TestChaos(t *testing.T) {
 	require.NoError(t, err)
 	tenant := sql.OpenDB(tconn)
 	defer tenant.Close()
-	ours := regexp.MustCompile(`^u\d+_[a-z0-9]{8}$`)
+	ours := regexp.MustCompile(`^u\d+_[a-z0-9]{12}$`)
 	engineNames := func() map[string]bool {
 		out := map[string]bool{}
 		rows, err := tenant.Query("SELECT datname FROM pg_database UNION ALL SELECT rolname FROM pg_roles")

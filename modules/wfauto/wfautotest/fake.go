@@ -1,6 +1,7 @@
 // Package wfautotest is an in-process fake of a workflow-automation provisioning cell for tests:
-// POST /accounts makes an account, idempotent on Idempotency-Key (optionally strict: the key sent
-// again with another body is answered 422), DELETE /accounts/{id} deletes one, the bearer key is
+// POST /accounts makes an account, idempotent on Idempotency-Key (a key sent again is answered
+// with the key's first account whoever asks; optionally strict: with another body, 422; optionally
+// echoing the email and userId the account was made for), DELETE /accounts/{id} deletes one, the bearer key is
 // checked, and faults are injected: error statuses, 429/503 with Retry-After, slow (hung)
 // answers, malformed or leaking answers, redirects, random faults.
 package wfautotest
@@ -74,6 +75,7 @@ type Cell struct {
 	// strict makes the cell fingerprint the body per Idempotency-Key, as the IETF Idempotency-Key
 	// draft does: a key sent again with another body is answered 422 idempotency_mismatch.
 	strict       bool
+	echo         bool
 	fingerprints map[string]string // idempotency key -> body of the request that made the account
 	deleted      []string
 	posts        []Post
@@ -129,6 +131,11 @@ func (c *Cell) SetDup(id string) { c.mu.Lock(); c.mode, c.dupID = Dup, id; c.mu.
 // SetStrict makes the cell fingerprint the body per Idempotency-Key (the IETF Idempotency-Key
 // draft): a key sent again with another body is answered 422 idempotency_mismatch.
 func (c *Cell) SetStrict(on bool) { c.mu.Lock(); c.strict = on; c.mu.Unlock() }
+
+// SetEcho makes the documented answer echo the email and userId of the request that made the
+// account (the key's first), as a cell may: a key sent again by someone else gets the first
+// requester's, like the rest of the first answer.
+func (c *Cell) SetEcho(on bool) { c.mu.Lock(); c.echo = on; c.mu.Unlock() }
 
 // Held reports whether the cell holds an account for Idempotency-Key key (made and not deleted).
 func (c *Cell) Held(key string) bool {
@@ -248,7 +255,19 @@ func (c *Cell) serve(w http.ResponseWriter, r *http.Request) {
 			c.accounts[key] = id
 			c.fingerprints[key] = string(raw)
 		}
-		dupID := c.dupID
+		dupID, echo := c.dupID, ""
+		if c.echo {
+			var first struct {
+				Email  string          `json:"email"`
+				UserID json.RawMessage `json:"userId"`
+			}
+			_ = json.Unmarshal([]byte(c.fingerprints[key]), &first)
+			email, _ := json.Marshal(first.Email)
+			if len(first.UserID) == 0 {
+				first.UserID = json.RawMessage("null")
+			}
+			echo = `,"email":` + string(email) + `,"userId":` + string(first.UserID)
+		}
 		c.mu.Unlock()
 		switch mode {
 		case Garbage:
@@ -275,7 +294,7 @@ func (c *Cell) serve(w http.ResponseWriter, r *http.Request) {
 			_, _ = w.Write([]byte(`{"accountId":"` + id + `","url":"https://flows.example.test/` + strings.Repeat("x", 5000) + `"}`))
 		default:
 			w.WriteHeader(http.StatusCreated)
-			_, _ = w.Write([]byte(`{"accountId":"` + id + `","url":"https://flows.example.test/` + id + `"}`))
+			_, _ = w.Write([]byte(`{"accountId":"` + id + `","url":"https://flows.example.test/` + id + `"` + echo + `}`))
 		}
 	case r.Method == http.MethodDelete && strings.HasPrefix(r.URL.Path, "/accounts/"):
 		c.mu.Lock()

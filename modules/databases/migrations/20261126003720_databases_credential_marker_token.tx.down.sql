@@ -1,0 +1,1 @@
+ALTER TABLE access_credentials DROP COLUMN IF EXISTS marker_token;

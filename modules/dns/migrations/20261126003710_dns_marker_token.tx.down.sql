@@ -1,0 +1,1 @@
+ALTER TABLE dns_records DROP COLUMN IF EXISTS marker_token;
