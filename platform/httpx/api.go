@@ -250,7 +250,7 @@ func newAPI(app *fiber.App, title, version string, guard Guard) *API {
 	cfg.Components.Schemas = huma.NewMapRegistry("#/components/schemas/", schemaNamer)
 	cfg.Info.Contact = &huma.Contact{Name: "Platform team", URL: "https://example.com/provisioner"}
 	cfg.Info.License = &huma.License{Name: "Proprietary"}
-	cfg.OpenAPIPath = "/api/openapi"
+	cfg.OpenAPIPath = "" // served by serveDocument
 	cfg.DocsPath = ""
 	cfg.SchemasPath = ""
 	cfg.CreateHooks = nil // no $schema fields or Link headers in responses
@@ -259,7 +259,8 @@ func newAPI(app *fiber.App, title, version string, guard Guard) *API {
 	cfg.Formats = map[string]huma.Format{"application/json": requestJSON, "json": requestJSON}
 	cfg.Info.Description = "Resource provisioning service: sign up, then provision PostgreSQL/MySQL " +
 		"databases, DNS records, workflow-automation accounts and AI API keys. Every response is the " +
-		"envelope `{success, message, data}`; errors add `errors` for validation failures.\n\n" +
+		"envelope `{success, message, data}` (`success` true when the request succeeded, `message` a human-readable outcome); " +
+		"errors add `errors` for validation failures.\n\n" +
 		"Rate limits: every response but the probes' carries `X-RateLimit-Limit`, `X-RateLimit-Remaining`, " +
 		"`X-RateLimit-Reset` (seconds until the window resets, at most its length) and the IETF draft's `RateLimit-Policy`/`RateLimit` for the " +
 		"tightest limit that applied (declared on each response: required on a success, optional on an error, which may be " +

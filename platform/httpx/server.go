@@ -131,6 +131,7 @@ func NewServer(o ServerOptions) (*Server, error) {
 		app.Use(h)
 	}
 	s.API = newAPI(app, o.Title, o.Version, o.Guard)
+	serveDocument(app, "/api/openapi", s.API.OpenAPI)
 	if o.PublicURL != "" {
 		s.API.OpenAPI().Servers = []*huma.Server{{URL: strings.TrimRight(o.PublicURL, "/"), Description: "This deployment"}}
 	}
