@@ -45,11 +45,13 @@ func finishDocument(doc *huma.OpenAPI, limitHeaders map[string]*huma.Param) {
 }
 
 // documentBadRequest makes the error responses of op say what the server answers: validation
-// failures are 400, never 422 (a 422 an operation describes itself is kept). Every operation documents 400, 413 and 415, since the middleware
-// answers them before routing whatever the operation: a URL holding a NUL character (%00) is a
-// 400, a body over BodyLimit a 413 (as soon as the headers announce it), and a compressed body or
-// one declared in a charset other than UTF-8 a 415, even to an operation that takes no body (a
-// body sent anyway). An operation with a body also answers 415 for a Content-Type other than JSON.
+// failures are 400, never 422 (a 422 an operation describes itself is kept). Every operation
+// documents 400, 413 and 415, since the middleware answers them before routing whatever the
+// operation: a URL holding a NUL character (%00) is a 400, a body over BodyLimit a 413 (as soon as
+// the headers announce it), and a compressed body or one declared in a charset other than UTF-8 a
+// 415, even to an operation that takes no body (a body sent anyway). An operation with a body
+// also answers 415 for a Content-Type other than JSON. An error huma describes by its reason
+// phrase alone ("Bad Request") is described by errorDescriptions.
 func documentBadRequest(op *huma.Operation) {
 	if op.Responses == nil {
 		op.Responses = map[string]*huma.Response{}
@@ -74,24 +76,31 @@ func documentBadRequest(op *huma.Operation) {
 			op.Responses[code] = &huma.Response{Description: description, Content: template.Content}
 		}
 	}
-	const refused = "a compressed body (a `Content-Encoding` other than `identity`; the answer carries " +
-		"`Accept-Encoding: identity`), or a `Content-Type` whose `charset` is not `utf-8`."
-	if op.RequestBody == nil {
-		set("413", "The operation takes no body, but one over 1 MiB was sent anyway (refused before routing).")
-		set("415", "The operation takes no body, but one was sent anyway: "+refused)
-	} else {
-		set("413", "Request body is larger than 1 MiB.")
-		set("415", "The `Content-Type` is not JSON, or "+refused)
+	set("413", "A body over 1 MiB, refused before routing (even by an operation that takes no body).")
+	set("415", "A compressed body (a `Content-Encoding` other than `identity`; the answer carries "+
+		"`Accept-Encoding: identity`) or a `Content-Type` whose `charset` is not `utf-8`, refused before routing "+
+		"(even by an operation that takes no body); and, to an operation that takes a body, a `Content-Type` other than JSON.")
+	for code, r := range op.Responses {
+		if status, err := strconv.Atoi(code); err == nil && r.Description == http.StatusText(status) && errorDescriptions[status] != "" {
+			r.Description = errorDescriptions[status]
+		}
 	}
-	badRequest := op.RequestBody != nil
-	for _, p := range op.Parameters {
-		badRequest = badRequest || paramCanFail(p)
-	}
-	if badRequest {
-		set("400", http.StatusText(http.StatusBadRequest))
-	} else {
-		set("400", "The URL holds a NUL character (`%00`), refused on every route.")
-	}
+	set("400", errorDescriptions[http.StatusBadRequest])
+}
+
+// errorDescriptions say what the errors most operations answer mean, in place of huma's reason
+// phrase ("Bad Request"); an operation that documents an error its own way keeps its words.
+var errorDescriptions = map[int]string{
+	http.StatusBadRequest: "The URL holds a NUL character (`%00`), refused on every route; or, where the operation " +
+		"takes parameters or a body, validation failed (`errors` lists every invalid field) or the JSON body is malformed.",
+	http.StatusUnauthorized:        "Missing, malformed, expired or revoked credentials.",
+	http.StatusForbidden:           "The caller's role does not allow the operation (it needs Admin).",
+	http.StatusNotFound:            "No such resource, or one of another user (never a 403 for those).",
+	http.StatusConflict:            "The request conflicts with the current state: a duplicate, a quota reached, or a state that does not allow the change.",
+	http.StatusTooManyRequests:     "A rate limit was reached: `Retry-After` says when to try again.",
+	http.StatusInternalServerError: "An unexpected error; the server's log has it under the request's `X-Request-Id`.",
+	http.StatusBadGateway:          "An external system (a provider, an engine) failed; `data` holds the resource as stored, when there is one.",
+	http.StatusServiceUnavailable:  "A dependency (the control database, Redis, an engine) is unavailable, or a concurrent change got in the way.",
 }
 
 // documentLimitHeaders declares the rate-limit headers on every response of op, as Register
@@ -99,8 +108,9 @@ func documentBadRequest(op *huma.Operation) {
 // documented by hand (the AI pass-through) have them too. An answer below 400 has passed every
 // limit, which sent them: they are required there. An error may have been answered before any
 // limit counted (a URL holding %00, a body over BodyLimit, a compressed one) or without them (the
-// AI pass-through relaying its upstream's 429): optional. Headers a response already declares
-// are kept. Each response gets a map of its own (responses may share theirs).
+// AI pass-through relaying its upstream's 429): optional, and declared by their schema alone: the
+// successes describe them, once in the served document (shareComponents). Headers a response
+// already declares are kept. Each response gets a map of its own (responses may share theirs).
 func documentLimitHeaders(op *huma.Operation, headers map[string]*huma.Param) {
 	if len(headers) == 0 {
 		return
@@ -116,27 +126,14 @@ func documentLimitHeaders(op *huma.Operation, headers map[string]*huma.Param) {
 			if own[k] == nil {
 				p := *v
 				p.Required = always
+				if !always {
+					p.Description, p.Example = "", nil
+				}
 				own[k] = &p
 			}
 		}
 		r.Headers = own
 	}
-}
-
-// paramCanFail reports whether huma may refuse a value of p: a required query or header parameter
-// that is missing, a value that must parse (a number, a boolean, a list) or meet a constraint.
-func paramCanFail(p *huma.Param) bool {
-	if p.Required && p.In != "path" {
-		return true
-	}
-	s := p.Schema
-	if s == nil {
-		return false
-	}
-	if s.Type != "" && s.Type != "string" {
-		return true
-	}
-	return len(s.Enum) > 0 || s.Pattern != "" || s.MinLength != nil || s.MaxLength != nil || s.Format != ""
 }
 
 // TagDescriptions describe the OpenAPI tags; modules may add theirs in an init function.
