@@ -25,7 +25,8 @@ func TestWiring(t *testing.T) {
 }
 
 // TestOpenAPIDocument checks the document the running service serves, and writes it to
-// $OPENAPI_OUT when set (scripts/openapi-lint.sh lints that file with Spectral).
+// $OPENAPI_OUT when set (scripts/openapi-lint.sh lints that file with Spectral, and
+// scripts/openapi-types.sh compares the TypeScript types generated from it with golden ones).
 func TestOpenAPIDocument(t *testing.T) {
 	a := apptest.Start(t)
 	r := a.Get("/api/openapi.json", "")
@@ -69,6 +70,13 @@ func TestOpenAPIDocument(t *testing.T) {
 	}
 	assert.Contains(t, doc.Paths["/api/ai/v1/chat/completions"]["post"]["responses"], "422",
 		"the pass-through relays the upstream's 422 and says so")
+	// What the docs page downloads on each visit: shared parts written once (components), at most
+	// 150 KB; revalidated with its ETag rather than downloaded again.
+	assert.LessOrEqual(t, len(r.Raw), 150_000, "the document is %d bytes: write what operations repeat once "+
+		"(httpx.shareComponents shares identical responses, headers and parameters) and keep prose to what is particular", len(r.Raw))
+	require.NotEmpty(t, r.Header.Get("ETag"))
+	again := a.Do(apptest.Request{Method: http.MethodGet, Path: "/api/openapi.json", Header: map[string]string{"If-None-Match": r.Header.Get("ETag")}})
+	assert.Equal(t, http.StatusNotModified, again.Status)
 	if out := os.Getenv("OPENAPI_OUT"); out != "" {
 		require.NoError(t, os.MkdirAll(filepath.Dir(out), 0o755))
 		require.NoError(t, os.WriteFile(out, r.Raw, 0o644))

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"provisioner/platform/testutil"
 	"provisioner/platform/testutil/apptest"
 )
 
@@ -83,7 +84,7 @@ func TestAnswersWithoutDataAreDocumentedAsNull(t *testing.T) {
 			} `json:"schemas"`
 		} `json:"components"`
 	}
-	require.NoError(t, json.Unmarshal(a.Get("/api/openapi.json", "").Raw, &doc))
+	require.NoError(t, json.Unmarshal(testutil.InlineOpenAPI(t, a.Get("/api/openapi.json", "").Raw), &doc))
 	for _, op := range []struct{ method, path string }{
 		{"delete", "/api/users/{id}"}, {"delete", "/api/access-credentials/{id}"}, {"delete", "/api/audit-events/{id}"},
 		{"post", "/api/auth/forgot-password"}, {"post", "/api/auth/reset-password"},

@@ -53,6 +53,7 @@ type docOp struct {
 	re           *regexp.Regexp
 	responses    map[string]map[string]bool // status -> media types (empty: no body)
 	headers      map[string]map[string]bool // status -> documented header (canonical) -> required
+	pointers     map[string]string          // status -> JSON pointer of the response ($ref followed)
 	seen         map[int]int                // status -> answers
 }
 
@@ -62,16 +63,7 @@ func newConformance(t *testing.T, a *apptest.App) *conformance {
 	t.Helper()
 	r := a.Get("/api/openapi.json", "")
 	require.Equal(t, http.StatusOK, r.Status)
-	var doc struct {
-		Paths map[string]map[string]struct {
-			Responses map[string]struct {
-				Content map[string]any `json:"content"`
-				Headers map[string]struct {
-					Required bool `json:"required"`
-				} `json:"headers"`
-			} `json:"responses"`
-		} `json:"paths"`
-	}
+	var doc map[string]any
 	require.NoError(t, json.Unmarshal(r.Raw, &doc))
 	parsed, err := jsonschema.UnmarshalJSON(bytes.NewReader(r.Raw))
 	require.NoError(t, err)
@@ -84,18 +76,26 @@ func newConformance(t *testing.T, a *apptest.App) *conformance {
 	c.compiler.DefaultDraft(jsonschema.Draft2020)
 	c.compiler.AssertFormat()
 	require.NoError(t, c.compiler.AddResource("openapi.json", parsed))
-	for path, byMethod := range doc.Paths {
-		for method, op := range byMethod {
+	paths, _ := doc["paths"].(map[string]any)
+	for path, byMethod := range paths {
+		for method, op := range byMethod.(map[string]any) {
 			o := &docOp{method: strings.ToUpper(method), path: path, responses: map[string]map[string]bool{},
-				headers: map[string]map[string]bool{}, seen: map[int]int{}}
+				headers: map[string]map[string]bool{}, pointers: map[string]string{}, seen: map[int]int{}}
 			o.re = regexp.MustCompile("^" + pathParam.ReplaceAllString(strings.ReplaceAll(path, ".", `\.`), `[^/]+`) + "$")
-			for status, resp := range op.Responses {
+			responses, _ := op.(map[string]any)["responses"].(map[string]any)
+			for status, resp := range responses {
+				// A response, and each of its headers, may be a $ref to a shared one (components).
+				res, ptr := followRef(t, doc, resp, "/paths/"+pointerToken(path)+"/"+method+"/responses/"+status)
+				o.pointers[status] = ptr
 				o.responses[status] = map[string]bool{}
 				o.headers[status] = map[string]bool{}
-				for h, p := range resp.Headers {
-					o.headers[status][http.CanonicalHeaderKey(h)] = p.Required
+				headers, _ := res["headers"].(map[string]any)
+				for h, p := range headers {
+					header, _ := followRef(t, doc, p, "")
+					o.headers[status][http.CanonicalHeaderKey(h)] = header["required"] == true
 				}
-				for mt := range resp.Content {
+				content, _ := res["content"].(map[string]any)
+				for mt := range content {
 					o.responses[status][mt] = true
 				}
 			}
@@ -141,6 +141,29 @@ func (c *conformance) schema(ptr string) (*jsonschema.Schema, error) {
 	}
 	c.schemas[ptr] = s
 	return s, nil
+}
+
+// followRef returns v, an object of doc at the JSON pointer ptr, or, when it is a $ref to another
+// place of doc (#/components/responses/429), the object there and its pointer.
+func followRef(t *testing.T, doc map[string]any, v any, ptr string) (map[string]any, string) {
+	t.Helper()
+	for range 8 {
+		obj, ok := v.(map[string]any)
+		require.True(t, ok, "%s is not an object", ptr)
+		ref, ok := obj["$ref"].(string)
+		if !ok {
+			return obj, ptr
+		}
+		require.True(t, strings.HasPrefix(ref, "#/"), "%s: a $ref outside the document: %s", ptr, ref)
+		ptr, v = strings.TrimPrefix(ref, "#"), any(doc)
+		for _, token := range strings.Split(strings.TrimPrefix(ptr, "/"), "/") {
+			m, _ := v.(map[string]any)
+			v = m[strings.ReplaceAll(strings.ReplaceAll(token, "~1", "/"), "~0", "~")]
+		}
+		require.NotNil(t, v, "%s refers to nothing", ref)
+	}
+	require.FailNow(t, "a $ref chain too long", ptr)
+	return nil, ""
 }
 
 func pointerToken(s string) string {
@@ -205,8 +228,7 @@ func (c *conformance) check(op *docOp, req *http.Request, res *http.Response, ra
 	if mt != "application/json" {
 		return // text/plain metrics, text/event-stream: no JSON body to validate
 	}
-	s, err := c.schema("/paths/" + pointerToken(op.path) + "/" + strings.ToLower(op.method) + "/responses/" + status +
-		"/content/" + pointerToken(mt) + "/schema")
+	s, err := c.schema(op.pointers[status] + "/content/" + pointerToken(mt) + "/schema")
 	if err != nil {
 		c.fail("%s %d: the documented schema does not compile: %v", where, res.StatusCode, err)
 		return

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"provisioner/platform/testutil"
 	"provisioner/platform/testutil/apptest"
 )
 
@@ -37,7 +38,7 @@ func loadServedDoc(t *testing.T, a *apptest.App) (servedDoc, huma.Registry) {
 	r := a.Get("/api/openapi.json", "")
 	require.Equal(t, http.StatusOK, r.Status)
 	var doc servedDoc
-	require.NoError(t, json.Unmarshal(r.Raw, &doc))
+	require.NoError(t, json.Unmarshal(testutil.InlineOpenAPI(t, r.Raw), &doc))
 	reg := huma.NewMapRegistry("#/components/schemas/", huma.DefaultSchemaNamer)
 	for name, raw := range doc.Components.Schemas {
 		// huma.Schema reads what these operations use; a nullable field's type list (OpenAPI 3.1)

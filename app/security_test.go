@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"provisioner/platform/testutil"
 	"provisioner/platform/testutil/apptest"
 )
 
@@ -126,7 +127,7 @@ func TestLoginRefusalSaysWhyItNamesNoChallenge(t *testing.T) {
 			} `json:"responses"`
 		} `json:"paths"`
 	}
-	require.NoError(t, json.Unmarshal(a.Get("/api/openapi.json", "").Raw, &doc))
+	require.NoError(t, json.Unmarshal(testutil.InlineOpenAPI(t, a.Get("/api/openapi.json", "").Raw), &doc))
 	assert.Contains(t, doc.Paths["/api/auth/login"]["post"].Responses["401"].Description, "no `WWW-Authenticate`")
 	assert.Contains(t, doc.Info.Description, "`POST /api/auth/login` send none")
 }

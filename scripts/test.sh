@@ -3,7 +3,7 @@
 # package), Redis, MariaDB, and a scram-sha-256 PostgreSQL cluster for tenant databases.
 #   scripts/test.sh                      everything
 #   scripts/test.sh -run TestX ./modules/dns/...   arguments go to `go test` instead of ./...
-# FAST=1 skips the fuzz, OpenAPI lint, vulncheck, chaos and browser stages.
+# FAST=1 skips the fuzz, OpenAPI lint and types, vulncheck, chaos and browser stages.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/lib.sh
@@ -52,10 +52,10 @@ else
 fi
 
 if [[ ${FAST:-0} != 1 ]]; then
-  for stage in fuzz openapi-lint vulncheck chaos browser-test; do
+  for stage in fuzz openapi-lint openapi-types vulncheck chaos browser-test; do
     if [[ -x scripts/$stage.sh ]]; then
-      if [[ $stage == openapi-lint ]] && ! command -v npm >/dev/null 2>&1; then
-        say "npm not found: skipping the OpenAPI lint"; continue
+      if [[ $stage == openapi-* ]] && ! command -v npm >/dev/null 2>&1; then
+        say "npm not found: skipping $stage"; continue
       fi
       say "== $stage"
       stage_start=$SECONDS

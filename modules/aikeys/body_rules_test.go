@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"provisioner/platform/testutil"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -65,7 +66,7 @@ func TestPassthroughRequestBodyRules(t *testing.T) {
 			} `json:"paths"`
 		}
 		r := a.Get("/api/openapi.json", "")
-		require.NoError(t, json.Unmarshal(r.Raw, &doc))
+		require.NoError(t, json.Unmarshal(testutil.InlineOpenAPI(t, r.Raw), &doc))
 		assert.Contains(t, doc.Paths["/api/ai/v1/chat/completions"]["post"].Responses[fmt.Sprint(want)].Description, c.code)
 	}
 	assert.Empty(t, up.Bodies(), "nothing refused reached the upstream")

@@ -21,7 +21,11 @@ import (
 
 func init() {
 	httpx.TagDescriptions["AI keys"] = "The signed-in user's AI API keys (managed with a JWT)."
-	httpx.TagDescriptions["AI generation"] = "Generation with an AI API key (X-API-Key, or Authorization: Bearer on the OpenAI-compatible route)."
+	httpx.TagDescriptions["AI generation"] = "Generation with an AI API key (X-API-Key, or Authorization: Bearer on the OpenAI-compatible route). " +
+		"On both routes only a generation the upstream answered counts in the key's usage (requests and tokens): a refusal or a failure, " +
+		"the upstream's 4xx and 5xx included, does not. Should the upstream write the gateway's own `Ai:ApiKey` in what is passed on " +
+		"(the text, a refusal's message), it is replaced by `[redacted]`. A client that leaves while the upstream has not answered is " +
+		"noticed (its connection checked without reading, from 1 s into the wait): the upstream request is abandoned and not charged."
 }
 
 // Handler serves /api/me/ai-keys* and the generation routes.
@@ -209,16 +213,12 @@ func (h *Handler) Register(api *httpx.API) {
 	httpx.Register(api, httpx.APIKey, huma.Operation{OperationID: "generate", Method: http.MethodPost, Path: "/api/ai/generate",
 		Tags: gen, Summary: "Generate text", Middlewares: huma.Middlewares{h.requireKey(api.API)},
 		Description: "Runs one chat completion at `{Ai:BaseUrl}/chat/completions`. 401 for a bad, revoked or expired key, for ambiguous credentials (two different `X-API-Key` values), and for a key sent only as `Authorization: Bearer` (this route reads `X-API-Key`; the message says so); " +
-			"400 for a `model` holding a control character, a bidirectional override or isolate or an invisible format character (it is sent upstream and echoed); 429 past `RateLimit:AiGenerate` per key, " +
-			"or when the upstream answers 429 (with its `Retry-After`, else 1); 400 when the upstream refuses the request itself (400, 404, 409, 413 or 422, " +
+			"400 for a `model` holding a control character, a bidirectional override or isolate or an invisible format character (it is sent upstream and echoed); " +
+			"400 when the upstream refuses the request itself (400, 404, 409, 413 or 422, " +
 			"with a JSON error body: an unknown `model`, a prompt beyond the model's context), the message quoting the upstream's (one line, at most 300 characters, `Ai:ApiKey` redacted) and " +
 			"`errors` naming the field when the upstream names its parameter or the model is not found (404); " +
 			"502 when the upstream fails (5xx, any other status but 200 and 429 — a redirect, a 2xx other than 200, another 4xx such as 402 or 405 — or a 4xx without a JSON error: a wrong `Ai:BaseUrl`), refuses the gateway's own `Ai:ApiKey` (401, 403, 407), times out (`Ai:TimeoutSeconds` for the whole answer) or answers more than 16 MiB. " +
-			"Only a generation the upstream answered counts in the key's usage (requests and tokens), on this route and on the pass-through alike. " +
-			"Should the upstream write the gateway's own `Ai:ApiKey` anywhere in what is passed on (the text, a refusal's message), it is replaced by `[redacted]`. " +
-			"A request that meets a keep-alive connection the upstream closed while idle is sent again once, on a fresh connection. " +
-			"A client that leaves while the upstream has not answered is noticed (its connection checked without reading, from 1 s into the wait): " +
-			"the upstream request is abandoned and not charged.",
+			"A request that meets a keep-alive connection the upstream closed while idle is sent again once, on a fresh connection.",
 		Errors: []int{http.StatusBadRequest, http.StatusBadGateway, http.StatusServiceUnavailable},
 		Responses: map[string]*huma.Response{
 			"429": {Description: "Past `RateLimit:AiGenerate` for this key (with the `X-RateLimit-*` and `RateLimit` headers), or the upstream's own 429 " +
@@ -251,31 +251,23 @@ func (h *Handler) Register(api *httpx.API) {
 		Summary: "OpenAI-compatible chat completions",
 		Description: "A pass-through to `{Ai:BaseUrl}/chat/completions` in OpenAI's own format (not the envelope), so the official " +
 			"OpenAI SDKs work with `base_url={base}/api/ai/v1` and the AI key as their API key. The key is accepted as `X-API-Key` " +
-			"or `Authorization: Bearer`. `stream: true` is relayed as server-sent events chunk by chunk; usage is metered from the " +
+			"or `Authorization: Bearer`; two different `X-API-Key` values or Bearer tokens, or an `X-API-Key` with a different Bearer, are ambiguous (401). " +
+			"`stream: true` is relayed as server-sent events chunk by chunk, whatever the stream's length; usage is metered from the " +
 			"final usage chunk, which the gateway always requests (`stream_options.include_usage`) but relays only to a client that asked for it. " +
 			"While the upstream is silent, a stream carries an SSE comment (`: keep-alive`, ignored by SSE clients and SDKs) after every 5 s without a write; " +
-			"when it (or any event) cannot reach the client, the upstream request is cancelled at once; a client that leaves before the upstream's stream begins is noticed " +
-			"(its connection checked without reading, from 1 s into the wait) and the upstream request cancelled too. A non-streamed call is watched the same way while it waits: once its client is gone the upstream request is abandoned and not charged. " +
+			"when it (or any event) cannot reach the client, the upstream request is cancelled at once. " +
 			"A client that disconnects mid-stream is charged for what the upstream generated until then: the usage chunk's tokens if it came, else one completion token per content delta read. " +
-			"Only a 200 answer counts in the key's usage: a refusal or failure (the upstream's 4xx and 5xx included) does not. " +
-			"A `stream: true` request the upstream answers with a 200 that is not `text/event-stream` is a 502 (`upstream_not_streaming`), not relayed; " +
-			"a non-streamed 200 that is not a JSON object (a proxy's HTML page) is a 502 (`upstream_malformed`), not relayed, not metered. " +
-			"Ambiguous credentials (two different `X-API-Key` values or Bearer tokens, or an `X-API-Key` with a different Bearer) are a 401. " +
-			"An upstream 429 is relayed with its `Retry-After` and without the gateway's own `X-RateLimit-*`/`RateLimit` headers, which would contradict it. " +
 			"`Ai:TimeoutSeconds` bounds each wait for the upstream (for the answer to begin, then between two chunks), not a stream's length; " +
 			"a stream the upstream stalls (`upstream_timeout`) or breaks off (`upstream_cut`) ends with an error event " +
 			"`data: {\"error\": {message, type, param, code}}` and no `[DONE]`, so SDKs raise. " +
 			"Every error, including those raised before the handler (404 under `/api/ai/v1/`, 405, 413 over 1 MiB, 415 for a compressed body, the per-IP 429, 500), follows OpenAI's " +
-			"`{error: {message, type, param, code}}`: 400 bad body (`messages` missing, not an array, or empty), 401 bad key, 429 rate limit, 502 upstream failure, 503 key check or upstream unavailable. " +
-			"Of the upstream's statuses only 200 (a JSON object), 429 and the refusals of the client's own request (400, 404, 409, 413, 422 with a JSON error body) are relayed; " +
-			"every other status is a 502: 401, 403 and 407 refuse the gateway's credentials, 408 is the upstream's timeout (`upstream_timeout`), and a 1xx, a redirect, " +
-			"a 2xx other than 200, any other 4xx (402, 405, 410...) or a 5xx is `upstream_error`. A relayed error is rewritten in OpenAI's format as `application/json`: the upstream's " +
+			"`{error: {message, type, param, code}}`. Of the upstream's statuses only 200 (a JSON object), 429 and the refusals of the client's own request " +
+			"(400, 404, 409, 413, 422 with a JSON error body) are relayed; every other one is a 502. A relayed error is rewritten in OpenAI's format as `application/json`: the upstream's " +
 			"`message`, `type`, `param` and `code` are kept when they are strings (`param` and `code` may be null; a top-level `message` or `detail`, or an `error` string, is taken for the message), " +
 			"the message on one line, at most 2,000 characters; what is missing is filled in (`type: invalid_request_error`, `requests` for a 429; `param` and `code` null). " +
-			"An upstream 429 always carries `Retry-After` (the upstream's seconds, else 1). " +
 			"Whatever is relayed (an answer, a relayed 4xx, every line of a stream, its error events included) has the gateway's own upstream key (`Ai:ApiKey`) " +
 			"replaced by `[redacted]` should the upstream write it, as it is or JSON-escaped (`\\/`, `\\u002d`, any character escaped), " +
-			"even split across two of the upstream's writes; a stream is still relayed line by line as it comes. A non-streamed answer, or the error refusing a stream, larger than 16 MiB is a 502; a stream is relayed whatever its length.",
+			"even split across two of the upstream's writes; a stream is still relayed line by line as it comes.",
 		Security: []map[string][]string{{httpx.SchemeAPIKey: {}}, {httpx.SchemeAIKeyBearer: {}}},
 		RequestBody: &huma.RequestBody{Required: true, Content: map[string]*huma.MediaType{"application/json": {
 			Schema: &huma.Schema{Type: "object", Description: "An OpenAI chat completion request.", Required: []string{"messages"},

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"provisioner/modules/aikeys/aikeystest"
+	"provisioner/platform/testutil"
 	"provisioner/platform/testutil/apptest"
 )
 
@@ -182,7 +183,7 @@ func TestGatewaySecuritySchemesAreTheAIKey(t *testing.T) {
 			} `json:"securitySchemes"`
 		} `json:"components"`
 	}
-	require.NoError(t, json.Unmarshal(a.Get("/api/openapi.json", "").Raw, &doc))
+	require.NoError(t, json.Unmarshal(testutil.InlineOpenAPI(t, a.Get("/api/openapi.json", "").Raw), &doc))
 	schemes := func(path string) []string {
 		var out []string
 		for _, req := range doc.Paths[path]["post"].Security {

@@ -65,9 +65,11 @@ func (in *credUpdateInput) Resolve(huma.Context) []error {
 }
 
 func init() {
-	httpx.TagDescriptions["Admin: database instances"] = "Every tenant database (role Admin)."
-	httpx.TagDescriptions["Admin: access credentials"] = "Extra login roles on tenant databases (role Admin)."
-	httpx.TagDescriptions["Databases"] = "The signed-in user's databases."
+	httpx.TagDescriptions["Admin: database instances"] = "Every tenant database (role Admin); the engine waits of Databases apply."
+	httpx.TagDescriptions["Admin: access credentials"] = "Extra login roles on tenant databases (role Admin); the engine waits of Databases apply."
+	httpx.TagDescriptions["Databases"] = "The signed-in user's databases. Engine waits: creating, pausing, resuming or deleting a " +
+		"database, and creating, rotating or deleting an access credential, answer 503 with Retry-After, having changed nothing, while " +
+		"`Databases:MaxEngineWaits` requests of this process already wait for the engines (each holds a control database connection meanwhile)."
 }
 
 func (h *Handler) registerAdmin(api *httpx.API) {
@@ -113,7 +115,7 @@ func (h *Handler) registerAdmin(api *httpx.API) {
 	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "deleteDatabaseInstance", Method: http.MethodDelete,
 		Path: "/api/database-instances/{id}", Tags: tags, Summary: "Delete a database",
 		Description: "Drops the database, its role and its access credentials on the engine (on PostgreSQL the roles' logins are refused first, and what other databases grant them or they own there is revoked or given to their owners, so no other tenant can keep them from being dropped). 502 when the engine failed: the database stays Deleting and is retried in the background, or by deleting it again. " +
-			"409 while another change of the database is in progress (try again), a DELETE still under way included: of DELETEs sent at once one answers 200, the others 409 (or 404 once it is deleted)." + engineBusyDoc,
+			"409 while another change of the database is in progress (try again), a DELETE still under way included: of DELETEs sent at once one answers 200, the others 409 (or 404 once it is deleted).",
 		Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusBadGateway}},
 		func(ctx context.Context, in *idInput) (*httpx.Response[Item], error) {
 			return h.deleted(ctx, in.ID, 0)
@@ -142,7 +144,7 @@ func (h *Handler) registerAdmin(api *httpx.API) {
 	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "createAccessCredential", Method: http.MethodPost,
 		Path: "/api/access-credentials", Tags: ctags, Summary: "Add a login role to a database", DefaultStatus: http.StatusCreated,
 		Description: "The password is in this answer only. A create cut short (the service stopped before answering) leaves the credential Creating for a minute at most; the background finisher then drops its role and removes it, so create it again. On a Paused database the credential is made login-blocked; resume lets it in. " +
-			"409 when the database is not Active or Paused, while it is being changed (try again), or when the username is reserved or taken." + engineBusyDoc,
+			"409 when the database is not Active or Paused, while it is being changed (try again), or when the username is reserved or taken.",
 		Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusBadGateway}},
 		func(ctx context.Context, in *credCreateInput) (*httpx.Response[CredentialView], error) {
 			v, err := h.creds.Create(ctx, in.Body.DatabaseInstanceID, in.Body.Username, in.Body.ReadOnly)
@@ -154,7 +156,7 @@ func (h *Handler) registerAdmin(api *httpx.API) {
 	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "rotateAccessCredential", Method: http.MethodPut,
 		Path: "/api/access-credentials/{id}", Tags: ctags, Summary: "Rotate an access credential's password",
 		Description: "`{rotatePassword: true}` sets a new password, in this answer only. 409 when the credential is not Active (Creating or Deleting), when the role on the engine was not made for this credential (it is left alone; a role made for it before roles were marked is recognised by its footprint and marked), or while another change of this credential or its database is in progress (one rotation at a time; try again). " +
-			"On a Paused database the credential stays login-blocked." + engineBusyDoc,
+			"On a Paused database the credential stays login-blocked.",
 		Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusBadGateway}},
 		func(ctx context.Context, in *credUpdateInput) (*httpx.Response[CredentialView], error) {
 			if !in.Body.RotatePassword {
@@ -170,7 +172,7 @@ func (h *Handler) registerAdmin(api *httpx.API) {
 		Path: "/api/access-credentials/{id}", Tags: ctags, Summary: "Remove an access credential",
 		Description: "Drops the credential's login role on the engine, only if it was made for this credential (a role of that name that was not is left alone). What it created there (tables of a full-access credential) stays and belongs to the database's owner. " +
 			"502 when the engine failed: the credential stays Deleting (in the answer's data; it can no longer be rotated) and the drop is retried in the background, or by deleting it again. " +
-			"409 while another change of this credential is in progress (try again), a DELETE still under way included: of DELETEs sent at once one answers 200, the others 409; 404 once it is deleted." + engineBusyDoc,
+			"409 while another change of this credential is in progress (try again), a DELETE still under way included: of DELETEs sent at once one answers 200, the others 409; 404 once it is deleted.",
 		Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusBadGateway}},
 		func(ctx context.Context, in *idInput) (*httpx.Response[httpx.NoData], error) {
 			if err := h.creds.Delete(ctx, in.ID); err != nil {

@@ -29,10 +29,6 @@ const engineBusyRetryAfter = 5
 // errEngineBusy is the message of that refusal.
 const errEngineBusy = "Too many requests are waiting for the database engines; nothing was changed, try again after Retry-After seconds"
 
-// engineBusyDoc ends the OpenAPI description of every operation an engine-wait slot bounds.
-const engineBusyDoc = " 503 with Retry-After, having changed nothing, while `Databases:MaxEngineWaits` requests of this process " +
-	"already wait for the engines (each holds a control database connection meanwhile)."
-
 // engineSlotWait is how long a request waits for a slot: a burst against engines that answer
 // is queued, not refused; against a hung engine the request is refused soon.
 const engineSlotWait = time.Second

@@ -91,7 +91,7 @@ func (h *Handler) Register(api *httpx.API) {
 		Path: "/api/me/databases", Tags: tags, Summary: "Create a database", DefaultStatus: http.StatusCreated,
 		Description: "Creates a database and a login role of its own with a random password (reveal it with GET …/password). " +
 			"201 with the Active database; 409 when the quota `Databases:MaxPerUser` is reached; 502 when the engine failed — " +
-			"`data` is the database as stored (Provisioning, retried in the background, or Failed)." + engineBusyDoc,
+			"`data` is the database as stored (Provisioning, retried in the background, or Failed).",
 		Errors: []int{http.StatusConflict, http.StatusBadGateway}},
 		func(ctx context.Context, in *createInput) (*httpx.Response[Item], error) {
 			ci := CreateInput{UserID: authn.FromContext(ctx).UserID}
@@ -115,7 +115,7 @@ func (h *Handler) Register(api *httpx.API) {
 				false: "Paused → Resuming → Active: the database's role and its Active access credentials can connect again. " +
 					"502 when the engine failed: the database stays Resuming and the resume is finished in the background (asking again retries it). " +
 					"409 in any other state, or while another change of the database is in progress (try again).",
-			}[v.pause] + engineBusyDoc,
+			}[v.pause],
 			Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusBadGateway}},
 			func(ctx context.Context, in *idInput) (*httpx.Response[Item], error) {
 				inst, err := h.svc.SetPaused(ctx, in.ID, authn.FromContext(ctx).UserID, v.pause)
@@ -133,7 +133,7 @@ func (h *Handler) Register(api *httpx.API) {
 	httpx.Register(api, httpx.Authenticated, huma.Operation{OperationID: "deleteMyDatabase", Method: http.MethodDelete,
 		Path: "/api/me/databases/{id}", Tags: tags, Summary: "Delete a database",
 		Description: "Drops the database and its role on the engine (on PostgreSQL the role's logins are refused first, and what other databases grant it or it owns there is revoked or given to their owners, so no other tenant can keep it from being dropped; on MySQL/MariaDB the user's account is locked first and the drop waits at most 5 s for a lock a session holds). 502 when the engine failed: the database stays Deleting and is retried in the background, or by deleting it again. " +
-			"409 while another change of the database is in progress (try again), a DELETE still under way included: of DELETEs sent at once one answers 200, the others 409 (or 404 once it is deleted)." + engineBusyDoc,
+			"409 while another change of the database is in progress (try again), a DELETE still under way included: of DELETEs sent at once one answers 200, the others 409 (or 404 once it is deleted).",
 		Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusBadGateway}},
 		func(ctx context.Context, in *idInput) (*httpx.Response[Item], error) {
 			return h.deleted(ctx, in.ID, authn.FromContext(ctx).UserID)

@@ -382,7 +382,7 @@ func TestOpenAPIDocumentsTheRetryAfterOfA502(t *testing.T) {
 	}
 	r := a.Get("/api/openapi.json", "")
 	require.Equal(t, http.StatusOK, r.Status)
-	require.NoError(t, json.Unmarshal(r.Raw, &doc))
+	require.NoError(t, json.Unmarshal(testutil.InlineOpenAPI(t, r.Raw), &doc))
 	for _, path := range []string{"/api/me/wfauto/provision", "/api/wfauto/accounts", "/api/wfauto/accounts/{id}/retry"} {
 		res, ok := doc.Paths[path]["post"].Responses["502"]
 		require.True(t, ok, "POST %s documents 502", path)

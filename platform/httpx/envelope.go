@@ -9,10 +9,11 @@ import (
 	"github.com/gofiber/fiber/v2"
 )
 
-// Envelope is the body of every JSON response: ServiceResponse<T> of the original service.
+// Envelope is the body of every JSON response: ServiceResponse<T> of the original service. Its
+// members are described once, in the API's description (newAPI), not in each envelope's schema.
 type Envelope[T any] struct {
-	Success bool   `json:"success" doc:"True when the request succeeded."`
-	Message string `json:"message" doc:"Human-readable outcome." example:"OK"`
+	Success bool   `json:"success"`
+	Message string `json:"message" example:"OK"`
 	Data    T      `json:"data"`
 }
 

@@ -132,7 +132,8 @@ func setStaticHeaders(h *fasthttp.ResponseHeader) {
 
 // responseHeaders sets the headers every answer carries, before the route runs so a route may
 // override them: Cache-Control: no-store (answers carry tokens, passwords and keys, and none may be
-// kept by a browser or a proxy; the docs assets set their own max-age), X-Content-Type-Options:
+// kept by a browser or a proxy; the docs assets set their own max-age, the OpenAPI document
+// no-cache, see serveDocument), X-Content-Type-Options:
 // nosniff (JSON is never sniffed as HTML) and Referrer-Policy: no-referrer. It also writes a
 // request's Content-Type in canonical form (RFC 9110: type, subtype and parameter names are
 // case-insensitive), so Application/JSON; Charset=UTF-8 is JSON like application/json.

@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"provisioner/platform/httpx"
+	"provisioner/platform/testutil"
 )
 
 type widgetIn struct {
@@ -497,9 +498,7 @@ func TestPageIsBounded(t *testing.T) {
 // the 400 it answers, not only POST/PUT/PATCH; one with a body also documents 415.
 func TestOpenAPIDocumentsEveryBadRequest(t *testing.T) {
 	base := newServer(t)
-	res, err := http.Get(base + "/api/openapi.json")
-	require.NoError(t, err)
-	defer res.Body.Close()
+	raw := servedDocument(t, base)
 	var doc struct {
 		Paths map[string]map[string]struct {
 			Responses map[string]struct {
@@ -507,7 +506,7 @@ func TestOpenAPIDocumentsEveryBadRequest(t *testing.T) {
 			} `json:"responses"`
 		} `json:"paths"`
 	}
-	require.NoError(t, json.NewDecoder(res.Body).Decode(&doc))
+	require.NoError(t, json.Unmarshal(raw, &doc))
 	for _, c := range []struct{ method, path, query string }{
 		{"get", "/api/widgets/{id}", "/api/widgets/0"},
 		{"get", "/api/widgets", "/api/widgets?page=0"},
@@ -621,9 +620,7 @@ func TestNoDataIsDocumentedAsNull(t *testing.T) {
 	res, env, raw := call(t, "DELETE", base+"/api/widgets/1", "", nil)
 	require.Equal(t, 200, res.StatusCode, raw)
 	assert.Equal(t, "null", string(env.Data))
-	res, err := http.Get(base + "/api/openapi.json")
-	require.NoError(t, err)
-	defer res.Body.Close()
+	served := servedDocument(t, base)
 	var doc struct {
 		Paths map[string]map[string]struct {
 			Responses map[string]struct {
@@ -643,7 +640,7 @@ func TestNoDataIsDocumentedAsNull(t *testing.T) {
 			} `json:"schemas"`
 		} `json:"components"`
 	}
-	require.NoError(t, json.NewDecoder(res.Body).Decode(&doc))
+	require.NoError(t, json.Unmarshal(served, &doc))
 	ref := doc.Paths["/api/widgets/{id}"]["delete"].Responses["200"].Content["application/json"].Schema.Ref
 	env200 := doc.Components.Schemas[strings.TrimPrefix(ref, "#/components/schemas/")]
 	assert.Contains(t, env200.Required, "data", ref)
@@ -881,4 +878,17 @@ func TestLimitHeadersAreDeclaredOnEachResponse(t *testing.T) {
 	for code, r := range plain.API.OpenAPI().Paths["/api/widgets"].Post.Responses {
 		assert.NotContains(t, r.Headers, "X-Limit", code)
 	}
+}
+
+// servedDocument is the OpenAPI document the server at base serves, its shared responses,
+// headers and parameters written out in each operation (testutil.InlineOpenAPI).
+func servedDocument(t *testing.T, base string) []byte {
+	t.Helper()
+	res, err := http.Get(base + "/api/openapi.json")
+	require.NoError(t, err)
+	defer res.Body.Close()
+	raw, err := io.ReadAll(res.Body)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, res.StatusCode, "%s", raw)
+	return testutil.InlineOpenAPI(t, raw)
 }
