@@ -18,6 +18,8 @@ import (
 	"github.com/danielgtaylor/huma/v2/adapters/humafiber"
 	"github.com/gofiber/fiber/v2"
 	"go.uber.org/fx"
+
+	"provisioner/platform/fault"
 )
 
 // Access says who may call an operation. The guard attaches the matching check, and the OpenAPI
@@ -161,7 +163,7 @@ func Register[I, O any](a *API, access Access, op huma.Operation, h func(context
 	for code, r := range op.Responses {
 		given[code] = r
 	}
-	huma.Register(a.API, op, h)
+	huma.Register(a.API, op, withFaultHeaders(h))
 	if doc := operationOf(a.OpenAPI(), op.Method, op.Path); doc != nil {
 		if r := doc.Responses["401"]; r != nil && (access == Authenticated || access == AdminOnly) {
 			r.Headers = map[string]*huma.Param{"WWW-Authenticate": {
@@ -456,6 +458,22 @@ func patternRefusal(m string) (string, bool) {
 		return m, false
 	}
 	return "must be " + desc, true
+}
+
+// withFaultHeaders maps a domain error h returns to its Error before huma sees it: huma writes the
+// headers of the error a handler returned (a fault's Retry-After) only when that error carries
+// them itself, not those of the error it maps the handler's error to.
+func withFaultHeaders[I, O any](h func(context.Context, *I) (*O, error)) func(context.Context, *I) (*O, error) {
+	return func(ctx context.Context, in *I) (*O, error) {
+		out, err := h(ctx, in)
+		if _, ok := fault.As(err); ok {
+			var e *Error
+			if !errors.As(err, &e) {
+				return out, FromError(err)
+			}
+		}
+		return out, err
+	}
 }
 
 // mapHumaError turns huma's own errors (validation, unmarshal, body size) and errors returned by
