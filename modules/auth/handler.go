@@ -118,7 +118,7 @@ func (h *Handler) Register(api *httpx.API) {
 	httpx.Register(api, httpx.Public, huma.Operation{
 		OperationID: "register", Method: http.MethodPost, Path: "/api/auth/register", Tags: tags,
 		Summary:       "Register with email and password",
-		Description:   "Creates a local account, provisions its first database and signs it in. A `role` or `id` in the body is ignored.",
+		Description:   "Creates a local account, provisions its first database and signs it in: a new session, with a `refreshToken` (POST /api/auth/refresh). A `role` or `id` in the body is ignored.",
 		DefaultStatus: http.StatusCreated, Errors: []int{http.StatusConflict},
 	}, func(ctx context.Context, in *registerInput) (*httpx.Response[RegisterResult], error) {
 		if err := h.limiter.Check(ctx, "Register", httpx.ClientIP(ctx)); err != nil {

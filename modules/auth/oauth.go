@@ -402,7 +402,8 @@ type identity struct {
 //
 // Concurrent first sign-ins with one new identity race to create its account (or to link it): the
 // losers hit the unique index of the users' email or of the identity, and try once more, reading
-// what the winner committed, so every one of them signs in to the one account.
+// what the winner committed, so every one of them signs in to the one account. The sign-in starts
+// a session, or, for an account with TOTP on, stops at the MFA step (LoginResult.MFARequired).
 func (s *Service) SignInExternal(ctx context.Context, id Identity, c Client) (*LoginResult, error) {
 	display := providerDisplay(id.Provider)
 	got, err := s.signInExternalTx(ctx, id, true)
