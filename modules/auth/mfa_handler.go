@@ -64,7 +64,7 @@ func (h *Handler) registerMFA(api *httpx.API) {
 			"sealed and not in force until POST /api/me/mfa/totp/verify. Starting again replaces a secret not yet verified. " +
 			"409 when TOTP is already on.",
 		DefaultStatus: http.StatusCreated, Errors: []int{http.StatusConflict},
-	}, func(ctx context.Context, _ *struct{}) (*httpx.Response[TOTPEnrolment], error) {
+	}, func(ctx context.Context, _ *optionalBody) (*httpx.Response[TOTPEnrolment], error) {
 		e, err := h.svc.StartTOTP(ctx, authn.FromContext(ctx))
 		if err != nil {
 			return nil, err

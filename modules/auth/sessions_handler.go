@@ -30,6 +30,14 @@ type userIDInput struct {
 	ID int64 `path:"id" minimum:"1" doc:"The user's id."`
 }
 
+// optionalBody is the input of a POST that takes no body: one sent anyway must be a JSON object
+// (a malformed one is a 400, never ignored).
+type optionalBody struct {
+	Body *struct {
+		_ struct{} `additionalProperties:"true"`
+	} `required:"false"`
+}
+
 // Ended is how many sessions a request ended.
 type Ended struct {
 	Ended int `json:"ended" example:"2" doc:"How many live sessions were ended."`
@@ -67,7 +75,7 @@ func (h *Handler) registerSessions(api *httpx.API) {
 		Summary: "Sign out: end this session",
 		Description: "Ends the session of the bearer token: its access tokens are refused from the answer on, on every replica, and " +
 			"its refresh token no longer works. Audited as `user.session.ended` with reason `logout`.",
-	}, func(ctx context.Context, _ *struct{}) (*httpx.Response[httpx.NoData], error) {
+	}, func(ctx context.Context, _ *optionalBody) (*httpx.Response[httpx.NoData], error) {
 		if err := h.sessions.Logout(ctx, authn.FromContext(ctx)); err != nil {
 			return nil, err
 		}
