@@ -238,9 +238,20 @@ func forgeCrit(t *testing.T, claims jwt.MapClaims, key []byte, crit ...string) s
 func TestTokenTampering(t *testing.T) {
 	a := apptest.Start(t)
 	u := a.Register(t)
+	other := a.Register(t)
 	now := time.Now()
+	sid := func(token string) int64 { // the session of a token the service issued
+		payload, err := base64.RawURLEncoding.DecodeString(strings.Split(token, ".")[1])
+		require.NoError(t, err)
+		var c struct {
+			Sid int64 `json:"sid"`
+		}
+		require.NoError(t, json.Unmarshal(payload, &c))
+		require.Positive(t, c.Sid)
+		return c.Sid
+	}
 	valid := jwt.MapClaims{"sub": fmt.Sprint(u.ID), "iss": "provisioner", "aud": "provisioner-clients",
-		"iat": now.Unix(), "exp": now.Add(time.Hour).Unix(), "role": "Admin", "ver": 1}
+		"iat": now.Unix(), "exp": now.Add(time.Hour).Unix(), "role": "Admin", "ver": 1, "sid": sid(u.Token)}
 	with := func(k string, v any) jwt.MapClaims {
 		c := jwt.MapClaims{}
 		for kk, vv := range valid {
@@ -260,17 +271,20 @@ func TestTokenTampering(t *testing.T) {
 	noneHeader := base64.RawURLEncoding.EncodeToString([]byte(`{"alg":"none","typ":"JWT"}`))
 
 	cases := map[string]string{
-		"missing":         "",
-		"garbage":         "not.a.jwt",
-		"alg none":        noneHeader + "." + parts[1] + ".",
-		"another key":     forge(t, valid, jwt.SigningMethodHS256, []byte("another-key-another-key-another-key!")),
-		"HS512":           forge(t, valid, jwt.SigningMethodHS512, key),
-		"expired":         forge(t, with("exp", now.Add(-time.Hour).Unix()), jwt.SigningMethodHS256, key),
-		"no exp":          forge(t, with("exp", nil), jwt.SigningMethodHS256, key),
-		"wrong issuer":    forge(t, with("iss", "someone-else"), jwt.SigningMethodHS256, key),
-		"wrong audience":  forge(t, with("aud", "other-clients"), jwt.SigningMethodHS256, key),
-		"unknown user":    forge(t, with("sub", "987654321"), jwt.SigningMethodHS256, key),
-		"tampered claims": parts[0] + "." + base64.RawURLEncoding.EncodeToString([]byte(`{"sub":"1","role":"Admin"}`)) + "." + parts[2],
+		"missing":           "",
+		"garbage":           "not.a.jwt",
+		"alg none":          noneHeader + "." + parts[1] + ".",
+		"another key":       forge(t, valid, jwt.SigningMethodHS256, []byte("another-key-another-key-another-key!")),
+		"HS512":             forge(t, valid, jwt.SigningMethodHS512, key),
+		"expired":           forge(t, with("exp", now.Add(-time.Hour).Unix()), jwt.SigningMethodHS256, key),
+		"no exp":            forge(t, with("exp", nil), jwt.SigningMethodHS256, key),
+		"wrong issuer":      forge(t, with("iss", "someone-else"), jwt.SigningMethodHS256, key),
+		"wrong audience":    forge(t, with("aud", "other-clients"), jwt.SigningMethodHS256, key),
+		"unknown user":      forge(t, with("sub", "987654321"), jwt.SigningMethodHS256, key),
+		"no session":        forge(t, with("sid", nil), jwt.SigningMethodHS256, key),
+		"unknown session":   forge(t, with("sid", 987654321), jwt.SigningMethodHS256, key),
+		"another's session": forge(t, with("sid", sid(other.Token)), jwt.SigningMethodHS256, key),
+		"tampered claims":   parts[0] + "." + base64.RawURLEncoding.EncodeToString([]byte(`{"sub":"1","role":"Admin"}`)) + "." + parts[2],
 		// Signed with the right key, but asking (RFC 7515 §4.1.11) for extensions we do not
 		// understand: a recipient must refuse it, even when crit names a registered claim.
 		"crit exp": forgeCrit(t, valid, key, "exp"),

@@ -12,16 +12,22 @@ import (
 	"provisioner/platform/secrets"
 )
 
-// Handler serves the password half of /api/auth and GET /api/me.
+// Handler serves /api/auth, GET /api/me, the sessions and the second factor.
 type Handler struct {
-	svc     *Service
-	limiter *ratelimit.Limiter
-	oauth   *OAuth
+	svc      *Service
+	sessions *Sessions
+	limiter  *ratelimit.Limiter
+	oauth    *OAuth
 }
 
 // NewHandler builds the handler.
-func NewHandler(svc *Service, limiter *ratelimit.Limiter, oauth *OAuth) *Handler {
-	return &Handler{svc: svc, limiter: limiter, oauth: oauth}
+func NewHandler(svc *Service, sessions *Sessions, limiter *ratelimit.Limiter, oauth *OAuth) *Handler {
+	return &Handler{svc: svc, sessions: sessions, limiter: limiter, oauth: oauth}
+}
+
+// clientOf is where the request comes from, kept with the session it starts or refreshes.
+func clientOf(ctx context.Context) Client {
+	return Client{IP: httpx.ClientIP(ctx), UserAgent: httpx.UserAgent(ctx)}
 }
 
 type registerInput struct {
@@ -112,7 +118,7 @@ func (h *Handler) Register(api *httpx.API) {
 	httpx.Register(api, httpx.Public, huma.Operation{
 		OperationID: "register", Method: http.MethodPost, Path: "/api/auth/register", Tags: tags,
 		Summary:       "Register with email and password",
-		Description:   "Creates a local account, provisions its first database and signs it in. A `role` or `id` in the body is ignored.",
+		Description:   "Creates a local account, provisions its first database and signs it in: a new session, with a `refreshToken` (POST /api/auth/refresh). A `role` or `id` in the body is ignored.",
 		DefaultStatus: http.StatusCreated, Errors: []int{http.StatusConflict},
 	}, func(ctx context.Context, in *registerInput) (*httpx.Response[RegisterResult], error) {
 		if err := h.limiter.Check(ctx, "Register", httpx.ClientIP(ctx)); err != nil {
@@ -120,6 +126,7 @@ func (h *Handler) Register(api *httpx.API) {
 		}
 		res, err := h.svc.Register(ctx, RegisterInput{
 			FullName: string(in.Body.FullName), Organization: in.Body.Organization, Email: in.Body.Email, Password: in.Body.Password,
+			Client: clientOf(ctx),
 		})
 		if err != nil {
 			return nil, err
@@ -129,21 +136,34 @@ func (h *Handler) Register(api *httpx.API) {
 
 	httpx.Register(api, httpx.Public, huma.Operation{
 		OperationID: "login", Method: http.MethodPost, Path: "/api/auth/login", Tags: tags,
-		Summary:     "Sign in with email and password",
-		Description: "A wrong password and an unknown email get the same 401. An email that is not a bare address is a 400.",
-		Errors:      []int{http.StatusUnauthorized},
+		Summary: "Sign in with email and password",
+		Description: "A wrong password and an unknown email get the same 401. An email that is not a bare address is a 400. " +
+			"A correct password starts a session (`refreshToken`, see POST /api/auth/refresh); for an account with TOTP on it answers " +
+			"`mfaRequired: true` and an `mfaToken` instead, which POST /api/auth/mfa completes with a code. " +
+			"Lockout: failed password checks are counted per email (known or not) before the password is hashed; after " +
+			"`Auth:LockoutThreshold` failures (default 10), each further attempt must wait a delay that doubles with every failure " +
+			"(`Auth:LockoutDelaySeconds`, default 1 s, then 2 s, 4 s…, at most `Auth:LockoutWindowMinutes`), and one sent earlier is a 429 with `Retry-After`, unchecked and " +
+			"uncounted, the same for every email. Failures are forgotten `Auth:LockoutWindowMinutes` (default 15) after the last one, " +
+			"or at a successful sign-in.",
+		Errors: []int{http.StatusUnauthorized},
 		Responses: map[string]*huma.Response{"401": {Description: "Wrong email or password. It carries no `WWW-Authenticate`: " +
 			"the credentials travel in the body, which is no HTTP authentication scheme, so no challenge applies " +
-			"(`Bearer` would ask for a token, which this operation does not take)."}},
-	}, func(ctx context.Context, in *loginInput) (*httpx.Response[AuthResult], error) {
+			"(`Bearer` would ask for a token, which this operation does not take)."},
+			"429": {Description: "`RateLimit:Login` (per IP and email) reached, or the account's failed attempts hold this one back " +
+				"(the lockout): wait `Retry-After` seconds."}},
+	}, func(ctx context.Context, in *loginInput) (*httpx.Response[LoginResult], error) {
 		if err := h.limiter.Check(ctx, "Login", httpx.ClientIP(ctx)+"|"+normalizeEmail(in.Body.Email)); err != nil {
 			return nil, err
 		}
-		res, err := h.svc.Login(ctx, in.Body.Email, in.Body.Password)
+		res, err := h.svc.Login(ctx, LoginInput{Email: in.Body.Email, Password: in.Body.Password, Client: clientOf(ctx)})
 		if err != nil {
 			return nil, err
 		}
-		return httpx.OK("Signed in", *res), nil
+		msg := "Signed in"
+		if res.MFARequired {
+			msg = "A second factor is required: send a TOTP or recovery code with the mfaToken to POST /api/auth/mfa"
+		}
+		return httpx.OK(msg, *res), nil
 	})
 
 	httpx.Register(api, httpx.Public, huma.Operation{
@@ -202,6 +222,8 @@ func (h *Handler) Register(api *httpx.API) {
 	})
 
 	h.registerOAuth(api)
+	h.registerSessions(api)
+	h.registerMFA(api)
 
 	httpx.Register(api, httpx.Authenticated, huma.Operation{
 		OperationID: "getMe", Method: http.MethodGet, Path: "/api/me", Tags: tags,

@@ -3,6 +3,7 @@ package auth
 import (
 	"time"
 
+	"github.com/danielgtaylor/huma/v2"
 	"github.com/uptrace/bun"
 )
 
@@ -70,6 +71,26 @@ type AuthResult struct {
 	User        UserView  `json:"user"`
 	Token       string    `json:"token" doc:"Same as accessToken (second description of the original service)."`
 	UserID      int64     `json:"userId" example:"1"`
+	// RefreshToken is the session's single-use refresh token (only its hash is stored).
+	RefreshToken     string    `json:"refreshToken" doc:"Single use: POST /api/auth/refresh spends it for a new access token and a new refresh token. Valid until refreshExpiresAt; dies with the session (logout, a password reset, a role change, the account's deletion). Keep it out of URLs and logs."`
+	RefreshExpiresAt time.Time `json:"refreshExpiresAt" doc:"When the refresh token stops working unless spent before (Auth:RefreshDays after the sign-in or the last refresh). ISO 8601 UTC."`
+	SessionID        int64     `json:"sessionId" example:"7" doc:"The sign-in session the tokens belong to (GET /api/me/sessions)."`
+}
+
+// LoginResult is the answer of a sign-in whose first factor passed: the auth result, or, for a
+// user with TOTP on, only mfaRequired and the mfaToken that POST /api/auth/mfa completes.
+type LoginResult struct {
+	*AuthResult
+	MFARequired  bool       `json:"mfaRequired" doc:"True when the account has TOTP on: the answer then holds no tokens, only mfaToken; send it with a code to POST /api/auth/mfa. False: the auth result's fields are all present."`
+	MFAToken     string     `json:"mfaToken,omitempty" doc:"Only with mfaRequired: completes the sign-in at POST /api/auth/mfa, once, within 5 minutes."`
+	MFAExpiresAt *time.Time `json:"mfaExpiresAt,omitempty" doc:"Only with mfaRequired: when mfaToken stops working."`
+}
+
+// TransformSchema documents that only mfaRequired is always present: the auth result's fields are
+// absent while a second factor is required.
+func (LoginResult) TransformSchema(_ huma.Registry, s *huma.Schema) *huma.Schema {
+	s.Required = []string{"mfaRequired"}
+	return s
 }
 
 // RegisterResult is the auth result plus the database provisioned for the new user.

@@ -1,11 +1,14 @@
-// Package auth is the auth module: registration, password sign-in and recovery, GET /api/me and
-// the bootstrap admin. Tokens and the guard are the platform's (platform/authn).
+// Package auth is the auth module: registration, password and provider sign-in and recovery,
+// sessions with rotating refresh tokens, TOTP, the sign-in lockout, GET /api/me and the bootstrap
+// admin. Tokens and the guard are the platform's (platform/authn); this module tells the guard
+// which sessions live (authn.Guard.UseSessions).
 package auth
 
 import (
 	"context"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/uptrace/bun"
 	"go.uber.org/fx"
@@ -25,6 +28,8 @@ import (
 var Module = fx.Module("auth",
 	fx.Provide(
 		NewService,
+		NewSessions,
+		NewLockout,
 		newOAuth,
 		httpx.AsRoutes(NewHandler),
 		db.AsMigrations(func() db.Migrations {
@@ -32,19 +37,24 @@ var Module = fx.Module("auth",
 		}),
 	),
 	fx.Invoke(bootstrapAdmin),
+	fx.Invoke(func(g *authn.Guard, s *Sessions, cfg *config.Config) {
+		g.UseSessions(s, time.Duration(cfg.Auth.StepUpMinutes)*time.Minute)
+	}),
 	fx.Invoke(func(lc fx.Lifecycle, s *Service) { lc.Append(fx.StopHook(s.WaitRecovery)) }),
 )
 
 // ServiceParams are the Service's dependencies; NewUser is optional.
 type ServiceParams struct {
 	fx.In
-	DB      *bun.DB
-	Cfg     *config.Config
-	Hasher  *secrets.Hasher
-	Tokens  *authn.Tokens
-	Audit   *audit.Recorder
-	Mailer  mail.Sender
-	NewUser provision.NewUserHook `optional:"true"`
+	DB       *bun.DB
+	Cfg      *config.Config
+	Hasher   *secrets.Hasher
+	Sealer   *secrets.Sealer
+	Sessions *Sessions
+	Lockout  *Lockout
+	Audit    *audit.Recorder
+	Mailer   mail.Sender
+	NewUser  provision.NewUserHook `optional:"true"`
 	// Revokers revoke what an account taken over by a password reset handed out (AI keys).
 	Revokers []provision.TakeoverRevoker `group:"takeover_revokers"`
 	Log      *slog.Logger
@@ -52,7 +62,7 @@ type ServiceParams struct {
 
 // NewService builds the Service.
 func NewService(p ServiceParams) *Service {
-	return &Service{db: p.DB, cfg: p.Cfg, hasher: p.Hasher, tokens: p.Tokens, audit: p.Audit,
+	return &Service{db: p.DB, cfg: p.Cfg, hasher: p.Hasher, sealer: p.Sealer, sessions: p.Sessions, lockout: p.Lockout, audit: p.Audit,
 		mailer: p.Mailer, newUser: p.NewUser, revokers: p.Revokers, log: p.Log,
 		recoverySlots: make(chan struct{}, MaxRecoveryInFlight)}
 }

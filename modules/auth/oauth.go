@@ -226,7 +226,7 @@ type Identity struct {
 
 // Finish checks the state against the cookie, spends it, exchanges the code, fetches the user and
 // signs them in. It returns the auth result and where to send the browser.
-func (o *OAuth) Finish(ctx context.Context, name, cookie string, query url.Values) (*AuthResult, string, error) {
+func (o *OAuth) Finish(ctx context.Context, name, cookie string, query url.Values, c Client) (*LoginResult, string, error) {
 	f, ok := o.verify(cookie)
 	if !ok || f.Provider != name || query.Get("state") == "" ||
 		subtle.ConstantTimeCompare([]byte(f.State), []byte(query.Get("state"))) != 1 {
@@ -280,7 +280,7 @@ func (o *OAuth) Finish(ctx context.Context, name, cookie string, query url.Value
 			id.EmailVerified = v
 		}
 	}
-	res, err := o.svc.SignInExternal(ctx, id)
+	res, err := o.svc.SignInExternal(ctx, id, c)
 	return res, f.ReturnURL, err
 }
 
@@ -402,8 +402,9 @@ type identity struct {
 //
 // Concurrent first sign-ins with one new identity race to create its account (or to link it): the
 // losers hit the unique index of the users' email or of the identity, and try once more, reading
-// what the winner committed, so every one of them signs in to the one account.
-func (s *Service) SignInExternal(ctx context.Context, id Identity) (*AuthResult, error) {
+// what the winner committed, so every one of them signs in to the one account. The sign-in starts
+// a session, or, for an account with TOTP on, stops at the MFA step (LoginResult.MFARequired).
+func (s *Service) SignInExternal(ctx context.Context, id Identity, c Client) (*LoginResult, error) {
 	display := providerDisplay(id.Provider)
 	got, err := s.signInExternalTx(ctx, id, true)
 	if errors.Is(err, errLostRace) {
@@ -413,16 +414,16 @@ func (s *Service) SignInExternal(ctx context.Context, id Identity) (*AuthResult,
 		return nil, err
 	}
 	u, created, linked := got.user, got.created, got.linked
-	s.audit.Try(ctx, audit.Event{Action: "user.login", ActorUserID: audit.Int64(u.ID), TargetType: "user",
-		TargetID: fmt.Sprint(u.ID), Details: map[string]any{"provider": display, "linked": linked, "created": created}})
 	if created {
 		s.ProvisionFirstResource(ctx, u)
 	}
-	res, err := s.signIn(u, display)
+	res, err := s.beginSignIn(ctx, u, display, c, map[string]any{"linked": linked, "created": created})
 	if err != nil {
 		return nil, err
 	}
-	res.User.Provider, res.User.ProviderUserID = display, id.ProviderUserID
+	if res.AuthResult != nil {
+		res.User.Provider, res.User.ProviderUserID = display, id.ProviderUserID
+	}
 	return res, nil
 }
 

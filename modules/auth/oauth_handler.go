@@ -74,7 +74,9 @@ func (h *Handler) registerOAuth(api *httpx.API) {
 		Description: "Checks and spends the state, exchanges the code (with the PKCE verifier), fetches the user and signs them in: " +
 			"the same provider identity → its account; else, only when the provider's email is verified: an existing account with " +
 			"that email whose email is proven (by a password reset through the mailed link, or because the account was created " +
-			"from a provider's verified email) → linked; else a new account with a tenant database. Then 302 to `{Frontend:BaseUrl}/auth/callback#access_token=…&expires_at=…&provider=…` " +
+			"from a provider's verified email) → linked; else a new account with a tenant database. Then 302 to `{Frontend:BaseUrl}/auth/callback#access_token=…&expires_at=…&provider=…&refresh_token=…&refresh_expires_at=…` " +
+			"(a new session, as POST /api/auth/login starts; for an account with TOTP on, `#mfa_required=true&mfa_token=…&mfa_expires_at=…&provider=…` " +
+			"instead: complete the sign-in with POST /api/auth/mfa) " +
 			"(or to the allowed `returnUrl` given to the login route, with the same fragment). Failures go to the same place with " +
 			"`#error=<code>`: access_denied, invalid_state, missing_code, provider_error (the provider failed, or its profile " +
 			"has no usable user id: GitHub's id missing or 0, Google's missing, blank or 0; nothing is linked or created), " +
@@ -102,7 +104,7 @@ func (h *Handler) registerOAuth(api *httpx.API) {
 					q.Set(k, v)
 				}
 			}
-			res, returnURL, err := h.oauth.Finish(ctx, name, in.Flow, q)
+			res, returnURL, err := h.oauth.Finish(ctx, name, in.Flow, q, clientOf(ctx))
 			out := &redirect{Status: http.StatusFound, SetCookie: h.flowCookie("", -1), CacheControl: "no-store"}
 			var fe *flowError
 			switch {
@@ -121,9 +123,13 @@ func (h *Handler) registerOAuth(api *httpx.API) {
 				}
 				h.svc.log.ErrorContext(ctx, "oauth sign-in failed", "provider", name, "code", code, "error", err.Error())
 				out.Location = h.frontendURL(returnURL, url.Values{"error": {code}})
+			case res.MFARequired:
+				out.Location = h.frontendURL(returnURL, url.Values{"mfa_required": {"true"}, "mfa_token": {res.MFAToken},
+					"mfa_expires_at": {res.MFAExpiresAt.UTC().Format(time.RFC3339)}, "provider": {providerDisplay(name)}})
 			default:
 				out.Location = h.frontendURL(returnURL, url.Values{"access_token": {res.AccessToken},
-					"expires_at": {res.ExpiresAt.UTC().Format(time.RFC3339)}, "provider": {res.Provider}})
+					"expires_at": {res.ExpiresAt.UTC().Format(time.RFC3339)}, "provider": {res.Provider},
+					"refresh_token": {res.RefreshToken}, "refresh_expires_at": {res.RefreshExpiresAt.UTC().Format(time.RFC3339)}})
 			}
 			return out, nil
 		})

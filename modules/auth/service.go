@@ -29,15 +29,18 @@ import (
 // ResetTokenTTL is how long a password reset token stays valid.
 const ResetTokenTTL = 30 * time.Minute
 
-// Service implements password sign-in: registration, login, password recovery.
+// Service implements sign-in: registration, login (password, then TOTP when on), password
+// recovery, and the second factor's enrolment.
 type Service struct {
-	db      *bun.DB
-	cfg     *config.Config
-	hasher  *secrets.Hasher
-	tokens  *authn.Tokens
-	audit   *audit.Recorder
-	mailer  mail.Sender
-	newUser provision.NewUserHook // nil when no module gives new users a resource
+	db       *bun.DB
+	cfg      *config.Config
+	hasher   *secrets.Hasher
+	sealer   *secrets.Sealer
+	sessions *Sessions
+	lockout  *Lockout
+	audit    *audit.Recorder
+	mailer   mail.Sender
+	newUser  provision.NewUserHook // nil when no module gives new users a resource
 	// revokers revoke, in a reset's transaction, what an account taken over by the reset handed
 	// out (see ResetPassword).
 	revokers []provision.TakeoverRevoker
@@ -59,6 +62,7 @@ var (
 // RegisterInput is what registration needs.
 type RegisterInput struct {
 	FullName, Organization, Email, Password string
+	Client                                  Client
 }
 
 // Register creates a local account, gives it its tenant database (never failing because of the
@@ -98,7 +102,7 @@ func (s *Service) Register(ctx context.Context, in RegisterInput) (*RegisterResu
 	if err != nil {
 		return nil, err
 	}
-	res, err := s.signIn(u, "Password")
+	res, err := s.sessions.Start(ctx, u, "Password", in.Client, false)
 	if err != nil {
 		return nil, err
 	}
@@ -121,71 +125,6 @@ func (s *Service) ProvisionFirstResource(ctx context.Context, u *User) any {
 		s.log.WarnContext(ctx, "first resource not provisioned at registration", "userId", u.ID, "error", err.Error())
 	}
 	return res
-}
-
-func (s *Service) signIn(u *User, provider string) (*AuthResult, error) {
-	tok, err := s.tokens.Issue(authn.User{ID: u.ID, Email: u.Email, Name: u.FullName, Role: u.Role, SecurityStamp: u.SecurityStamp})
-	if err != nil {
-		return nil, err
-	}
-	return &AuthResult{
-		AccessToken: tok.Token, TokenType: "Bearer", ExpiresAt: tok.ExpiresAt, Provider: provider,
-		User: viewOf(u, "", ""), Token: tok.Token, UserID: u.ID,
-	}, nil
-}
-
-// Login checks email and password. An unknown email costs the same hash work as a wrong password
-// (for the same input: see secrets.Hasher.VerifyPasswordDummy) and gets the same answer. A hash
-// made before passwords were NFKC-normalised, from the text as typed, still signs in with that text
-// and is then replaced by the hash of its NFKC form; a hash made with other argon2id parameters than
-// the service's is made again with them at the sign-in (rehash).
-func (s *Service) Login(ctx context.Context, email, password string) (*AuthResult, error) {
-	email, err := parseEmail(email)
-	if err != nil {
-		return nil, err
-	}
-	u, err := s.findByEmail(ctx, s.db, email)
-	if err != nil {
-		return nil, err
-	}
-	if u == nil || u.PasswordHash == nil {
-		s.hasher.VerifyPasswordDummy(ctx, password)
-		s.audit.Try(ctx, audit.Event{Action: "user.login.failed", TargetType: "user",
-			Details: map[string]any{"email": email, "reason": "unknown"}})
-		return nil, errBadLogin
-	}
-	ok, legacy, err := s.hasher.VerifyPassword(ctx, password, *u.PasswordHash)
-	if err != nil {
-		return nil, fmt.Errorf("verify password: %w", err)
-	}
-	if !ok {
-		s.audit.Try(ctx, audit.Event{Action: "user.login.failed", UserID: audit.Int64(u.ID), TargetType: "user",
-			TargetID: fmt.Sprint(u.ID), Details: map[string]any{"email": email, "reason": "password"}})
-		return nil, errBadLogin
-	}
-	if legacy || s.hasher.NeedsRehash(*u.PasswordHash) {
-		s.rehash(ctx, u, password)
-	}
-	s.audit.Try(ctx, audit.Event{Action: "user.login", ActorUserID: audit.Int64(u.ID), TargetType: "user",
-		TargetID: fmt.Sprint(u.ID), Details: map[string]any{"provider": "Password"}})
-	return s.signIn(u, "Password")
-}
-
-// rehash replaces u's hash, just verified against password, by HashPassword's: a hash of the text
-// as typed (made before passwords were normalised) becomes the hash of its NFKC form, and a hash
-// made with other argon2id parameters than the service's (older, weaker ones) is made again with
-// the service's. Only if the row still has the hash just verified: a reset meanwhile is never
-// undone. The password is the same one, so the security stamp stays and no token dies. A failure
-// is logged and the sign-in goes on: the old hash still works, and the next one tries again.
-func (s *Service) rehash(ctx context.Context, u *User, password string) {
-	hash, err := s.hasher.HashPassword(ctx, password)
-	if err == nil {
-		_, err = s.db.NewUpdate().Model((*User)(nil)).Set("password_hash = ?", hash).Set("updated_at = now()").
-			Where("id = ?", u.ID).Where("password_hash = ?", *u.PasswordHash).Where("deleted_at IS NULL").Exec(ctx)
-	}
-	if err != nil {
-		s.log.WarnContext(ctx, "password hash not upgraded", "userId", u.ID, "error", err.Error())
-	}
 }
 
 // MaxRecoveryInFlight bounds the reset mails being prepared and sent at once (forgot-password's

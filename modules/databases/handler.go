@@ -143,8 +143,9 @@ func (h *Handler) Register(api *httpx.API) {
 		Path: "/api/me/databases/{id}/password", Tags: tags, Summary: "Reveal a database's password",
 		Description: "Limited by `RateLimit:PasswordReveal` per user; every reveal is audited (`database.password.revealed`, with IP and user agent). " +
 			"409 while the database is Provisioning, Failed or Deleting, and 409 with `Retry-After` while its owner password is being changed on the engine " +
-			"(a password reset took the account over: the new password is stored but does not log in yet; the engine is retried in the background).",
-		Errors: []int{http.StatusNotFound, http.StatusConflict},
+			"(a password reset took the account over: the new password is stored but does not log in yet; the engine is retried in the background). " +
+			"403 for a user with TOTP on whose session has not passed the second factor within `Auth:StepUpMinutes` (POST /api/me/mfa/step-up).",
+		Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusForbidden},
 		Responses: map[string]*huma.Response{
 			"409": {Description: "The database is Provisioning, Failed or Deleting (no `Retry-After`: it depends on the database, read it again), " +
 				"or its owner password is being changed on the engine (with `Retry-After`).",
@@ -153,6 +154,9 @@ func (h *Handler) Register(api *httpx.API) {
 		}},
 		func(ctx context.Context, in *idInput) (*httpx.Response[Reveal], error) {
 			uid := authn.FromContext(ctx).UserID
+			if err := authn.RequireStepUp(ctx); err != nil {
+				return nil, err
+			}
 			if err := h.limiter.Check(ctx, "PasswordReveal", fmt.Sprint(uid)); err != nil {
 				return nil, err
 			}

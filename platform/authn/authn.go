@@ -3,7 +3,9 @@
 // The user's current role and security stamp decide every request, so a role change or a password
 // reset takes effect on the user's next request, not at the next login. They come from a cache
 // kept coherent with the users table on every replica (platform/coherent), so a request costs no
-// database round trip.
+// database round trip. With UseSessions, a token also needs its sign-in session (claim sid) to be
+// live, read from the session cache the auth module keeps coherent the same way, so a logout
+// refuses the session's tokens on every replica from the next request on.
 package authn
 
 import (
@@ -27,6 +29,7 @@ import (
 	"github.com/uptrace/bun"
 
 	"provisioner/platform/coherent"
+	"provisioner/platform/fault"
 	"provisioner/platform/httpx"
 )
 
@@ -37,12 +40,14 @@ const (
 )
 
 // Claims are the access token's claims: sub, email, name, role, iss, aud, iat, exp, jti, plus
-// ver, the user's security stamp when the token was issued (a password reset bumps it).
+// ver, the user's security stamp when the token was issued (a password reset bumps it), and sid,
+// the sign-in session the token belongs to (its end refuses the token).
 type Claims struct {
 	Email string `json:"email"`
 	Name  string `json:"name"`
 	Role  string `json:"role"`
 	Ver   int64  `json:"ver"`
+	Sid   int64  `json:"sid,omitempty"`
 	jwt.RegisteredClaims
 }
 
@@ -52,6 +57,13 @@ type Principal struct {
 	Email  string
 	Name   string
 	Role   string
+	// SessionID is the sign-in session of the token (0 when the guard checks no sessions).
+	SessionID int64
+
+	// session is the state of that session when the request came in; stepUp is how recently a
+	// second factor must have been passed for RequireStepUp.
+	session Session
+	stepUp  time.Duration
 
 	// What the guard accepted, for LockCaller: the security stamp, and whether the operation
 	// needs the Admin role. guarded is false for a principal made with WithPrincipal.
@@ -113,12 +125,13 @@ type Issued struct {
 	ExpiresAt time.Time
 }
 
-// User is what a token is issued for.
+// User is what a token is issued for: a user, in one of its sign-in sessions.
 type User struct {
 	ID            int64
 	Email, Name   string
 	Role          string
 	SecurityStamp int64
+	SessionID     int64
 }
 
 // Issue signs an access token for u.
@@ -128,7 +141,7 @@ func (t *Tokens) Issue(u User) (Issued, error) {
 	var jti [16]byte
 	_, _ = rand.Read(jti[:])
 	claims := Claims{
-		Email: u.Email, Name: u.Name, Role: u.Role, Ver: u.SecurityStamp,
+		Email: u.Email, Name: u.Name, Role: u.Role, Ver: u.SecurityStamp, Sid: u.SessionID,
 		RegisteredClaims: jwt.RegisteredClaims{
 			Subject:   strconv.FormatInt(u.ID, 10),
 			Issuer:    t.o.Issuer,
@@ -181,6 +194,53 @@ type Guard struct {
 	verified verifiedTokens
 	// PerUser, when set, counts the request against the per-user limit; its error is written as is.
 	PerUser func(c *fiber.Ctx, userID int64) error
+
+	// sessions, when set (UseSessions), decides whether a token's session still lives.
+	sessions Sessions
+	stepUp   time.Duration
+}
+
+// Session is what the guard needs to know of a sign-in session.
+type Session struct {
+	UserID int64
+	// Live is false once the session has ended (logout, revocation, reuse of a refresh token).
+	Live bool
+	// MFAAt is when the session last passed a second factor; zero if never.
+	MFAAt time.Time
+	// MFAOn reports whether the session's user has a second factor turned on.
+	MFAOn bool
+}
+
+// Sessions looks up sign-in sessions for the guard. Session returns ErrNoSession for an unknown
+// id; it must be cheap (the guard calls it on every request) and reflect an ended session on the
+// next request, on every replica.
+type Sessions interface {
+	Session(ctx context.Context, id int64) (Session, error)
+}
+
+// ErrNoSession is Sessions' answer for an unknown session.
+var ErrNoSession = errors.New("no such session")
+
+// UseSessions makes the guard accept only tokens of a live session (claim sid) and remember the
+// session's second factor for RequireStepUp, which asks for one passed within stepUp. Call it
+// before the server starts.
+func (g *Guard) UseSessions(s Sessions, stepUp time.Duration) {
+	g.sessions, g.stepUp = s, stepUp
+}
+
+// RequireStepUp refuses (403) an operation of a user with a second factor on whose session has
+// not passed it within the guard's step-up time (UseSessions). It lets everything else through:
+// a user without a second factor, a context the guard did not let in (background work).
+func RequireStepUp(ctx context.Context) error {
+	p := FromContext(ctx)
+	if p == nil || !p.guarded || !p.session.MFAOn {
+		return nil
+	}
+	if !p.session.MFAAt.IsZero() && time.Since(p.session.MFAAt) <= p.stepUp {
+		return nil
+	}
+	return fault.Forbidden(fmt.Sprintf("This needs a second factor passed within the last %d minutes: send a TOTP or "+
+		"recovery code to POST /api/me/mfa/step-up, then try again", int(p.stepUp.Minutes())))
 }
 
 const tokenLocal = "authn.token"
@@ -372,6 +432,19 @@ func (g *Guard) Authenticate(c *fiber.Ctx) (*Principal, error) {
 	}
 	p := row.Principal // a copy per request: handlers may keep it
 	p.guarded, p.stamp = true, row.Stamp
+	if g.sessions != nil {
+		if claims.Sid <= 0 {
+			return nil, invalidToken()
+		}
+		st, err := g.sessions.Session(c.UserContext(), claims.Sid)
+		if errors.Is(err, ErrNoSession) || (err == nil && (!st.Live || st.UserID != id)) {
+			return nil, invalidToken()
+		}
+		if err != nil {
+			return nil, err
+		}
+		p.SessionID, p.session, p.stepUp = claims.Sid, st, g.stepUp
+	}
 	if g.PerUser != nil {
 		if err := g.PerUser(c, id); err != nil {
 			return nil, err

@@ -40,6 +40,7 @@ type Config struct {
 	RateLimit          map[string]string       `koanf:"ratelimit"`
 	Finisher           Finisher                `koanf:"finisher"`
 	Log                Log                     `koanf:"log"`
+	Auth               Auth                    `koanf:"auth"`
 }
 
 // Server holds the listener settings.
@@ -253,6 +254,58 @@ type Log struct {
 	Level string `koanf:"level"`
 }
 
+// ---- Auth: the auth module's settings (sessions, the second factor, the sign-in lockout). ----
+
+// Auth configures sign-in sessions, TOTP and the lockout of modules/auth.
+type Auth struct {
+	// RefreshDays is how long a refresh token stays valid, counted from its session's last
+	// refresh (sliding); default 30.
+	RefreshDays int `koanf:"refreshdays"`
+	// RefreshReuseSeconds is how long after its rotation a spent refresh token still answers its
+	// successor (two tabs refreshing at once); later, presenting it ends the session. Default 10.
+	RefreshReuseSeconds int `koanf:"refreshreuseseconds"`
+	// StepUpMinutes is how long a passed second factor allows revealing a database password, for
+	// a user with TOTP on; default 10.
+	StepUpMinutes int `koanf:"stepupminutes"`
+	// LockoutThreshold is the number of failed checks (passwords per account, TOTP codes per
+	// user) after which further attempts wait an exponentially growing delay; default 10.
+	LockoutThreshold int `koanf:"lockoutthreshold"`
+	// LockoutWindowMinutes is how long failed checks are remembered after the last one; default 15.
+	LockoutWindowMinutes int `koanf:"lockoutwindowminutes"`
+	// LockoutDelaySeconds is the wait after the threshold's failure; it doubles with each further
+	// failure, up to LockoutWindowMinutes. Default 1.
+	LockoutDelaySeconds int `koanf:"lockoutdelayseconds"`
+	// TotpIssuer names the service in authenticator apps (the otpauth:// URI's issuer); default
+	// "Provisioner".
+	TotpIssuer string `koanf:"totpissuer"`
+}
+
+// RefreshTTL is Auth:RefreshDays as a duration.
+func (a Auth) RefreshTTL() time.Duration { return time.Duration(a.RefreshDays) * 24 * time.Hour }
+
+// validate checks the Auth section; the first problem names its key.
+func (a Auth) validate() error {
+	switch {
+	case a.RefreshDays < 1 || a.RefreshDays > 365:
+		return &ValidationError{"Auth:RefreshDays", "must be between 1 and 365"}
+	case a.RefreshReuseSeconds < 0 || a.RefreshReuseSeconds > 300:
+		return &ValidationError{"Auth:RefreshReuseSeconds", "must be between 0 and 300"}
+	case a.StepUpMinutes < 1 || a.StepUpMinutes > 1440:
+		return &ValidationError{"Auth:StepUpMinutes", "must be between 1 and 1440"}
+	case a.LockoutThreshold < 1 || a.LockoutThreshold > 1_000_000:
+		return &ValidationError{"Auth:LockoutThreshold", "must be between 1 and 1000000"}
+	case a.LockoutWindowMinutes < 1 || a.LockoutWindowMinutes > 1440:
+		return &ValidationError{"Auth:LockoutWindowMinutes", "must be between 1 and 1440"}
+	case a.LockoutDelaySeconds < 1 || a.LockoutDelaySeconds > 3600:
+		return &ValidationError{"Auth:LockoutDelaySeconds", "must be between 1 and 3600"}
+	case strings.TrimSpace(a.TotpIssuer) == "" || strings.Contains(a.TotpIssuer, ":"):
+		return &ValidationError{"Auth:TotpIssuer", "must be a non-empty name without ':' (authenticator apps split the label at it)"}
+	}
+	return nil
+}
+
+// ---- end of Auth ----
+
 // IsDevelopment reports whether the relaxed development checks apply.
 func (c *Config) IsDevelopment() bool {
 	return strings.EqualFold(c.Environment, "Development")
@@ -416,6 +469,9 @@ func (c *Config) Validate() error {
 			return &ValidationError{fmt.Sprintf("Frontend:Origins:%d", i), "must be an origin, scheme and host (and port) only, " +
 				"e.g. https://app.example.com; no path, and no wildcard: CORS answers allow credentials, so each origin is listed"}
 		}
+	}
+	if err := c.Auth.validate(); err != nil {
+		return err
 	}
 	for i, p := range c.Server.TrustedProxies {
 		if _, ok := TrustedProxy(p); !ok {

@@ -50,6 +50,13 @@ func Defaults() map[string]any {
 		"finisher.maxattempts":              8,
 		"finisher.batchsize":                16,
 		"log.level":                         "info",
+		"auth.refreshdays":                  30,
+		"auth.refreshreuseseconds":          10,
+		"auth.stepupminutes":                10,
+		"auth.lockoutthreshold":             10,
+		"auth.lockoutwindowminutes":         15,
+		"auth.lockoutdelayseconds":          1,
+		"auth.totpissuer":                   "Provisioner",
 	}
 }
 

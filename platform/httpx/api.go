@@ -154,7 +154,7 @@ func Register[I, O any](a *API, access Access, op huma.Operation, h func(context
 	for code, r := range op.Responses {
 		given[code] = r
 	}
-	huma.Register(a.API, op, h)
+	huma.Register(a.API, op, withFaultHeaders(h))
 	if doc := operationOf(a.OpenAPI(), op.Method, op.Path); doc != nil {
 		if r := doc.Responses["401"]; r != nil && (access == Authenticated || access == AdminOnly) {
 			r.Headers = map[string]*huma.Param{"WWW-Authenticate": {

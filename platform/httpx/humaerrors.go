@@ -1,6 +1,7 @@
 package httpx
 
 import (
+	"context"
 	"errors"
 	"log/slog"
 	"math"
@@ -14,6 +15,8 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/danielgtaylor/huma/v2/adapters/humafiber"
+
+	"provisioner/platform/fault"
 )
 
 func init() {
@@ -43,6 +46,22 @@ func patternRefusal(m string) (string, bool) {
 		return m, false
 	}
 	return "must be " + desc, true
+}
+
+// withFaultHeaders maps a domain error h returns to its Error before huma sees it: huma writes the
+// headers of the error a handler returned (a fault's Retry-After) only when that error carries
+// them itself, not those of the error it maps the handler's error to.
+func withFaultHeaders[I, O any](h func(context.Context, *I) (*O, error)) func(context.Context, *I) (*O, error) {
+	return func(ctx context.Context, in *I) (*O, error) {
+		out, err := h(ctx, in)
+		if _, ok := fault.As(err); ok {
+			var e *Error
+			if !errors.As(err, &e) {
+				return out, FromError(err)
+			}
+		}
+		return out, err
+	}
 }
 
 // mapHumaError turns huma's own errors (validation, unmarshal, body size) and errors returned by

@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"provisioner/platform/fault"
 	"provisioner/platform/httpx"
 	"provisioner/platform/testutil"
 )
@@ -87,6 +88,8 @@ func (routes) Register(api *httpx.API) {
 				return nil, fmt.Errorf("load widget: %w", &pgconn.PgError{Severity: "FATAL", Code: "08006", Message: "connection failure"})
 			case 8: // a transaction broken off by a concurrent one: nothing written, try again
 				return nil, fmt.Errorf("delete widget: %w", &pgconn.PgError{Severity: "ERROR", Code: "40P01", Message: "deadlock detected"})
+			case 10: // a domain error asking for a wait, wrapped
+				return nil, fmt.Errorf("widget: %w", fault.TooMany("Slow down", 1500*time.Millisecond))
 			case 7: // any other database error is ours: a 500
 				return nil, fmt.Errorf("load widget: %w", &pgconn.PgError{Severity: "ERROR", Code: "42P01", Message: "relation \"secret_table\" does not exist"})
 			}
@@ -209,6 +212,15 @@ func TestEnvelopeOnEveryOutcome(t *testing.T) {
 			assert.NotContains(t, raw, "goroutine")
 		})
 	}
+}
+
+// TestDomainErrorOfAHandlerCarriesRetryAfter: a fault a handler returns is answered with its
+// status and its Retry-After (huma writes only the headers of the error the handler returned).
+func TestDomainErrorOfAHandlerCarriesRetryAfter(t *testing.T) {
+	res, env, raw := call(t, "GET", newServer(t)+"/api/widgets/10", "", nil)
+	assert.Equal(t, http.StatusTooManyRequests, res.StatusCode, raw)
+	assert.Equal(t, "Slow down", env.Message)
+	assert.Equal(t, "2", res.Header.Get("Retry-After"), "1.5 s rounded up")
 }
 
 // TestBodyOverOneMiB announces a body over the limit and checks the envelope, over a raw

@@ -1,0 +1,151 @@
+package auth
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/danielgtaylor/huma/v2"
+
+	"provisioner/platform/authn"
+	"provisioner/platform/httpx"
+)
+
+type refreshInput struct {
+	Body struct {
+		_            struct{} `additionalProperties:"true"`
+		RefreshToken string   `json:"refreshToken" minLength:"1" maxLength:"200" doc:"The refreshToken of the sign-in or of the last refresh."`
+	}
+}
+
+type sessionIDInput struct {
+	ID int64 `path:"id" minimum:"1" doc:"The session's id."`
+}
+
+type userSessionsInput struct {
+	ID int64 `path:"id" minimum:"1" doc:"The user's id."`
+	httpx.PageQuery
+}
+
+type userIDInput struct {
+	ID int64 `path:"id" minimum:"1" doc:"The user's id."`
+}
+
+// optionalBody is the input of a POST that takes no body: one sent anyway must be a JSON object
+// (a malformed one is a 400, never ignored).
+type optionalBody struct {
+	Body *struct {
+		_ struct{} `additionalProperties:"true"`
+	} `required:"false"`
+}
+
+// Ended is how many sessions a request ended.
+type Ended struct {
+	Ended int `json:"ended" example:"2" doc:"How many live sessions were ended."`
+}
+
+func init() {
+	httpx.TagDescriptions["Sessions"] = "Sign-in sessions: list and end one's own; an admin's view of a user's."
+	httpx.TagDescriptions["MFA"] = "The second factor: TOTP enrolment and recovery codes, step-up."
+}
+
+func (h *Handler) registerSessions(api *httpx.API) {
+	tags := []string{"Sessions"}
+	httpx.Register(api, httpx.Public, huma.Operation{
+		OperationID: "refreshSession", Method: http.MethodPost, Path: "/api/auth/refresh", Tags: []string{"Auth"},
+		Summary: "Trade a refresh token for new tokens",
+		Description: "Spends the refresh token and answers a new access token and a new refresh token of the same session " +
+			"(its refresh lifetime, `Auth:RefreshDays`, starts again). A spent refresh token presented again within " +
+			"`Auth:RefreshReuseSeconds` (default 10) of its rotation answers the same new refresh token (two tabs refreshing at once " +
+			"both get it); presented later, it ends the whole session (reuse detection: the token was copied; audited as " +
+			"`user.session.refresh_reused`) and is a 401. A session whose account changed since the sign-in (a password reset, a " +
+			"role change, the account's deletion) ends at its next refresh with the same 401: sign in again.",
+		Errors: []int{http.StatusUnauthorized},
+		Responses: map[string]*huma.Response{"401": {Description: "The refresh token is unknown, expired, spent (reuse), or its " +
+			"session ended. No `WWW-Authenticate`: the token travels in the body."}},
+	}, func(ctx context.Context, in *refreshInput) (*httpx.Response[AuthResult], error) {
+		res, err := h.sessions.Refresh(ctx, in.Body.RefreshToken, clientOf(ctx))
+		if err != nil {
+			return nil, err
+		}
+		return httpx.OK("Refreshed", *res), nil
+	})
+
+	httpx.Register(api, httpx.Authenticated, huma.Operation{
+		OperationID: "logout", Method: http.MethodPost, Path: "/api/auth/logout", Tags: []string{"Auth"},
+		Summary: "Sign out: end this session",
+		Description: "Ends the session of the bearer token: its access tokens are refused from the answer on, on every replica, and " +
+			"its refresh token no longer works. Audited as `user.session.ended` with reason `logout`.",
+	}, func(ctx context.Context, _ *optionalBody) (*httpx.Response[httpx.NoData], error) {
+		if err := h.sessions.Logout(ctx, authn.FromContext(ctx)); err != nil {
+			return nil, err
+		}
+		return httpx.Done("Signed out"), nil
+	})
+
+	httpx.Register(api, httpx.Authenticated, huma.Operation{
+		OperationID: "listMySessions", Method: http.MethodGet, Path: "/api/me/sessions", Tags: tags,
+		Summary: "My sign-in sessions",
+		Description: "The live sessions of the account, newest first: not ended, refresh token not expired, started since the last " +
+			"password reset. The one of this request's token has `current: true`.",
+	}, func(ctx context.Context, _ *struct{}) (*httpx.Response[[]SessionView], error) {
+		list, err := h.sessions.List(ctx, authn.FromContext(ctx))
+		if err != nil {
+			return nil, err
+		}
+		return httpx.OK("OK", list), nil
+	})
+
+	httpx.Register(api, httpx.Authenticated, huma.Operation{
+		OperationID: "endMySession", Method: http.MethodDelete, Path: "/api/me/sessions/{id}", Tags: tags,
+		Summary: "End one of my sessions",
+		Description: "Its access tokens are refused from the answer on, on every replica; its refresh token no longer works. The " +
+			"current session may be ended this way too (as POST /api/auth/logout does). Another user's, an ended or an unknown " +
+			"session: 404. Audited as `user.session.ended`.",
+		Errors: []int{http.StatusNotFound},
+	}, func(ctx context.Context, in *sessionIDInput) (*httpx.Response[httpx.NoData], error) {
+		if err := h.sessions.End(ctx, authn.FromContext(ctx), in.ID); err != nil {
+			return nil, err
+		}
+		return httpx.Done("Session ended"), nil
+	})
+
+	httpx.Register(api, httpx.Authenticated, huma.Operation{
+		OperationID: "endMyOtherSessions", Method: http.MethodDelete, Path: "/api/me/sessions", Tags: tags,
+		Summary:     "End all my other sessions",
+		Description: "Ends every live session of the account but the current one. Audited as `user.session.ended`.",
+	}, func(ctx context.Context, _ *struct{}) (*httpx.Response[Ended], error) {
+		n, err := h.sessions.EndOthers(ctx, authn.FromContext(ctx))
+		if err != nil {
+			return nil, err
+		}
+		return httpx.OK("Other sessions ended", Ended{Ended: n}), nil
+	})
+
+	httpx.Register(api, httpx.AdminOnly, huma.Operation{
+		OperationID: "listUserSessions", Method: http.MethodGet, Path: "/api/users/{id}/sessions", Tags: tags,
+		Summary:     "A user's sign-in sessions",
+		Description: "The user's live sessions, newest first, a page at a time. Unknown or deleted user: 404.",
+		Errors:      []int{http.StatusNotFound},
+	}, func(ctx context.Context, in *userSessionsInput) (*httpx.Response[httpx.Page[SessionView]], error) {
+		items, total, err := h.sessions.ListOf(ctx, in.ID, in.Offset(), in.Limit())
+		if err != nil {
+			return nil, err
+		}
+		return httpx.OK("OK", httpx.NewPage(in.PageQuery, items, total)), nil
+	})
+
+	httpx.Register(api, httpx.AdminOnly, huma.Operation{
+		OperationID: "endUserSessions", Method: http.MethodDelete, Path: "/api/users/{id}/sessions", Tags: tags,
+		Summary: "End all of a user's sessions",
+		Description: "Every live session of the user ends: their access tokens are refused from the answer on, on every replica, " +
+			"and their refresh tokens no longer work (the user signs in again). Unknown or deleted user: 404. Audited as " +
+			"`user.session.ended` with reason `ended by an admin`.",
+		Errors: []int{http.StatusNotFound},
+	}, func(ctx context.Context, in *userIDInput) (*httpx.Response[Ended], error) {
+		n, err := h.sessions.EndAllOf(ctx, in.ID)
+		if err != nil {
+			return nil, err
+		}
+		return httpx.OK("Sessions ended", Ended{Ended: n}), nil
+	})
+}
