@@ -38,7 +38,7 @@ func run(args []string) error {
 	}
 	switch cmd {
 	case "serve":
-		cfg, err := config.Load(config.Source{})
+		cfg, err := app.LoadConfig(config.Source{})
 		if err != nil {
 			return err
 		}
@@ -59,7 +59,7 @@ func migrate(args []string) error {
 	if len(args) != 1 {
 		return fmt.Errorf("usage: migrate up|down|status")
 	}
-	cfg, err := config.Load(config.Source{})
+	cfg, err := app.LoadConfig(config.Source{})
 	if err != nil {
 		return err
 	}

@@ -11,7 +11,9 @@ import (
 	"go.uber.org/fx"
 	"go.uber.org/fx/fxevent"
 
+	"provisioner/platform/audit"
 	"provisioner/platform/config"
+	"provisioner/platform/module"
 )
 
 // Options is the whole application for cfg. Extra options (tests) are appended.
@@ -21,7 +23,16 @@ func Options(cfg *config.Config, extra ...fx.Option) []fx.Option {
 		fx.WithLogger(func() fxevent.Logger { return fxevent.NopLogger }),
 		Platform,
 	}
-	opts = append(opts, Modules...)
+	for _, m := range Modules {
+		opts = append(opts, m.Fx(cfg))
+	}
+	// What the platform takes from every module's descriptor: its audit namespaces, its tags.
+	opts = append(opts, fx.Supply(audit.NewSystemNamespaces(module.AuditNamespaces(Modules)...)))
+	if tags, err := module.Tags(platformTags, Modules); err != nil {
+		opts = append(opts, fx.Error(err))
+	} else {
+		opts = append(opts, fx.Supply(tagDescriptions(tags)))
+	}
 	// The server's hooks come after every module's (this invoke runs after the modules' own), so it
 	// starts listening once everything else has started, and at shutdown it stops first: it
 	// finishes the requests in flight while what they hand work to (background mails, the AI
@@ -31,6 +42,23 @@ func Options(cfg *config.Config, extra ...fx.Option) []fx.Option {
 	// back once everything has started.
 	opts = append(opts, fx.Invoke(func(lc fx.Lifecycle) { lc.Append(fx.StartHook(debug.FreeOSMemory)) }))
 	return append(opts, extra...)
+}
+
+// LoadConfig loads and validates the configuration of the platform and of every module (its
+// section), from src: one clear line naming the first bad key, before anything starts.
+func LoadConfig(src config.Source) (*config.Config, error) {
+	return config.Load(src, module.Sections(Modules)...)
+}
+
+// ConfigDocs are config/config.example.yaml and the README's table of configuration keys, generated
+// from the sections of the platform and of every module (go generate ./app writes them).
+func ConfigDocs() (example []byte, table string, err error) {
+	sections := module.Sections(Modules)
+	if example, err = config.Example(sections...); err != nil {
+		return nil, "", err
+	}
+	table, err = config.Table(sections...)
+	return example, table, err
 }
 
 // Serve runs the service for cfg until SIGINT or SIGTERM. Unlike fx's App.Run, which with the

@@ -13,8 +13,8 @@ import (
 	"go.uber.org/fx"
 
 	"provisioner/app"
+	"provisioner/app/apptest"
 	"provisioner/platform/testutil"
-	"provisioner/platform/testutil/apptest"
 )
 
 func TestMain(m *testing.M) { testutil.Main(m) }

@@ -9,8 +9,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"provisioner/app/apptest"
 	"provisioner/platform/testutil"
-	"provisioner/platform/testutil/apptest"
 )
 
 // TestEveryGetRouteAnswersHead: HEAD answered 405 on every GET route of the API, /healthz and

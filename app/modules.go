@@ -1,18 +1,19 @@
 package app
 
 import (
-	"go.uber.org/fx"
-
 	"provisioner/modules/admin"
 	"provisioner/modules/aikeys"
 	"provisioner/modules/auth"
 	"provisioner/modules/databases"
 	"provisioner/modules/dns"
 	"provisioner/modules/wfauto"
+	"provisioner/platform/module"
 )
 
+//go:generate go run ../cmd/configdoc -root ..
+
 // Modules is the one list of resource modules. Adding a module is one line here.
-var Modules = []fx.Option{
+var Modules = []module.Module{
 	auth.Module,
 	admin.Module,
 	databases.Module,

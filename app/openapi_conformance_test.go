@@ -24,13 +24,13 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"provisioner/app/apptest"
 	"provisioner/modules/aikeys/aikeystest"
 	"provisioner/modules/auth/oauthtest"
 	"provisioner/modules/dns/cloudflare/cloudflaretest"
 	"provisioner/modules/wfauto/wfautotest"
 	"provisioner/platform/ratelimit"
 	"provisioner/platform/testutil"
-	"provisioner/platform/testutil/apptest"
 )
 
 // conformance checks every answer the app gives against the served OpenAPI document: the status

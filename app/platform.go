@@ -189,7 +189,17 @@ func newGuard(t *authn.Tokens, d *bun.DB, l *ratelimit.Limiter, b *coherent.Bus)
 	return g
 }
 
-func newServer(cfg *config.Config, log *slog.Logger, m *httpx.Metrics, g *authn.Guard, l *ratelimit.Limiter, b *coherent.Bus) (*httpx.Server, error) {
+// tagDescriptions describe the OpenAPI tags: platformTags and every module's.
+type tagDescriptions map[string]string
+
+// platformTags describe the tags of the platform's operations, and Public, which several modules use.
+var platformTags = map[string]string{
+	"Operations": "Liveness and readiness probes.",
+	"Public":     "Public information for the landing page.",
+}
+
+func newServer(cfg *config.Config, log *slog.Logger, m *httpx.Metrics, g *authn.Guard, l *ratelimit.Limiter, b *coherent.Bus,
+	tags tagDescriptions) (*httpx.Server, error) {
 	return httpx.NewServer(httpx.ServerOptions{
 		Title:          "Resource Provisioning Service",
 		Version:        Version,
@@ -206,6 +216,7 @@ func newServer(cfg *config.Config, log *slog.Logger, m *httpx.Metrics, g *authn.
 			return httpx.FiberClientIP(c)
 		})},
 		LimitHeaders: ratelimit.DocHeaders(),
+		Tags:         tags,
 	})
 }
 

@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"provisioner/platform/testutil/apptest"
+	"provisioner/app/apptest"
 )
 
 // Text users type lands in audit details: the six characters \u0000 there (with quotes and

@@ -12,8 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/fx"
 
+	"provisioner/app/apptest"
 	"provisioner/platform/httpx"
-	"provisioner/platform/testutil/apptest"
 )
 
 // slowRoutes is a module's route whose request hands work to the module's worker, as a

@@ -12,8 +12,8 @@ import (
 	"go.uber.org/fx"
 
 	"provisioner/app"
+	"provisioner/app/apptest"
 	"provisioner/platform/config"
-	"provisioner/platform/testutil/apptest"
 )
 
 // TestServeReportsAPortInUse: with the port taken, the service used to exit with status 1 and

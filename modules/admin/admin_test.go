@@ -15,11 +15,11 @@ import (
 	"github.com/uptrace/bun"
 	"go.uber.org/fx"
 
+	"provisioner/app/apptest"
 	"provisioner/platform/coherent"
 	"provisioner/platform/provision"
 	"provisioner/platform/summary"
 	"provisioner/platform/testutil"
-	"provisioner/platform/testutil/apptest"
 )
 
 func TestMain(m *testing.M) { testutil.Main(m) }

@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"provisioner/platform/testutil/apptest"
+	"provisioner/app/apptest"
 )
 
 // TestAuditAmendmentRecordDoesNotDouble: audit.event.updated held the original event and the

@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"provisioner/platform/testutil/apptest"
+	"provisioner/app/apptest"
 )
 
 // TestAuditAmendmentThatChangesNothing: `PUT {}` (or the event sent back as read) marked the

@@ -91,13 +91,13 @@ type NoteInput struct {
 // (an admin could otherwise forge, say, an aikey.rotated event, or "dаtabase.created" with a
 // Cyrillic а; renaming is left alone when the action does not change) and details
 // nested too deeply or too long.
-func validate(in NoteInput, current string) error {
+func (s *AuditEvents) validate(in NoteInput, current string) error {
 	var invalid []httpx.FieldError
 	if in.Action != nil && *in.Action != current {
 		if msg := audit.ClientActionProblem(*in.Action); msg != "" {
 			invalid = append(invalid, httpx.FieldError{Field: "action", Message: msg})
-		} else if audit.Reserved(*in.Action) {
-			invalid = append(invalid, httpx.FieldError{Field: "action", Message: audit.ReservedMessage()})
+		} else if s.audit.Reserved(*in.Action) {
+			invalid = append(invalid, httpx.FieldError{Field: "action", Message: s.audit.ReservedMessage()})
 		}
 	}
 	if in.Details != nil {
@@ -113,7 +113,7 @@ func validate(in NoteInput, current string) error {
 
 // Create records a manual note by the acting admin.
 func (s *AuditEvents) Create(ctx context.Context, in NoteInput) (*audit.Event, error) {
-	if err := validate(in, ""); err != nil {
+	if err := s.validate(in, ""); err != nil {
 		return nil, err
 	}
 	e := audit.Event{Action: deref(in.Action), TargetType: deref(in.TargetType), TargetID: deref(in.TargetID),
@@ -155,7 +155,7 @@ func (s *AuditEvents) Update(ctx context.Context, id int64, in NoteInput) (*audi
 			return err
 		}
 		original := *e
-		if err := validate(in, e.Action); err != nil {
+		if err := s.validate(in, e.Action); err != nil {
 			return err
 		}
 		if unchanged(original, in) {

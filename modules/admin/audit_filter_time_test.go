@@ -6,7 +6,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
-	"provisioner/platform/testutil/apptest"
+	"provisioner/app/apptest"
 )
 
 // TestAuditListTimeFiltersBeforeYearOne: a from or to before 0001-01-01T00:00:00Z in UTC

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"provisioner/platform/testutil/apptest"
+	"provisioner/app/apptest"
 )
 
 // BenchmarkAdminAtScale seeds 100,000 users and 100,000 databases, then times an admin list page

@@ -13,13 +13,21 @@ import (
 	"provisioner/platform/audit"
 	"provisioner/platform/db"
 	"provisioner/platform/httpx"
+	"provisioner/platform/module"
 	"provisioner/platform/provision"
 	"provisioner/platform/secrets"
 	"provisioner/platform/summary"
 )
 
-// Module is everything the admin module contributes.
-var Module = fx.Module("admin",
+// Module is the admin module: its wiring, its audit namespaces and its OpenAPI tags.
+var Module = module.Module{Name: "admin", Options: wiring, AuditNamespaces: []string{"user", "audit"},
+	Tags: map[string]string{
+		"Admin: users":        "User administration (role Admin).",
+		"Admin: audit events": "The audit log (role Admin); every change to it is itself audited.",
+	}}
+
+// wiring is everything the admin module contributes to the fx graph.
+var wiring = fx.Module("admin",
 	fx.Provide(
 		httpx.AsRoutes(NewHandler),
 		db.AsMigrations(func() db.Migrations { return db.Migrations{Module: "admin", FS: migrations.FS} }),

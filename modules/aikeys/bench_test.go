@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"provisioner/platform/testutil/apptest"
+	"provisioner/app/apptest"
 )
 
 // BenchmarkGatewayAddedLatency calls the fake upstream directly and through POST /api/ai/generate

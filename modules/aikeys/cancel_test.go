@@ -11,9 +11,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"provisioner/app/apptest"
 	"provisioner/modules/aikeys"
 	"provisioner/modules/aikeys/aikeystest"
-	"provisioner/platform/testutil/apptest"
 )
 
 // TestStalledStreamIsCancelledWhenTheClientLeaves: a client that gave up on a stream the upstream

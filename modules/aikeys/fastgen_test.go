@@ -14,9 +14,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"provisioner/app/apptest"
 	"provisioner/modules/aikeys"
 	"provisioner/modules/aikeys/aikeystest"
-	"provisioner/platform/testutil/apptest"
 )
 
 // TestFastGenerateAnswersAsTheOperationDoes: POST /api/ai/generate answers plain requests ahead of

@@ -12,8 +12,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"provisioner/app/apptest"
 	"provisioner/modules/aikeys/aikeystest"
-	"provisioner/platform/testutil/apptest"
 )
 
 // TestUpstreamRefusalOfTheInputIsA400: an upstream 4xx that refuses the client's own input (an

@@ -19,15 +19,6 @@ import (
 	"provisioner/platform/ratelimit"
 )
 
-func init() {
-	httpx.TagDescriptions["AI keys"] = "The signed-in user's AI API keys (managed with a JWT)."
-	httpx.TagDescriptions["AI generation"] = "Generation with an AI API key (X-API-Key, or Authorization: Bearer on the OpenAI-compatible route). " +
-		"On both routes only a generation the upstream answered counts in the key's usage (requests and tokens): a refusal or a failure, " +
-		"the upstream's 4xx and 5xx included, does not. Should the upstream write the gateway's own `Ai:ApiKey` in what is passed on " +
-		"(the text, a refusal's message), it is replaced by `[redacted]`. A client that leaves while the upstream has not answered is " +
-		"noticed (its connection checked without reading, from 1 s into the wait): the upstream request is abandoned and not charged."
-}
-
 // Handler serves /api/me/ai-keys* and the generation routes.
 type Handler struct {
 	keys     *Keys
@@ -130,7 +121,7 @@ func (h *Handler) requireKey(api huma.API) func(huma.Context, func(huma.Context)
 func limitError(err error) error {
 	var le *ratelimit.LimitError
 	if errors.As(err, &le) {
-		return le.HTTPError()
+		return httpx.FromError(le)
 	}
 	return err
 }

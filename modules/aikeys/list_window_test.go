@@ -8,8 +8,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"provisioner/app/apptest"
 	"provisioner/modules/aikeys"
-	"provisioner/platform/testutil/apptest"
 )
 
 // TestEndedKeysLeaveTheListAfterThirtyDays: a user who makes and revokes keys saw every key ever

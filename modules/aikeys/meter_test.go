@@ -10,8 +10,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"provisioner/app/apptest"
 	"provisioner/modules/aikeys/aikeystest"
-	"provisioner/platform/testutil/apptest"
 )
 
 // keyUsage answers the usage of the key id among token's keys.

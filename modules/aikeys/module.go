@@ -15,9 +15,9 @@ import (
 	"provisioner/modules/aikeys/migrations"
 	"provisioner/platform/audit"
 	"provisioner/platform/coherent"
-	"provisioner/platform/config"
 	"provisioner/platform/db"
 	"provisioner/platform/httpx"
+	"provisioner/platform/module"
 	"provisioner/platform/provision"
 	"provisioner/platform/ratelimit"
 	"provisioner/platform/summary"
@@ -26,13 +26,25 @@ import (
 // CacheTTL bounds how long a key check is cached in-process (dropped at once on a change).
 const CacheTTL = 30 * time.Second
 
-// Module is everything the aikeys module contributes.
-var Module = fx.Module("aikeys",
+// Module is the aikeys module: its wiring, its configuration section (Ai:*, AiKeys:*), its audit
+// namespace and its OpenAPI tags.
+var Module = module.Module{Name: "aikeys", Options: wiring, Config: Settings, AuditNamespaces: []string{"aikey"},
+	Tags: map[string]string{
+		"AI keys": "The signed-in user's AI API keys (managed with a JWT).",
+		"AI generation": "Generation with an AI API key (X-API-Key, or Authorization: Bearer on the OpenAI-compatible route). " +
+			"On both routes only a generation the upstream answered counts in the key's usage (requests and tokens): a refusal or a failure, " +
+			"the upstream's 4xx and 5xx included, does not. Should the upstream write the gateway's own `Ai:ApiKey` in what is passed on " +
+			"(the text, a refusal's message), it is replaced by `[redacted]`. A client that leaves while the upstream has not answered is " +
+			"noticed (its connection checked without reading, from 1 s into the wait): the upstream request is abandoned and not charged.",
+	}}
+
+// wiring is everything the aikeys module contributes to the fx graph.
+var wiring = fx.Module("aikeys",
 	fx.Provide(
-		func(d *bun.DB, cfg *config.Config, a *audit.Recorder, bus *coherent.Bus) *Keys {
+		func(d *bun.DB, cfg Config, a *audit.Recorder, bus *coherent.Bus) *Keys {
 			return NewKeys(d, a, bus, cfg.AiKeys.MaxPerUser)
 		},
-		func(cfg *config.Config) *Upstream {
+		func(cfg Config) *Upstream {
 			return NewUpstream(cfg.Ai.BaseUrl, cfg.Ai.ApiKey, cfg.Ai.DefaultModel, time.Duration(cfg.Ai.TimeoutSeconds)*time.Second)
 		},
 		newMeter,

@@ -11,8 +11,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"provisioner/app/apptest"
 	"provisioner/modules/aikeys/aikeystest"
-	"provisioner/platform/testutil/apptest"
 )
 
 // chatRaw posts body to the pass-through with key and answers the status and the whole body.

@@ -12,8 +12,8 @@ import (
 	"github.com/uptrace/bun"
 	"go.uber.org/fx"
 
+	"provisioner/app/apptest"
 	"provisioner/platform/coherent"
-	"provisioner/platform/testutil/apptest"
 )
 
 // A request of a user deleted while it is in flight passed the guard (the principal cache has not

@@ -17,9 +17,9 @@ import (
 	"github.com/uptrace/bun"
 	"github.com/uptrace/bun/dialect/pgdialect"
 
+	"provisioner/app/apptest"
 	"provisioner/modules/auth"
 	"provisioner/platform/testutil"
-	"provisioner/platform/testutil/apptest"
 )
 
 // The email-forms migration reported each collision through a pg_temp function, which needs the

@@ -10,8 +10,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"provisioner/app/apptest"
 	"provisioner/platform/testutil"
-	"provisioner/platform/testutil/apptest"
 )
 
 // One mailbox used to hold two accounts: "nü@…" typed precomposed (NFC) and with a combining

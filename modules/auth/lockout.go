@@ -53,8 +53,8 @@ type lockState struct {
 }
 
 // NewLockout builds the lockout; rc may be nil (in-process counts only).
-func NewLockout(rc *redis.Client, cfg *config.Config, log *slog.Logger) *Lockout {
-	return &Lockout{rc: rc, prefix: cfg.Redis.KeyPrefix + ":lock:", threshold: cfg.Auth.LockoutThreshold,
+func NewLockout(rc *redis.Client, platform *config.Config, cfg Config, log *slog.Logger) *Lockout {
+	return &Lockout{rc: rc, prefix: platform.Redis.KeyPrefix + ":lock:", threshold: cfg.Auth.LockoutThreshold,
 		window: time.Duration(cfg.Auth.LockoutWindowMinutes) * time.Minute, base: time.Duration(cfg.Auth.LockoutDelaySeconds) * time.Second,
 		log: log, mem: map[string]*lockState{}}
 }

@@ -112,6 +112,6 @@ func (h *Handler) registerMFA(api *httpx.API) {
 			return nil, err
 		}
 		return httpx.OK("Second factor passed", StepUpResult{MFAAt: at,
-			ValidUntil: at.Add(time.Duration(h.svc.cfg.Auth.StepUpMinutes) * time.Minute)}), nil
+			ValidUntil: at.Add(time.Duration(h.svc.own.StepUpMinutes) * time.Minute)}), nil
 	})
 }

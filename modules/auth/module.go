@@ -20,12 +20,22 @@ import (
 	"provisioner/platform/db"
 	"provisioner/platform/httpx"
 	"provisioner/platform/mail"
+	"provisioner/platform/module"
 	"provisioner/platform/provision"
 	"provisioner/platform/secrets"
 )
 
-// Module is everything the auth module contributes.
-var Module = fx.Module("auth",
+// Module is the auth module: its wiring, its configuration section (GitHub:*, Google:*), its
+// audit namespace and its OpenAPI tags.
+var Module = module.Module{Name: "auth", Options: wiring, Config: Settings, AuditNamespaces: []string{"user"},
+	Tags: map[string]string{
+		"Auth":     "Registration, password sign-in and recovery, GitHub and Google sign-in, the current user.",
+		"Sessions": "Sign-in sessions: list and end one's own; an admin's view of a user's.",
+		"MFA":      "The second factor: TOTP enrolment and recovery codes, step-up.",
+	}}
+
+// wiring is everything the auth module contributes to the fx graph.
+var wiring = fx.Module("auth",
 	fx.Provide(
 		NewService,
 		NewSessions,
@@ -37,7 +47,7 @@ var Module = fx.Module("auth",
 		}),
 	),
 	fx.Invoke(bootstrapAdmin),
-	fx.Invoke(func(g *authn.Guard, s *Sessions, cfg *config.Config) {
+	fx.Invoke(func(g *authn.Guard, s *Sessions, cfg Config) {
 		g.UseSessions(s, time.Duration(cfg.Auth.StepUpMinutes)*time.Minute)
 	}),
 	fx.Invoke(func(lc fx.Lifecycle, s *Service) { lc.Append(fx.StopHook(s.WaitRecovery)) }),
@@ -48,6 +58,7 @@ type ServiceParams struct {
 	fx.In
 	DB       *bun.DB
 	Cfg      *config.Config
+	Own      Config
 	Hasher   *secrets.Hasher
 	Sealer   *secrets.Sealer
 	Sessions *Sessions
@@ -62,7 +73,7 @@ type ServiceParams struct {
 
 // NewService builds the Service.
 func NewService(p ServiceParams) *Service {
-	return &Service{db: p.DB, cfg: p.Cfg, hasher: p.Hasher, sealer: p.Sealer, sessions: p.Sessions, lockout: p.Lockout, audit: p.Audit,
+	return &Service{db: p.DB, cfg: p.Cfg, own: p.Own.Auth, hasher: p.Hasher, sealer: p.Sealer, sessions: p.Sessions, lockout: p.Lockout, audit: p.Audit,
 		mailer: p.Mailer, newUser: p.NewUser, revokers: p.Revokers, log: p.Log,
 		recoverySlots: make(chan struct{}, MaxRecoveryInFlight)}
 }
@@ -73,8 +84,8 @@ type OAuthClientParams struct {
 	Client *http.Client `name:"oauth" optional:"true"`
 }
 
-func newOAuth(s *Service, cfg *config.Config, p OAuthClientParams) *OAuth {
-	return NewOAuth(s, cfg, p.Client)
+func newOAuth(s *Service, cfg *config.Config, providers Config, p OAuthClientParams) *OAuth {
+	return NewOAuth(s, cfg, providers, p.Client)
 }
 
 // bootstrapAdmin makes sure of the bootstrap admin once the schema is migrated.

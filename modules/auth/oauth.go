@@ -43,28 +43,29 @@ const stateCookie = "oauth_flow"
 // the flow's state lives in a signed cookie, goth's Authorize does not check state so this does,
 // and PKCE (S256) is added to the authorization URL and the code exchange.
 type OAuth struct {
-	svc    *Service
-	cfg    *config.Config
-	client *http.Client // nil: http.DefaultClient; tests route provider hosts to fakes
-	key    []byte       // signs the state cookie
+	svc       *Service
+	cfg       *config.Config
+	providers Config       // the identity providers' settings
+	client    *http.Client // nil: http.DefaultClient; tests route provider hosts to fakes
+	key       []byte       // signs the state cookie
 }
 
 // NewOAuth builds the OAuth flows; client may be nil.
-func NewOAuth(svc *Service, cfg *config.Config, client *http.Client) *OAuth {
+func NewOAuth(svc *Service, cfg *config.Config, providers Config, client *http.Client) *OAuth {
 	mac := hmac.New(sha256.New, []byte(cfg.Jwt.Key))
 	mac.Write([]byte("oauth-state-cookie"))
-	return &OAuth{svc: svc, cfg: cfg, client: client, key: mac.Sum(nil)}
+	return &OAuth{svc: svc, cfg: cfg, providers: providers, client: client, key: mac.Sum(nil)}
 }
 
 // providerName canonicalises a path segment; "" when unknown or unconfigured.
 func (o *OAuth) providerName(p string) string {
 	switch strings.ToLower(p) {
 	case "github":
-		if o.cfg.GitHub.Configured() {
+		if o.providers.GitHub.Configured() {
 			return "github"
 		}
 	case "google":
-		if o.cfg.Google.Configured() {
+		if o.providers.Google.Configured() {
 			return "google"
 		}
 	}
@@ -111,14 +112,14 @@ func (o *OAuth) provider(name, verifier string) goth.Provider {
 	}
 	switch name {
 	case "github":
-		g := o.cfg.GitHub
+		g := o.providers.GitHub
 		auth, tok, prof, mail := orDefault(g.AuthUrl, github.AuthURL), orDefault(g.TokenUrl, github.TokenURL),
 			orDefault(g.ProfileUrl, github.ProfileURL), orDefault(g.EmailUrl, github.EmailURL)
 		p := github.NewCustomisedURL(g.ClientId, g.ClientSecret, o.callbackURL(name), auth, tok, prof, mail, "read:user", "user:email")
 		p.HTTPClient = &http.Client{Timeout: 15 * time.Second, Transport: &pkceTransport{base: base, tokenURL: tok, verifier: verifier}}
 		return p
 	default:
-		p := google.New(o.cfg.Google.ClientId, o.cfg.Google.ClientSecret, o.callbackURL(name), "openid", "email", "profile")
+		p := google.New(o.providers.Google.ClientId, o.providers.Google.ClientSecret, o.callbackURL(name), "openid", "email", "profile")
 		// goth asks Google for offline access (a refresh token) by default; sign-in reads the
 		// profile once and keeps no Google token, so ask for none that would outlive it.
 		p.SetAccessType("online")
@@ -324,7 +325,7 @@ func validProviderUserID(provider, v string) bool {
 
 // githubPrimaryEmail asks /user/emails for the primary, verified address.
 func (o *OAuth) githubPrimaryEmail(ctx context.Context, p *github.Provider, token string) (string, bool, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, orDefault(o.cfg.GitHub.EmailUrl, github.EmailURL), nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, orDefault(o.providers.GitHub.EmailUrl, github.EmailURL), nil)
 	if err != nil {
 		return "", false, err
 	}

@@ -7,9 +7,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"go.uber.org/fx"
 
+	"provisioner/app/apptest"
 	"provisioner/modules/auth/oauthtest"
 	"provisioner/platform/testutil"
-	"provisioner/platform/testutil/apptest"
 )
 
 // Google's profile is fetched with the access token in the URL's query (goth's provider): when

@@ -14,9 +14,9 @@ import (
 	"go.uber.org/fx"
 	"golang.org/x/text/unicode/norm"
 
+	"provisioner/app/apptest"
 	"provisioner/platform/secrets"
 	"provisioner/platform/testutil"
-	"provisioner/platform/testutil/apptest"
 )
 
 // Spellings of one password as different devices send it: "é" as one code point (NFC) or as "e"

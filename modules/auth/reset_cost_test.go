@@ -11,8 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/fx"
 
+	"provisioner/app/apptest"
 	"provisioner/platform/secrets"
-	"provisioner/platform/testutil/apptest"
 )
 
 // A reset with a token that resets nothing (unknown, expired, spent, or mailed to an address the

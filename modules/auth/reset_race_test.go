@@ -10,8 +10,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"provisioner/app/apptest"
 	"provisioner/platform/secrets"
-	"provisioner/platform/testutil/apptest"
 )
 
 // Two reset links of one account used at the same moment (two mails asked for, opened in two

@@ -34,6 +34,7 @@ const ResetTokenTTL = 30 * time.Minute
 type Service struct {
 	db       *bun.DB
 	cfg      *config.Config
+	own      AuthSettings // Auth:*
 	hasher   *secrets.Hasher
 	sealer   *secrets.Sealer
 	sessions *Sessions

@@ -35,14 +35,14 @@ type Sessions struct {
 	db     *bun.DB
 	tokens *authn.Tokens
 	audit  *audit.Recorder
-	cfg    config.Auth
+	cfg    AuthSettings
 	key    []byte // derives a refresh token's successor
 	cache  *coherent.Cache[int64, authn.Session]
 }
 
 // NewSessions builds the sessions; bus may be nil (no cache).
-func NewSessions(d *bun.DB, tokens *authn.Tokens, a *audit.Recorder, bus *coherent.Bus, cfg *config.Config) *Sessions {
-	mac := hmac.New(sha256.New, []byte(cfg.Jwt.Key))
+func NewSessions(d *bun.DB, tokens *authn.Tokens, a *audit.Recorder, bus *coherent.Bus, platform *config.Config, cfg Config) *Sessions {
+	mac := hmac.New(sha256.New, []byte(platform.Jwt.Key))
 	mac.Write([]byte("refresh-token-successor"))
 	return &Sessions{db: d, tokens: tokens, audit: a, cfg: cfg.Auth, key: mac.Sum(nil),
 		cache: coherent.NewCache(bus, coherent.CacheOptions[int64, authn.Session]{

@@ -43,11 +43,6 @@ type Ended struct {
 	Ended int `json:"ended" example:"2" doc:"How many live sessions were ended."`
 }
 
-func init() {
-	httpx.TagDescriptions["Sessions"] = "Sign-in sessions: list and end one's own; an admin's view of a user's."
-	httpx.TagDescriptions["MFA"] = "The second factor: TOTP enrolment and recovery codes, step-up."
-}
-
 func (h *Handler) registerSessions(api *httpx.API) {
 	tags := []string{"Sessions"}
 	httpx.Register(api, httpx.Public, huma.Operation{

@@ -88,7 +88,7 @@ func (s *Service) loadTOTP(ctx context.Context, d bun.IDB, userID int64) (*userT
 // StartTOTP begins (or begins again) the principal's TOTP enrolment: a new secret, stored sealed,
 // not in force until ConfirmTOTP. With TOTP already on it is a 409.
 func (s *Service) StartTOTP(ctx context.Context, p *authn.Principal) (*TOTPEnrolment, error) {
-	key, err := totp.Generate(totp.GenerateOpts{Issuer: s.cfg.Auth.TotpIssuer, AccountName: p.Email,
+	key, err := totp.Generate(totp.GenerateOpts{Issuer: s.own.TotpIssuer, AccountName: p.Email,
 		Period: totpPeriod, SecretSize: 20, Digits: totpDigits, Algorithm: otp.AlgorithmSHA1})
 	if err != nil {
 		return nil, fmt.Errorf("generate totp secret: %w", err)

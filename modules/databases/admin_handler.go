@@ -64,14 +64,6 @@ func (in *credUpdateInput) Resolve(huma.Context) []error {
 	return nil
 }
 
-func init() {
-	httpx.TagDescriptions["Admin: database instances"] = "Every tenant database (role Admin); the engine waits of Databases apply."
-	httpx.TagDescriptions["Admin: access credentials"] = "Extra login roles on tenant databases (role Admin); the engine waits of Databases apply."
-	httpx.TagDescriptions["Databases"] = "The signed-in user's databases. Engine waits: creating, pausing, resuming or deleting a " +
-		"database, and creating, rotating or deleting an access credential, answer 503 with Retry-After, having changed nothing, while " +
-		"`Databases:MaxEngineWaits` requests of this process already wait for the engines (each holds a control database connection meanwhile)."
-}
-
 func (h *Handler) registerAdmin(api *httpx.API) {
 	tags := []string{"Admin: database instances"}
 

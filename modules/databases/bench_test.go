@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"provisioner/app/apptest"
 	"provisioner/platform/db"
 	"provisioner/platform/testutil"
-	"provisioner/platform/testutil/apptest"
 )
 
 // BenchmarkCreateToUsable measures POST /api/database-instances until the new database accepts a

@@ -10,9 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/fx"
 
+	"provisioner/app/apptest"
 	"provisioner/modules/databases"
-	"provisioner/platform/config"
-	"provisioner/platform/testutil/apptest"
 )
 
 // TestTenantRolesHaveAConnectionLimit: a tenant's login role, and each of its access credentials,
@@ -22,7 +21,7 @@ import (
 // (@@max_user_connections 0, CONNECTION LIMIT -1): fails without the fix at the fourth session,
 // which was let in.
 func TestTenantRolesHaveAConnectionLimit(t *testing.T) {
-	var cfg *config.Config
+	var cfg databases.Config
 	a := start(t, map[string]any{"Databases:MaxConnectionsPerRole": 3}, apptest.WithFx(fx.Populate(&cfg)))
 	admin := a.AdminToken(t)
 	ctx := context.Background()

@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"provisioner/platform/testutil/apptest"
+	"provisioner/app/apptest"
 )
 
 // TestCredentialCreateOnLockedDatabaseRow: while another transaction holds the database's row

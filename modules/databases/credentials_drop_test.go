@@ -11,8 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/fx"
 
+	"provisioner/app/apptest"
 	"provisioner/modules/databases"
-	"provisioner/platform/testutil/apptest"
 )
 
 // TestDeletingCredentialKeepsItsTables: a table a full-access credential created holds the

@@ -13,9 +13,9 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/fx"
 
+	"provisioner/app/apptest"
 	"provisioner/modules/databases"
 	"provisioner/platform/testutil"
-	"provisioner/platform/testutil/apptest"
 )
 
 type credView struct {

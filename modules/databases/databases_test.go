@@ -15,11 +15,11 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/fx"
 
+	"provisioner/app/apptest"
 	"provisioner/modules/databases"
 	"provisioner/platform/db"
 	"provisioner/platform/provision/provisiontest"
 	"provisioner/platform/testutil"
-	"provisioner/platform/testutil/apptest"
 )
 
 // TestMain gives the package a fresh control database and removes, afterwards, the MariaDB

@@ -143,7 +143,7 @@ type Engines struct {
 
 // NewEngines opens the engines whose connection strings are set. A server that is down does not
 // stop startup: the engine is listed as unavailable until it answers.
-func NewEngines(cfg *config.Config) (*Engines, error) {
+func NewEngines(cfg Config) (*Engines, error) {
 	e := &Engines{byID: map[string]Engine{}, def: cfg.Databases.DefaultEngine}
 	if dsn := cfg.ConnectionStrings.TenantPostgres; dsn != "" {
 		pg, err := newPostgres(dsn, cfg.Engines["postgres"], cfg.Databases.MaxConnectionsPerRole)

@@ -13,8 +13,6 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
-
-	"provisioner/platform/config"
 )
 
 // mysqlEngine hosts tenant databases on a MySQL or MariaDB server through an admin connection.
@@ -43,7 +41,7 @@ type mysqlEngine struct {
 	tablespaces string
 }
 
-func newMySQL(dsn string, pub config.EnginePublic, maxConns int) (*mysqlEngine, error) {
+func newMySQL(dsn string, pub EnginePublic, maxConns int) (*mysqlEngine, error) {
 	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil {
 		return nil, errors.New("not a MySQL DSN like root@tcp(127.0.0.1:3306)/")

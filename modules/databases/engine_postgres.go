@@ -12,7 +12,6 @@ import (
 	"sync"
 	"time"
 
-	"provisioner/platform/config"
 	"provisioner/platform/db"
 )
 
@@ -95,7 +94,7 @@ func pinned(u url.URL, version int) url.URL {
 	return u
 }
 
-func newPostgres(dsn string, pub config.EnginePublic, maxConns int) (*postgresEngine, error) {
+func newPostgres(dsn string, pub EnginePublic, maxConns int) (*postgresEngine, error) {
 	u, err := url.Parse(dsn)
 	if err != nil || u.Host == "" {
 		return nil, errors.New("not a postgres:// URL")

@@ -11,9 +11,9 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/fx"
 
+	"provisioner/app/apptest"
 	"provisioner/modules/databases"
 	"provisioner/platform/db"
-	"provisioner/platform/testutil/apptest"
 )
 
 // TestAdminSessionsIgnoreTheTenantsDatabaseSettings: a PostgreSQL tenant owns its database and

@@ -16,17 +16,29 @@ import (
 	"provisioner/modules/databases/migrations"
 	"provisioner/platform/audit"
 	"provisioner/platform/coherent"
-	"provisioner/platform/config"
 	"provisioner/platform/db"
 	"provisioner/platform/httpx"
+	"provisioner/platform/module"
 	"provisioner/platform/provision"
 	"provisioner/platform/ratelimit"
 	"provisioner/platform/secrets"
 	"provisioner/platform/summary"
 )
 
-// Module is everything the databases module contributes.
-var Module = fx.Module("databases",
+// Module is the databases module: its wiring, its configuration section (ConnectionStrings:Tenant*,
+// Engines:*, Databases:*), its audit namespaces and its OpenAPI tags.
+var Module = module.Module{Name: "databases", Options: wiring, Config: Settings,
+	AuditNamespaces: []string{"database", "access_credential"},
+	Tags: map[string]string{
+		"Databases": "The signed-in user's databases. Engine waits: creating, pausing, resuming or deleting a " +
+			"database, and creating, rotating or deleting an access credential, answer 503 with Retry-After, having changed nothing, while " +
+			"`Databases:MaxEngineWaits` requests of this process already wait for the engines (each holds a control database connection meanwhile).",
+		"Admin: database instances": "Every tenant database (role Admin); the engine waits of Databases apply.",
+		"Admin: access credentials": "Extra login roles on tenant databases (role Admin); the engine waits of Databases apply.",
+	}}
+
+// wiring is everything the databases module contributes to the fx graph.
+var wiring = fx.Module("databases",
 	fx.Provide(
 		newEngines,
 		newProvisioner,
@@ -53,7 +65,7 @@ var Module = fx.Module("databases",
 	fx.Invoke(startUsage),
 )
 
-func newEngines(lc fx.Lifecycle, cfg *config.Config) (*Engines, error) {
+func newEngines(lc fx.Lifecycle, cfg Config) (*Engines, error) {
 	e, err := NewEngines(cfg)
 	if err != nil {
 		return nil, err
@@ -66,7 +78,7 @@ func newProvisioner(e *Engines, s *secrets.Sealer, a *audit.Recorder, log *slog.
 	return &Provisioner{engines: e, sealer: s, audit: a, log: log}
 }
 
-func newService(d *bun.DB, cfg *config.Config, e *Engines, s *secrets.Sealer, a *audit.Recorder,
+func newService(d *bun.DB, cfg Config, e *Engines, s *secrets.Sealer, a *audit.Recorder,
 	f *provision.Finisher, log *slog.Logger, bus *coherent.Bus) *Service {
 	return &Service{db: d, cfg: cfg, engines: e, sealer: s, audit: a, finisher: f, log: log,
 		waits: newEngineWaits(cfg.Databases.MaxEngineWaits),
@@ -75,7 +87,7 @@ func newService(d *bun.DB, cfg *config.Config, e *Engines, s *secrets.Sealer, a 
 		})}
 }
 
-func newUsageRefresher(d *bun.DB, cfg *config.Config, e *Engines, a *audit.Recorder, log *slog.Logger) *UsageRefresher {
+func newUsageRefresher(d *bun.DB, cfg Config, e *Engines, a *audit.Recorder, log *slog.Logger) *UsageRefresher {
 	every := time.Duration(cfg.Databases.UsageRefreshSeconds) * time.Second
 	if every <= 0 {
 		every = 30 * time.Second

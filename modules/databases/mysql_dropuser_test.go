@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"provisioner/platform/testutil/apptest"
+	"provisioner/app/apptest"
 )
 
 // TestMySQLDroppedCredentialKeepsNoSession: a client of a MySQL/MariaDB credential reconnects

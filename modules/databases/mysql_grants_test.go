@@ -12,9 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/fx"
 
+	"provisioner/app/apptest"
 	"provisioner/modules/databases"
-	"provisioner/platform/config"
-	"provisioner/platform/testutil/apptest"
 )
 
 // showGrants is what SHOW GRANTS says about user@'%'.
@@ -41,7 +40,7 @@ func showGrants(t *testing.T, root *sql.DB, user string) string {
 // when the engine next touches the database.
 func TestMySQLGrantsCoverTheirSchemaOnly(t *testing.T) {
 	var engines *databases.Engines
-	var cfg *config.Config
+	var cfg databases.Config
 	a := start(t, nil, apptest.WithFx(fx.Populate(&engines, &cfg)))
 	admin := a.AdminToken(t)
 	ctx := context.Background()

@@ -12,9 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/fx"
 
+	"provisioner/app/apptest"
 	"provisioner/modules/databases"
-	"provisioner/platform/config"
-	"provisioner/platform/testutil/apptest"
 )
 
 // setMaxSpace sets a database's quota as an admin.
@@ -151,7 +150,7 @@ func TestMySQLReadOnlyEndsAfterDelete(t *testing.T) {
 // lose EVENT at a process's first usage refresh. Fails without the fix: CREATE EVENT succeeds.
 func TestMySQLTenantsHaveNoEventPrivilege(t *testing.T) {
 	var engines *databases.Engines
-	var cfg *config.Config
+	var cfg databases.Config
 	a := start(t, nil, apptest.WithFx(fx.Populate(&engines, &cfg)))
 	admin := a.AdminToken(t)
 	ctx := context.Background()

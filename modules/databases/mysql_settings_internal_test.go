@@ -10,7 +10,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"provisioner/platform/config"
 	"provisioner/platform/testutil"
 )
 
@@ -28,7 +27,7 @@ func TestMySQLSettingWarnings(t *testing.T) {
 	assert.Contains(t, w[1], "event_scheduler=OFF")
 	assert.Len(t, mysqlSettingWarnings(map[string]string{"have_symlink": "NO", "event_scheduler": "DISABLED"}), 0)
 
-	e, err := newMySQL(testutil.TenantMysqlDSN(), config.EnginePublic{}, 0)
+	e, err := newMySQL(testutil.TenantMysqlDSN(), EnginePublic{}, 0)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = e.Close() })
 	got, err := e.ServerWarnings(context.Background())

@@ -11,8 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/fx"
 
+	"provisioner/app/apptest"
 	"provisioner/modules/databases"
-	"provisioner/platform/testutil/apptest"
 )
 
 // lockedBuffer is an io.Writer safe for the app's goroutines.

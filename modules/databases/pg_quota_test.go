@@ -10,8 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/fx"
 
+	"provisioner/app/apptest"
 	"provisioner/modules/databases"
-	"provisioner/platform/testutil/apptest"
 )
 
 // TestPostgresQuotaCountsSharedCatalogs: a PostgreSQL tenant owns its database, so it may COMMENT

@@ -15,7 +15,6 @@ import (
 
 	"provisioner/platform/audit"
 	"provisioner/platform/coherent"
-	"provisioner/platform/config"
 	"provisioner/platform/db"
 	"provisioner/platform/httpx"
 	"provisioner/platform/provision"
@@ -28,7 +27,7 @@ const Kind provision.Kind = "database"
 // Service manages tenant databases: intent in the control database first, then the engine.
 type Service struct {
 	db       *bun.DB
-	cfg      *config.Config
+	cfg      Config
 	engines  *Engines
 	sealer   *secrets.Sealer
 	audit    *audit.Recorder

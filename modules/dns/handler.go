@@ -17,11 +17,6 @@ import (
 // Handler serves /api/me/dns* and /api/dns/records*.
 type Handler struct{ svc *Service }
 
-func init() {
-	httpx.TagDescriptions["DNS"] = "The signed-in user's A records in the DNS cell."
-	httpx.TagDescriptions["Admin: DNS records"] = "Every DNS record (role Admin)."
-}
-
 // RecordBody is the body of a record's create. Exported because the administrators' body embeds
 // it: huma documents and validates the members of an embedded struct only when it is exported.
 type RecordBody struct {

@@ -11,10 +11,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"provisioner/app/apptest"
 	"provisioner/modules/dns"
 	"provisioner/modules/dns/cloudflare"
 	"provisioner/modules/dns/cloudflare/cloudflaretest"
-	"provisioner/platform/testutil/apptest"
 )
 
 // The provider's lookups (a create's, one after a create answered "exists", a revocation's of a

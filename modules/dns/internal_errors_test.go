@@ -9,10 +9,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"provisioner/app/apptest"
 	"provisioner/modules/dns"
 	"provisioner/modules/dns/cloudflare/cloudflaretest"
 	"provisioner/platform/testutil"
-	"provisioner/platform/testutil/apptest"
 )
 
 // TestACreatedRecordUnfitToStoreIsAMalformedAnswer: the provider carries a create out and answers

@@ -22,13 +22,22 @@ import (
 	"provisioner/platform/config"
 	"provisioner/platform/db"
 	"provisioner/platform/httpx"
+	"provisioner/platform/module"
 	"provisioner/platform/provision"
 	"provisioner/platform/ratelimit"
 	"provisioner/platform/summary"
 )
 
-// Module is everything the dns module contributes.
-var Module = fx.Module("dns",
+// Module is the dns module: its wiring, its configuration section (Dns:*), its audit namespace
+// and its OpenAPI tags.
+var Module = module.Module{Name: "dns", Options: wiring, Config: Settings, AuditNamespaces: []string{"dns"},
+	Tags: map[string]string{
+		"DNS":                "The signed-in user's A records in the DNS cell.",
+		"Admin: DNS records": "Every DNS record (role Admin).",
+	}}
+
+// wiring is everything the dns module contributes to the fx graph.
+var wiring = fx.Module("dns",
 	fx.Provide(
 		newClient,
 		func(c *cloudflare.Client, a *audit.Recorder, log *slog.Logger) *Provisioner {
@@ -39,8 +48,8 @@ var Module = fx.Module("dns",
 			return &Sweeper{provider: c, audit: a, log: log}
 		}),
 		provision.AsUserReleaser(func(p *Provisioner) *Provisioner { return p }),
-		func(d *bun.DB, cfg *config.Config, a *audit.Recorder, f *provision.Finisher) *Service {
-			return &Service{db: d, cfg: cfg.Dns, audit: a, finisher: f}
+		func(d *bun.DB, cfg Config, a *audit.Recorder, f *provision.Finisher) *Service {
+			return &Service{db: d, cfg: cfg, audit: a, finisher: f}
 		},
 		httpx.AsRoutes(func(s *Service) *Handler { return &Handler{svc: s} }),
 		summary.AsDashboardContributor(func(s *Service) *Summary { return &Summary{svc: s} }),
@@ -54,8 +63,8 @@ var Module = fx.Module("dns",
 // spent, a call waits for the next window (up to BudgetWait); past that the call is put off
 // (provision.Deferred, not a failed attempt) and the record stays Pending: the finisher tries it
 // again when the budget resets, nothing bursts into the provider's 5-minute block.
-func newClient(cfg *config.Config, rc *redis.Client, log *slog.Logger) (*cloudflare.Client, error) {
-	opts := ratelimit.Options{Prefix: cfg.Redis.KeyPrefix + ":dns", Rates: map[string]string{"DnsOutbound": cfg.Dns.OutboundRate}, Logger: log}
+func newClient(platform *config.Config, cfg Config, rc *redis.Client, log *slog.Logger) (*cloudflare.Client, error) {
+	opts := ratelimit.Options{Prefix: platform.Redis.KeyPrefix + ":dns", Rates: map[string]string{"DnsOutbound": cfg.OutboundRate}, Logger: log}
 	if rc != nil {
 		opts.Redis = rc
 	}
@@ -67,10 +76,10 @@ func newClient(cfg *config.Config, rc *redis.Client, log *slog.Logger) (*cloudfl
 	if err != nil {
 		return nil, &config.ValidationError{Key: "Dns:OutboundRate", Reason: err.Error()}
 	}
-	key := cfg.Dns.ZoneId
+	key := cfg.ZoneId
 	return cloudflare.New(cloudflare.Options{
-		BaseURL: cfg.Dns.BaseUrl, ZoneID: cfg.Dns.ZoneId, Token: cfg.Dns.ApiToken,
-		Timeout: time.Duration(cfg.Dns.TimeoutSeconds) * time.Second, Logger: log,
+		BaseURL: cfg.BaseUrl, ZoneID: cfg.ZoneId, Token: cfg.ApiToken,
+		Timeout: time.Duration(cfg.TimeoutSeconds) * time.Second, Logger: log,
 		Budget: func(ctx context.Context) error {
 			for {
 				r, err := budget.Take(ctx, "DnsOutbound", key)

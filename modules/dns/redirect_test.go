@@ -12,8 +12,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"provisioner/app/apptest"
 	"provisioner/modules/dns/cloudflare/cloudflaretest"
-	"provisioner/platform/testutil/apptest"
 )
 
 // TestARedirectedDeleteIsNotADeletion: a DELETE answered with a redirect (a proxy, a moved

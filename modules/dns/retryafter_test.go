@@ -10,8 +10,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"provisioner/app/apptest"
 	"provisioner/modules/dns/cloudflare/cloudflaretest"
-	"provisioner/platform/testutil/apptest"
 )
 
 // TestProviderFailed502CarriesRetryAfter: a 502 whose record stays Pending or Revoking says in

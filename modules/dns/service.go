@@ -11,7 +11,6 @@ import (
 	"github.com/uptrace/bun"
 
 	"provisioner/platform/audit"
-	"provisioner/platform/config"
 	"provisioner/platform/db"
 	"provisioner/platform/httpx"
 	"provisioner/platform/provision"
@@ -23,7 +22,7 @@ const Kind provision.Kind = "dns"
 // Service manages the DNS cell's records: intent stored, provider called, outcome recorded.
 type Service struct {
 	db       *bun.DB
-	cfg      config.Dns
+	cfg      Config
 	audit    *audit.Recorder
 	finisher *provision.Finisher
 }

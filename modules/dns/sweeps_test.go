@@ -13,8 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/fx"
 
+	"provisioner/app/apptest"
 	"provisioner/modules/dns/cloudflare/cloudflaretest"
-	"provisioner/platform/testutil/apptest"
 )
 
 // TestSweepThatKeepsFailingIsGivenUp: a leftover sweep whose lookups keep failing is retried

@@ -7,7 +7,6 @@ import (
 
 	"golang.org/x/net/idna"
 
-	"provisioner/platform/config"
 	"provisioner/platform/httpx"
 )
 
@@ -49,7 +48,7 @@ func validALabel(l string) bool {
 // host address: not in 0.0.0.0/8 ("this network", 0.0.0.0 included), loopback, link-local,
 // multicast or 240.0.0.0/4 (reserved, 255.255.255.255 included). Private ranges (10/8,
 // 172.16/12, 192.168/16, 100.64/10) are allowed: a cell may point at a private network.
-func ValidContent(s string) bool { return config.ValidRecordIPv4(s) }
+func ValidContent(s string) bool { return routableIPv4(s) }
 
 // ValidTTL is 1 (automatic) or 60–86400.
 func ValidTTL(ttl int) bool { return ttl == 1 || (ttl >= 60 && ttl <= 86400) }

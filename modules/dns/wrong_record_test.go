@@ -8,8 +8,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"provisioner/app/apptest"
 	"provisioner/modules/dns/cloudflare/cloudflaretest"
-	"provisioner/platform/testutil/apptest"
 )
 
 // TestACreatedRecordNamedOtherwiseIsRefused: a create answered success: true with a record of

@@ -13,11 +13,6 @@ import (
 	"provisioner/platform/httpx"
 )
 
-func init() {
-	httpx.TagDescriptions["Workflow automation"] = "The signed-in user's workflow-automation account, provisioned by the external cell."
-	httpx.TagDescriptions["Admin: workflow automation"] = "Every workflow-automation account (role Admin)."
-}
-
 // Handler serves /api/me/wfauto* and /api/wfauto/accounts*.
 type Handler struct{ svc *Service }
 

@@ -15,18 +15,25 @@ import (
 
 	"provisioner/modules/wfauto/migrations"
 	"provisioner/platform/audit"
-	"provisioner/platform/config"
 	"provisioner/platform/db"
 	"provisioner/platform/httpx"
+	"provisioner/platform/module"
 	"provisioner/platform/provision"
 	"provisioner/platform/summary"
 )
 
-// Module is everything the wfauto module contributes.
-var Module = fx.Module("wfauto",
+// Module is the wfauto module: its wiring, its configuration section (WfautoProvisioning:*), its
+// audit namespace and its OpenAPI tags.
+var Module = module.Module{Name: "wfauto", Options: wiring, Config: Settings, AuditNamespaces: []string{"wfauto"},
+	Tags: map[string]string{
+		"Workflow automation":        "The signed-in user's workflow-automation account, provisioned by the external cell.",
+		"Admin: workflow automation": "Every workflow-automation account (role Admin).",
+	}}
+
+// wiring is everything the wfauto module contributes to the fx graph.
+var wiring = fx.Module("wfauto",
 	fx.Provide(
-		func(cfg *config.Config) *Cell {
-			w := cfg.WfautoProvisioning
+		func(w Config) *Cell {
 			return NewCell(w.BaseUrl, w.ApiKey, time.Duration(w.TimeoutSeconds)*time.Second)
 		},
 		func(d *bun.DB, c *Cell, a *audit.Recorder, log *slog.Logger) *Provisioner {

@@ -9,8 +9,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"provisioner/app/apptest"
 	"provisioner/modules/wfauto/wfautotest"
-	"provisioner/platform/testutil/apptest"
 )
 
 // TestARedirectedDeprovisioningIsNotADeletion: a cell (or a proxy before it) that answers the

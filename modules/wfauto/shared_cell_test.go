@@ -10,10 +10,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"provisioner/app/apptest"
 	"provisioner/modules/wfauto"
 	"provisioner/modules/wfauto/wfautotest"
 	"provisioner/platform/testutil"
-	"provisioner/platform/testutil/apptest"
 )
 
 // deployment starts an app on control database url against cell c: staging and production, or a

@@ -17,11 +17,11 @@ import (
 	"github.com/uptrace/bun"
 	"go.uber.org/fx"
 
+	"provisioner/app/apptest"
 	"provisioner/modules/wfauto"
 	"provisioner/modules/wfauto/wfautotest"
 	"provisioner/platform/provision/provisiontest"
 	"provisioner/platform/testutil"
-	"provisioner/platform/testutil/apptest"
 )
 
 func TestMain(m *testing.M) { testutil.Main(m) }

@@ -13,8 +13,7 @@ import (
 
 	"github.com/uptrace/bun"
 
-	"provisioner/platform/authn"
-	"provisioner/platform/httpx"
+	"provisioner/platform/reqctx"
 )
 
 // Event is one audit record.
@@ -37,15 +36,22 @@ type Event struct {
 type Recorder struct {
 	db  bun.IDB
 	log *slog.Logger
+	ns  SystemNamespaces
 }
 
-// NewRecorder builds a Recorder on the control database.
-func NewRecorder(db bun.IDB, log *slog.Logger) *Recorder {
+// NewRecorder builds a Recorder on the control database for the service's namespaces.
+func NewRecorder(db bun.IDB, log *slog.Logger, ns SystemNamespaces) *Recorder {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Recorder{db: db, log: log}
+	return &Recorder{db: db, log: log, ns: NewSystemNamespaces(ns...)}
 }
+
+// Reserved reports whether action is in one of the service's namespaces (SystemNamespaces.Reserved).
+func (r *Recorder) Reserved(action string) bool { return r.ns.Reserved(action) }
+
+// ReservedMessage explains an action refused for being in one of the service's namespaces.
+func (r *Recorder) ReservedMessage() string { return r.ns.ReservedMessage() }
 
 // Record stores e. Empty ActorUserID, IP and UserAgent are filled from ctx; UserID defaults to the
 // actor. Details must not contain secrets.
@@ -60,12 +66,13 @@ func (r *Recorder) RecordTx(ctx context.Context, tx bun.IDB, e Event) error {
 }
 
 // Stored is RecordTx returning the event as stored (with its id and the fields filled from ctx).
-// It stores the service's own events only: an action outside SystemNamespaces is refused (an
-// error naming it), so a module that records a namespace it did not add there fails its first
+// It stores the service's own events only: an action outside the SystemNamespaces is refused (an
+// error naming it), so a module that records a namespace it did not declare fails its first
 // test instead of leaving its events open to imitation by an Admin's note (StoredNote).
 func (r *Recorder) Stored(ctx context.Context, tx bun.IDB, e Event) (Event, error) {
-	if !Reserved(e.Action) {
-		return e, fmt.Errorf("record audit event %q: its namespace is not in audit.SystemNamespaces; add it there", e.Action)
+	if !r.ns.Reserved(e.Action) {
+		return e, fmt.Errorf("record audit event %q: its namespace is not in audit.SystemNamespaces: "+
+			"declare it in the module's AuditNamespaces (module.Module)", e.Action)
 	}
 	return r.store(ctx, tx, e)
 }
@@ -73,16 +80,16 @@ func (r *Recorder) Stored(ctx context.Context, tx bun.IDB, e Event) (Event, erro
 // StoredNote stores an event an Admin writes by hand (a note): its action must not be in
 // SystemNamespaces (see Reserved), so it cannot pass for one the service recorded.
 func (r *Recorder) StoredNote(ctx context.Context, tx bun.IDB, e Event) (Event, error) {
-	if Reserved(e.Action) {
-		return e, fmt.Errorf("record note %q: the action %s", e.Action, ReservedMessage())
+	if r.ns.Reserved(e.Action) {
+		return e, fmt.Errorf("record note %q: the action %s", e.Action, r.ns.ReservedMessage())
 	}
 	return r.store(ctx, tx, e)
 }
 
 func (r *Recorder) store(ctx context.Context, tx bun.IDB, e Event) (Event, error) {
 	if e.ActorUserID == nil {
-		if p := authn.FromContext(ctx); p != nil {
-			id := p.UserID
+		if c := reqctx.CallerOf(ctx); c != nil {
+			id := c.CallerID()
 			e.ActorUserID = &id
 		}
 	}
@@ -91,10 +98,10 @@ func (r *Recorder) store(ctx context.Context, tx bun.IDB, e Event) (Event, error
 		e.UserID = &id
 	}
 	if e.IP == "" {
-		e.IP = httpx.ClientIP(ctx)
+		e.IP = reqctx.ClientIP(ctx)
 	}
 	if e.UserAgent == "" {
-		e.UserAgent = httpx.UserAgent(ctx)
+		e.UserAgent = reqctx.UserAgent(ctx)
 	}
 	text, err := prepare(&e)
 	if err != nil {

@@ -31,7 +31,7 @@ func recorder(t *testing.T) (*audit.Recorder, *bun.DB, func(id int64) audit.Even
 		require.NoError(t, bdb.NewSelect().Model(&e).Where("id = ?", id).Scan(ctx))
 		return e
 	}
-	return audit.NewRecorder(bdb, nil), bdb, load
+	return audit.NewRecorder(bdb, nil, audit.SystemNamespaces{"dns"}), bdb, load
 }
 
 // Details are whatever users typed: a quoted email local part with the six characters \u0000,

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -16,15 +17,26 @@ const (
 )
 
 // SystemNamespaces are the first segments of the actions the service records itself
-// (aikey.rotated, user.deleted, …). A module that records a new namespace adds it here: the
-// Recorder refuses to store a service event outside them, and an Admin's note inside them.
-var SystemNamespaces = []string{"access_credential", "aikey", "audit", "database", "dns", "user", "wfauto"}
+// (aikey.rotated, user.deleted, …). Each module declares its own (module.Module's
+// AuditNamespaces): the Recorder refuses to store a service event outside them, and an Admin's
+// note inside them.
+type SystemNamespaces []string
 
-// Reserved reports whether action is in one of SystemNamespaces (compared case-insensitively), so
+// NewSystemNamespaces is the set of namespaces, sorted and without repeats.
+func NewSystemNamespaces(ns ...string) SystemNamespaces {
+	out := slices.Clone(ns)
+	for i := range out {
+		out[i] = strings.ToLower(out[i])
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// Reserved reports whether action is in one of the namespaces (compared case-insensitively), so
 // that an event with it could pass for one the service recorded.
-func Reserved(action string) bool {
+func (s SystemNamespaces) Reserved(action string) bool {
 	a := strings.ToLower(strings.TrimSpace(action))
-	for _, ns := range SystemNamespaces {
+	for _, ns := range s {
 		if a == ns || strings.HasPrefix(a, ns+".") {
 			return true
 		}
@@ -46,9 +58,9 @@ func ClientActionProblem(action string) string {
 var clientAction = regexp.MustCompile(`^[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*$`)
 
 // ReservedMessage explains a refused action.
-func ReservedMessage() string {
+func (s SystemNamespaces) ReservedMessage() string {
 	return fmt.Sprintf("is reserved for the events the service records itself (namespaces %s.*); use another, e.g. note.manual",
-		strings.Join(SystemNamespaces, ".*, "))
+		strings.Join(s, ".*, "))
 }
 
 // MaxExactNumber is the largest magnitude of a number in details a client posts: JSON readers

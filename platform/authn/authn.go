@@ -29,8 +29,10 @@ import (
 	"github.com/uptrace/bun"
 
 	"provisioner/platform/coherent"
+	"provisioner/platform/db"
 	"provisioner/platform/fault"
 	"provisioner/platform/httpx"
+	"provisioner/platform/reqctx"
 )
 
 // Roles.
@@ -75,18 +77,28 @@ type Principal struct {
 // IsAdmin reports whether the principal's current role is Admin.
 func (p *Principal) IsAdmin() bool { return p != nil && p.Role == RoleAdmin }
 
-type principalKey struct{}
-
-// FromContext returns the request's principal, or nil on public operations.
+// FromContext returns the request's principal, or nil on public operations. The principal is the
+// request's reqctx.Caller, so the packages below the HTTP layer find it too.
 func FromContext(ctx context.Context) *Principal {
-	p, _ := ctx.Value(principalKey{}).(*Principal)
+	p, _ := ctx.Value(reqctx.CallerKey{}).(*Principal)
 	return p
 }
 
 // WithPrincipal returns ctx carrying p (background work acting for a user, tests).
 func WithPrincipal(ctx context.Context, p *Principal) context.Context {
-	return context.WithValue(ctx, principalKey{}, p)
+	return context.WithValue(ctx, reqctx.CallerKey{}, p)
 }
+
+// CallerID implements reqctx.Caller.
+func (p *Principal) CallerID() int64 {
+	if p == nil {
+		return 0
+	}
+	return p.UserID
+}
+
+// GoneError implements reqctx.Caller: the guard's 401 for a token it does not accept.
+func (p *Principal) GoneError() error { return invalidToken() }
 
 // Options configures the token service.
 type Options struct {
@@ -257,17 +269,9 @@ var errNoUser = errors.New("no live user")
 // invalidToken is the guard's 401 for a token it does not accept.
 func invalidToken() *httpx.Error { return httpx.Unauthorized("Invalid or expired token") }
 
-// UserGone is the error for an account found missing or deleted while a request is served (a
-// lookup of the user's row by id). When it is the request's own principal, the account was
-// deleted after the guard let the request in (its cached principal had not heard of the deletion
-// yet): the token's subject no longer exists, so the answer is the guard's own 401, never a 404
-// about the caller. Anyone else's account (an admin naming a user) is a 404 "User not found".
-func UserGone(ctx context.Context, userID int64) error {
-	if p := FromContext(ctx); p != nil && p.UserID == userID {
-		return invalidToken()
-	}
-	return httpx.NotFound("User not found")
-}
+// UserGone is the error for an account found missing or deleted while a request is served:
+// db.UserGone (the guard's 401 when it is the request's own principal, else a 404 "User not found").
+func UserGone(ctx context.Context, userID int64) error { return db.UserGone(ctx, userID) }
 
 // NewGuard builds the guard. gofiber/contrib/jwt extracts and verifies the token with the
 // algorithm pinned to HS256; the claims it does not check (exp required, iss, aud) are checked
@@ -305,8 +309,8 @@ func (g *Guard) Middleware(api huma.API, access httpx.Access) func(huma.Context,
 			return
 		}
 		p.needAdmin = access == httpx.AdminOnly
-		fc.Locals(principalKey{}, p)
-		next(huma.WithValue(ctx, principalKey{}, p))
+		fc.Locals(reqctx.CallerKey{}, p)
+		next(huma.WithValue(ctx, reqctx.CallerKey{}, p))
 	}
 }
 
@@ -492,8 +496,10 @@ var sqlErrNoRows = sql.ErrNoRows
 // Every write transaction of a request calls it first (db.RunInTx does), before it locks any
 // other row. It does nothing for a context without a principal that the guard let in (public
 // operations, background work).
-func LockCaller(ctx context.Context, tx bun.IDB) error {
-	p := FromContext(ctx)
+func LockCaller(ctx context.Context, tx bun.IDB) error { return FromContext(ctx).LockCaller(ctx, tx) }
+
+// LockCaller implements reqctx.Caller: see the function LockCaller.
+func (p *Principal) LockCaller(ctx context.Context, tx bun.IDB) error {
 	if p == nil || !p.guarded {
 		return nil
 	}
@@ -515,3 +521,5 @@ func LockCaller(ctx context.Context, tx bun.IDB) error {
 	}
 	return nil
 }
+
+var _ reqctx.Caller = (*Principal)(nil)

@@ -17,30 +17,25 @@ import (
 	"provisioner/platform/secrets"
 )
 
-// Config is the whole typed configuration. Keys are matched case-insensitively; the koanf tags are
-// the lower-cased names of CONTRACT §1.
+// Config is the platform's configuration (the section Platform), and the sections of the modules
+// it was loaded with (Section.Of). Keys are matched case-insensitively; the koanf tags are the
+// lower-cased names of CONTRACT §1.
 type Config struct {
-	Environment        string                  `koanf:"environment"`
-	Server             Server                  `koanf:"server"`
-	ConnectionStrings  ConnectionStrings       `koanf:"connectionstrings"`
-	Engines            map[string]EnginePublic `koanf:"engines"`
-	Databases          Databases               `koanf:"databases"`
-	Redis              Redis                   `koanf:"redis"`
-	Jwt                Jwt                     `koanf:"jwt"`
-	GitHub             GitHub                  `koanf:"github"`
-	Google             OAuthClient             `koanf:"google"`
-	Frontend           Frontend                `koanf:"frontend"`
-	Dns                Dns                     `koanf:"dns"`
-	WfautoProvisioning Wfauto                  `koanf:"wfautoprovisioning"`
-	Ai                 Ai                      `koanf:"ai"`
-	AiKeys             AiKeys                  `koanf:"aikeys"`
-	Secrets            Secrets                 `koanf:"secrets"`
-	Smtp               Smtp                    `koanf:"smtp"`
-	Bootstrap          Bootstrap               `koanf:"bootstrap"`
-	RateLimit          map[string]string       `koanf:"ratelimit"`
-	Finisher           Finisher                `koanf:"finisher"`
-	Log                Log                     `koanf:"log"`
-	Auth               Auth                    `koanf:"auth"`
+	Environment       string            `koanf:"environment"`
+	Server            Server            `koanf:"server"`
+	ConnectionStrings ConnectionStrings `koanf:"connectionstrings"`
+	Redis             Redis             `koanf:"redis"`
+	Jwt               Jwt               `koanf:"jwt"`
+	Frontend          Frontend          `koanf:"frontend"`
+	Secrets           Secrets           `koanf:"secrets"`
+	Smtp              Smtp              `koanf:"smtp"`
+	Bootstrap         Bootstrap         `koanf:"bootstrap"`
+	RateLimit         map[string]string `koanf:"ratelimit"`
+	Finisher          Finisher          `koanf:"finisher"`
+	Log               Log               `koanf:"log"`
+
+	// sections are the values of the modules' sections, by section.
+	sections map[AnySection]any
 }
 
 // Server holds the listener settings.
@@ -53,36 +48,9 @@ type Server struct {
 	ShutdownTimeoutSeconds int `koanf:"shutdowntimeoutseconds"`
 }
 
-// ConnectionStrings names the control database and the tenant engines' admin connections.
+// ConnectionStrings names the control database (the databases module adds its engines').
 type ConnectionStrings struct {
-	Control        string `koanf:"control"`
-	TenantPostgres string `koanf:"tenantpostgres"`
-	TenantMysql    string `koanf:"tenantmysql"`
-}
-
-// EnginePublic is the host and port shown to users for one engine; empty means those of the admin connection.
-type EnginePublic struct {
-	PublicHost string `koanf:"publichost"`
-	PublicPort int    `koanf:"publicport"`
-}
-
-// Databases holds the tenant database quotas.
-type Databases struct {
-	MaxPerUser           int   `koanf:"maxperuser"`
-	DefaultMaxSpaceBytes int64 `koanf:"defaultmaxspacebytes"`
-	// DefaultEngine is the engine used when a request names none; default "postgres".
-	DefaultEngine string `koanf:"defaultengine"`
-	// UsageRefreshSeconds is how often used space is read from the engines; default 30.
-	UsageRefreshSeconds int `koanf:"usagerefreshseconds"`
-	// MaxConnectionsPerRole is how many sessions each tenant login role (a database's own and
-	// each access credential's) may have open at once; 0 = no limit. Default 10.
-	MaxConnectionsPerRole int `koanf:"maxconnectionsperrole"`
-	// MaxEngineWaits is how many requests of this process may wait for a tenant engine at once
-	// while holding a control database connection (a create, pause, resume or delete of a
-	// database, a change of an access credential); one more is 503 with Retry-After, having
-	// stored nothing. It keeps a hung engine from taking the control pool (32 connections) that
-	// every route needs. Default 8; 1 to 16.
-	MaxEngineWaits int `koanf:"maxenginewaits"`
+	Control string `koanf:"control"`
 }
 
 // Redis configures the shared cache; an empty Url means in-process stores only.
@@ -103,116 +71,10 @@ type Jwt struct {
 // Expiry is the access-token lifetime.
 func (j Jwt) Expiry() time.Duration { return time.Duration(j.ExpiryMinutes) * time.Minute }
 
-// OAuthClient holds the credentials of one external identity provider.
-type OAuthClient struct {
-	ClientId     string `koanf:"clientid"`
-	ClientSecret string `koanf:"clientsecret"`
-}
-
-// Configured reports whether both credentials are set.
-func (o OAuthClient) Configured() bool { return o.ClientId != "" && o.ClientSecret != "" }
-
-// GitHub adds endpoint overrides (GitHub Enterprise Server, tests) to the OAuth credentials.
-type GitHub struct {
-	OAuthClient `koanf:",squash"`
-	AuthUrl     string `koanf:"authurl"`
-	TokenUrl    string `koanf:"tokenurl"`
-	ProfileUrl  string `koanf:"profileurl"`
-	EmailUrl    string `koanf:"emailurl"`
-}
-
 // Frontend configures CORS and redirect targets.
 type Frontend struct {
 	BaseUrl string   `koanf:"baseurl"`
 	Origins []string `koanf:"origins"`
-}
-
-// Dns configures the DNS cell (Cloudflare v4 API).
-type Dns struct {
-	BaseUrl           string `koanf:"baseurl"`
-	ZoneId            string `koanf:"zoneid"`
-	ZoneName          string `koanf:"zonename"`
-	CellSubdomain     string `koanf:"cellsubdomain"`
-	ApiToken          string `koanf:"apitoken"`
-	DefaultContent    string `koanf:"defaultcontent"`
-	RecordTtl         int    `koanf:"recordttl"`
-	Proxied           bool   `koanf:"proxied"`
-	MaxRecordsPerUser int    `koanf:"maxrecordsperuser"`
-	// TimeoutSeconds bounds each provider call whole, its retries included (a timed-out try is
-	// not repeated within the call); default 10.
-	TimeoutSeconds int `koanf:"timeoutseconds"`
-	// OutboundRate is our own budget of provider calls, shared across replicas, in the RateLimit
-	// format; default "200-M" (below the provider's 1,200 per 5 minutes).
-	OutboundRate string `koanf:"outboundrate"`
-}
-
-// Enabled reports whether the DNS cell is configured: a zone id, an API token and a base URL.
-func (d Dns) Enabled() bool { return d.ZoneId != "" && d.ApiToken != "" && d.BaseUrl != "" }
-
-// ValidZoneName reports whether s is a DNS zone name: at least two labels of a-z, 0-9 and '-'
-// (1–63 characters, no hyphen at either end), at most 253 characters; a trailing dot is allowed.
-func ValidZoneName(s string) bool {
-	s = strings.TrimSuffix(strings.ToLower(s), ".")
-	return strings.Contains(s, ".") && validLabels(s)
-}
-
-// validCellSubdomain reports whether sub (its dots at either end ignored, any case) is one or more
-// labels under zone that leave room for a record's label: label.sub.zone is at most 253
-// characters. It must not end with the zone itself: the zone is appended to it, and the provider
-// takes a name that ends with the zone as complete (cell.example.com would name records
-// x.cell.example.com there, shown and looked up as x.cell.example.com.example.com).
-func validCellSubdomain(sub, zone string) bool {
-	sub = strings.ToLower(strings.Trim(sub, "."))
-	zone = strings.ToLower(strings.TrimSuffix(zone, "."))
-	return validLabels(sub) && sub != zone && !strings.HasSuffix(sub, "."+zone) && len(sub)+len(zone) <= 250
-}
-
-// validLabels reports whether s (lower case) is dot-separated labels of a-z, 0-9 and '-' (1–63
-// characters, no hyphen at either end), at most 253 characters.
-func validLabels(s string) bool {
-	if len(s) > 253 {
-		return false
-	}
-	for _, l := range strings.Split(s, ".") {
-		if l == "" || len(l) > 63 || l[0] == '-' || l[len(l)-1] == '-' || strings.Trim(l, "abcdefghijklmnopqrstuvwxyz0123456789-") != "" {
-			return false
-		}
-	}
-	return true
-}
-
-// ValidRecordIPv4 reports whether s is an IPv4 address in dotted-decimal form that is routable as
-// a host address: not in 0.0.0.0/8 ("this network", 0.0.0.0 included), loopback, link-local,
-// multicast or 240.0.0.0/4 (reserved, 255.255.255.255 included). Private ranges (10/8,
-// 172.16/12, 192.168/16, 100.64/10) are allowed: a cell may point at a private network. The DNS
-// module checks a record's content with it (dns.ValidContent), and Validate Dns:DefaultContent.
-func ValidRecordIPv4(s string) bool {
-	a, err := netip.ParseAddr(s)
-	if err != nil || !a.Is4() || a.String() != s {
-		return false
-	}
-	b := a.As4()
-	return !(b[0] == 0 || a.IsLoopback() || a.IsLinkLocalUnicast() || a.IsMulticast() || b[0] >= 240)
-}
-
-// Wfauto configures the external workflow-automation provisioning cell.
-type Wfauto struct {
-	BaseUrl        string `koanf:"baseurl"`
-	ApiKey         string `koanf:"apikey"`
-	TimeoutSeconds int    `koanf:"timeoutseconds"`
-}
-
-// Ai configures the OpenAI-compatible generation upstream.
-type Ai struct {
-	BaseUrl        string `koanf:"baseurl"`
-	ApiKey         string `koanf:"apikey"`
-	DefaultModel   string `koanf:"defaultmodel"`
-	TimeoutSeconds int    `koanf:"timeoutseconds"`
-}
-
-// AiKeys holds the AI key quota.
-type AiKeys struct {
-	MaxPerUser int `koanf:"maxperuser"`
 }
 
 // Secrets holds the sealing keys (base64 of 32 bytes each).
@@ -253,58 +115,6 @@ type Log struct {
 	// Level is debug, info, warn or error; default info.
 	Level string `koanf:"level"`
 }
-
-// ---- Auth: the auth module's settings (sessions, the second factor, the sign-in lockout). ----
-
-// Auth configures sign-in sessions, TOTP and the lockout of modules/auth.
-type Auth struct {
-	// RefreshDays is how long a refresh token stays valid, counted from its session's last
-	// refresh (sliding); default 30.
-	RefreshDays int `koanf:"refreshdays"`
-	// RefreshReuseSeconds is how long after its rotation a spent refresh token still answers its
-	// successor (two tabs refreshing at once); later, presenting it ends the session. Default 10.
-	RefreshReuseSeconds int `koanf:"refreshreuseseconds"`
-	// StepUpMinutes is how long a passed second factor allows revealing a database password, for
-	// a user with TOTP on; default 10.
-	StepUpMinutes int `koanf:"stepupminutes"`
-	// LockoutThreshold is the number of failed checks (passwords per account, TOTP codes per
-	// user) after which further attempts wait an exponentially growing delay; default 10.
-	LockoutThreshold int `koanf:"lockoutthreshold"`
-	// LockoutWindowMinutes is how long failed checks are remembered after the last one; default 15.
-	LockoutWindowMinutes int `koanf:"lockoutwindowminutes"`
-	// LockoutDelaySeconds is the wait after the threshold's failure; it doubles with each further
-	// failure, up to LockoutWindowMinutes. Default 1.
-	LockoutDelaySeconds int `koanf:"lockoutdelayseconds"`
-	// TotpIssuer names the service in authenticator apps (the otpauth:// URI's issuer); default
-	// "Provisioner".
-	TotpIssuer string `koanf:"totpissuer"`
-}
-
-// RefreshTTL is Auth:RefreshDays as a duration.
-func (a Auth) RefreshTTL() time.Duration { return time.Duration(a.RefreshDays) * 24 * time.Hour }
-
-// validate checks the Auth section; the first problem names its key.
-func (a Auth) validate() error {
-	switch {
-	case a.RefreshDays < 1 || a.RefreshDays > 365:
-		return &ValidationError{"Auth:RefreshDays", "must be between 1 and 365"}
-	case a.RefreshReuseSeconds < 0 || a.RefreshReuseSeconds > 300:
-		return &ValidationError{"Auth:RefreshReuseSeconds", "must be between 0 and 300"}
-	case a.StepUpMinutes < 1 || a.StepUpMinutes > 1440:
-		return &ValidationError{"Auth:StepUpMinutes", "must be between 1 and 1440"}
-	case a.LockoutThreshold < 1 || a.LockoutThreshold > 1_000_000:
-		return &ValidationError{"Auth:LockoutThreshold", "must be between 1 and 1000000"}
-	case a.LockoutWindowMinutes < 1 || a.LockoutWindowMinutes > 1440:
-		return &ValidationError{"Auth:LockoutWindowMinutes", "must be between 1 and 1440"}
-	case a.LockoutDelaySeconds < 1 || a.LockoutDelaySeconds > 3600:
-		return &ValidationError{"Auth:LockoutDelaySeconds", "must be between 1 and 3600"}
-	case strings.TrimSpace(a.TotpIssuer) == "" || strings.Contains(a.TotpIssuer, ":"):
-		return &ValidationError{"Auth:TotpIssuer", "must be a non-empty name without ':' (authenticator apps split the label at it)"}
-	}
-	return nil
-}
-
-// ---- end of Auth ----
 
 // IsDevelopment reports whether the relaxed development checks apply.
 func (c *Config) IsDevelopment() bool {
@@ -419,44 +229,11 @@ func (c *Config) Validate() error {
 				"as for every account password) and %d as written", secrets.MaxPasswordLen, secrets.MaxPasswordInput)}
 		}
 	}
-	if c.Databases.MaxPerUser < 0 {
-		return &ValidationError{"Databases:MaxPerUser", "must not be negative"}
-	}
-	if c.Databases.MaxConnectionsPerRole < 0 {
-		return &ValidationError{"Databases:MaxConnectionsPerRole", "must not be negative (0 = no limit)"}
-	}
-	if c.Databases.MaxEngineWaits < 1 || c.Databases.MaxEngineWaits > 16 {
-		return &ValidationError{"Databases:MaxEngineWaits", "must be between 1 and 16 (the control database pool has 32 connections, which every route needs)"}
-	}
-	if c.Databases.DefaultMaxSpaceBytes <= 0 {
-		return &ValidationError{"Databases:DefaultMaxSpaceBytes", "must be positive"}
-	}
-	// 0 does not mean "no limit": the AI client gives up at once (every call a 502 upstream_timeout), and
-	// the cell's client would wait for ever, holding a finisher's row transaction.
-	if c.Ai.TimeoutSeconds < 1 {
-		return &ValidationError{"Ai:TimeoutSeconds", "must be at least 1 (seconds)"}
-	}
-	if c.WfautoProvisioning.TimeoutSeconds < 1 {
-		return &ValidationError{"WfautoProvisioning:TimeoutSeconds", "must be at least 1 (seconds)"}
-	}
 	if c.Log.Level != "" {
 		var level slog.Level
 		if err := level.UnmarshalText([]byte(c.Log.Level)); err != nil {
 			return &ValidationError{"Log:Level", "must be debug, info, warn or error"}
 		}
-	}
-	if c.Dns.RecordTtl != 1 && (c.Dns.RecordTtl < 60 || c.Dns.RecordTtl > 86400) {
-		return &ValidationError{"Dns:RecordTtl", "must be 1 (automatic) or between 60 and 86400"}
-	}
-	if c.Dns.Enabled() && !ValidZoneName(c.Dns.ZoneName) {
-		return &ValidationError{"Dns:ZoneName", "must be the zone's name (e.g. example.com) when the DNS cell is configured (Dns:ZoneId, Dns:ApiToken)"}
-	}
-	if c.Dns.Enabled() && strings.Trim(c.Dns.CellSubdomain, ".") != "" && !validCellSubdomain(c.Dns.CellSubdomain, c.Dns.ZoneName) {
-		return &ValidationError{"Dns:CellSubdomain", "must be empty or one or more DNS labels under Dns:ZoneName, without the zone's name " +
-			"(e.g. cell for records label.cell.example.com), leaving room for a record's label (253 characters in all)"}
-	}
-	if c.Dns.DefaultContent != "" && !ValidRecordIPv4(c.Dns.DefaultContent) {
-		return &ValidationError{"Dns:DefaultContent", "must be empty or an IPv4 address a record may point at (not 0.0.0.0/8, loopback, link-local, multicast or 240.0.0.0/4)"}
 	}
 	if !absoluteURL(c.Server.PublicUrl) {
 		return &ValidationError{"Server:PublicUrl", "must be an absolute http or https URL, e.g. https://api.example.com"}
@@ -469,9 +246,6 @@ func (c *Config) Validate() error {
 			return &ValidationError{fmt.Sprintf("Frontend:Origins:%d", i), "must be an origin, scheme and host (and port) only, " +
 				"e.g. https://app.example.com; no path, and no wildcard: CORS answers allow credentials, so each origin is listed"}
 		}
-	}
-	if err := c.Auth.validate(); err != nil {
-		return err
 	}
 	for i, p := range c.Server.TrustedProxies {
 		if _, ok := TrustedProxy(p); !ok {

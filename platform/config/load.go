@@ -9,56 +9,10 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/go-viper/mapstructure/v2"
 	"github.com/knadh/koanf/parsers/yaml"
 	"github.com/knadh/koanf/providers/confmap"
 	"github.com/knadh/koanf/v2"
 )
-
-// Defaults returns the built-in defaults of CONTRACT §1.
-func Defaults() map[string]any {
-	return map[string]any{
-		"environment":                       "Production",
-		"server.port":                       5133,
-		"server.publicurl":                  "http://localhost:5133",
-		"server.shutdowntimeoutseconds":     10,
-		"connectionstrings.control":         "postgres://postgres@127.0.0.1:5432/provisioner?sslmode=disable",
-		"connectionstrings.tenantpostgres":  "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable",
-		"databases.maxperuser":              3,
-		"databases.defaultmaxspacebytes":    536870912,
-		"databases.defaultengine":           "postgres",
-		"databases.usagerefreshseconds":     30,
-		"databases.maxconnectionsperrole":   10,
-		"databases.maxenginewaits":          8,
-		"redis.keyprefix":                   "prov",
-		"jwt.issuer":                        "provisioner",
-		"jwt.audience":                      "provisioner-clients",
-		"jwt.expiryminutes":                 60,
-		"frontend.baseurl":                  "http://localhost:5173",
-		"dns.baseurl":                       "https://api.cloudflare.com/client/v4",
-		"dns.recordttl":                     1,
-		"dns.proxied":                       false,
-		"dns.maxrecordsperuser":             5,
-		"dns.timeoutseconds":                10,
-		"dns.outboundrate":                  "200-M",
-		"wfautoprovisioning.timeoutseconds": 15,
-		"ai.timeoutseconds":                 120,
-		"aikeys.maxperuser":                 10,
-		"smtp.port":                         587,
-		"smtp.from":                         "no-reply@localhost",
-		"finisher.intervalmillis":           1000,
-		"finisher.maxattempts":              8,
-		"finisher.batchsize":                16,
-		"log.level":                         "info",
-		"auth.refreshdays":                  30,
-		"auth.refreshreuseseconds":          10,
-		"auth.stepupminutes":                10,
-		"auth.lockoutthreshold":             10,
-		"auth.lockoutwindowminutes":         15,
-		"auth.lockoutdelayseconds":          1,
-		"auth.totpissuer":                   "Provisioner",
-	}
-}
 
 // Source is where Load reads from; zero values mean the process's own (os.Environ, CONFIG_FILE).
 type Source struct {
@@ -70,22 +24,38 @@ type Source struct {
 	Overrides map[string]any
 }
 
-// Load reads defaults < file < environment < overrides into a Config and validates it.
-func Load(src Source) (*Config, error) {
-	cfg, err := LoadUnvalidated(src)
+// Load reads defaults < file < environment < overrides into the platform's keys (Platform) and
+// those of sections, and validates them: the platform's first, then each section's in order. The
+// first problem stops it, a *ValidationError naming the key.
+func Load(src Source, sections ...AnySection) (*Config, error) {
+	cfg, err := LoadUnvalidated(src, sections...)
 	if err != nil {
 		return nil, err
 	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	for _, s := range sections {
+		v, _ := s.Value(cfg)
+		if err := s.validate(v); err != nil {
+			return nil, err
+		}
+	}
 	return cfg, nil
 }
 
 // LoadUnvalidated is Load without the startup checks (for `migrate` and tooling).
-func LoadUnvalidated(src Source) (*Config, error) {
+func LoadUnvalidated(src Source, sections ...AnySection) (*Config, error) {
+	all := append([]AnySection{Platform}, sections...)
+	if _, err := build(all); err != nil {
+		return nil, err
+	}
 	k := koanf.New(".")
-	if err := k.Load(confmap.Provider(Defaults(), "."), nil); err != nil {
+	defaults := map[string]any{}
+	for _, s := range all {
+		flattenValue(strings.ToLower(s.TopKey()), s.defaults(), defaults)
+	}
+	if err := k.Load(confmap.Provider(defaults, "."), nil); err != nil {
 		return nil, fmt.Errorf("load defaults: %w", err)
 	}
 
@@ -113,7 +83,7 @@ func LoadUnvalidated(src Source) (*Config, error) {
 		return nil, fmt.Errorf("read config file %s: %w", file, err)
 	}
 
-	if err := k.Load(confmap.Provider(fromEnv(env), "."), nil); err != nil {
+	if err := k.Load(confmap.Provider(fromEnv(env, topLevel(all)), "."), nil); err != nil {
 		return nil, fmt.Errorf("load environment: %w", err)
 	}
 	if len(src.Overrides) > 0 {
@@ -126,42 +96,63 @@ func LoadUnvalidated(src Source) (*Config, error) {
 		}
 	}
 
-	var cfg Config
-	err := k.UnmarshalWithConf("", &cfg, koanf.UnmarshalConf{
-		Tag: "koanf",
-		DecoderConfig: &mapstructure.DecoderConfig{
-			DecodeHook: mapstructure.ComposeDecodeHookFunc(
-				indexedMapToSlice,
-				mapstructure.StringToSliceHookFunc(","),
-				mapstructure.StringToTimeDurationHookFunc(),
-			),
-			WeaklyTypedInput: true,
-			Result:           &cfg,
-			TagName:          "koanf",
-			Squash:           true,
-		},
-	})
+	v, err := Platform.decode(k)
 	if err != nil {
 		return nil, fmt.Errorf("decode configuration: %w", err)
 	}
-	if cfg.Engines == nil {
-		cfg.Engines = map[string]EnginePublic{}
-	}
-	if cfg.RateLimit == nil {
-		cfg.RateLimit = map[string]string{}
+	cfg := v.(Config)
+	cfg.sections = map[AnySection]any{}
+	for _, s := range sections { // build refused Platform among them: it is listed twice
+		v, err := s.decode(k)
+		if err != nil {
+			return nil, fmt.Errorf("decode configuration: %w", err)
+		}
+		cfg.sections[s] = v
 	}
 	return &cfg, nil
+}
+
+// topLevel is the set of top-level keys of sections (lower case).
+func topLevel(sections []AnySection) map[string]bool {
+	known := map[string]bool{}
+	for _, s := range sections {
+		if s.TopKey() != "" {
+			known[strings.ToLower(s.TopKey())] = true
+			continue
+		}
+		for _, f := range fields(s.Type()) {
+			known[f.tag] = true
+		}
+	}
+	return known
+}
+
+// flattenValue adds the keys of v under prefix to out as dotted lower-case keys: every value of a
+// struct, and lists and maps that are not empty.
+func flattenValue(prefix string, v reflect.Value, out map[string]any) {
+	for _, f := range fields(v.Type()) {
+		key := f.tag
+		if prefix != "" {
+			key = prefix + "." + key
+		}
+		fv := v.FieldByIndex(f.Index)
+		switch fv.Kind() {
+		case reflect.Struct:
+			flattenValue(key, fv, out)
+		case reflect.Map, reflect.Slice:
+			if fv.Len() > 0 {
+				out[key] = fv.Interface()
+			}
+		default:
+			out[key] = fv.Interface()
+		}
+	}
 }
 
 // fromEnv turns ASP.NET-style variables (Section__Key, case-insensitive) into dotted lower-case keys.
 // Only variables whose first section is a known top-level key are read; ASPNETCORE_ENVIRONMENT sets
 // Environment unless Environment itself is set.
-func fromEnv(env []string) map[string]any {
-	known := map[string]bool{}
-	t := reflect.TypeOf(Config{})
-	for i := 0; i < t.NumField(); i++ {
-		known[strings.Split(t.Field(i).Tag.Get("koanf"), ",")[0]] = true
-	}
+func fromEnv(env []string, known map[string]bool) map[string]any {
 	out := map[string]any{}
 	aspnet := ""
 	for _, kv := range env {

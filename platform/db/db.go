@@ -25,8 +25,9 @@ import (
 	"github.com/uptrace/bun/migrate"
 	"go.uber.org/fx"
 
-	"provisioner/platform/authn"
-	"provisioner/platform/httpx"
+	"provisioner/platform/fault"
+	"provisioner/platform/paging"
+	"provisioner/platform/reqctx"
 )
 
 // Migrations is one module's embedded SQL migrations: files named
@@ -437,15 +438,18 @@ func NewMigrated(lc fx.Lifecycle, m *Migrator, log *slog.Logger) *Migrated {
 func IsUniqueViolation(err error) bool { return IsCode(err, "23505") }
 
 // RunInTx runs fn in a transaction of bdb that first checks the request's caller again and locks
-// its users row (authn.LockCaller): a write made on behalf of a request is refused (401/403,
-// nothing written) when its caller was deleted, demoted or had its password reset after the
-// guard let the request in, and a deletion or demotion made meanwhile waits for the write to end. Every
-// write of a request to the control database goes through it (or calls authn.LockCaller first
-// in its own transaction); outside a request (no guarded principal) it is bun's RunInTx.
+// its users row (the reqctx.Caller's LockCaller, authn.LockCaller): a write made on behalf of a
+// request is refused (401/403, nothing written) when its caller was deleted, demoted or had its
+// password reset after the guard let the request in, and a deletion or demotion made meanwhile
+// waits for the write to end. Every write of a request to the control database goes through it (or
+// calls authn.LockCaller first in its own transaction); outside a request (no guarded principal)
+// it is bun's RunInTx.
 func RunInTx(ctx context.Context, bdb *bun.DB, fn func(ctx context.Context, tx bun.Tx) error) error {
 	return bdb.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
-		if err := authn.LockCaller(ctx, tx); err != nil {
-			return err
+		if c := reqctx.CallerOf(ctx); c != nil {
+			if err := c.LockCaller(ctx, tx); err != nil {
+				return err
+			}
 		}
 		return fn(ctx, tx)
 	})
@@ -453,7 +457,7 @@ func RunInTx(ctx context.Context, bdb *bun.DB, fn func(ctx context.Context, tx b
 
 // LockLiveUser locks the users row of a live (not deleted) account within tx, serialising the
 // owner's concurrent creates so per-user quotas cannot be overrun. A missing or deleted account is
-// authn.UserGone: 401 when it is the request's own principal (deleted while the request was in
+// UserGone: 401 when it is the request's own principal (deleted while the request was in
 // flight), 404 "User not found" when an admin named it. FOR NO KEY UPDATE: it conflicts with
 // itself and with a deletion's FOR UPDATE, not with the KEY SHARE lock authn.LockCaller took on
 // the same row (the owner's own request), so two creates of one owner queue instead of deadlocking.
@@ -461,7 +465,7 @@ func LockLiveUser(ctx context.Context, tx bun.Tx, userID int64) error {
 	var live bool
 	err := tx.NewSelect().Table("users").ColumnExpr("deleted_at IS NULL").Where("id = ?", userID).For("NO KEY UPDATE").Scan(ctx, &live)
 	if errors.Is(err, sql.ErrNoRows) || (err == nil && !live) {
-		return authn.UserGone(ctx, userID)
+		return UserGone(ctx, userID)
 	}
 	if err != nil {
 		return fmt.Errorf("lock user %d: %w", userID, err)
@@ -469,16 +473,29 @@ func LockLiveUser(ctx context.Context, tx bun.Tx, userID int64) error {
 	return nil
 }
 
+// UserGone is the error for an account found missing or deleted while a request is served (a
+// lookup of the user's row by id). When it is the request's own caller, the account was deleted
+// after the guard let the request in (its cached principal had not heard of the deletion yet):
+// the token's subject no longer exists, so the answer is the guard's own 401
+// (reqctx.Caller.GoneError), never a 404 about the caller. Anyone else's account (an admin naming
+// a user) is a 404 "User not found".
+func UserGone(ctx context.Context, userID int64) error {
+	if c := reqctx.CallerOf(ctx); c != nil && c.CallerID() == userID {
+		return c.GoneError()
+	}
+	return fault.NotFound("User not found")
+}
+
 // ListPage runs q, a select into rows already filtered by the caller, newest first (by
 // created_at, then id), for one page, and maps the rows to their API views with the total count.
-func ListPage[T, V any](ctx context.Context, q *bun.SelectQuery, rows *[]T, p httpx.PageQuery, view func(*T) V) (httpx.Page[V], error) {
+func ListPage[T, V any](ctx context.Context, q *bun.SelectQuery, rows *[]T, p paging.PageQuery, view func(*T) V) (paging.Page[V], error) {
 	total, err := q.OrderExpr("created_at DESC, id DESC").Limit(p.Limit()).Offset(p.Offset()).ScanAndCount(ctx)
 	if err != nil {
-		return httpx.Page[V]{}, fmt.Errorf("list page: %w", err)
+		return paging.Page[V]{}, fmt.Errorf("list page: %w", err)
 	}
 	items := make([]V, len(*rows))
 	for i := range *rows {
 		items[i] = view(&(*rows)[i])
 	}
-	return httpx.NewPage(p, items, total), nil
+	return paging.NewPage(p, items, total), nil
 }

@@ -7,6 +7,8 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/gofiber/fiber/v2"
+
+	"provisioner/platform/paging"
 )
 
 // Envelope is the body of every JSON response: ServiceResponse<T> of the original service. Its
@@ -48,49 +50,15 @@ func (NoData) Schema(huma.Registry) *huma.Schema {
 // Done answers 200 with a message and no data (`data: null`).
 func Done(message string) *Response[NoData] { return OK(message, NoData{}) }
 
-// Page is the data of admin list endpoints.
-type Page[T any] struct {
-	Items      []T `json:"items"`
-	Page       int `json:"page" example:"1"`
-	PageSize   int `json:"pageSize" example:"20"`
-	TotalCount int `json:"totalCount" example:"42"`
-}
+// Page is the data of admin list endpoints (paging.Page).
+type Page[T any] = paging.Page[T]
 
-// PageQuery is embedded in admin list inputs: ?page=1&pageSize=20 (max 100).
-type PageQuery struct {
-	Page     int `query:"page" minimum:"1" maximum:"10000000" default:"1" doc:"Page number, from 1 to 10,000,000."`
-	PageSize int `query:"pageSize" minimum:"1" maximum:"100" default:"20" doc:"Items per page, at most 100."`
-}
+// PageQuery is embedded in admin list inputs: ?page=1&pageSize=20, at most 100 (paging.PageQuery).
+type PageQuery = paging.PageQuery
 
-// Offset is the number of rows to skip (int64, as Bun's Offset takes).
-func (p PageQuery) Offset() int64 {
-	if p.Page < 1 {
-		return 0
-	}
-	return int64(p.Page-1) * p.Limit()
-}
-
-// Limit is the page size, clamped to 1..100 (int64, as Bun's Limit takes).
-func (p PageQuery) Limit() int64 {
-	switch {
-	case p.PageSize < 1:
-		return 20
-	case p.PageSize > 100:
-		return 100
-	}
-	return int64(p.PageSize)
-}
-
-// NewPage builds a page from items and the total count (int or int64, as Bun's counts are).
+// NewPage builds a page from items and the total count (paging.NewPage).
 func NewPage[T any, N int | int64](q PageQuery, items []T, total N) Page[T] {
-	if items == nil {
-		items = []T{}
-	}
-	page := q.Page
-	if page < 1 {
-		page = 1
-	}
-	return Page[T]{Items: items, Page: page, PageSize: int(q.Limit()), TotalCount: int(total)}
+	return paging.NewPage(q, items, total)
 }
 
 // WriteHandlerError writes err on c as huma writes an error its operation's handler returned

@@ -19,42 +19,32 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"provisioner/platform/config"
+	"provisioner/platform/reqctx"
 )
 
+// ctxKey names the request's values in Fiber's Locals (for Fiber handlers); huma handlers and the
+// packages below read them from the context (platform/reqctx).
 type ctxKey string
 
 const (
 	requestIDKey ctxKey = "requestId"
 	clientIPKey  ctxKey = "clientIp"
 	userAgentKey ctxKey = "userAgent"
-	fiberCtxKey  ctxKey = "fiberCtx"
 )
 
 // FiberCtx returns the Fiber context of the request ctx belongs to, or nil outside a request. It
 // must not be kept beyond the request.
-func FiberCtx(ctx context.Context) *fiber.Ctx {
-	c, _ := ctx.Value(fiberCtxKey).(*fiber.Ctx)
-	return c
-}
+func FiberCtx(ctx context.Context) *fiber.Ctx { return reqctx.Fiber(ctx) }
 
 // RequestID returns the request id of the request ctx belongs to, or "".
-func RequestID(ctx context.Context) string {
-	s, _ := ctx.Value(requestIDKey).(string)
-	return s
-}
+func RequestID(ctx context.Context) string { return reqctx.RequestID(ctx) }
 
 // ClientIP returns the client address of the request ctx belongs to: the socket peer, or the
 // nearest untrusted address of X-Forwarded-For when the peer is a trusted proxy.
-func ClientIP(ctx context.Context) string {
-	s, _ := ctx.Value(clientIPKey).(string)
-	return s
-}
+func ClientIP(ctx context.Context) string { return reqctx.ClientIP(ctx) }
 
 // UserAgent returns the User-Agent of the request ctx belongs to.
-func UserAgent(ctx context.Context) string {
-	s, _ := ctx.Value(userAgentKey).(string)
-	return s
-}
+func UserAgent(ctx context.Context) string { return reqctx.UserAgent(ctx) }
 
 // FiberClientIP is ClientIP for Fiber handlers.
 func FiberClientIP(c *fiber.Ctx) string {
@@ -62,31 +52,6 @@ func FiberClientIP(c *fiber.Ctx) string {
 		return s
 	}
 	return c.Context().RemoteIP().String()
-}
-
-// requestValues is the context of a request: its id, client IP, user agent and Fiber context, in
-// one value (one allocation and one lookup, where four context.WithValue layers made four of each).
-type requestValues struct {
-	context.Context
-	id, ip, ua string
-	c          *fiber.Ctx
-}
-
-// Value answers the four keys and hands every other one on.
-func (v *requestValues) Value(key any) any {
-	if k, ok := key.(ctxKey); ok {
-		switch k {
-		case requestIDKey:
-			return v.id
-		case clientIPKey:
-			return v.ip
-		case userAgentKey:
-			return v.ua
-		case fiberCtxKey:
-			return v.c
-		}
-	}
-	return v.Context.Value(key)
 }
 
 // requestContext stores the request id, client IP and user agent where both Fiber handlers
@@ -104,7 +69,7 @@ func requestContext(trusted []netip.Prefix) fiber.Handler {
 		c.Locals(requestIDKey, id)
 		c.Locals(clientIPKey, ip)
 		c.Locals(userAgentKey, ua)
-		c.SetUserContext(&requestValues{Context: c.UserContext(), id: id, ip: ip, ua: ua, c: c})
+		c.SetUserContext(reqctx.WithRequest(c.UserContext(), reqctx.Request{ID: id, ClientIP: ip, UserAgent: ua, Fiber: c}))
 		if uri := c.Request().RequestURI(); bytes.Contains(uri, []byte("%00")) || bytes.IndexByte(uri, 0) >= 0 {
 			// Decoded, it would reach handlers and PostgreSQL, whose text cannot hold a NUL.
 			return BadRequest("The URL must not contain NUL characters (%00)")

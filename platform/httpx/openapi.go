@@ -12,7 +12,7 @@ import (
 // 400, never 422: keep the document true to that (documentBadRequest). The rate-limit headers are
 // declared on the responses of every operation but the probes'. Every tag used is declared
 // globally, and every operation has a description.
-func finishDocument(doc *huma.OpenAPI, limitHeaders map[string]*huma.Param) {
+func finishDocument(doc *huma.OpenAPI, limitHeaders map[string]*huma.Param, tags map[string]string) {
 	declared := map[string]bool{}
 	for _, t := range doc.Tags {
 		declared[t.Name] = true
@@ -40,7 +40,7 @@ func finishDocument(doc *huma.OpenAPI, limitHeaders map[string]*huma.Param) {
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		doc.Tags = append(doc.Tags, &huma.Tag{Name: n, Description: TagDescriptions[n]})
+		doc.Tags = append(doc.Tags, &huma.Tag{Name: n, Description: tags[n]})
 	}
 }
 
@@ -134,13 +134,4 @@ func documentLimitHeaders(op *huma.Operation, headers map[string]*huma.Param) {
 		}
 		r.Headers = own
 	}
-}
-
-// TagDescriptions describe the OpenAPI tags; modules may add theirs in an init function.
-var TagDescriptions = map[string]string{
-	"Auth":                "Registration, password sign-in and recovery, GitHub and Google sign-in, the current user.",
-	"Operations":          "Liveness and readiness probes.",
-	"Public":              "Public information for the landing page.",
-	"Admin: users":        "User administration (role Admin).",
-	"Admin: audit events": "The audit log (role Admin); every change to it is itself audited.",
 }

@@ -43,6 +43,8 @@ type ServerOptions struct {
 	// counts; required on the answers below 400, which always pass the limits, optional on the
 	// errors, some of which are answered before any limit counted (see documentLimitHeaders).
 	LimitHeaders map[string]*huma.Param
+	// Tags describe the OpenAPI document's tags, by name (the platform's and every module's).
+	Tags map[string]string
 }
 
 // Server owns the Fiber app and the huma API.
@@ -54,6 +56,8 @@ type Server struct {
 	metrics *Metrics
 	// limitHeaders: ServerOptions.LimitHeaders.
 	limitHeaders map[string]*huma.Param
+	// tags: ServerOptions.Tags.
+	tags map[string]string
 	// allowOrigin reports whether CORS grants an Origin (Frontend:Origins).
 	allowOrigin func(string) bool
 	once        sync.Once
@@ -80,7 +84,7 @@ func NewServer(o ServerOptions) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{log: o.Logger, linger: defaultLinger, metrics: o.Metrics, limitHeaders: o.LimitHeaders}
+	s := &Server{log: o.Logger, linger: defaultLinger, metrics: o.Metrics, limitHeaders: o.LimitHeaders, tags: o.Tags}
 	app := fiber.New(fiber.Config{
 		AppName:               o.Title,
 		BodyLimit:             BodyLimit,
@@ -198,7 +202,7 @@ func (s *Server) unknownMethod(rc *fasthttp.RequestCtx) {
 // and completes the OpenAPI document (finishDocument).
 func (s *Server) Finish() {
 	s.App.Use(s.unrouted)
-	finishDocument(s.API.OpenAPI(), s.limitHeaders)
+	finishDocument(s.API.OpenAPI(), s.limitHeaders, s.tags)
 }
 
 type routePattern struct {

@@ -113,7 +113,7 @@ func buildConfig(t testing.TB, o *options) *config.Config {
 	for k, v := range o.overrides {
 		base[k] = v
 	}
-	cfg, err := config.Load(config.Source{File: "/dev/null", Env: []string{}, Overrides: base})
+	cfg, err := app.LoadConfig(config.Source{File: "/dev/null", Env: []string{}, Overrides: base})
 	require.NoError(t, err, "test configuration")
 	return cfg
 }

@@ -1,4 +1,4 @@
-package ops_test
+package app_test
 
 import (
 	"io"
@@ -9,11 +9,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"provisioner/platform/testutil"
-	"provisioner/platform/testutil/apptest"
+	"provisioner/app/apptest"
 )
-
-func TestMain(m *testing.M) { testutil.Main(m) }
 
 func TestHealthReadinessMetricsAndDocs(t *testing.T) {
 	a := apptest.Start(t)

@@ -1,0 +1,41 @@
+package aikeys
+
+import "provisioner/platform/config"
+
+// Config is the aikeys module's configuration section: the keys Ai:* and AiKeys:*.
+type Config struct {
+	Ai     AiConfig   `koanf:"ai"`
+	AiKeys KeysConfig `koanf:"aikeys"`
+}
+
+// AiConfig configures the OpenAI-compatible generation upstream.
+type AiConfig struct {
+	BaseUrl        string `koanf:"baseurl"`
+	ApiKey         string `koanf:"apikey"`
+	DefaultModel   string `koanf:"defaultmodel"`
+	TimeoutSeconds int    `koanf:"timeoutseconds"`
+}
+
+// KeysConfig holds the AI key quota.
+type KeysConfig struct {
+	MaxPerUser int `koanf:"maxperuser"`
+}
+
+// Settings declares the section: its defaults and the documentation of its keys.
+var Settings = &config.Section[Config]{
+	Defaults: Config{Ai: AiConfig{TimeoutSeconds: 120}, AiKeys: KeysConfig{MaxPerUser: 10}},
+	Doc: map[string]string{
+		"Ai:BaseUrl":        "OpenAI-compatible upstream, e.g. http://127.0.0.1:11434/v1",
+		"Ai:ApiKey":         "secret; redacted from what the upstream sends back (under 16 characters: a placeholder, not redacted)",
+		"Ai:TimeoutSeconds": "a non-streamed answer's whole time; for a stream, each wait for the next chunk; at least 1",
+	},
+}
+
+// Validate implements config.Validator. 0 does not mean "no limit": the client would give up at
+// once (every call a 502 upstream_timeout).
+func (c Config) Validate() error {
+	if c.Ai.TimeoutSeconds < 1 {
+		return &config.ValidationError{Key: "Ai:TimeoutSeconds", Reason: "must be at least 1 (seconds)"}
+	}
+	return nil
+}

@@ -1,0 +1,114 @@
+package dns
+
+import (
+	"net/netip"
+	"strings"
+
+	"provisioner/platform/config"
+)
+
+// Config is the dns module's configuration section, Dns:* (the DNS cell, Cloudflare's v4 API).
+type Config struct {
+	BaseUrl           string `koanf:"baseurl"`
+	ZoneId            string `koanf:"zoneid"`
+	ZoneName          string `koanf:"zonename"`
+	CellSubdomain     string `koanf:"cellsubdomain"`
+	ApiToken          string `koanf:"apitoken"`
+	DefaultContent    string `koanf:"defaultcontent"`
+	RecordTtl         int    `koanf:"recordttl"`
+	Proxied           bool   `koanf:"proxied"`
+	MaxRecordsPerUser int    `koanf:"maxrecordsperuser"`
+	// TimeoutSeconds bounds each provider call whole, its retries included (a timed-out try is
+	// not repeated within the call); default 10.
+	TimeoutSeconds int `koanf:"timeoutseconds"`
+	// OutboundRate is our own budget of provider calls, shared across replicas, in the RateLimit
+	// format; default "200-M" (below the provider's 1,200 per 5 minutes).
+	OutboundRate string `koanf:"outboundrate"`
+}
+
+// Settings declares the section: its defaults and the documentation of its keys.
+var Settings = &config.Section[Config]{
+	Key: "Dns",
+	Defaults: Config{BaseUrl: "https://api.cloudflare.com/client/v4", RecordTtl: 1, MaxRecordsPerUser: 5,
+		TimeoutSeconds: 10, OutboundRate: "200-M"},
+	Doc: map[string]string{
+		"ZoneName": "e.g. example.com; fqdn = name.ZoneName. Required (a DNS name of two labels or more) once `Dns:ZoneId` " +
+			"and `Dns:ApiToken` are set: the process does not start without it",
+		"CellSubdomain": "when set, records are label.CellSubdomain (fqdn label.CellSubdomain.ZoneName); once the cell is " +
+			"configured it must be DNS labels without the zone's name (`cell`, not `cell.example.com`) leaving room for a label " +
+			"(253 characters in all), or the process does not start",
+		"ApiToken": "secret: set it in the environment (Dns__ApiToken)",
+		"DefaultContent": "IPv4 used when a request gives no content; when set, it must be an address a record may have " +
+			"(as `content`), or the process does not start",
+		"RecordTtl": "1 = automatic, or 60..86400",
+		"TimeoutSeconds": "bounds each provider call whole (lookup, create or delete: its tries and the waits between them, " +
+			"from its first try); a call that timed out is not tried again within it",
+		"OutboundRate": "our own provider call budget, shared by replicas (provider: 1,200 per 5 min)",
+	},
+}
+
+// Enabled reports whether the DNS cell is configured: a zone id, an API token and a base URL.
+func (d Config) Enabled() bool { return d.ZoneId != "" && d.ApiToken != "" && d.BaseUrl != "" }
+
+// Validate implements config.Validator.
+func (d Config) Validate() error {
+	if d.RecordTtl != 1 && (d.RecordTtl < 60 || d.RecordTtl > 86400) {
+		return &config.ValidationError{Key: "Dns:RecordTtl", Reason: "must be 1 (automatic) or between 60 and 86400"}
+	}
+	if d.Enabled() && !ValidZoneName(d.ZoneName) {
+		return &config.ValidationError{Key: "Dns:ZoneName", Reason: "must be the zone's name (e.g. example.com) when the DNS cell is configured (Dns:ZoneId, Dns:ApiToken)"}
+	}
+	if d.Enabled() && strings.Trim(d.CellSubdomain, ".") != "" && !validCellSubdomain(d.CellSubdomain, d.ZoneName) {
+		return &config.ValidationError{Key: "Dns:CellSubdomain", Reason: "must be empty or one or more DNS labels under Dns:ZoneName, without the zone's name " +
+			"(e.g. cell for records label.cell.example.com), leaving room for a record's label (253 characters in all)"}
+	}
+	if d.DefaultContent != "" && !ValidContent(d.DefaultContent) {
+		return &config.ValidationError{Key: "Dns:DefaultContent", Reason: "must be empty or an IPv4 address a record may point at (not 0.0.0.0/8, loopback, link-local, multicast or 240.0.0.0/4)"}
+	}
+	return nil
+}
+
+// ValidZoneName reports whether s is a DNS zone name: at least two labels of a-z, 0-9 and '-'
+// (1–63 characters, no hyphen at either end), at most 253 characters; a trailing dot is allowed.
+func ValidZoneName(s string) bool {
+	s = strings.TrimSuffix(strings.ToLower(s), ".")
+	return strings.Contains(s, ".") && validLabels(s)
+}
+
+// validCellSubdomain reports whether sub (its dots at either end ignored, any case) is one or more
+// labels under zone that leave room for a record's label: label.sub.zone is at most 253
+// characters. It must not end with the zone itself: the zone is appended to it, and the provider
+// takes a name that ends with the zone as complete (cell.example.com would name records
+// x.cell.example.com there, shown and looked up as x.cell.example.com.example.com).
+func validCellSubdomain(sub, zone string) bool {
+	sub = strings.ToLower(strings.Trim(sub, "."))
+	zone = strings.ToLower(strings.TrimSuffix(zone, "."))
+	return validLabels(sub) && sub != zone && !strings.HasSuffix(sub, "."+zone) && len(sub)+len(zone) <= 250
+}
+
+// validLabels reports whether s (lower case) is dot-separated labels of a-z, 0-9 and '-' (1–63
+// characters, no hyphen at either end), at most 253 characters.
+func validLabels(s string) bool {
+	if len(s) > 253 {
+		return false
+	}
+	for _, l := range strings.Split(s, ".") {
+		if l == "" || len(l) > 63 || l[0] == '-' || l[len(l)-1] == '-' || strings.Trim(l, "abcdefghijklmnopqrstuvwxyz0123456789-") != "" {
+			return false
+		}
+	}
+	return true
+}
+
+// routableIPv4 reports whether s is an IPv4 address in dotted-decimal form that is routable as
+// a host address: not in 0.0.0.0/8 ("this network", 0.0.0.0 included), loopback, link-local,
+// multicast or 240.0.0.0/4 (reserved, 255.255.255.255 included). Private ranges (10/8,
+// 172.16/12, 192.168/16, 100.64/10) are allowed: a cell may point at a private network.
+func routableIPv4(s string) bool {
+	a, err := netip.ParseAddr(s)
+	if err != nil || !a.Is4() || a.String() != s {
+		return false
+	}
+	b := a.As4()
+	return !(b[0] == 0 || a.IsLoopback() || a.IsLinkLocalUnicast() || a.IsMulticast() || b[0] >= 240)
+}

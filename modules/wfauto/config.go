@@ -1,0 +1,31 @@
+package wfauto
+
+import "provisioner/platform/config"
+
+// Config is the wfauto module's configuration section, WfautoProvisioning:* (the external
+// workflow-automation provisioning cell).
+type Config struct {
+	BaseUrl        string `koanf:"baseurl"`
+	ApiKey         string `koanf:"apikey"`
+	TimeoutSeconds int    `koanf:"timeoutseconds"`
+}
+
+// Settings declares the section: its defaults and the documentation of its keys.
+var Settings = &config.Section[Config]{
+	Key:      "WfautoProvisioning",
+	Defaults: Config{TimeoutSeconds: 15},
+	Doc: map[string]string{
+		"BaseUrl":        "the workflow-automation provisioning cell",
+		"ApiKey":         "secret",
+		"TimeoutSeconds": "at least 1",
+	},
+}
+
+// Validate implements config.Validator. 0 does not mean "no limit": the cell's client would wait
+// for ever, holding a finisher's row transaction.
+func (c Config) Validate() error {
+	if c.TimeoutSeconds < 1 {
+		return &config.ValidationError{Key: "WfautoProvisioning:TimeoutSeconds", Reason: "must be at least 1 (seconds)"}
+	}
+	return nil
+}
