@@ -52,9 +52,9 @@ else
 fi
 
 if [[ ${FAST:-0} != 1 ]]; then
-  for stage in fuzz openapi-lint openapi-types vulncheck chaos browser-test; do
+  for stage in fuzz openapi-lint openapi-types ts-client vulncheck chaos browser-test; do
     if [[ -x scripts/$stage.sh ]]; then
-      if [[ $stage == openapi-* ]] && ! command -v npm >/dev/null 2>&1; then
+      if [[ $stage == openapi-* || $stage == ts-client ]] && ! command -v npm >/dev/null 2>&1; then
         say "npm not found: skipping $stage"; continue
       fi
       say "== $stage"
