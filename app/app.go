@@ -50,7 +50,7 @@ func LoadConfig(src config.Source) (*config.Config, error) {
 	return config.Load(src, module.Sections(Modules)...)
 }
 
-// ConfigDocs are config/config.example.yaml and the README's table of configuration keys, generated
+// ConfigDocs are config/config.example.yaml and the table of configuration keys in docs/configuration.md, generated
 // from the sections of the platform and of every module (go generate ./app writes them).
 func ConfigDocs() (example []byte, table string, err error) {
 	sections := module.Sections(Modules)

@@ -38,7 +38,7 @@ func writeFile(t *testing.T, body string) string {
 	return p
 }
 
-// TestConfigDocsAreGenerated: config/config.example.yaml and the README's table of keys are what
+// TestConfigDocsAreGenerated: config/config.example.yaml and the the table of keys in docs/configuration.md are what
 // the configuration sections generate (go generate ./app writes them).
 func TestConfigDocsAreGenerated(t *testing.T) {
 	example, table, err := app.ConfigDocs()
@@ -46,11 +46,11 @@ func TestConfigDocsAreGenerated(t *testing.T) {
 	committed, err := os.ReadFile("../config/config.example.yaml")
 	require.NoError(t, err)
 	assert.Equal(t, string(example), string(committed), "config/config.example.yaml is stale: run go generate ./app")
-	readme, err := os.ReadFile("../README.md")
+	readme, err := os.ReadFile("../docs/configuration.md")
 	require.NoError(t, err)
 	want, err := config.ReplaceTable(readme, table)
 	require.NoError(t, err)
-	assert.Equal(t, string(want), string(readme), "the README's configuration table is stale: run go generate ./app")
+	assert.Equal(t, string(want), string(readme), "docs/configuration.md is stale: run go generate ./app")
 }
 
 // TestModuleSettingsValidationNamesTheKey: a bad value of a module's key stops the process with
@@ -214,15 +214,15 @@ func structKeys(t reflect.Type, prefix string) []string {
 	return out
 }
 
-// TestReadmeTableListsEveryKey keeps the README's configuration table true to the configuration sections.
+// TestReadmeTableListsEveryKey keeps docs/configuration.md true to the configuration sections.
 func TestReadmeTableListsEveryKey(t *testing.T) {
-	raw, err := os.ReadFile("../README.md")
+	raw, err := os.ReadFile("../docs/configuration.md")
 	require.NoError(t, err)
 	readme := strings.ToLower(string(raw))
 	for _, key := range sectionKeys() {
 		name := strings.ReplaceAll(key, ".", ":")
 		name = strings.Replace(name, "engines:postgres", "engines:<engine>", 1)
-		assert.Contains(t, readme, "| `"+name+"` |", "README's configuration table lacks %s", name)
+		assert.Contains(t, readme, "| `"+name+"` |", "docs/configuration.md lacks %s", name)
 	}
 }
 

@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// platformLayers are the platform's packages from the bottom up (README, Architecture: "Layers"): a
+// platformLayers are the platform's packages from the bottom up (docs/architecture.md): a
 // package imports only packages of lower layers. Every platform package is listed, so a new one
 // is placed on purpose.
 var platformLayers = [][]string{
@@ -94,7 +94,7 @@ func TestPlatformLayers(t *testing.T) {
 			continue
 		}
 		layer, ok := layerOf(p.ImportPath)
-		if !assert.True(t, ok, "%s is in no layer: add it to platformLayers and the README", p.ImportPath) {
+		if !assert.True(t, ok, "%s is in no layer: add it to platformLayers and docs/architecture.md", p.ImportPath) {
 			continue
 		}
 		for _, i := range p.Imports {

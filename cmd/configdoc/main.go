@@ -1,4 +1,4 @@
-// Command configdoc writes config/config.example.yaml and the README's table of configuration keys
+// Command configdoc writes config/config.example.yaml and the table of configuration keys in docs/configuration.md
 // from the configuration sections of the platform and of every module (go generate ./app runs
 // it); app's tests fail while the committed files differ from what it writes.
 //
@@ -32,7 +32,7 @@ func run(root string) error {
 	if err := os.WriteFile(filepath.Join(root, "config", "config.example.yaml"), example, 0o644); err != nil {
 		return err
 	}
-	readmePath := filepath.Join(root, "README.md")
+	readmePath := filepath.Join(root, "docs", "configuration.md")
 	readme, err := os.ReadFile(readmePath)
 	if err != nil {
 		return err

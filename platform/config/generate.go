@@ -17,7 +17,7 @@ type node struct {
 	leaf     bool
 	value    any
 	children []*node
-	// placeholder names the entries of a map in the README's table ("<engine>"): the first
+	// placeholder names the entries of a map in the table in docs/configuration.md ("<engine>"): the first
 	// entry's keys are listed under it, the others not.
 	placeholder string
 }
@@ -160,7 +160,7 @@ func join(rel, name string) string {
 	return rel + ":" + name
 }
 
-// Table is the README's table of every key of the platform and sections: its name, its default
+// Table is the table in docs/configuration.md of every key of the platform and sections: its name, its default
 // and its documentation.
 func Table(sections ...AnySection) (string, error) {
 	root, err := build(append([]AnySection{Platform}, sections...))
@@ -192,7 +192,7 @@ func Table(sections ...AnySection) (string, error) {
 
 func cell(s string) string { return strings.ReplaceAll(s, "|", `\|`) }
 
-// The README's table lies between these lines.
+// The table lies between these lines.
 const (
 	TableBegin = "<!-- configuration keys: generated from the sections (go generate ./app) -->"
 	TableEnd   = "<!-- end of configuration keys -->"
@@ -203,7 +203,7 @@ func ReplaceTable(readme []byte, table string) ([]byte, error) {
 	before, rest, ok := bytes.Cut(readme, []byte(TableBegin+"\n"))
 	_, after, ok2 := bytes.Cut(rest, []byte(TableEnd))
 	if !ok || !ok2 {
-		return nil, errors.New("README: the configuration table's markers are missing")
+		return nil, errors.New("docs/configuration.md: the configuration table's markers are missing")
 	}
 	out := append(append(append([]byte{}, before...), TableBegin+"\n"...), table...)
 	return append(append(out, TableEnd...), after...), nil
