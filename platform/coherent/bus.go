@@ -1,30 +1,11 @@
 // Package coherent keeps in-process caches of control-database rows coherent across replicas, so
 // the hot path (the principal of a token, an AI key, a user's own list) costs no network round trip
-// while a change still takes effect on the next request whichever replica serves it.
-//
-// How it holds:
-//
-//   - Change feed. A table that backs a cache carries the trigger coherent_notify (created by the
-//     platform migration), which NOTIFYs "i <table> <key>" for every changed row. PostgreSQL
-//     delivers notifications at commit, in commit order, to every replica's listening connection,
-//     and the Bus hands them to the caches of that table. Nothing in Go has to remember to
-//     invalidate: a write by any code path, or by hand in psql, reaches the caches.
-//   - Freshness. Every replica NOTIFYs a heartbeat every Options.Heartbeat and notes when it sent
-//     it. Receiving its own heartbeat back proves it has applied every change committed before
-//     that send. A replica serves from its caches only while such a proof is younger than
-//     Options.Window / 2 (Fresh); otherwise (listener down, database unreachable, a long pause) it
-//     reads the database, so a lost notification can never make it serve stale data for long.
-//     A lost listening connection empties every cache once the new one is listening.
-//   - Read-your-writes across replicas. Sync NOTIFYs a token and returns once every replica heard
-//     within Window has acknowledged it (each acknowledges after applying everything committed
-//     before the token), or after Window at most: by then a replica that did not acknowledge has
-//     stopped trusting its caches. The HTTP middleware (Middleware) calls Sync before answering
-//     any request that wrote to the control database, so a client that got the answer to a write
-//     reads its effect on every replica.
-//
-// Cost: a cache hit is a map lookup; a write request waits for one NOTIFY round trip (and the
-// acknowledgements of the other replicas, ~1 ms). Without a database listener (tests that build no
-// Bus) caches are bypassed.
+// while a change still takes effect on the next request whichever replica serves it. A trigger
+// NOTIFYs every changed row's key at commit and each replica's Bus drops those entries; a replica
+// serves from its caches only while its own heartbeat comes back within Options.Window / 2
+// (Fresh); Sync, called before answering any request that wrote, returns once every replica
+// acknowledged everything committed before it. A cache hit is a map lookup; a write request waits
+// about 1 ms. The full design: docs/architecture.md, "Coherent caches".
 package coherent
 
 import (

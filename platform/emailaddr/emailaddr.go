@@ -1,15 +1,9 @@
 // Package emailaddr accepts the one form of email address the service stores: a bare
-// local@domain, compared case-insensitively. net/mail.ParseAddress (and huma's format:"email",
-// which uses it) also takes a display name, angle brackets, comments and quoted local parts
-// ("Eve <ada@example.com>"); stored as typed, such a value would bypass the uniqueness of
-// lower(email) and send mail to a mailbox other than the one it reads as.
-//
-// One mailbox has one spelling: the local part is lower-cased and put in Unicode NFC (so "nü"
-// typed precomposed or with a combining diaeresis is the same address), and the domain is an
-// internationalised domain name in its Unicode form (U-labels, IDNA2008 with the UTS #46 lookup
-// mapping: "x@xn--bcher-kva.example" and "x@BÜCHER.example" are stored as "x@bücher.example").
-// The Unicode form is the one people type and read, and the one addresses with a non-ASCII local
-// part (which need SMTPUTF8 anyway) carry.
+// local@domain, compared case-insensitively, with one spelling per mailbox: the local part
+// lower-cased in Unicode NFC and the domain in its Unicode (U-label, IDNA2008 with UTS #46) form,
+// so "x@xn--bcher-kva.example" and "x@BÜCHER.example" are both "x@bücher.example". Display names,
+// angle brackets, comments and quoted local parts, which net/mail.ParseAddress accepts, are
+// refused: stored as typed they would bypass the uniqueness of lower(email).
 package emailaddr
 
 import (

@@ -1,40 +1,12 @@
 // Package ratelimit applies named rate limits (ulule/limiter) per IP, per user and per operation.
-//
-// Each limit has a name and a rate in the ulule format N-S, N-M, N-H or N-D (DefaultRates,
-// overridden and extended by Options.Rates). A hit of limit name for key is counted under
-// "<prefix>:<name>:<key>".
-//
-// Store policy: with Redis configured, counters live in Redis and are shared by every replica. If
-// Redis cannot be reached (down at startup, or gone mid-run), every limit falls back to a
-// per-process in-memory store: limits keep applying, per replica, and no call fails because of
-// Redis (Take, Peek, Reset and Enforce never return a Redis error, so no request becomes a 500).
-// New never contacts Redis, so the service starts while Redis is down. After a failure Redis is
-// left alone for Options.RetryEvery (default 5 s, a "down until" timestamp, so no request pays a
-// network round trip while it is down); then a single request probes it while the others stay on
-// memory, and a success switches every limit back to Redis. The switch is logged once each way: a
-// WARN when falling back, an INFO when Redis is used again. Counts made in memory during an outage
-// are not copied to Redis. This holds for the general limits and for the sensitive ones (login,
-// register, forgot-password, password reveal) alike, so a Redis outage neither opens the login
-// brute-force door nor locks users out.
-//
-// Shares: a limit of at least 32 hits per window (PerIp, PerUser, AiGenerate at their defaults)
-// is not counted in Redis hit by hit. A replica takes a share of the window's hits in one round
-// trip (a Lua script: never more than what is left of the limit, a sixteenth of it at most, 256 at
-// most) and spends it in process; once less than 32 hits are known to be left, hits are counted in
-// Redis one by one again. So replicas together never admit more than the limit in a window, the
-// hot path costs a Redis round trip once per share, and a replica may refuse up to one share's
-// worth early when a client's traffic moves to another replica in the middle of a window (the
-// other replica's unspent share is counted). Smaller limits (Login, Register, ForgotPassword,
-// PasswordReveal) are always counted hit by hit. X-RateLimit-Remaining counts shares taken by
-// other replicas as spent. The next share is fetched in the background when a quarter of the
-// current one is left. While Redis is down, a share already held is spent, and further hits go to
-// the in-process store as above.
-//
-// Response headers (Middleware, SetHeaders, WriteHeaders) describe the tightest limit applied to
-// the request, the one with the fewest remaining hits: X-RateLimit-Limit, X-RateLimit-Remaining,
-// X-RateLimit-Reset (seconds until the window resets, not a timestamp), and the IETF draft pair
-// RateLimit-Policy ("<limit>;w=<window seconds>") and RateLimit ("limit=<n>, remaining=<n>,
-// reset=<seconds>").
+// Each limit has a name and a rate N-S, N-M, N-H or N-D (DefaultRates, overridden by
+// Options.Rates); a hit of limit name for key is counted under "<prefix>:<name>:<key>".
+// Counters live in Redis, shared by every replica; while Redis cannot be reached every limit falls
+// back to a per-process store and no call fails because of Redis (store.go). Limits of at least
+// 32 hits per window are spent in process from shares taken from Redis in one round trip, never
+// more than what is left (shares.go). Response headers describe the tightest limit applied:
+// X-RateLimit-Limit, -Remaining, -Reset (seconds) and the IETF draft's RateLimit-Policy and
+// RateLimit (headers.go). The full policy: docs/architecture.md, "Rate limits".
 package ratelimit
 
 import (
