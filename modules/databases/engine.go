@@ -43,15 +43,11 @@ type Engine interface {
 	// RoleExists tells whether a login role or user of that name exists on the server, whoever
 	// made it.
 	RoleExists(ctx context.Context, user string) (bool, error)
-	// CreateUser adds an extra login role with access to db (read-only or full) and marks it as
-	// made for marker (a credential's CredentialMarker). A role of that name that exists without
-	// that mark is never adopted: ErrRoleTaken. SetPassword changes the password of a role marked
-	// with marker; DropUser removes it, leaving what it created in db to the database's owner
-	// (PostgreSQL: REASSIGN OWNED; a MySQL table never belongs to a user). Neither touches a
-	// role that is not so marked (ErrRoleTaken), and both are no-ops for a role that is gone
-	// (SetPassword: ErrRoleTaken). A role with no mark at all that has exactly the footprint of
-	// a credential role of db made before roles were marked is that credential's: it is marked
-	// with marker, then changed (see postgresEngine.credentialRole, mysqlEngine.credentialUser).
+	// CreateUser adds an extra login role with access to db (read-only or full), marked as made for
+	// marker (a credential's CredentialMarker); a role of that name without that mark is never adopted
+	// (ErrRoleTaken). SetPassword and DropUser act only on a role so marked and are no-ops for a role
+	// that is gone. An unmarked role with exactly a credential role's footprint is marked and adopted
+	// (postgresEngine.credentialRole, mysqlEngine.credentialUser).
 	CreateUser(ctx context.Context, db, owner, user, password string, readOnly bool, marker string) error
 	SetPassword(ctx context.Context, db, user, password, marker string) error
 	DropUser(ctx context.Context, db, user, marker string) error

@@ -187,14 +187,9 @@ func (e *mysqlEngine) Usage(ctx context.Context, dbs []string) (map[string]Usage
 	return out, e.unmeasured(ctx, conn, out, marks, args)
 }
 
-// mysqlMeasuredEngines are the storage engines whose tables' size information_schema.tables
-// reports (data_length, index_length), compared in upper case: InnoDB (and its files, see
-// mysqlFilesJoin), MyISAM and Aria (their data and index files), MEMORY (its allocated blocks),
-// MRG_MyISAM (the sum of the MyISAM tables it merges, each also counted where it lives),
-// ARCHIVE (its data file's size), BLACKHOLE (stores nothing) and SEQUENCE (MariaDB's virtual
-// seq_1_to_N; a CREATE SEQUENCE table is InnoDB or Aria). Any other engine, CSV first of all
-// (data_length is always 0 while its .CSV file grows without bound), but also CONNECT,
-// FEDERATED, S3, SPIDER, ROCKSDB and whatever plugin a server loads, is unmeasured.
+// mysqlMeasuredEngines are the storage engines (upper case) whose tables' size
+// information_schema.tables reports truthfully. Any other engine (CSV, whose data_length stays 0
+// while its file grows, CONNECT, FEDERATED, S3, SPIDER, ROCKSDB, plugins) is unmeasured.
 var mysqlMeasuredEngines = []string{"INNODB", "MYISAM", "ARIA", "MEMORY", "MRG_MYISAM", "ARCHIVE", "BLACKHOLE", "SEQUENCE"}
 
 // unmeasured records in out each schema's tables in an engine outside mysqlMeasuredEngines
@@ -386,22 +381,11 @@ func (e *mysqlEngine) limitUsers(ctx context.Context, dbs []string) error {
 	return nil
 }
 
-// mysqlSchemaBytes is the space a schema s takes: its tables' data and indexes (for MyISAM and
-// Aria less the space of deleted rows, data_free, which their next inserts reuse), and the
-// definitions of its stored routines (body, parameter and return types, comment), views,
-// triggers and events, which the server keeps outside the tables (mysql.proc, .frm and .TRG
-// files, mysql.event) and which a tenant could otherwise fill without limit. Every figure is in
-// bytes of the stored text.
-//
-// InnoDB's data_length and index_length are statistics: refreshed only now and then, and never
-// for a table the tenant made with STATS_AUTO_RECALC=0 (or STATS_PERSISTENT=1 and the server's
-// innodb_stats_auto_recalc off), which kept them at an empty table's 16 KiB while the tenant
-// wrote gigabytes. So the schema's InnoDB tables count at least what their tablespace files
-// (ts, one per table or partition, named "<schema>/…"; see mysqlFilesJoin as f) take on disk
-// less their free extents, data_free, which InnoDB reads from the file's header each time (it
-// holds a few extents back as a reserve, so a file of more than a few MiB counts 2–4 MiB more
-// than its pages hold): the larger of the two sums. Neither the tenant nor a stale statistic
-// can make the file smaller than what it holds. Without ts (no InnoDB) the statistics alone.
+// mysqlSchemaBytes is the space schema s takes, in bytes: its tables' data and indexes (less
+// MyISAM/Aria data_free) and the stored text of its routines, views, triggers and events, which
+// live outside the tables. InnoDB's sizes are statistics a tenant can freeze (STATS_AUTO_RECALC=0),
+// so its tables count at least their tablespace files (ts, see mysqlFilesJoin) less their free
+// extents: the larger of the two sums. Without ts (no InnoDB), the statistics alone.
 func mysqlSchemaBytes(ts string) string {
 	files := "0"
 	if ts != "" {

@@ -39,17 +39,11 @@ type postgresEngine struct {
 	locks *dbLocks
 }
 
-// pinnedSettings are startup parameters of every admin session the engine opens. A tenant owns
-// its database and may ALTER DATABASE … SET almost any setting there, which every later session
-// in it, the admin's (a superuser) included, starts with, unless the client sends the setting in
-// its startup packet: that source ranks above the database's and the role's defaults. Pinned:
-// search_path (else a tenant's public.pg_roles view, or a function shadowing a pg_catalog one,
-// runs its code as the superuser; pg_temp last so the session's temporary schema is never
-// searched first), role (a database default of role = <tenant> would make the admin act as the
-// tenant), read-only and isolation defaults, exit_on_error and standard_conforming_strings (how
-// the service's statements behave), and local_preload_libraries (a library that does not exist
-// refuses every session: the database could no longer be switched to read-only). The engine's SQL also names every catalogue object and
-// function with its schema.
+// pinnedSettings are sent in the startup packet of every admin session, where they outrank a
+// tenant's ALTER DATABASE … SET defaults: search_path (pg_temp last; no tenant view or function
+// shadows the catalogue), role, read-only and isolation defaults, exit_on_error,
+// standard_conforming_strings and local_preload_libraries. The engine's SQL also names every
+// catalogue object with its schema.
 var pinnedSettings = [][2]string{
 	{"search_path", "pg_catalog, pg_temp"},
 	{"role", "none"},
@@ -284,14 +278,10 @@ func (e *postgresEngine) Create(ctx context.Context, dbName, role, password stri
 	return e.ownPublicSchema(ctx, dbName, role)
 }
 
-// ownPublicSchema gives the schema public of a new tenant database the shape PostgreSQL 15 gives
-// it, whatever the server's version (Create skips it only for a database it has just made on
-// PostgreSQL 15 or newer; one adopted after a crash, or made elsewhere, is always shaped): owned
-// by pg_database_owner (the database's owner, so the
-// quota holder while it is over its quota; the login role itself before PostgreSQL 14), and no
-// CREATE for PUBLIC. PostgreSQL 14 and older let PUBLIC create there (the schema belonged to the
-// bootstrap superuser), so a read-only credential could create tables in the owner's database.
-// A database made from a template without the schema is left alone. Repeatable.
+// ownPublicSchema gives a tenant database's schema public PostgreSQL 15's shape on any version:
+// owned by pg_database_owner (the login role before PostgreSQL 14) and no CREATE for PUBLIC, so a
+// read-only credential cannot create tables there. A database without the schema is left alone.
+// Repeatable.
 func (e *postgresEngine) ownPublicSchema(ctx context.Context, dbName, role string) error {
 	t, err := e.tenant(ctx, dbName)
 	if err != nil {
@@ -366,14 +356,10 @@ func (e *postgresEngine) Drop(ctx context.Context, dbName, role string) error {
 	return e.dropRole(ctx, holder)
 }
 
-// dropRole drops role with what ties it to any database of the cluster. In every database
-// where it owns objects or holds privileges (pg_shdepend), its objects are given to that
-// database's owner (they lie in someone else's database and may hold their data, or have the
-// owner's objects depending on them; dropping would take those with them) and then DROP OWNED
-// BY revokes only its privileges and default privileges there, never anything of that
-// database's owner. Privileges on shared objects (CONNECT on another tenant's database, granted
-// by its owner) are revoked the same way from the admin's own database. A role owning a database
-// is not dropped. Repeatable; a role gone already is not an error.
+// dropRole drops role and what ties it to any database of the cluster: where it owns objects
+// they go to that database's owner, then DROP OWNED BY revokes only its privileges; privileges on
+// shared objects are revoked from the admin's database. A role owning a database is not dropped.
+// Repeatable; a role gone already is not an error.
 func (e *postgresEngine) dropRole(ctx context.Context, role string) error {
 	for attempt := 0; ; attempt++ {
 		rows, err := e.pool.QueryContext(ctx, `

@@ -14,15 +14,10 @@ import (
 const advisoryClass = 0x70726f76
 
 // dbLocks serialises the statement sequences that change one tenant database's catalogue rows
-// (its pg_database ACL, its schema public's ACL, default privileges, ownership): PostgreSQL
-// refuses a second concurrent GRANT, REVOKE or DROP OWNED on the same row with "tuple
-// concurrently updated" (XX000), so parallel credential creates or deletes on one database
-// failed at random with 502. Within the process a per-database mutex queues the callers; across
-// processes a session advisory lock on the admin database, keyed on the tenant database's name,
-// does. The advisory locks live on connections of their own: a caller waiting for one never
-// holds a connection the holder needs for its statements. Each operation takes one lock, first,
-// before any statement, and holds no other engine lock while waiting, so two operations never
-// wait for each other in a cycle.
+// (ACLs, default privileges, ownership), which PostgreSQL refuses to change concurrently ("tuple
+// concurrently updated"): a per-database mutex in the process, and a session advisory lock keyed
+// on the database's name across processes, on connections of their own. Each operation takes one
+// lock, first, and holds no other while waiting, so no two wait for each other.
 type dbLocks struct {
 	pool *sql.DB
 	mu   sync.Mutex

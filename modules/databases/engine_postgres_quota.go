@@ -14,32 +14,14 @@ import (
 // quota; it cannot log in.
 func quotaHolder(dbName string) string { return dbName + "_quota" }
 
-// SetReadOnly switches dbName to read-only or back, with privileges the tenant cannot undo.
-// default_transaction_read_only alone is advisory (a session may SET it off), and an owner can
-// always grant itself anything on what it owns, so over the quota the ownership of the database,
-// its schemas, tables, sequences, materialized views and large objects moves from every role
-// that is not a superuser (the login role, its full-access credentials, and any other tenant's
-// role the owner let create there) to a NOLOGIN role of the service's. Ownership alone is not
-// enough: what the owner granted before (to PUBLIC, to its credentials, to other tenants' roles)
-// stays with the objects, so every privilege that writes or creates is then revoked from every
-// role but the holder, PUBLIC included: on tables everything but SELECT, on sequences USAGE and
-// UPDATE, CREATE on every schema, UPDATE on large objects, CREATE and TEMPORARY on the database
-// (CONNECT and reads stay). The holder then grants the login role SELECT, DELETE and TRUNCATE
-// (freeing space), nothing else. Those revoked grants are not given back when the database is
-// writable again: the owner grants them again if it wants them. Default privileges (ALTER DEFAULT
-// PRIVILEGES) are left as they are: they apply only to objects created later, and while read-only
-// no tenant role may create any. Functions stay with their owner: without write privileges a
-// SECURITY DEFINER function of the tenant's writes nothing. Creating large objects is refused to
-// PUBLIC and to the login role in that database (and granted back to the login role alone).
-// Switching back gives everything the holder owns to the login role and drops the holder. Both
-// directions run in one transaction and are repeatable.
-//
-// The database's sessions (the service's own aside) are ended before the transaction, since one
-// holding a lock on a table (LOCK TABLE in an open transaction) would keep ALTER … OWNER waiting,
-// and after it, so every session starts with the new setting. The transaction waits at most
-// switchLockWait for any lock; a tenant that takes one again meanwhile makes it fail (55P03), and
-// it is tried again once, then left to the next usage refresh: one tenant's lock never holds up
-// the switch of any other database.
+// SetReadOnly switches dbName to read-only or back, with privileges the tenant cannot undo
+// (default_transaction_read_only alone is advisory). Read-only: the ownership of the database and
+// everything in it but functions moves to a NOLOGIN holder role (quotaHolder), every privilege that
+// writes or creates is revoked from every other role, PUBLIC included, and the login role keeps
+// SELECT, DELETE and TRUNCATE to free space. Back: the holder's objects go to the login role and the
+// holder is dropped (revoked grants are not restored). One transaction, repeatable; the database's
+// sessions end before and after it, and a lock held by a tenant makes it give up after
+// switchLockWait, retried once, then left to the next usage refresh.
 func (e *postgresEngine) SetReadOnly(ctx context.Context, dbName, role string, readOnly bool) error {
 	if err := checkNames(dbName, role); err != nil {
 		return err
@@ -285,14 +267,10 @@ func (e *postgresEngine) Usage(ctx context.Context, dbs []string) (map[string]Us
 	return out, rows.Err()
 }
 
-// pgSharedBytes is what a tenant database d writes into the cluster's shared catalogs, which
-// pg_database_size does not count: its owner's COMMENT ON DATABASE (pg_shdescription) and the
-// settings of ALTER DATABASE … SET (pg_db_role_setting), which take any text of a string setting
-// such as search_path, and the settings its roles give themselves (ALTER ROLE <self> [IN DATABASE
-// …] SET, which every role may do, read-only or not) and the comments on them. Before, a tenant
-// stored gigabytes there over its quota. Its roles are the database's owner and the roles granted
-// CONNECT on it (the login role, its credentials), superusers aside. Text is counted as stored
-// uncompressed (octet_length): every session loads the settings it applies whole.
+// pgSharedBytes is what a tenant database d stores in the cluster's shared catalogs, which
+// pg_database_size does not count: the comment on the database, its ALTER DATABASE … SET settings,
+// and the settings and comments its roles (owner and CONNECT grantees, superusers aside) give
+// themselves. Text counts uncompressed (octet_length).
 const pgSharedBytes = `COALESCE((SELECT SUM(pg_catalog.octet_length(s.setconfig::text)) FROM pg_catalog.pg_db_role_setting s
 		         WHERE s.setdatabase = d.oid OR s.setrole IN (` + pgTenantRoles + `)), 0)
 		     + COALESCE((SELECT SUM(pg_catalog.octet_length(c.description)) FROM pg_catalog.pg_shdescription c

@@ -23,14 +23,10 @@ func (e *postgresEngine) roleMark(ctx context.Context, role string) (bool, strin
 	return true, mark, nil
 }
 
-// credentialRole tells whether the role user exists; it is ErrRoleTaken when it does but was not
-// made for the credential of marker. A role without any mark, made before roles were marked, is
-// that credential's (and is marked now) only when it has exactly the footprint the service gave
-// the credential roles it made then: a login role with no attribute beyond LOGIN, privileges
-// (CONNECT) on database dbName and nothing in any other database, owning no database, a member of
-// nothing but dbName's login role (named after the database; full access) and with no member. A
-// tenant's owner, a superuser, another tenant's or a hand-made role that has anything elsewhere is
-// never taken for one.
+// credentialRole tells whether role user exists; ErrRoleTaken when it was not made for marker's
+// credential. An unmarked role is adopted (and marked) only with exactly an old credential role's
+// footprint: LOGIN and nothing more, CONNECT on dbName only, owning nothing, a member of dbName's
+// login role alone, with no member.
 func (e *postgresEngine) credentialRole(ctx context.Context, dbName, user, marker string) (bool, error) {
 	ok, mark, err := e.roleMark(ctx, user)
 	if err != nil || !ok {
@@ -224,15 +220,9 @@ func (e *postgresEngine) SetUserLogin(ctx context.Context, dbName, user, marker 
 	return e.terminate(ctx, "usename = $1", user)
 }
 
-// DropUser removes a credential's role. What the role owns in the tenant database (tables a
-// full-access credential created) is the tenant's data: it is first given to the role that owns
-// the database now (the login role, or the quota holder while the database is over its quota,
-// which gives it back when the database is writable again), then DROP OWNED BY only revokes the
-// role's privileges and default privileges (dropRole: the same in any other database where the
-// role owns or was granted something, since another tenant may grant to it), and the role is
-// dropped. The role's logins are refused and its sessions ended first, so none creates an object
-// meanwhile. The old code ran DROP OWNED BY alone, which dropped the credential's tables with
-// their rows.
+// DropUser removes a credential's role. Its logins are refused and sessions ended first; what it
+// owns in the tenant database (the tenant's data) goes to the database's current owner, then DROP
+// OWNED BY revokes only its privileges (dropRole), and the role is dropped.
 func (e *postgresEngine) DropUser(ctx context.Context, dbName, user, marker string) error {
 	if err := checkNames(dbName, user); err != nil {
 		return err

@@ -9,14 +9,10 @@ import (
 )
 
 // engineWaits bounds the requests of this process that wait for a tenant engine while holding a
-// control database connection: a create, pause, resume or delete of a database drives its row
-// in the finisher's transaction (the row's lock is the only thing that keeps two drivers apart,
-// in this process and across replicas), and a change of an access credential holds its row's
-// transaction while the engine answers. Each such wait lasts up to engineTimeout when the engine
-// hangs; unbounded, a few clients retrying against a hung engine took all 32 connections of the
-// control pool, and every route (each needs the control database) waited with them. A request
-// past the bound waits for a slot at most engineSlotWait (holding no connection), then is refused
-// (503 with Retry-After) before it has stored or locked anything.
+// control database connection (a database's transitions, an access credential's change), so a
+// hung engine cannot take the whole control pool. A request past the bound waits for a slot at most
+// engineSlotWait, holding no connection, then is refused (503 with Retry-After) before it has
+// stored or locked anything.
 type engineWaits chan struct{}
 
 func newEngineWaits(n int) engineWaits { return make(engineWaits, max(n, 1)) }

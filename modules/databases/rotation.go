@@ -66,16 +66,11 @@ func (p *RotationProvisioner) InFlight() map[string]provision.Verb {
 	return map[string]provision.Verb{RotationPending: provision.VerbCreate}
 }
 
-// Create applies a Pending rotation. It first locks the database's row, so it never runs beside
-// the database's own transitions (create or adopt, pause, resume, delete: the finisher and the
-// requests hold that lock while they ask the engine). It opens the password stored now (a later
-// rotation of the same database stored a newer one: both apply the newest), sets it on the engine
-// and ends the role's sessions. Then, on an engine where a tenant can give other roles a way in
-// (foreignAccessRevoker: PostgreSQL), it takes those away as a pause does, keeping the database's
-// own access credentials (every one not Deleted), so whoever held the old password keeps no
-// role of theirs in the database. A database being deleted, or gone, needs nothing. A role that
-// does not exist yet needs nothing either: create (or its adoption after a crash) sets the stored
-// password. Setting the same password again after a crash is harmless.
+// Create applies a Pending rotation under the database row's lock (never beside its own
+// transitions): it sets the newest stored password on the engine, ends the role's sessions and,
+// where a tenant can give other roles a way in (PostgreSQL), revokes those as a pause does, keeping
+// the database's access credentials. A database being deleted or a role not yet created needs
+// nothing. Repeatable.
 func (p *RotationProvisioner) Create(ctx context.Context, req provision.CreateRequest) (provision.CreateResponse, error) {
 	rot := new(Rotation)
 	if err := req.Tx.NewSelect().Model(rot).Where("id = ?", req.ResourceID).Scan(ctx); err != nil {

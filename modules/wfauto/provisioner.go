@@ -201,19 +201,12 @@ func heldByAnother(ctx context.Context, tx bun.IDB, accountID string, self int64
 	return held, nil
 }
 
-// Delete implements provision.Provisioner. An account never sent to the cell (its owner deleted
-// before the first attempt), or whose only attempt was refused or never left, is not at the cell:
-// the cell is not called. One whose outcome was never recorded may still exist there: re-posting
-// its Idempotency-Key, with the body first sent under it, returns it (the cell has no lookup), and
-// it is deleted. Only the cell's 400 to that body says nothing is there; any other refusal or a
-// malformed answer leaves the account Deprovisioning (an error: retried with backoff, logged,
-// shown as its errorMessage), since the account may be at the cell.
-//
-// An accountId another live account holds is never deprovisioned for this one, whether the re-post
-// answered it or it is stored on the row (rows from before the unique index
-// wfauto_accounts_external_uq, whose migration is skipped where duplicates existed): it is left at
-// the cell (logged, and audited with details.leftAtCell) and the account is Deprovisioned. So is
-// an account the re-post's answer shows made for another user (otherUser).
+// Delete implements provision.Provisioner. An account never sent to the cell, or whose only
+// attempt was refused, is not at the cell. Otherwise re-posting its Idempotency-Key with the same
+// body returns it, and it is deleted; the cell's 400 to that body means nothing is there, any other
+// refusal leaves it Deprovisioning (retried). An accountId another live account holds, or an
+// answer made for another user, is never deleted for this one: left at the cell, logged and audited
+// (details.leftAtCell), and the account is Deprovisioned.
 func (p *Provisioner) Delete(ctx context.Context, req provision.DeleteRequest) (provision.DeleteResponse, error) {
 	a, err := p.load(ctx, req.Tx, req.ResourceID)
 	if err != nil {
