@@ -35,7 +35,7 @@ type createUserInput struct {
 		FullName     httpx.FullName `json:"fullName"`
 		Organization string         `json:"organization,omitempty" maxLength:"200"`
 		Email        string         `json:"email" format:"idn-email" maxLength:"254"`
-		Password     string         `json:"password" minLength:"8" maxLength:"512" doc:"Same rules as the password of POST /api/auth/register: 8–128 characters (Unicode code points) once NFKC-normalised, the form that is hashed, 8–512 as sent, not among the 10,000 most common passwords."`
+		Password     string         `json:"password" minLength:"8" maxLength:"512" doc:"Same rules as the password of POST /api/auth/register."`
 		Role         string         `json:"role,omitempty" enum:"User,Admin" default:"User"`
 	}
 }
@@ -114,7 +114,7 @@ type noteBody struct {
 	TargetType string         `json:"targetType,omitempty" maxLength:"100"`
 	TargetID   string         `json:"targetId,omitempty" maxLength:"100"`
 	UserID     *int64         `json:"userId,omitempty" minimum:"1" doc:"The user the note is about: one the service has or had (a deleted account counts); any other id is a 400."`
-	Details    map[string]any `json:"details,omitempty" doc:"At most 32 levels of nesting and 64 KiB as JSON; numbers within ±9007199254740991 (2^53-1: a larger one, which JSON readers round, goes as a string)."`
+	Details    map[string]any `json:"details,omitempty" doc:"At most 32 levels deep and 64 KiB as JSON; numbers within ±2^53-1 (send larger ones as strings)."`
 }
 
 type createEventInput struct {
@@ -151,7 +151,7 @@ type updateEventInput struct {
 		Action     *string        `json:"action,omitempty" minLength:"1" maxLength:"100" pattern:"^[A-Za-z0-9_-]+(\\.[A-Za-z0-9_-]+)*$" patternDescription:"plain ASCII: words of letters, digits, _ and - joined by single dots, e.g. note.manual" doc:"A new action: as on create, plain dotted ASCII outside the service's namespaces."`
 		TargetType *string        `json:"targetType,omitempty" maxLength:"100"`
 		TargetID   *string        `json:"targetId,omitempty" maxLength:"100"`
-		Details    map[string]any `json:"details,omitempty" doc:"At most 32 levels of nesting and 64 KiB as JSON; numbers within ±9007199254740991 (2^53-1: a larger one, which JSON readers round, goes as a string)."`
+		Details    map[string]any `json:"details,omitempty" doc:"At most 32 levels deep and 64 KiB as JSON; numbers within ±2^53-1 (send larger ones as strings)."`
 	}
 }
 
@@ -189,12 +189,8 @@ func (h *Handler) Register(api *httpx.API) {
 		})
 	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "updateUser", Method: http.MethodPut, Path: "/api/users/{id}",
 		Tags: users, Summary: "Update a user",
-		Description: "Absent fields are left alone. A role change applies on the user's next request. The last Admin cannot be demoted (409). " +
-			"A change of the email spends every outstanding password-reset link of the user (they were mailed to the old address) and " +
-			"leaves the new address unproven: signing in with GitHub or Google links to the account only after a password reset " +
-			"through a link mailed to it. A body that changes nothing (`{}`, only unknown members, the values the user already " +
-			"has) answers 200 with the user and changes nothing: updatedAt stays and no audit event is written. A fullName of " +
-			"white space only is refused like an empty one (400).",
+		Description: "Absent fields are left alone; a role change applies on the user's next request. A new email spends the " +
+			"user's reset links and is unproven. The last Admin cannot be demoted (409).",
 		Errors: []int{http.StatusNotFound, http.StatusConflict}},
 		func(ctx context.Context, in *updateUserInput) (*httpx.Response[User], error) {
 			b := in.Body
@@ -250,11 +246,9 @@ func (h *Handler) Register(api *httpx.API) {
 		})
 	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "createAuditEvent", Method: http.MethodPost, Path: "/api/audit-events",
 		Tags: events, Summary: "Record a manual note", DefaultStatus: http.StatusCreated,
-		Description: "Stored with `details.manual: true`. 400 (naming the field) for an `action` in a namespace of the events the service records itself " +
-			"(`access_credential.*`, `aikey.*`, `audit.*`, `database.*`, `dns.*`, `user.*`, `wfauto.*`, compared case-insensitively), so a note cannot pass for one, " +
-			"and for `details` nested more than 32 objects/arrays deep, over 64 KiB as JSON, or holding a number beyond ±9007199254740991 (2^53-1; it would be stored rounded: send it as a string). " +
-			"`action`, `targetType` and `targetId` are shown in audit lists: a control character or a bidirectional override or isolate " +
-			"(U+202A–U+202E, U+2066–U+2069) in them is a 400 (here and when amending)."},
+		Description: "Stored with `details.manual: true`. 400 (naming the field) for an `action` in a namespace the service " +
+			"records itself, `details` too deep or large, or a control or bidirectional character in `action`, " +
+			"`targetType` or `targetId`."},
 		func(ctx context.Context, in *createEventInput) (*httpx.Response[audit.Event], error) {
 			b := in.Body
 			e, err := h.events.Create(ctx, NoteInput{Action: &b.Action, TargetType: &b.TargetType, TargetID: &b.TargetID,
@@ -266,12 +260,8 @@ func (h *Handler) Register(api *httpx.API) {
 		})
 	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "updateAuditEvent", Method: http.MethodPut, Path: "/api/audit-events/{id}",
 		Tags: events, Summary: "Amend an audit event",
-		Description: "The change is itself recorded as a new `audit.event.updated` event holding the original (`details.original`) and the fields the change set " +
-			"(`details.updated`: `action`, `targetType`, `targetId`, `details`, each only when sent). " +
-			"The same limits as a new note: `action` cannot change to a reserved one (an event's own action may be sent back unchanged), and `details` are bounded. " +
-			"The amended event carries `details.amended: true` (and keeps `details.manual: true` if it was a manual note), whatever `details` the change sends, so an event the service recorded cannot be rewritten into one that reads as recorded so; " +
-			"these two markers are the service's (a `manual` sent for an event the service recorded is dropped). " +
-			"A change that leaves the event as it is (`{}`, or fields and `details` it already holds, markers aside) answers 200 with the event unchanged and records nothing.",
+		Description: "Recorded as a new `audit.event.updated` event holding the original; the same limits as a new note. The " +
+			"amended event carries `details.amended: true`; a change that changes nothing records nothing.",
 		Errors: []int{http.StatusNotFound}},
 		func(ctx context.Context, in *updateEventInput) (*httpx.Response[audit.Event], error) {
 			b := in.Body

@@ -33,7 +33,7 @@ type User struct {
 	Organization  string    `json:"organization" example:"Analytical Engines Ltd"`
 	Role          string    `json:"role" enum:"User,Admin" example:"User"`
 	HasPassword   bool      `json:"hasPassword" doc:"False for accounts that only sign in through GitHub or Google."`
-	EmailVerified bool      `json:"emailVerified" readOnly:"true" doc:"Whether the email is proven to reach the account's owner (the account was made from a provider's verified email, or a password reset through a link mailed to the address was completed). False after a password registration or an admin's creation of the account, and after a change of the email; the owner proves it with POST /api/auth/forgot-password, which also mails an account without a password a link to set one. Read-only: never taken from a request." example:"false"`
+	EmailVerified bool      `json:"emailVerified" readOnly:"true" doc:"Whether the email is proven to reach the owner (a provider's verified email, or a completed password reset)." example:"false"`
 	CreatedAt     time.Time `json:"createdAt"`
 	UpdatedAt     time.Time `json:"updatedAt"`
 }

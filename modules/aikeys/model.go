@@ -53,7 +53,7 @@ type View struct {
 	ID         int64      `json:"id" example:"5"`
 	Name       string     `json:"name" example:"ci pipeline"`
 	Prefix     string     `json:"prefix" doc:"The key's first characters, to recognise it." example:"sk-prov-7Hq2"`
-	Status     string     `json:"status" enum:"Active,Revoked,Expired" doc:"Expired: past expiresAt (refused, and not counted toward AiKeys:MaxPerUser); Revoked: revoked, or its user deleted."`
+	Status     string     `json:"status" enum:"Active,Revoked,Expired" doc:"Expired: past expiresAt (refused, not counted toward AiKeys:MaxPerUser)."`
 	CreatedAt  time.Time  `json:"createdAt"`
 	LastUsedAt *time.Time `json:"lastUsedAt"`
 	ExpiresAt  *time.Time `json:"expiresAt"`

@@ -32,10 +32,7 @@ var Module = module.Module{Name: "aikeys", Options: wiring, Config: Settings, Au
 	Tags: map[string]string{
 		"AI keys": "The signed-in user's AI API keys (managed with a JWT).",
 		"AI generation": "Generation with an AI API key (X-API-Key, or Authorization: Bearer on the OpenAI-compatible route). " +
-			"On both routes only a generation the upstream answered counts in the key's usage (requests and tokens): a refusal or a failure, " +
-			"the upstream's 4xx and 5xx included, does not. Should the upstream write the gateway's own `Ai:ApiKey` in what is passed on " +
-			"(the text, a refusal's message), it is replaced by `[redacted]`. A client that leaves while the upstream has not answered is " +
-			"noticed (its connection checked without reading, from 1 s into the wait): the upstream request is abandoned and not charged.",
+			"Only a generation the upstream answered counts in the key's usage; the gateway's own `Ai:ApiKey` is redacted from what is relayed.",
 	}}
 
 // wiring is everything the aikeys module contributes to the fx graph.

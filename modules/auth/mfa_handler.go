@@ -29,23 +29,16 @@ type codeInput struct {
 // StepUpResult says until when the session counts as having passed its second factor recently.
 type StepUpResult struct {
 	MFAAt      time.Time `json:"mfaAt" doc:"When the session passed the second factor (now)."`
-	ValidUntil time.Time `json:"validUntil" doc:"Until when operations that need a recent second factor (revealing a database password) are allowed: mfaAt + Auth:StepUpMinutes."`
+	ValidUntil time.Time `json:"validUntil" doc:"mfaAt + Auth:StepUpMinutes: until then database passwords may be revealed."`
 }
-
-// codeRules is what every code-taking operation says about codes and their lockout.
-const codeRules = " A TOTP code (RFC 6238: SHA-1, six digits, 30-second steps) is accepted for the current step or the one " +
-	"before or after it, and only once (a code of a step not newer than the last accepted one is refused). Codes are limited as " +
-	"passwords are: after `Auth:LockoutThreshold` wrong codes, each further attempt waits a doubling delay (429 with `Retry-After`)."
 
 func (h *Handler) registerMFA(api *httpx.API) {
 	tags := []string{"MFA"}
 	httpx.Register(api, httpx.Public, huma.Operation{
 		OperationID: "completeMfa", Method: http.MethodPost, Path: "/api/auth/mfa", Tags: []string{"Auth"},
 		Summary: "Complete a sign-in with the second factor",
-		Description: "For a sign-in (password, or GitHub/Google) that answered `mfaRequired`: checks the code, spends the mfaToken " +
-			"and starts a session that has passed the second factor (the answer of a sign-in: tokens and `refreshToken`). A " +
-			"recovery code is accepted once instead of a TOTP code. A wrong code is a 401 and leaves the mfaToken for another try." +
-			codeRules,
+		Description: "For a sign-in that answered `mfaRequired`: checks the code (TOTP or a recovery code), spends the mfaToken " +
+			"and starts a session. A wrong code is a 401 that leaves the mfaToken for another try.",
 		Errors: []int{http.StatusUnauthorized},
 		Responses: map[string]*huma.Response{"401": {Description: "The mfaToken is unknown, expired or spent, or the code is " +
 			"wrong. No `WWW-Authenticate`: the credentials travel in the body."}},
@@ -60,9 +53,8 @@ func (h *Handler) registerMFA(api *httpx.API) {
 	httpx.Register(api, httpx.Authenticated, huma.Operation{
 		OperationID: "startTotp", Method: http.MethodPost, Path: "/api/me/mfa/totp", Tags: tags,
 		Summary: "Start TOTP enrolment",
-		Description: "Makes a new TOTP secret and answers it once, with its `otpauth://` URI (show it as a QR code); it is stored " +
-			"sealed and not in force until POST /api/me/mfa/totp/verify. Starting again replaces a secret not yet verified. " +
-			"409 when TOTP is already on.",
+		Description: "Makes a new TOTP secret and answers it once with its `otpauth://` URI; not in force until verified. 409 " +
+			"when TOTP is already on.",
 		DefaultStatus: http.StatusCreated, Errors: []int{http.StatusConflict},
 	}, func(ctx context.Context, _ *optionalBody) (*httpx.Response[TOTPEnrolment], error) {
 		e, err := h.svc.StartTOTP(ctx, authn.FromContext(ctx))
@@ -75,10 +67,8 @@ func (h *Handler) registerMFA(api *httpx.API) {
 	httpx.Register(api, httpx.Authenticated, huma.Operation{
 		OperationID: "verifyTotp", Method: http.MethodPost, Path: "/api/me/mfa/totp/verify", Tags: tags,
 		Summary: "Turn TOTP on with a code",
-		Description: "Checks a code of the enrolment's secret and turns TOTP on: from then on every sign-in, password or " +
-			"GitHub/Google, asks for a code (`mfaRequired`), and revealing a database password needs a code passed within " +
-			"`Auth:StepUpMinutes`. Answers ten single-use recovery codes, once (only their hashes are stored). This session counts " +
-			"as having passed the second factor. A wrong code: 400 on `code`; no enrolment, or TOTP already on: 409." + codeRules,
+		Description: "Checks a code of the enrolment's secret and turns TOTP on; answers ten single-use recovery codes, once. A " +
+			"wrong code: 400 on `code`; no enrolment, or TOTP already on: 409.",
 		Errors: []int{http.StatusConflict},
 	}, func(ctx context.Context, in *codeInput) (*httpx.Response[RecoveryCodes], error) {
 		codes, err := h.svc.ConfirmTOTP(ctx, authn.FromContext(ctx), in.Body.Code)
@@ -91,7 +81,7 @@ func (h *Handler) registerMFA(api *httpx.API) {
 	httpx.Register(api, httpx.Authenticated, huma.Operation{
 		OperationID: "disableTotp", Method: http.MethodDelete, Path: "/api/me/mfa/totp", Tags: tags,
 		Summary:     "Turn TOTP off",
-		Description: "Takes a current code or a recovery code; deletes the secret and the recovery codes. A wrong code: 400 on `code`; TOTP not on: 409." + codeRules,
+		Description: "Takes a current code or a recovery code; deletes the secret and the recovery codes. A wrong code: 400 on `code`; TOTP not on: 409.",
 		Errors:      []int{http.StatusConflict},
 	}, func(ctx context.Context, in *codeInput) (*httpx.Response[httpx.NoData], error) {
 		if err := h.svc.DisableTOTP(ctx, authn.FromContext(ctx), in.Body.Code); err != nil {
@@ -103,8 +93,8 @@ func (h *Handler) registerMFA(api *httpx.API) {
 	httpx.Register(api, httpx.Authenticated, huma.Operation{
 		OperationID: "stepUpMfa", Method: http.MethodPost, Path: "/api/me/mfa/step-up", Tags: tags,
 		Summary: "Pass the second factor again in this session",
-		Description: "Takes a current code or a recovery code and records that this session passed the second factor now: for " +
-			"`Auth:StepUpMinutes` (default 10) it may reveal database passwords. A wrong code: 400 on `code`; TOTP not on: 409." + codeRules,
+		Description: "Takes a current code or a recovery code; this session may then reveal database passwords for " +
+			"`Auth:StepUpMinutes`. A wrong code: 400 on `code`; TOTP not on: 409.",
 		Errors: []int{http.StatusConflict},
 	}, func(ctx context.Context, in *codeInput) (*httpx.Response[StepUpResult], error) {
 		at, err := h.svc.StepUp(ctx, authn.FromContext(ctx), in.Body.Code)

@@ -49,7 +49,7 @@ type UserView struct {
 	Provider       string    `json:"provider" doc:"Empty for local accounts." example:""`
 	ProviderUserID string    `json:"providerUserId" doc:"Empty for local accounts." example:""`
 	Organization   string    `json:"organization" example:"Analytical Engines Ltd"`
-	EmailVerified  bool      `json:"emailVerified" readOnly:"true" doc:"Whether the email is proven to reach the account's owner: the account was made from a provider's verified email, or a password reset through a link mailed to the address was completed. False after a password registration (which proves nothing) and after an admin changes the email. Signing in with GitHub or Google links to an existing account only when this is true. Read-only: never taken from a request." example:"false"`
+	EmailVerified  bool      `json:"emailVerified" readOnly:"true" doc:"Whether the email is proven to reach the owner (a provider's verified email, or a completed password reset)." example:"false"`
 	CreatedAt      time.Time `json:"createdAt"`
 }
 
@@ -69,11 +69,11 @@ type AuthResult struct {
 	ExpiresAt   time.Time `json:"expiresAt" doc:"ISO 8601 UTC."`
 	Provider    string    `json:"provider" example:"Password"`
 	User        UserView  `json:"user"`
-	Token       string    `json:"token" doc:"Same as accessToken (second description of the original service)."`
+	Token       string    `json:"token" doc:"Same as accessToken."`
 	UserID      int64     `json:"userId" example:"1"`
 	// RefreshToken is the session's single-use refresh token (only its hash is stored).
-	RefreshToken     string    `json:"refreshToken" doc:"Single use: POST /api/auth/refresh spends it for a new access token and a new refresh token. Valid until refreshExpiresAt; dies with the session (logout, a password reset, a role change, the account's deletion). Keep it out of URLs and logs."`
-	RefreshExpiresAt time.Time `json:"refreshExpiresAt" doc:"When the refresh token stops working unless spent before (Auth:RefreshDays after the sign-in or the last refresh). ISO 8601 UTC."`
+	RefreshToken     string    `json:"refreshToken" doc:"Single use, for POST /api/auth/refresh; valid until refreshExpiresAt while the session lasts."`
+	RefreshExpiresAt time.Time `json:"refreshExpiresAt" doc:"Auth:RefreshDays after the sign-in or the last refresh."`
 	SessionID        int64     `json:"sessionId" example:"7" doc:"The sign-in session the tokens belong to (GET /api/me/sessions)."`
 }
 
@@ -81,7 +81,7 @@ type AuthResult struct {
 // user with TOTP on, only mfaRequired and the mfaToken that POST /api/auth/mfa completes.
 type LoginResult struct {
 	*AuthResult
-	MFARequired  bool       `json:"mfaRequired" doc:"True when the account has TOTP on: the answer then holds no tokens, only mfaToken; send it with a code to POST /api/auth/mfa. False: the auth result's fields are all present."`
+	MFARequired  bool       `json:"mfaRequired" doc:"True when the account has TOTP on: no tokens, only mfaToken for POST /api/auth/mfa."`
 	MFAToken     string     `json:"mfaToken,omitempty" doc:"Only with mfaRequired: completes the sign-in at POST /api/auth/mfa, once, within 5 minutes."`
 	MFAExpiresAt *time.Time `json:"mfaExpiresAt,omitempty" doc:"Only with mfaRequired: when mfaToken stops working."`
 }
@@ -96,5 +96,5 @@ func (LoginResult) TransformSchema(_ huma.Registry, s *huma.Schema) *huma.Schema
 // RegisterResult is the auth result plus the database provisioned for the new user.
 type RegisterResult struct {
 	AuthResult
-	TenantDatabase any `json:"tenantDatabase" doc:"The database provisioned for the new user (a database item of GET /api/me/databases; its status may be Provisioning or Failed while the engine is slow or down), or null when no engine is configured."`
+	TenantDatabase any `json:"tenantDatabase" doc:"The database provisioned for the new user (possibly Provisioning or Failed), or null when no engine is configured."`
 }

@@ -31,7 +31,9 @@ var Module = module.Module{Name: "auth", Options: wiring, Config: Settings, Audi
 	Tags: map[string]string{
 		"Auth":     "Registration, password sign-in and recovery, GitHub and Google sign-in, the current user.",
 		"Sessions": "Sign-in sessions: list and end one's own; an admin's view of a user's.",
-		"MFA":      "The second factor: TOTP enrolment and recovery codes, step-up.",
+		"MFA": "The second factor: TOTP enrolment and recovery codes, step-up. A TOTP code (RFC 6238: SHA-1, six digits, " +
+			"30-second steps) is accepted for the step before, the current one or the next, once; after `Auth:LockoutThreshold` " +
+			"wrong codes each attempt waits a doubling delay (429 with `Retry-After`).",
 	}}
 
 // wiring is everything the auth module contributes to the fx graph.

@@ -71,27 +71,10 @@ func (h *Handler) registerOAuth(api *httpx.API) {
 
 	httpx.Register(api, httpx.Public, huma.Operation{OperationID: "oauthCallback", Method: http.MethodGet,
 		Path: "/api/auth/callback/{provider}", Tags: tags, Summary: "Finish signing in with GitHub or Google",
-		Description: "Checks and spends the state, exchanges the code (with the PKCE verifier), fetches the user and signs them in: " +
-			"the same provider identity → its account; else, only when the provider's email is verified: an existing account with " +
-			"that email whose email is proven (by a password reset through the mailed link, or because the account was created " +
-			"from a provider's verified email) → linked; else a new account with a tenant database. Then 302 to `{Frontend:BaseUrl}/auth/callback#access_token=…&expires_at=…&provider=…&refresh_token=…&refresh_expires_at=…` " +
-			"(a new session, as POST /api/auth/login starts; for an account with TOTP on, `#mfa_required=true&mfa_token=…&mfa_expires_at=…&provider=…` " +
-			"instead: complete the sign-in with POST /api/auth/mfa) " +
-			"(or to the allowed `returnUrl` given to the login route, with the same fragment). Failures go to the same place with " +
-			"`#error=<code>`: access_denied, invalid_state, missing_code, provider_error (the provider failed, or its profile " +
-			"has no usable user id: GitHub's id missing or 0, Google's missing, blank or 0; nothing is linked or created), " +
-			"email_missing, email_invalid " +
-			"(the provider's email is not a bare address such as ada@example.com), email_unverified " +
-			"(the provider's email is not verified: no account is linked or created through it; verify it at the provider), " +
-			"account_exists (an account with the provider's verified email exists but its email was never proven, e.g. it was " +
-			"registered with a password, which does not prove the address, or an admin changed it: it is not linked; sign in " +
-			"with its password, or reset the password through POST /api/auth/forgot-password (the mailed link proves the " +
-			"address), then sign in with the provider again; an account without a password is mailed a link to set one, which " +
-			"proves the address the same way and unlinks the identities that did not prove it), temporarily_unavailable " +
-			"(a dependency of the service, such as its database, is down: try again later), server_error (anything else unexpected). " +
-			"The provider identity of a deleted account no longer binds: signing in with it again creates a new account, " +
-			"with none of the deleted account's resources. Concurrent callbacks with one new provider identity all sign in to " +
-			"the one account it gets.",
+		Description: "Checks the state, exchanges the code and signs the user in (their identity's account, an account with the " +
+			"same proven email, or a new one), then 302 to `{Frontend:BaseUrl}/auth/callback` (or the allowed " +
+			"`returnUrl`) with the session's tokens, or `mfa_required`, or `error=<code>` in the fragment. See " +
+			"modules/auth/README.md.",
 		DefaultStatus: http.StatusFound, Errors: []int{http.StatusNotFound}},
 		func(ctx context.Context, in *oauthCallbackInput) (*redirect, error) {
 			name := h.oauth.providerName(in.Provider)

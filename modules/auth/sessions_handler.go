@@ -48,12 +48,8 @@ func (h *Handler) registerSessions(api *httpx.API) {
 	httpx.Register(api, httpx.Public, huma.Operation{
 		OperationID: "refreshSession", Method: http.MethodPost, Path: "/api/auth/refresh", Tags: []string{"Auth"},
 		Summary: "Trade a refresh token for new tokens",
-		Description: "Spends the refresh token and answers a new access token and a new refresh token of the same session " +
-			"(its refresh lifetime, `Auth:RefreshDays`, starts again). A spent refresh token presented again within " +
-			"`Auth:RefreshReuseSeconds` (default 10) of its rotation answers the same new refresh token (two tabs refreshing at once " +
-			"both get it); presented later, it ends the whole session (reuse detection: the token was copied; audited as " +
-			"`user.session.refresh_reused`) and is a 401. A session whose account changed since the sign-in (a password reset, a " +
-			"role change, the account's deletion) ends at its next refresh with the same 401: sign in again.",
+		Description: "Spends the refresh token and answers new access and refresh tokens of the same session. A spent token " +
+			"presented again after `Auth:RefreshReuseSeconds` ends the session (401).",
 		Errors: []int{http.StatusUnauthorized},
 		Responses: map[string]*huma.Response{"401": {Description: "The refresh token is unknown, expired, spent (reuse), or its " +
 			"session ended. No `WWW-Authenticate`: the token travels in the body."}},
@@ -93,9 +89,8 @@ func (h *Handler) registerSessions(api *httpx.API) {
 	httpx.Register(api, httpx.Authenticated, huma.Operation{
 		OperationID: "endMySession", Method: http.MethodDelete, Path: "/api/me/sessions/{id}", Tags: tags,
 		Summary: "End one of my sessions",
-		Description: "Its access tokens are refused from the answer on, on every replica; its refresh token no longer works. The " +
-			"current session may be ended this way too (as POST /api/auth/logout does). Another user's, an ended or an unknown " +
-			"session: 404. Audited as `user.session.ended`.",
+		Description: "Its tokens are refused from the answer on, on every replica; the current session may be ended too. " +
+			"Another user's, an ended or an unknown session: 404.",
 		Errors: []int{http.StatusNotFound},
 	}, func(ctx context.Context, in *sessionIDInput) (*httpx.Response[httpx.NoData], error) {
 		if err := h.sessions.End(ctx, authn.FromContext(ctx), in.ID); err != nil {
@@ -131,11 +126,9 @@ func (h *Handler) registerSessions(api *httpx.API) {
 
 	httpx.Register(api, httpx.AdminOnly, huma.Operation{
 		OperationID: "endUserSessions", Method: http.MethodDelete, Path: "/api/users/{id}/sessions", Tags: tags,
-		Summary: "End all of a user's sessions",
-		Description: "Every live session of the user ends: their access tokens are refused from the answer on, on every replica, " +
-			"and their refresh tokens no longer work (the user signs in again). Unknown or deleted user: 404. Audited as " +
-			"`user.session.ended` with reason `ended by an admin`.",
-		Errors: []int{http.StatusNotFound},
+		Summary:     "End all of a user's sessions",
+		Description: "Ends every live session of the user, on every replica. Unknown or deleted user: 404.",
+		Errors:      []int{http.StatusNotFound},
 	}, func(ctx context.Context, in *userIDInput) (*httpx.Response[Ended], error) {
 		n, err := h.sessions.EndAllOf(ctx, in.ID)
 		if err != nil {

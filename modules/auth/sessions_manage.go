@@ -20,11 +20,11 @@ type SessionView struct {
 	Provider   string     `json:"provider" enum:"Password,GitHub,Google" example:"Password" doc:"How the session signed in."`
 	IP         string     `json:"ip" example:"203.0.113.7" doc:"The client IP of the sign-in or of the last refresh."`
 	UserAgent  string     `json:"userAgent" doc:"The User-Agent of the sign-in or of the last refresh (at most 512 bytes)."`
-	MFALevel   string     `json:"mfaLevel" enum:"aal1,aal2" example:"aal1" doc:"aal2 once the session passed a second factor (a TOTP or recovery code), else aal1 (NIST SP 800-63B's authenticator assurance levels)."`
+	MFALevel   string     `json:"mfaLevel" enum:"aal1,aal2" example:"aal1" doc:"aal2 once the session passed a second factor, else aal1."`
 	MFAAt      *time.Time `json:"mfaAt" doc:"When the session last passed a second factor; null if never."`
 	CreatedAt  time.Time  `json:"createdAt"`
 	LastUsedAt time.Time  `json:"lastUsedAt" doc:"The sign-in or the last refresh."`
-	ExpiresAt  time.Time  `json:"expiresAt" doc:"When its refresh token stops working unless the session is refreshed before (Auth:RefreshDays after the last refresh)."`
+	ExpiresAt  time.Time  `json:"expiresAt" doc:"When its refresh token expires unless refreshed before."`
 	Current    bool       `json:"current" doc:"True for the session of the token this request carried."`
 }
 

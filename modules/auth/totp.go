@@ -45,8 +45,8 @@ type userTOTP struct {
 
 // TOTPEnrolment is a new TOTP secret, shown once.
 type TOTPEnrolment struct {
-	Secret     string `json:"secret" example:"JBSWY3DPEHPK3PXPJBSWY3DPEHPK3PXP" doc:"The shared secret in base32 (RFC 4648, no padding), for an authenticator app that cannot scan otpauthUri. Shown once; stored sealed."`
-	OtpauthURI string `json:"otpauthUri" doc:"otpauth://totp/{issuer}:{email}?secret=…&issuer=…&algorithm=SHA1&digits=6&period=30 (Key Uri Format): show it as a QR code."`
+	Secret     string `json:"secret" example:"JBSWY3DPEHPK3PXPJBSWY3DPEHPK3PXP" doc:"The secret in base32, for an app that cannot scan otpauthUri. Shown once."`
+	OtpauthURI string `json:"otpauthUri" doc:"The otpauth:// URI (Key Uri Format), to show as a QR code."`
 	Algorithm  string `json:"algorithm" enum:"SHA1" example:"SHA1"`
 	Digits     int    `json:"digits" example:"6"`
 	Period     int    `json:"period" example:"30" doc:"Seconds per code."`
@@ -54,7 +54,7 @@ type TOTPEnrolment struct {
 
 // RecoveryCodes are the single-use codes made when TOTP is turned on, shown once.
 type RecoveryCodes struct {
-	RecoveryCodes []string `json:"recoveryCodes" doc:"Ten single-use codes (xxxx-xxxx-xxxx-xxxx, 80 random bits each; only their hashes are stored), each accepted once wherever a TOTP code is (sign-in, step-up, turning TOTP off). Shown once."`
+	RecoveryCodes []string `json:"recoveryCodes" doc:"Ten single-use codes, each accepted once wherever a TOTP code is. Shown once."`
 }
 
 // Errors of the second factor.

@@ -21,7 +21,7 @@ type adminCreateInput struct {
 		_      struct{} `additionalProperties:"true"`
 		UserID int64    `json:"userId" minimum:"1"`
 		Engine string   `json:"engine,omitempty" enum:"postgres,mysql"`
-		Name   string   `json:"name,omitempty" maxLength:"63" pattern:"^[A-Za-z0-9 _.-]*$" doc:"A display name. Omitted, empty or white space only: the generated database name is the display name too (surrounding spaces are trimmed)."`
+		Name   string   `json:"name,omitempty" maxLength:"63" pattern:"^[A-Za-z0-9 _.-]*$" doc:"A display name; by default the generated database name."`
 	}
 }
 
@@ -43,8 +43,8 @@ type credCreateInput struct {
 	Body struct {
 		_                  struct{} `additionalProperties:"true"`
 		DatabaseInstanceID int64    `json:"databaseInstanceId" minimum:"1"`
-		Username           string   `json:"username,omitempty" pattern:"^[a-z][a-z0-9_]{2,40}$" doc:"Default: generated from the database name. 409 if reserved (postgres, root, pg_*, mysql*, …), a tenant database's name or owner, or an existing role or user on the engine."`
-		ReadOnly           bool     `json:"readOnly,omitempty" doc:"SELECT only: on PostgreSQL no temporary tables, no tables of its own and no large objects either, even with its session's default_transaction_read_only switched off."`
+		Username           string   `json:"username,omitempty" pattern:"^[a-z][a-z0-9_]{2,40}$" doc:"Default: generated from the database name. 409 if reserved, a tenant database's name or owner, or an existing role."`
+		ReadOnly           bool     `json:"readOnly,omitempty" doc:"SELECT only (on PostgreSQL, no temporary tables or objects of its own either)."`
 	}
 }
 
@@ -94,8 +94,8 @@ func (h *Handler) registerAdmin(api *httpx.API) {
 		})
 	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "updateDatabaseInstance", Method: http.MethodPut,
 		Path: "/api/database-instances/{id}", Tags: tags, Summary: "Rename a database or change its quota",
-		Description: "Absent fields are left alone; `database.updated` records the fields that change (the name as stored, trimmed), and a change that leaves the database as it is records nothing. A new `maxSpaceBytes` applies at the next usage refresh (read-only over it). " +
-			"409 while another change of the database is in progress (try again).",
+		Description: "Absent fields are left alone; a new `maxSpaceBytes` applies at the next usage refresh. 409 during another " +
+			"change.",
 		Errors: []int{http.StatusNotFound, http.StatusConflict}},
 		func(ctx context.Context, in *adminUpdateInput) (*httpx.Response[Item], error) {
 			inst, err := h.svc.Update(ctx, in.ID, in.Body.Name, in.Body.MaxSpaceBytes)
@@ -106,8 +106,8 @@ func (h *Handler) registerAdmin(api *httpx.API) {
 		})
 	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "deleteDatabaseInstance", Method: http.MethodDelete,
 		Path: "/api/database-instances/{id}", Tags: tags, Summary: "Delete a database",
-		Description: "Drops the database, its role and its access credentials on the engine (on PostgreSQL the roles' logins are refused first, and what other databases grant them or they own there is revoked or given to their owners, so no other tenant can keep them from being dropped). 502 when the engine failed: the database stays Deleting and is retried in the background, or by deleting it again. " +
-			"409 while another change of the database is in progress (try again), a DELETE still under way included: of DELETEs sent at once one answers 200, the others 409 (or 404 once it is deleted).",
+		Description: "Drops the database, its role and its access credentials on the engine. 502 when the engine failed: it " +
+			"stays Deleting and is retried in the background; 409 during another change, a DELETE included.",
 		Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusBadGateway}},
 		func(ctx context.Context, in *idInput) (*httpx.Response[Item], error) {
 			return h.deleted(ctx, in.ID, 0)
@@ -135,8 +135,8 @@ func (h *Handler) registerAdmin(api *httpx.API) {
 		})
 	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "createAccessCredential", Method: http.MethodPost,
 		Path: "/api/access-credentials", Tags: ctags, Summary: "Add a login role to a database", DefaultStatus: http.StatusCreated,
-		Description: "The password is in this answer only. A create cut short (the service stopped before answering) leaves the credential Creating for a minute at most; the background finisher then drops its role and removes it, so create it again. On a Paused database the credential is made login-blocked; resume lets it in. " +
-			"409 when the database is not Active or Paused, while it is being changed (try again), or when the username is reserved or taken.",
+		Description: "The password is in this answer only; on a Paused database the credential is login-blocked. 409 when the " +
+			"database is not Active or Paused, is being changed, or the username is reserved or taken.",
 		Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusBadGateway}},
 		func(ctx context.Context, in *credCreateInput) (*httpx.Response[CredentialView], error) {
 			v, err := h.creds.Create(ctx, in.Body.DatabaseInstanceID, in.Body.Username, in.Body.ReadOnly)
@@ -147,8 +147,8 @@ func (h *Handler) registerAdmin(api *httpx.API) {
 		})
 	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "rotateAccessCredential", Method: http.MethodPut,
 		Path: "/api/access-credentials/{id}", Tags: ctags, Summary: "Rotate an access credential's password",
-		Description: "`{rotatePassword: true}` sets a new password, in this answer only. 409 when the credential is not Active (Creating or Deleting), when the role on the engine was not made for this credential (it is left alone; a role made for it before roles were marked is recognised by its footprint and marked), or while another change of this credential or its database is in progress (one rotation at a time; try again). " +
-			"On a Paused database the credential stays login-blocked.",
+		Description: "`{rotatePassword: true}` sets a new password, in this answer only. 409 when the credential is not Active, " +
+			"its role was not made for it, or during another change.",
 		Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusBadGateway}},
 		func(ctx context.Context, in *credUpdateInput) (*httpx.Response[CredentialView], error) {
 			if !in.Body.RotatePassword {
@@ -162,9 +162,8 @@ func (h *Handler) registerAdmin(api *httpx.API) {
 		})
 	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "deleteAccessCredential", Method: http.MethodDelete,
 		Path: "/api/access-credentials/{id}", Tags: ctags, Summary: "Remove an access credential",
-		Description: "Drops the credential's login role on the engine, only if it was made for this credential (a role of that name that was not is left alone). What it created there (tables of a full-access credential) stays and belongs to the database's owner. " +
-			"502 when the engine failed: the credential stays Deleting (in the answer's data; it can no longer be rotated) and the drop is retried in the background, or by deleting it again. " +
-			"409 while another change of this credential is in progress (try again), a DELETE still under way included: of DELETEs sent at once one answers 200, the others 409; 404 once it is deleted.",
+		Description: "Drops the credential's login role if it was made for it. 502 when the engine failed: it stays Deleting " +
+			"and is retried in the background; 409 during another change, a DELETE included.",
 		Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusBadGateway}},
 		func(ctx context.Context, in *idInput) (*httpx.Response[httpx.NoData], error) {
 			if err := h.creds.Delete(ctx, in.ID); err != nil {

@@ -41,7 +41,7 @@ type createInput struct {
 	Body *struct {
 		_      struct{} `additionalProperties:"true"`
 		Engine string   `json:"engine,omitempty" enum:"postgres,mysql" doc:"Default: the configured default engine."`
-		Name   string   `json:"name,omitempty" maxLength:"63" pattern:"^[A-Za-z0-9 _.-]*$" doc:"A display name; the database and role names are generated. Omitted, empty or white space only: the generated database name is the display name too (surrounding spaces are trimmed)."`
+		Name   string   `json:"name,omitempty" maxLength:"63" pattern:"^[A-Za-z0-9 _.-]*$" doc:"A display name; by default the generated database name."`
 	}
 }
 
@@ -89,9 +89,8 @@ func (h *Handler) Register(api *httpx.API) {
 
 	httpx.Register(api, httpx.Authenticated, huma.Operation{OperationID: "createMyDatabase", Method: http.MethodPost,
 		Path: "/api/me/databases", Tags: tags, Summary: "Create a database", DefaultStatus: http.StatusCreated,
-		Description: "Creates a database and a login role of its own with a random password (reveal it with GET …/password). " +
-			"201 with the Active database; 409 when the quota `Databases:MaxPerUser` is reached; 502 when the engine failed — " +
-			"`data` is the database as stored (Provisioning, retried in the background, or Failed).",
+		Description: "Creates a database and a login role of its own: 201 with the Active database. 409 when " +
+			"`Databases:MaxPerUser` is reached; 502 with the database as stored when the engine failed.",
 		Errors: []int{http.StatusConflict, http.StatusBadGateway}},
 		func(ctx context.Context, in *createInput) (*httpx.Response[Item], error) {
 			ci := CreateInput{UserID: authn.FromContext(ctx).UserID}
@@ -108,13 +107,10 @@ func (h *Handler) Register(api *httpx.API) {
 		httpx.Register(api, httpx.Authenticated, huma.Operation{OperationID: v.verb + "MyDatabase", Method: http.MethodPost,
 			Path: "/api/me/databases/{id}/" + v.verb, Tags: tags, Summary: map[bool]string{true: "Pause a database", false: "Resume a database"}[v.pause],
 			Description: map[bool]string{
-				true: "Active → Pausing → Paused: the database's role and every access credential of it can no longer connect, and their open sessions are ended; " +
-					"on PostgreSQL no other role can either (CONNECT the owner granted to PUBLIC or to other roles is revoked, not given back on resume) and every session on the database is ended. " +
-					"502 when the engine failed: the database stays Pausing and the pause is finished in the background (asking again retries it). " +
-					"409 in any other state, or while another change of the database is in progress (try again).",
-				false: "Paused → Resuming → Active: the database's role and its Active access credentials can connect again. " +
-					"502 when the engine failed: the database stays Resuming and the resume is finished in the background (asking again retries it). " +
-					"409 in any other state, or while another change of the database is in progress (try again).",
+				true: "Active → Pausing → Paused: its roles can no longer connect and their sessions end. 502 when the engine " +
+					"failed (finished in the background); 409 in any other state or during another change.",
+				false: "Paused → Resuming → Active. 502 when the engine failed (finished in the background); 409 in any other " +
+					"state or during another change.",
 			}[v.pause],
 			Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusBadGateway}},
 			func(ctx context.Context, in *idInput) (*httpx.Response[Item], error) {
@@ -132,8 +128,8 @@ func (h *Handler) Register(api *httpx.API) {
 
 	httpx.Register(api, httpx.Authenticated, huma.Operation{OperationID: "deleteMyDatabase", Method: http.MethodDelete,
 		Path: "/api/me/databases/{id}", Tags: tags, Summary: "Delete a database",
-		Description: "Drops the database and its role on the engine (on PostgreSQL the role's logins are refused first, and what other databases grant it or it owns there is revoked or given to their owners, so no other tenant can keep it from being dropped; on MySQL/MariaDB the user's account is locked first and the drop waits at most 5 s for a lock a session holds). 502 when the engine failed: the database stays Deleting and is retried in the background, or by deleting it again. " +
-			"409 while another change of the database is in progress (try again), a DELETE still under way included: of DELETEs sent at once one answers 200, the others 409 (or 404 once it is deleted).",
+		Description: "Drops the database and its role on the engine. 502 when the engine failed: it stays Deleting and is " +
+			"retried in the background; 409 during another change, a DELETE included.",
 		Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusBadGateway}},
 		func(ctx context.Context, in *idInput) (*httpx.Response[Item], error) {
 			return h.deleted(ctx, in.ID, authn.FromContext(ctx).UserID)
@@ -141,10 +137,9 @@ func (h *Handler) Register(api *httpx.API) {
 
 	httpx.Register(api, httpx.Authenticated, huma.Operation{OperationID: "revealMyDatabasePassword", Method: http.MethodGet,
 		Path: "/api/me/databases/{id}/password", Tags: tags, Summary: "Reveal a database's password",
-		Description: "Limited by `RateLimit:PasswordReveal` per user; every reveal is audited (`database.password.revealed`, with IP and user agent). " +
-			"409 while the database is Provisioning, Failed or Deleting, and 409 with `Retry-After` while its owner password is being changed on the engine " +
-			"(a password reset took the account over: the new password is stored but does not log in yet; the engine is retried in the background). " +
-			"403 for a user with TOTP on whose session has not passed the second factor within `Auth:StepUpMinutes` (POST /api/me/mfa/step-up).",
+		Description: "Limited by `RateLimit:PasswordReveal` per user and audited. 409 while the database is not Active or " +
+			"Paused, or (with `Retry-After`) its password is being changed; 403 without a recent second factor " +
+			"(`Auth:StepUpMinutes`).",
 		Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusForbidden},
 		Responses: map[string]*huma.Response{
 			"409": {Description: "The database is Provisioning, Failed or Deleting (no `Retry-After`: it depends on the database, read it again), " +

@@ -52,13 +52,13 @@ type Item struct {
 	Port               int        `json:"port" example:"5432"`
 	DatabaseName       string     `json:"databaseName" example:"u7_k3x9q2ab5mw"`
 	DatabaseUser       string     `json:"databaseUser" example:"u7_k3x9q2ab5mw"`
-	Status             string     `json:"status" enum:"Provisioning,Active,Pausing,Paused,Resuming,Failed,Deleting,Deleted" example:"Active" doc:"Pausing, Resuming and Deleting are in-between: the change is stored and is being made on the engine (or failed and is retried in the background)."`
-	UsedSpaceBytes     int64      `json:"usedSpaceBytes" example:"8404992" doc:"Space the database takes, measured every usage refresh. PostgreSQL: pg_database_size plus the text of the database's comment and settings and of its roles' own settings (kept in the cluster's shared catalogues). MySQL/MariaDB: table data and indexes (InnoDB: at least its table files less their free extents), plus the text of stored routines, views, triggers and events."`
+	Status             string     `json:"status" enum:"Provisioning,Active,Pausing,Paused,Resuming,Failed,Deleting,Deleted" example:"Active" doc:"Pausing, Resuming and Deleting: the change is being made on the engine, or retried in the background."`
+	UsedSpaceBytes     int64      `json:"usedSpaceBytes" example:"8404992" doc:"Space the database takes (data, indexes and its catalogue text), measured every usage refresh."`
 	MaxSpaceBytes      int64      `json:"maxSpaceBytes" example:"536870912"`
-	ReadOnly           bool       `json:"readOnly" doc:"True while the database is over its quota (writes are refused until it is back under 90%) or, on MySQL/MariaDB, has a table in a storage engine whose size the server does not report, such as CSV (until it is dropped; DROP TABLE is kept). readOnlyReason says which."`
-	ReadOnlyReason     string     `json:"readOnlyReason,omitempty" example:"Tables in a storage engine whose size the server does not report, which would grow unmeasured; writable again once they are dropped (DROP TABLE is kept): c (CSV)" doc:"Why the database is read-only, as of the last usage refresh: over its quota, or the tables (name and engine, at most 20) whose size the server does not report. Absent while writable."`
-	LastActivity       *time.Time `json:"lastActivity" doc:"The last time a session of the tenant (its login role or an access credential; not the service's own) was seen or the database grew, as of a usage refresh; null if never."`
-	ErrorMessage       string     `json:"errorMessage,omitempty" doc:"Why the last attempt failed, by its class only: e.g. \"create: engine unreachable\", \"drop: engine timed out\", \"drop: engine refused: SQLSTATE 55006\". The engine's full error is in the server log."`
+	ReadOnly           bool       `json:"readOnly" doc:"True while over its quota (until back under 90%) or, on MySQL/MariaDB, while it has a table whose size the server does not report; readOnlyReason says which."`
+	ReadOnlyReason     string     `json:"readOnlyReason,omitempty" example:"Over its quota" doc:"Why the database is read-only, as of the last usage refresh; absent while writable."`
+	LastActivity       *time.Time `json:"lastActivity" doc:"The last time a tenant session was seen or the database grew, as of a usage refresh; null if never."`
+	ErrorMessage       string     `json:"errorMessage,omitempty" doc:"Why the last attempt failed, by its class only (e.g. \"drop: engine timed out\"); details are in the server log."`
 	CreatedAt          time.Time  `json:"createdAt"`
 	UserID             int64      `json:"userId" doc:"The owner."`
 }
@@ -102,7 +102,7 @@ type CredentialView struct {
 	DatabaseInstanceID int64     `json:"databaseInstanceId" example:"42"`
 	Username           string    `json:"username" example:"u7_k3x9q2ab5mw_ro1"`
 	ReadOnly           bool      `json:"readOnly"`
-	Status             string    `json:"status" enum:"Creating,Active,Deleting" doc:"Creating: its create is in progress (or was cut short: the background finisher then removes it). Deleting: its delete is in progress, or failed and is retried in the background; it cannot be rotated. A deleted credential is not listed and answers 404."`
+	Status             string    `json:"status" enum:"Creating,Active,Deleting" doc:"Creating or Deleting: in progress, or retried in the background; a Deleting credential cannot be rotated."`
 	CreatedAt          time.Time `json:"createdAt"`
 	UpdatedAt          time.Time `json:"updatedAt"`
 	Password           string    `json:"password,omitempty" doc:"Shown once, in the answers of create and rotate."`

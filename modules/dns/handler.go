@@ -21,9 +21,9 @@ type Handler struct{ svc *Service }
 // it: huma documents and validates the members of an embedded struct only when it is exported.
 type RecordBody struct {
 	_         struct{} `additionalProperties:"true"`
-	Label     string   `json:"label" minLength:"1" maxLength:"63" doc:"One DNS label: a-z, 0-9, '-', no hyphen at either end, '--' in the 3rd and 4th characters only in a valid IDN A-label (xn--…); A–Z lower-cased, any other character (a non-ASCII letter included) a 400." example:"myapp"`
-	Content   *string  `json:"content,omitempty" doc:"IPv4 address (dotted decimal) the record points to, other than 0.0.0.0/8 (this network), loopback (127.0.0.0/8), link-local (169.254.0.0/16), multicast (224.0.0.0/4) and 240.0.0.0/4 (reserved, 255.255.255.255 included); private ranges (10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16, 100.64.0.0/10) are accepted. Default (when omitted) Dns:DefaultContent; an empty one is a 400." example:"203.0.113.10"`
-	RecordTTL *int     `json:"recordTtl,omitempty" doc:"1 (automatic) or 60–86400; default Dns:RecordTtl. A proxied record is sent and stored with 1: the provider manages its TTL." example:"300"`
+	Label     string   `json:"label" minLength:"1" maxLength:"63" doc:"One DNS label: a-z, 0-9, '-', no hyphen at either end ('--' at 3–4 only in an IDN A-label); A–Z lower-cased." example:"myapp"`
+	Content   *string  `json:"content,omitempty" doc:"IPv4 address (dotted decimal) the record points to, not in 0.0.0.0/8, 127.0.0.0/8, 169.254.0.0/16, 224.0.0.0/4 or 240.0.0.0/4. Default Dns:DefaultContent." example:"203.0.113.10"`
+	RecordTTL *int     `json:"recordTtl,omitempty" doc:"1 (automatic) or 60–86400; default Dns:RecordTtl. A proxied record gets 1." example:"300"`
 	Proxied   *bool    `json:"proxied,omitempty" doc:"Route through the provider's proxy; default Dns:Proxied."`
 }
 
@@ -62,18 +62,9 @@ type dnsAdminListInput struct {
 	Status string `query:"status" enum:"Pending,Active,Failed,Revoking,Revoked"`
 }
 
-const createDoc = "The intent is stored as Pending, then the provider is called. 201 with the Active record; " +
-	"409 when the label is live in the cell, when the provider already holds the name for a record not made by this " +
-	"service (81053/81057/81058, or found by the lookup before creating, a record of any type: A, AAAA, CNAME, TXT, MX…; nothing is stored), or when the quota " +
-	"`Dns:MaxRecordsPerUser` is reached; 502 when the provider failed — `data` is the record as stored: Failed with " +
-	"the provider's error in `errorMessage`, or still Pending (a transient failure, retried in the background; then " +
-	"`Retry-After` says when, never sooner than the provider's own `Retry-After`, honoured up to a day). " +
-	"Each provider call (the lookup, the create) takes at most `Dns:TimeoutSeconds`, its retries included; one that times " +
-	"out is not tried again within the request (502, Pending, `DNS provider timed out`): the background finisher does. " +
-	"A Failed record does not stay in the zone: a record its unanswered attempts may have made at the provider " +
-	"(carrying its marker comment and its content) is deleted in the background; that cleanup is retried for 7 days " +
-	"while the provider fails, then given up (logged for an operator). A record at the name carrying the marker and " +
-	"content of another of our records that is no longer live is deleted by this create, which then proceeds."
+const createDoc = "Stores the intent as Pending, then calls the provider: 201 with the Active record. 409 when the label " +
+	"is live, the provider holds the name for a record not made here, or `Dns:MaxRecordsPerUser` is reached; 502 with the " +
+	"record as stored (Failed, or Pending and retried in the background) when the provider failed. See modules/dns/README.md."
 
 // providerFailedResponse documents the 502 of the operations that call the provider.
 var providerFailedResponse = map[string]*huma.Response{
@@ -106,17 +97,8 @@ func (h *Handler) Register(api *httpx.API) {
 		})
 	httpx.Register(api, httpx.Authenticated, huma.Operation{OperationID: "revokeMyDnsRecord", Method: http.MethodDelete,
 		Path: "/api/me/dns/{id}", Tags: tags, Summary: "Revoke a DNS record",
-		Description: "Active, Pending or Failed → Revoking → deleted at the provider → Revoked (200). A Failed record is checked at the provider " +
-			"too (its create may have reached it): the name is looked up and only a record carrying this record's marker comment is deleted. " +
-			"A Failed record whose label another live record now uses is Revoked at once (200): the finisher then deletes in the " +
-			"background only a record carrying this one's marker and content, never the other one's (retried for 7 days while " +
-			"the provider fails, then given up and logged for an operator). A record revoked while Pending (its create's outcome " +
-			"unknown, e.g. timed out on our side) is looked up too, and checked again 5 minutes later in the background (a slow " +
-			"provider may carry the create out late): a record carrying its marker is deleted. 409 when already revoked. " +
-			"502 when the provider failed: the record stays Revoking with the error and is retried in the background " +
-			"(`Retry-After` says when). Only the provider's own \"record does not exist\" (81044, 1032) counts as already " +
-			"deleted; any other 404 is a failure. A record already Revoking whose next attempt is not due yet (backoff, the " +
-			"provider's Retry-After) is not sent to the provider again: 502 with `Retry-After` of the remaining wait.",
+		Description: "Revoking, then deleted at the provider (only a record carrying this one's marker), then Revoked (200). " +
+			"409 when already revoked; 502 when the provider failed: it stays Revoking and is retried in the background.",
 		Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusBadGateway}, Responses: providerFailedResponse},
 		func(ctx context.Context, in *idInput) (*httpx.Response[View], error) {
 			return h.revoked(ctx, in.ID, authn.FromContext(ctx).UserID)
@@ -151,9 +133,8 @@ func (h *Handler) Register(api *httpx.API) {
 		})
 	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "retryDnsRecord", Method: http.MethodPost,
 		Path: "/api/dns/records/{id}/retry", Tags: atags, Summary: "Retry a failed or stuck DNS record",
-		Description: "Failed → Pending, driven now (409 when its user's quota `Dns:MaxRecordsPerUser` is full meanwhile: it stays Failed); " +
-			"Pending or Revoking → driven now. Other states: 409. 409 also when the " +
-			"provider holds the name for a record not made by this service: the record is Failed again (in `data`).",
+		Description: "Failed → Pending, driven now; Pending or Revoking → driven now. Other states, a full quota, or a name " +
+			"the provider holds for a record not made here: 409.",
 		Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusBadGateway}, Responses: providerFailedResponse},
 		func(ctx context.Context, in *idInput) (*httpx.Response[View], error) {
 			r, err := h.svc.Retry(ctx, in.ID)

@@ -51,7 +51,7 @@ type View struct {
 	Proxied          bool      `json:"proxied"`
 	Status           string    `json:"status" enum:"Pending,Active,Failed,Revoking,Revoked" example:"Active"`
 	ProviderRecordID string    `json:"providerRecordId" doc:"The provider's id, once created."`
-	ErrorMessage     string    `json:"errorMessage" doc:"The last failure: the provider's error codes and messages (at most three, each at most 200 bytes, with our API token, any piece of it of 16 characters or more, and anything credential-like replaced by [redacted]), or for a call without an answer 'DNS provider unreachable' / 'DNS provider timed out', or for a failure on our side (not the provider's) 'internal error while handling the provider's answer (details in the server log)' (details only in the server log); empty when none."`
+	ErrorMessage     string    `json:"errorMessage" doc:"The last failure: the provider's error codes and messages (redacted, bounded), or what happened to a call without an answer; empty when none."`
 	CreatedAt        time.Time `json:"createdAt"`
 	UpdatedAt        time.Time `json:"updatedAt"`
 	UserID           int64     `json:"userId" doc:"The owner."`

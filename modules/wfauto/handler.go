@@ -39,17 +39,9 @@ type wfAdminListInput struct {
 	Status string `query:"status" enum:"Pending,Active,Failed,Deprovisioning,Deprovisioned"`
 }
 
-const provisionDoc = "The account is stored as Pending, then the cell receives `POST {WfautoProvisioning:BaseUrl}/accounts` " +
-	"with `Idempotency-Key: <a random identifier stored with the account>`. 201 with the Active account; 409 while one is Pending or Active; after Failed " +
-	"this tries again (same account, same Idempotency-Key and, while the cell may hold the account, the body first sent " +
-	"with it, whatever the user's details are now); 502 when the cell failed, timed out, was rate limiting " +
-	"(429) or answered garbage — `data` is the account as stored (Failed with the error of a 4xx, or Pending when it will be " +
-	"retried in the background with the same Idempotency-Key: a 5xx, a timeout, or a 200/201 that is not the documented JSON, " +
-	"whose account the retry gets; then `Retry-After` says when, never sooner than the cell's own `Retry-After`, honoured up to a day; " +
-	"Failed too when the cell answers with an account whose echoed `email` or `userId` is another user's); " +
-	"503 when no cell is configured. A user deleted while the request is in flight is a 404 \"User not found\" (on " +
-	"`/api/me/wfauto/provision`, the 401 of a token whose user is gone), whatever the cell did: what it made is " +
-	"deleted there by the background finisher, and an account never sent to it is not sent at all."
+const provisionDoc = "Stores the account as Pending, then asks the cell with an `Idempotency-Key`: 201 with the Active account. " +
+	"409 while one is Pending or Active (after Failed it tries again); 502 with the account as stored when the cell failed; " +
+	"503 when no cell is configured. See modules/wfauto/README.md."
 
 // cellFailedResponse documents the 502 of the operations that call the cell.
 var cellFailedResponse = map[string]*huma.Response{

@@ -45,7 +45,7 @@ type View struct {
 	Status            string    `json:"status" enum:"Pending,Active,Failed,Deprovisioning,Deprovisioned" example:"Active"`
 	ExternalAccountID string    `json:"externalAccountId" doc:"The cell's account id, once provisioned." example:"acc_9f2"`
 	URL               string    `json:"url" doc:"Where the user signs in to their workflow-automation account." example:"https://flows.example.com/acc_9f2"`
-	ErrorMessage      string    `json:"errorMessage" doc:"Why the last attempt failed: the cell's status and its sanitised words, or what happened to a call without an answer; for a failure on our side (not the cell's) 'internal error while handling the cell's answer (details in the server log)'. Empty when none."`
+	ErrorMessage      string    `json:"errorMessage" doc:"Why the last attempt failed: the cell's status and sanitised words, or what happened to a call without an answer."`
 	CreatedAt         time.Time `json:"createdAt"`
 	UpdatedAt         time.Time `json:"updatedAt"`
 	UserID            int64     `json:"userId"`

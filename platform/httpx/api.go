@@ -167,8 +167,7 @@ func Register[I, O any](a *API, access Access, op huma.Operation, h func(context
 			if r.Headers == nil {
 				r.Headers = map[string]*huma.Param{}
 			}
-			r.Headers["Retry-After"] = &huma.Param{Description: "Seconds until the limit that was reached lets a request " +
-				"through again; always sent with a 429 (with `X-RateLimit-*` naming the limit).", Required: true,
+			r.Headers["Retry-After"] = &huma.Param{Description: "Seconds until the limit reached lets a request through.", Required: true,
 				Schema: &huma.Schema{Type: "integer"}}
 		}
 		// A 503 of a transaction a concurrent change got in the way of (FromError), or of a request
@@ -178,10 +177,8 @@ func Register[I, O any](a *API, access Access, op huma.Operation, h func(context
 			if r.Headers == nil {
 				r.Headers = map[string]*huma.Param{}
 			}
-			r.Headers["Retry-After"] = &huma.Param{Description: "Sent when the request, which changed nothing, may simply be " +
-				"sent again after that many seconds: `1` when a concurrent change got in the way of it; on the operations of " +
-				"tenant databases and their credentials also when too many requests already wait for the engines; absent " +
-				"when a dependency is unavailable.",
+			r.Headers["Retry-After"] = &huma.Param{Description: "Seconds after which the request, which changed nothing, may be sent again " +
+				"(a concurrent change, or too many engine waits); absent when a dependency is unavailable.",
 				Schema: &huma.Schema{Type: "integer"}}
 		}
 		for code, r := range given {
@@ -262,11 +259,8 @@ func newAPI(app *fiber.App, title, version string, guard Guard) *API {
 		"envelope `{success, message, data}` (`success` true when the request succeeded, `message` a human-readable outcome); " +
 		"errors add `errors` for validation failures.\n\n" +
 		"Rate limits: every response but the probes' carries `X-RateLimit-Limit`, `X-RateLimit-Remaining`, " +
-		"`X-RateLimit-Reset` (seconds until the window resets, at most its length) and the IETF draft's `RateLimit-Policy`/`RateLimit` for the " +
-		"tightest limit that applied (declared on each response: required on a success, optional on an error, which may be " +
-		"refused before any limit counted); a 429 adds `Retry-After`. Limits are shared by every instance of " +
-		"the service; for the per-IP and per-user limits, `Remaining` counts hits another instance " +
-		"has reserved as spent.\n\n" +
+		"`X-RateLimit-Reset` (seconds) and the IETF draft's `RateLimit-Policy`/`RateLimit` for the tightest limit that applied " +
+		"(required on a success, optional on an error); a 429 adds `Retry-After`. Limits are shared by every instance.\n\n" +
 		"HTTP: paths are case-sensitive and a numeric path id is canonical decimal (`01`, `+1` are a 400, as `abc` is); " +
 		"a query parameter is given once (repeated, it is a 400 naming it); " +
 		"a method a path does not serve is a 405 whose `Allow` lists those it does (not listed under each operation, which never answers it); " +

@@ -50,7 +50,7 @@ type Error struct {
 	Status  int          `json:"-"`
 	Success bool         `json:"success" doc:"Always false for errors."`
 	Message string       `json:"message" doc:"Human-readable description of the error." example:"Not found"`
-	Data    any          `json:"data" doc:"null, or: the resource as stored when an external provider failed (502), or when an administrator's DNS retry found the name held by a record this service did not make (409); the checks of /readyz (503)."`
+	Data    any          `json:"data" doc:"null, or the resource as stored (a 502, an administrator's DNS retry's 409), or the checks of /readyz (503)."`
 	Errors  []FieldError `json:"errors,omitempty" doc:"Every invalid field, for validation failures (400)."`
 	// headers are extra response headers (e.g. Retry-After).
 	headers map[string]string

@@ -76,10 +76,8 @@ func documentBadRequest(op *huma.Operation) {
 			op.Responses[code] = &huma.Response{Description: description, Content: template.Content}
 		}
 	}
-	set("413", "A body over 1 MiB, refused before routing (even by an operation that takes no body).")
-	set("415", "A compressed body (a `Content-Encoding` other than `identity`; the answer carries "+
-		"`Accept-Encoding: identity`) or a `Content-Type` whose `charset` is not `utf-8`, refused before routing "+
-		"(even by an operation that takes no body); and, to an operation that takes a body, a `Content-Type` other than JSON.")
+	set("413", "A body over 1 MiB.")
+	set("415", "A compressed body, a `charset` other than `utf-8`, or a `Content-Type` other than JSON.")
 	for code, r := range op.Responses {
 		if status, err := strconv.Atoi(code); err == nil && r.Description == http.StatusText(status) && errorDescriptions[status] != "" {
 			r.Description = errorDescriptions[status]
@@ -91,16 +89,15 @@ func documentBadRequest(op *huma.Operation) {
 // errorDescriptions say what the errors most operations answer mean, in place of huma's reason
 // phrase ("Bad Request"); an operation that documents an error its own way keeps its words.
 var errorDescriptions = map[int]string{
-	http.StatusBadRequest: "The URL holds a NUL character (`%00`), refused on every route; or, where the operation " +
-		"takes parameters or a body, validation failed (`errors` lists every invalid field) or the JSON body is malformed.",
+	http.StatusBadRequest:          "Validation failed (`errors` lists every invalid field), a malformed JSON body, or a NUL (`%00`) in the URL.",
 	http.StatusUnauthorized:        "Missing, malformed, expired or revoked credentials.",
 	http.StatusForbidden:           "The caller's role does not allow the operation (it needs Admin).",
 	http.StatusNotFound:            "No such resource, or one of another user (never a 403 for those).",
-	http.StatusConflict:            "The request conflicts with the current state: a duplicate, a quota reached, or a state that does not allow the change.",
+	http.StatusConflict:            "A duplicate, a quota reached, or a state that does not allow the change.",
 	http.StatusTooManyRequests:     "A rate limit was reached: `Retry-After` says when to try again.",
 	http.StatusInternalServerError: "An unexpected error; the server's log has it under the request's `X-Request-Id`.",
-	http.StatusBadGateway:          "An external system (a provider, an engine) failed; `data` holds the resource as stored, when there is one.",
-	http.StatusServiceUnavailable:  "A dependency (the control database, Redis, an engine) is unavailable, or a concurrent change got in the way.",
+	http.StatusBadGateway:          "A provider or an engine failed; `data` holds the resource as stored, if any.",
+	http.StatusServiceUnavailable:  "A dependency is unavailable, or a concurrent change got in the way.",
 }
 
 // documentLimitHeaders declares the rate-limit headers on every response of op, as Register

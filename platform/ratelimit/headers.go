@@ -71,13 +71,11 @@ var HeaderNames = [...]string{"X-RateLimit-Limit", "X-RateLimit-Remaining", "X-R
 // which declares them on the responses of every operation the limits count. A fresh map.
 func DocHeaders() map[string]*huma.Param {
 	integer := func() *huma.Schema { return &huma.Schema{Type: "integer", Minimum: new(float64)} }
-	const tightest = " of the tightest limit that applied to the request (the one with the fewest hits left)."
+	const tightest = " of the tightest limit that applied."
 	return map[string]*huma.Param{
 		HeaderNames[0]: {Description: "Hits allowed per window" + tightest, Schema: integer()},
-		HeaderNames[1]: {Description: "Hits left in the current window" + tightest + " Hits another instance " +
-			"of the service has reserved count as spent.", Schema: integer()},
-		HeaderNames[2]: {Description: "Seconds until the current window resets (not a timestamp; at most the window's " +
-			"length)" + tightest, Schema: integer()},
+		HeaderNames[1]: {Description: "Hits left in the current window" + tightest + " Hits other instances reserved count as spent.", Schema: integer()},
+		HeaderNames[2]: {Description: "Seconds until the window resets" + tightest, Schema: integer()},
 		HeaderNames[3]: {Description: "IETF draft: `<limit>;w=<window seconds>`" + tightest,
 			Schema: &huma.Schema{Type: "string", Pattern: `^[0-9]+;w=[0-9]+$`}, Example: "100;w=60"},
 		HeaderNames[4]: {Description: "IETF draft: `limit=<n>, remaining=<n>, reset=<seconds>`" + tightest,
