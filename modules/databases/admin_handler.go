@@ -106,8 +106,8 @@ func (h *Handler) registerAdmin(api *httpx.API) {
 		})
 	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "deleteDatabaseInstance", Method: http.MethodDelete,
 		Path: "/api/database-instances/{id}", Tags: tags, Summary: "Delete a database",
-		Description: "Drops the database, its role and its access credentials on the engine. 502 when the engine failed: it " +
-			"stays Deleting and is retried in the background; 409 during another change, a DELETE included.",
+		Description: "Drops the database, its roles and credentials. 502 when the engine failed (retried in the background); " +
+			"409 during another change.",
 		Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusBadGateway}},
 		func(ctx context.Context, in *idInput) (*httpx.Response[Item], error) {
 			return h.deleted(ctx, in.ID, 0)
@@ -135,8 +135,8 @@ func (h *Handler) registerAdmin(api *httpx.API) {
 		})
 	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "createAccessCredential", Method: http.MethodPost,
 		Path: "/api/access-credentials", Tags: ctags, Summary: "Add a login role to a database", DefaultStatus: http.StatusCreated,
-		Description: "The password is in this answer only; on a Paused database the credential is login-blocked. 409 when the " +
-			"database is not Active or Paused, is being changed, or the username is reserved or taken.",
+		Description: "The password is in this answer only. 409 when the database is not Active or Paused or is being changed, " +
+			"or the username is taken.",
 		Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusBadGateway}},
 		func(ctx context.Context, in *credCreateInput) (*httpx.Response[CredentialView], error) {
 			v, err := h.creds.Create(ctx, in.Body.DatabaseInstanceID, in.Body.Username, in.Body.ReadOnly)
@@ -147,8 +147,8 @@ func (h *Handler) registerAdmin(api *httpx.API) {
 		})
 	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "rotateAccessCredential", Method: http.MethodPut,
 		Path: "/api/access-credentials/{id}", Tags: ctags, Summary: "Rotate an access credential's password",
-		Description: "`{rotatePassword: true}` sets a new password, in this answer only. 409 when the credential is not Active, " +
-			"its role was not made for it, or during another change.",
+		Description: "`{rotatePassword: true}` sets a new password, in this answer only. 409 when not Active or during another " +
+			"change.",
 		Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusBadGateway}},
 		func(ctx context.Context, in *credUpdateInput) (*httpx.Response[CredentialView], error) {
 			if !in.Body.RotatePassword {
@@ -162,8 +162,8 @@ func (h *Handler) registerAdmin(api *httpx.API) {
 		})
 	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "deleteAccessCredential", Method: http.MethodDelete,
 		Path: "/api/access-credentials/{id}", Tags: ctags, Summary: "Remove an access credential",
-		Description: "Drops the credential's login role if it was made for it. 502 when the engine failed: it stays Deleting " +
-			"and is retried in the background; 409 during another change, a DELETE included.",
+		Description: "Drops the credential's login role. 502 when the engine failed (retried in the background); 409 during " +
+			"another change.",
 		Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusBadGateway}},
 		func(ctx context.Context, in *idInput) (*httpx.Response[httpx.NoData], error) {
 			if err := h.creds.Delete(ctx, in.ID); err != nil {

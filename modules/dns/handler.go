@@ -62,16 +62,14 @@ type dnsAdminListInput struct {
 	Status string `query:"status" enum:"Pending,Active,Failed,Revoking,Revoked"`
 }
 
-const createDoc = "Stores the intent as Pending, then calls the provider: 201 with the Active record. 409 when the label " +
-	"is live, the provider holds the name for a record not made here, or `Dns:MaxRecordsPerUser` is reached; 502 with the " +
-	"record as stored (Failed, or Pending and retried in the background) when the provider failed. See modules/dns/README.md."
+const createDoc = "201 with the Active record. 409 when the label is live or held at the provider, or at " +
+	"`Dns:MaxRecordsPerUser`; 502 with the record as stored when the provider failed (retried in the background)."
 
 // providerFailedResponse documents the 502 of the operations that call the provider.
 var providerFailedResponse = map[string]*huma.Response{
 	"502": {Description: "The DNS provider failed; `data` is the record as stored.",
-		Headers: map[string]*huma.Param{"Retry-After": {Description: "Only while the record is Pending or Revoking: seconds " +
-			"until the background finisher tries the provider again (at least the provider's own `Retry-After`, honoured up to a day). Nothing " +
-			"needs to be sent again: read the record after it.", Schema: &huma.Schema{Type: "integer"}}}},
+		Headers: map[string]*huma.Param{"Retry-After": {Description: "Only while the record is Pending or Revoking: seconds until the background retry (at least the provider's " +
+			"`Retry-After`).", Schema: &huma.Schema{Type: "integer"}}}},
 }
 
 // Register implements httpx.Routes.
@@ -79,8 +77,7 @@ func (h *Handler) Register(api *httpx.API) {
 	tags := []string{"DNS"}
 	httpx.Register(api, httpx.Authenticated, huma.Operation{OperationID: "listMyDnsRecords", Method: http.MethodGet,
 		Path: "/api/me/dns", Tags: tags, Summary: "List my DNS records",
-		Description: "Pending, Active, Revoking and Failed records (a Failed one with its error, until it is revoked), oldest first. " +
-			"Revoked records are not listed (administrators still see them, `GET /api/dns/records?status=Revoked`)."},
+		Description: "Every record but the Revoked ones, oldest first."},
 		func(ctx context.Context, _ *struct{}) (*httpx.Response[[]View], error) {
 			list, err := h.svc.List(ctx, authn.FromContext(ctx).UserID)
 			if err != nil {
@@ -97,8 +94,8 @@ func (h *Handler) Register(api *httpx.API) {
 		})
 	httpx.Register(api, httpx.Authenticated, huma.Operation{OperationID: "revokeMyDnsRecord", Method: http.MethodDelete,
 		Path: "/api/me/dns/{id}", Tags: tags, Summary: "Revoke a DNS record",
-		Description: "Revoking, then deleted at the provider (only a record carrying this one's marker), then Revoked (200). " +
-			"409 when already revoked; 502 when the provider failed: it stays Revoking and is retried in the background.",
+		Description: "Deleted at the provider, then Revoked. 409 when already revoked; 502 when the provider failed (retried in " +
+			"the background).",
 		Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusBadGateway}, Responses: providerFailedResponse},
 		func(ctx context.Context, in *idInput) (*httpx.Response[View], error) {
 			return h.revoked(ctx, in.ID, authn.FromContext(ctx).UserID)
@@ -133,8 +130,8 @@ func (h *Handler) Register(api *httpx.API) {
 		})
 	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "retryDnsRecord", Method: http.MethodPost,
 		Path: "/api/dns/records/{id}/retry", Tags: atags, Summary: "Retry a failed or stuck DNS record",
-		Description: "Failed → Pending, driven now; Pending or Revoking → driven now. Other states, a full quota, or a name " +
-			"the provider holds for a record not made here: 409.",
+		Description: "Drives a Failed, Pending or Revoking record now. 409 in another state, at a full quota, or for a name " +
+			"held by a record not made here.",
 		Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusBadGateway}, Responses: providerFailedResponse},
 		func(ctx context.Context, in *idInput) (*httpx.Response[View], error) {
 			r, err := h.svc.Retry(ctx, in.ID)

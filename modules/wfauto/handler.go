@@ -39,16 +39,14 @@ type wfAdminListInput struct {
 	Status string `query:"status" enum:"Pending,Active,Failed,Deprovisioning,Deprovisioned"`
 }
 
-const provisionDoc = "Stores the account as Pending, then asks the cell with an `Idempotency-Key`: 201 with the Active account. " +
-	"409 while one is Pending or Active (after Failed it tries again); 502 with the account as stored when the cell failed; " +
-	"503 when no cell is configured. See modules/wfauto/README.md."
+const provisionDoc = "201 with the Active account. 409 while one is Pending or Active (after Failed it tries again); " +
+	"502 with the account as stored when the cell failed; 503 when no cell is configured."
 
 // cellFailedResponse documents the 502 of the operations that call the cell.
 var cellFailedResponse = map[string]*huma.Response{
 	"502": {Description: "The cell failed, timed out, was rate limiting or answered garbage; `data` is the account as stored.",
-		Headers: map[string]*huma.Param{"Retry-After": {Description: "Only while the account is Pending or Deprovisioning: seconds " +
-			"until the background finisher tries the cell again (at least the cell's own `Retry-After`, honoured up to a day). Nothing needs to be " +
-			"sent again: read the account (`GET /api/me/wfauto`) after it.", Schema: &huma.Schema{Type: "integer"}}}},
+		Headers: map[string]*huma.Param{"Retry-After": {Description: "Only while the account is Pending or Deprovisioning: seconds until the background retry (at least the " +
+			"cell's `Retry-After`).", Schema: &huma.Schema{Type: "integer"}}}},
 }
 
 // Register implements httpx.Routes.
