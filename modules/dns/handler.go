@@ -22,7 +22,7 @@ type Handler struct{ svc *Service }
 type RecordBody struct {
 	_         struct{} `additionalProperties:"true"`
 	Label     string   `json:"label" minLength:"1" maxLength:"63" doc:"One DNS label: a-z, 0-9, '-', no hyphen at either end ('--' at 3–4 only in an IDN A-label); A–Z lower-cased." example:"myapp"`
-	Content   *string  `json:"content,omitempty" doc:"IPv4 address (dotted decimal) the record points to, not in 0.0.0.0/8, 127.0.0.0/8, 169.254.0.0/16, 224.0.0.0/4 or 240.0.0.0/4. Default Dns:DefaultContent." example:"203.0.113.10"`
+	Content   *string  `json:"content,omitempty" doc:"IPv4 address (dotted decimal) the record points to, not in 0.0.0.0/8, 127.0.0.0/8, 169.254.0.0/16, 224.0.0.0/4 or 240.0.0.0/4, nor private or shared (unless Dns:AllowPrivateContent). Default Dns:DefaultContent." example:"203.0.113.10"`
 	RecordTTL *int     `json:"recordTtl,omitempty" doc:"1 (automatic) or 60–86400; default Dns:RecordTtl. A proxied record gets 1." example:"300"`
 	Proxied   *bool    `json:"proxied,omitempty" doc:"Route through the provider's proxy; default Dns:Proxied."`
 }
@@ -34,8 +34,11 @@ func (b *RecordBody) Resolve(huma.Context) []error {
 	if _, ok := NormalizeLabel(b.Label); b.Label != "" && !ok {
 		errs = append(errs, httpx.Invalid("label", msgLabel))
 	}
-	if b.Content != nil && strings.TrimSpace(*b.Content) != "" && !ValidContent(strings.TrimSpace(*b.Content)) {
-		errs = append(errs, httpx.Invalid("content", msgContent))
+	// Whether a private address is allowed is the service's to say (Dns:AllowPrivateContent).
+	if b.Content != nil && strings.TrimSpace(*b.Content) != "" {
+		if msg := ContentProblem(strings.TrimSpace(*b.Content), true); msg != "" {
+			errs = append(errs, httpx.Invalid("content", msg))
+		}
 	}
 	if b.RecordTTL != nil && !ValidTTL(*b.RecordTTL) {
 		errs = append(errs, httpx.Invalid("recordTtl", msgTTL))
@@ -62,7 +65,7 @@ type dnsAdminListInput struct {
 	Status string `query:"status" enum:"Pending,Active,Failed,Revoking,Revoked"`
 }
 
-const createDoc = "201 with the Active record. 409 when the label is live or held at the provider, or at " +
+const createDoc = "201 with the Active record. 409 when the label is reserved (Dns:ReservedLabels), live or held at the provider, or at " +
 	"`Dns:MaxRecordsPerUser`; 502 with the record as stored when the provider failed (retried in the background)."
 
 // providerFailedResponse documents the 502 of the operations that call the provider.
