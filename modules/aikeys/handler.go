@@ -156,7 +156,7 @@ func (h *Handler) Register(api *httpx.API) {
 			}
 			return httpx.OK("OK", list), nil
 		})
-	httpx.Register(api, httpx.Authenticated, huma.Operation{OperationID: "createMyAiKey", Method: http.MethodPost,
+	httpx.Register(api, httpx.Authenticated, huma.Operation{OperationID: "createMyAiKey", Metadata: httpx.PerUserLimit("Provision"), Method: http.MethodPost,
 		Path: "/api/me/ai-keys", Tags: tags, Summary: "Create an AI key", DefaultStatus: http.StatusCreated,
 		Description: "The key text (`sk-prov-…`) is in this answer only. 409 at `AiKeys:MaxPerUser` usable keys.",
 		Errors:      []int{http.StatusConflict}},
@@ -167,7 +167,7 @@ func (h *Handler) Register(api *httpx.API) {
 			}
 			return httpx.Created("AI key created; copy it now, it is shown once", *v), nil
 		})
-	httpx.Register(api, httpx.Authenticated, huma.Operation{OperationID: "rotateMyAiKey", Method: http.MethodPost,
+	httpx.Register(api, httpx.Authenticated, huma.Operation{OperationID: "rotateMyAiKey", Metadata: httpx.PerUserLimit("Provision"), Method: http.MethodPost,
 		Path: "/api/me/ai-keys/{id}/rotate", Tags: tags, Summary: "Rotate an AI key",
 		Description: "Answers the new key text once; the old one works until `gracePeriodSeconds` ends. 409 for a revoked or " +
 			"expired key.",
@@ -183,7 +183,7 @@ func (h *Handler) Register(api *httpx.API) {
 			}
 			return httpx.OK("AI key rotated; copy the new key now, it is shown once", *v), nil
 		})
-	httpx.Register(api, httpx.Authenticated, huma.Operation{OperationID: "revokeMyAiKey", Method: http.MethodDelete,
+	httpx.Register(api, httpx.Authenticated, huma.Operation{OperationID: "revokeMyAiKey", Metadata: httpx.PerUserLimit("Provision"), Method: http.MethodDelete,
 		Path: "/api/me/ai-keys/{id}", Tags: tags, Summary: "Revoke an AI key", Description: "The key is refused at once, on every replica.",
 		Errors: []int{http.StatusNotFound, http.StatusConflict}},
 		func(ctx context.Context, in *aiKeyIDInput) (*httpx.Response[View], error) {

@@ -85,14 +85,14 @@ func (h *Handler) registerAdmin(api *httpx.API) {
 			}
 			return httpx.OK("OK", h.svc.item(inst)), nil
 		})
-	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "createDatabaseInstance", Method: http.MethodPost,
+	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "createDatabaseInstance", Metadata: httpx.PerUserLimit("Provision"), Method: http.MethodPost,
 		Path: "/api/database-instances", Tags: tags, Summary: "Create a database for a user", DefaultStatus: http.StatusCreated,
 		Description: "Like POST /api/me/databases on the user's behalf, without the per-user quota.",
 		Errors:      []int{http.StatusNotFound, http.StatusBadGateway}},
 		func(ctx context.Context, in *adminCreateInput) (*httpx.Response[Item], error) {
 			return h.created(ctx, CreateInput{UserID: in.Body.UserID, Engine: in.Body.Engine, Name: in.Body.Name, SkipQuota: true})
 		})
-	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "updateDatabaseInstance", Method: http.MethodPut,
+	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "updateDatabaseInstance", Metadata: httpx.PerUserLimit("Provision"), Method: http.MethodPut,
 		Path: "/api/database-instances/{id}", Tags: tags, Summary: "Rename a database or change its quota",
 		Description: "Absent fields are left alone; a new `maxSpaceBytes` applies at the next usage refresh. 409 during another " +
 			"change.",
@@ -104,7 +104,7 @@ func (h *Handler) registerAdmin(api *httpx.API) {
 			}
 			return httpx.OK("Database updated", h.svc.item(inst)), nil
 		})
-	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "deleteDatabaseInstance", Method: http.MethodDelete,
+	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "deleteDatabaseInstance", Metadata: httpx.PerUserLimit("Provision"), Method: http.MethodDelete,
 		Path: "/api/database-instances/{id}", Tags: tags, Summary: "Delete a database",
 		Description: "Drops the database, its roles and credentials. 502 when the engine failed (retried in the background); " +
 			"409 during another change.",
@@ -133,7 +133,7 @@ func (h *Handler) registerAdmin(api *httpx.API) {
 			}
 			return httpx.OK("OK", h.creds.view(cr)), nil
 		})
-	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "createAccessCredential", Method: http.MethodPost,
+	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "createAccessCredential", Metadata: httpx.PerUserLimit("Provision"), Method: http.MethodPost,
 		Path: "/api/access-credentials", Tags: ctags, Summary: "Add a login role to a database", DefaultStatus: http.StatusCreated,
 		Description: "The password is in this answer only. 409 when the database is not Active or Paused or is being changed, " +
 			"or the username is taken.",
@@ -145,7 +145,7 @@ func (h *Handler) registerAdmin(api *httpx.API) {
 			}
 			return httpx.Created("Access credential created; the password is shown once", *v), nil
 		})
-	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "rotateAccessCredential", Method: http.MethodPut,
+	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "rotateAccessCredential", Metadata: httpx.PerUserLimit("Provision"), Method: http.MethodPut,
 		Path: "/api/access-credentials/{id}", Tags: ctags, Summary: "Rotate an access credential's password",
 		Description: "`{rotatePassword: true}` sets a new password, in this answer only. 409 when not Active or during another " +
 			"change.",
@@ -160,7 +160,7 @@ func (h *Handler) registerAdmin(api *httpx.API) {
 			}
 			return httpx.OK("Password rotated; it is shown once", *v), nil
 		})
-	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "deleteAccessCredential", Method: http.MethodDelete,
+	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "deleteAccessCredential", Metadata: httpx.PerUserLimit("Provision"), Method: http.MethodDelete,
 		Path: "/api/access-credentials/{id}", Tags: ctags, Summary: "Remove an access credential",
 		Description: "Drops the credential's login role. 502 when the engine failed (retried in the background); 409 during " +
 			"another change.",

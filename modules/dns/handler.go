@@ -88,14 +88,14 @@ func (h *Handler) Register(api *httpx.API) {
 			}
 			return httpx.OK("OK", list), nil
 		})
-	httpx.Register(api, httpx.Authenticated, huma.Operation{OperationID: "createMyDnsRecord", Method: http.MethodPost,
+	httpx.Register(api, httpx.Authenticated, huma.Operation{OperationID: "createMyDnsRecord", Metadata: httpx.PerUserLimit("Provision"), Method: http.MethodPost,
 		Path: "/api/me/dns", Tags: tags, Summary: "Create a DNS A record", Description: createDoc, DefaultStatus: http.StatusCreated,
 		Errors: []int{http.StatusConflict, http.StatusBadGateway, http.StatusServiceUnavailable}, Responses: providerFailedResponse},
 		func(ctx context.Context, in *dnsCreateInput) (*httpx.Response[View], error) {
 			b := in.Body
 			return h.created(ctx, CreateInput{UserID: authn.FromContext(ctx).UserID, Label: b.Label, Content: b.Content, RecordTTL: b.RecordTTL, Proxied: b.Proxied})
 		})
-	httpx.Register(api, httpx.Authenticated, huma.Operation{OperationID: "revokeMyDnsRecord", Method: http.MethodDelete,
+	httpx.Register(api, httpx.Authenticated, huma.Operation{OperationID: "revokeMyDnsRecord", Metadata: httpx.PerUserLimit("Provision"), Method: http.MethodDelete,
 		Path: "/api/me/dns/{id}", Tags: tags, Summary: "Revoke a DNS record",
 		Description: "Deleted at the provider, then Revoked. 409 when already revoked; 502 when the provider failed (retried in " +
 			"the background).",
@@ -123,7 +123,7 @@ func (h *Handler) Register(api *httpx.API) {
 			}
 			return httpx.OK("OK", view(r)), nil
 		})
-	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "createDnsRecord", Method: http.MethodPost,
+	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "createDnsRecord", Metadata: httpx.PerUserLimit("Provision"), Method: http.MethodPost,
 		Path: "/api/dns/records", Tags: atags, Summary: "Create a DNS record for a user", Description: createDoc,
 		DefaultStatus: http.StatusCreated, Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusBadGateway, http.StatusServiceUnavailable},
 		Responses: providerFailedResponse},
@@ -131,7 +131,7 @@ func (h *Handler) Register(api *httpx.API) {
 			b := in.Body
 			return h.created(ctx, CreateInput{UserID: b.UserID, Label: b.Label, Content: b.Content, RecordTTL: b.RecordTTL, Proxied: b.Proxied})
 		})
-	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "retryDnsRecord", Method: http.MethodPost,
+	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "retryDnsRecord", Metadata: httpx.PerUserLimit("Provision"), Method: http.MethodPost,
 		Path: "/api/dns/records/{id}/retry", Tags: atags, Summary: "Retry a failed or stuck DNS record",
 		Description: "Drives a Failed, Pending or Revoking record now. 409 in another state, at a full quota, or for a name " +
 			"held by a record not made here.",

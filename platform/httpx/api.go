@@ -28,6 +28,15 @@ const (
 	APIKey Access = "apiKey"
 )
 
+// UserLimitKey is the operation metadata naming a rate limit counted per caller after
+// authentication (PerUserLimit); the guard counts it.
+const UserLimitKey = "userLimit"
+
+// PerUserLimit is the metadata of an operation that also counts the named rate limit (a
+// RateLimit:* key) per signed-in caller: past it, a 429 with Retry-After and the rate-limit headers.
+// RateLimit:Provision marks the state-changing operations of the provisioning modules.
+func PerUserLimit(name string) map[string]any { return map[string]any{UserLimitKey: name} }
+
 // Security scheme names in the OpenAPI document.
 const (
 	SchemeBearer = "bearerAuth"
@@ -260,7 +269,8 @@ func newAPI(app *fiber.App, title, version string, guard Guard) *API {
 		"errors add `errors` for validation failures.\n\n" +
 		"Rate limits: every response but the probes' carries `X-RateLimit-Limit`, `X-RateLimit-Remaining`, " +
 		"`X-RateLimit-Reset` (seconds) and the IETF draft's `RateLimit-Policy`/`RateLimit` for the tightest limit that applied " +
-		"(required on a success, optional on an error); a 429 adds `Retry-After`. Limits are shared by every instance.\n\n" +
+		"(required on a success, optional on an error); a 429 adds `Retry-After`. Limits are shared by every instance. " +
+		"The state-changing routes of databases, DNS, workflow automation and AI keys also count `RateLimit:Provision` per user.\n\n" +
 		"HTTP: paths are case-sensitive; a numeric path id is canonical decimal and a query parameter is given once " +
 		"(else a 400); a method a path does not serve is a 405 with `Allow`; every GET also answers HEAD. Request bodies are " +
 		"uncompressed UTF-8 JSON (else a 415, on every route). Every answer carries `Cache-Control: no-store`, " +
