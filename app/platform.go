@@ -186,6 +186,11 @@ func newGuard(t *authn.Tokens, d *bun.DB, l *ratelimit.Limiter, b *coherent.Bus)
 		ratelimit.SetHeaders(c, r)
 		return err
 	}
+	g.Limit = func(c *fiber.Ctx, name string, userID int64) error {
+		r, err := l.Enforce(c.UserContext(), name, strconv.FormatInt(userID, 10))
+		ratelimit.SetHeaders(c, r)
+		return err
+	}
 	return g
 }
 

@@ -107,6 +107,8 @@ func buildConfig(t testing.TB, o *options) *config.Config {
 		"Finisher:IntervalMillis":       100,
 		"Log:Level":                     Env("TEST_LOG_LEVEL", "error"),
 		"ConnectionStrings:TenantMysql": "",
+		// Tests drive many changes a minute as one user; the test of the limit sets its own.
+		"RateLimit:Provision": "10000-M",
 		// Tenant engines are off unless a test turns them on (the databases module's tests do).
 		"ConnectionStrings:TenantPostgres": "",
 	}

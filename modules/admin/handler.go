@@ -189,8 +189,8 @@ func (h *Handler) Register(api *httpx.API) {
 		})
 	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "updateUser", Method: http.MethodPut, Path: "/api/users/{id}",
 		Tags: users, Summary: "Update a user",
-		Description: "Absent fields are left alone; a role change applies on the user's next request. A new email spends the " +
-			"user's reset links and is unproven. The last Admin cannot be demoted (409).",
+		Description: "Absent fields are left alone; a role change applies on the user's next request. The last Admin cannot be " +
+			"demoted (409).",
 		Errors: []int{http.StatusNotFound, http.StatusConflict}},
 		func(ctx context.Context, in *updateUserInput) (*httpx.Response[User], error) {
 			b := in.Body
@@ -202,8 +202,9 @@ func (h *Handler) Register(api *httpx.API) {
 		})
 	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "deleteUser", Method: http.MethodDelete, Path: "/api/users/{id}",
 		Tags: users, Summary: "Delete a user",
-		Description: "The user can no longer sign in (earlier tokens are refused at once); their resources are deprovisioned in the background. The last Admin cannot be deleted (409).",
-		Errors:      []int{http.StatusNotFound, http.StatusConflict}},
+		Description: "The user can no longer sign in; their resources are deprovisioned in the background. The last Admin " +
+			"cannot be deleted (409).",
+		Errors: []int{http.StatusNotFound, http.StatusConflict}},
 		func(ctx context.Context, in *idPath) (*httpx.Response[httpx.NoData], error) {
 			if err := h.users.Delete(ctx, in.ID); err != nil {
 				return nil, err
@@ -246,9 +247,8 @@ func (h *Handler) Register(api *httpx.API) {
 		})
 	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "createAuditEvent", Method: http.MethodPost, Path: "/api/audit-events",
 		Tags: events, Summary: "Record a manual note", DefaultStatus: http.StatusCreated,
-		Description: "Stored with `details.manual: true`. 400 (naming the field) for an `action` in a namespace the service " +
-			"records itself, `details` too deep or large, or a control or bidirectional character in `action`, " +
-			"`targetType` or `targetId`."},
+		Description: "Stored with `details.manual: true`. 400 (naming the field) for an `action` of the service's own " +
+			"namespaces, `details` too large, or control characters."},
 		func(ctx context.Context, in *createEventInput) (*httpx.Response[audit.Event], error) {
 			b := in.Body
 			e, err := h.events.Create(ctx, NoteInput{Action: &b.Action, TargetType: &b.TargetType, TargetID: &b.TargetID,
@@ -260,8 +260,8 @@ func (h *Handler) Register(api *httpx.API) {
 		})
 	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "updateAuditEvent", Method: http.MethodPut, Path: "/api/audit-events/{id}",
 		Tags: events, Summary: "Amend an audit event",
-		Description: "Recorded as a new `audit.event.updated` event holding the original; the same limits as a new note. The " +
-			"amended event carries `details.amended: true`; a change that changes nothing records nothing.",
+		Description: "Recorded as a new `audit.event.updated` event holding the original, with the limits of a new note; the " +
+			"event gets `details.amended: true`.",
 		Errors: []int{http.StatusNotFound}},
 		func(ctx context.Context, in *updateEventInput) (*httpx.Response[audit.Event], error) {
 			b := in.Body

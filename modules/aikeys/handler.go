@@ -156,7 +156,7 @@ func (h *Handler) Register(api *httpx.API) {
 			}
 			return httpx.OK("OK", list), nil
 		})
-	httpx.Register(api, httpx.Authenticated, huma.Operation{OperationID: "createMyAiKey", Method: http.MethodPost,
+	httpx.Register(api, httpx.Authenticated, huma.Operation{OperationID: "createMyAiKey", Metadata: httpx.PerUserLimit("Provision"), Method: http.MethodPost,
 		Path: "/api/me/ai-keys", Tags: tags, Summary: "Create an AI key", DefaultStatus: http.StatusCreated,
 		Description: "The key text (`sk-prov-…`) is in this answer only. 409 at `AiKeys:MaxPerUser` usable keys.",
 		Errors:      []int{http.StatusConflict}},
@@ -167,10 +167,10 @@ func (h *Handler) Register(api *httpx.API) {
 			}
 			return httpx.Created("AI key created; copy it now, it is shown once", *v), nil
 		})
-	httpx.Register(api, httpx.Authenticated, huma.Operation{OperationID: "rotateMyAiKey", Method: http.MethodPost,
+	httpx.Register(api, httpx.Authenticated, huma.Operation{OperationID: "rotateMyAiKey", Metadata: httpx.PerUserLimit("Provision"), Method: http.MethodPost,
 		Path: "/api/me/ai-keys/{id}/rotate", Tags: tags, Summary: "Rotate an AI key",
-		Description: "Answers the new key text once; the old text stops working at once or when `gracePeriodSeconds` ends. 409 " +
-			"for a revoked or expired key, or at 10 texts in their grace period.",
+		Description: "Answers the new key text once; the old one works until `gracePeriodSeconds` ends. 409 for a revoked or " +
+			"expired key.",
 		Errors: []int{http.StatusNotFound, http.StatusConflict}},
 		func(ctx context.Context, in *aiKeyRotateInput) (*httpx.Response[View], error) {
 			grace := 0
@@ -183,7 +183,7 @@ func (h *Handler) Register(api *httpx.API) {
 			}
 			return httpx.OK("AI key rotated; copy the new key now, it is shown once", *v), nil
 		})
-	httpx.Register(api, httpx.Authenticated, huma.Operation{OperationID: "revokeMyAiKey", Method: http.MethodDelete,
+	httpx.Register(api, httpx.Authenticated, huma.Operation{OperationID: "revokeMyAiKey", Metadata: httpx.PerUserLimit("Provision"), Method: http.MethodDelete,
 		Path: "/api/me/ai-keys/{id}", Tags: tags, Summary: "Revoke an AI key", Description: "The key is refused at once, on every replica.",
 		Errors: []int{http.StatusNotFound, http.StatusConflict}},
 		func(ctx context.Context, in *aiKeyIDInput) (*httpx.Response[View], error) {
@@ -199,9 +199,8 @@ func (h *Handler) Register(api *httpx.API) {
 	api.Fiber().Post("/api/ai/generate", h.fastGenerate)
 	httpx.Register(api, httpx.APIKey, huma.Operation{OperationID: "generate", Method: http.MethodPost, Path: "/api/ai/generate",
 		Tags: gen, Summary: "Generate text", Middlewares: huma.Middlewares{h.requireKey(api.API)},
-		Description: "Runs one chat completion at `{Ai:BaseUrl}/chat/completions` with the key in `X-API-Key`. 400 when the " +
-			"upstream refuses the request itself (the message quotes it); 502 when the upstream fails. See " +
-			"modules/aikeys/README.md.",
+		Description: "One chat completion at `{Ai:BaseUrl}`. 400 when the upstream refuses the request (its message quoted); " +
+			"502 when it fails.",
 		Errors: []int{http.StatusBadRequest, http.StatusBadGateway, http.StatusServiceUnavailable},
 		Responses: map[string]*huma.Response{
 			"429": {Description: "Past `RateLimit:AiGenerate` for this key, or the upstream's own 429 (its `Retry-After`, without our " +
@@ -231,10 +230,8 @@ func (h *Handler) Register(api *httpx.API) {
 	api.OpenAPI().AddOperation(&huma.Operation{
 		OperationID: "chatCompletions", Method: http.MethodPost, Path: "/api/ai/v1/chat/completions", Tags: gen,
 		Summary: "OpenAI-compatible chat completions",
-		Description: "A pass-through to `{Ai:BaseUrl}/chat/completions` in OpenAI's own format, for the OpenAI SDKs " +
-			"(`base_url={base}/api/ai/v1`, the AI key as API key, in `X-API-Key` or `Authorization: Bearer`); `stream: " +
-			"true` is relayed as server-sent events. Every error is OpenAI's `{error: {message, type, param, code}}`. " +
-			"See modules/aikeys/README.md.",
+		Description: "A pass-through to `{Ai:BaseUrl}/chat/completions` in OpenAI's format, for the OpenAI SDKs " +
+			"(`base_url={base}/api/ai/v1`); streams are relayed as server-sent events; errors are OpenAI's.",
 		Security: []map[string][]string{{httpx.SchemeAPIKey: {}}, {httpx.SchemeAIKeyBearer: {}}},
 		RequestBody: &huma.RequestBody{Required: true, Content: map[string]*huma.MediaType{"application/json": {
 			Schema: &huma.Schema{Type: "object", Description: "An OpenAI chat completion request.", Required: []string{"messages"},

@@ -117,8 +117,9 @@ func (h *Handler) Register(api *httpx.API) {
 	tags := []string{"Auth"}
 	httpx.Register(api, httpx.Public, huma.Operation{
 		OperationID: "register", Method: http.MethodPost, Path: "/api/auth/register", Tags: tags,
-		Summary:       "Register with email and password",
-		Description:   "Creates a local account, provisions its first database and signs it in: a new session, with a `refreshToken` (POST /api/auth/refresh). A `role` or `id` in the body is ignored.",
+		Summary: "Register with email and password",
+		Description: "Creates an account, provisions its first database and starts a session. A `role` or `id` in the body is " +
+			"ignored.",
 		DefaultStatus: http.StatusCreated, Errors: []int{http.StatusConflict},
 	}, func(ctx context.Context, in *registerInput) (*httpx.Response[RegisterResult], error) {
 		if err := h.limiter.Check(ctx, "Register", httpx.ClientIP(ctx)); err != nil {
@@ -137,9 +138,8 @@ func (h *Handler) Register(api *httpx.API) {
 	httpx.Register(api, httpx.Public, huma.Operation{
 		OperationID: "login", Method: http.MethodPost, Path: "/api/auth/login", Tags: tags,
 		Summary: "Sign in with email and password",
-		Description: "A correct password starts a session, or answers `mfaRequired` with an `mfaToken` for POST /api/auth/mfa. " +
-			"A wrong password and an unknown email get the same 401; after `Auth:LockoutThreshold` failures per email " +
-			"each attempt waits a doubling delay (429). See modules/auth/README.md.",
+		Description: "Starts a session, or answers `mfaRequired` with an `mfaToken` for POST /api/auth/mfa. 429 after " +
+			"`Auth:LockoutThreshold` failures per email (a doubling delay).",
 		Errors: []int{http.StatusUnauthorized},
 		Responses: map[string]*huma.Response{"401": {Description: "Wrong email or password; no `WWW-Authenticate` (the credentials travel in the body)."},
 			"429": {Description: "`RateLimit:Login` (per IP and email) reached, or the lockout holds this attempt back."}},
@@ -161,8 +161,8 @@ func (h *Handler) Register(api *httpx.API) {
 	httpx.Register(api, httpx.Public, huma.Operation{
 		OperationID: "forgotPassword", Method: http.MethodPost, Path: "/api/auth/forgot-password", Tags: tags,
 		Summary: "Ask for a password reset link",
-		Description: "Always the same 200, for an unknown email too; a known account is mailed a reset link valid 30 minutes, " +
-			"at most `RateLimit:ForgotPassword` times (silently). `RateLimit:ForgotPasswordPerIp` answers 429.",
+		Description: "Always the same 200; a known account is mailed a reset link valid 30 minutes. " +
+			"`RateLimit:ForgotPasswordPerIp` answers 429.",
 	}, func(ctx context.Context, in *forgotInput) (*httpx.Response[httpx.NoData], error) {
 		if err := h.limiter.Check(ctx, "ForgotPasswordPerIp", httpx.ClientIP(ctx)); err != nil {
 			return nil, err
@@ -182,9 +182,8 @@ func (h *Handler) Register(api *httpx.API) {
 	httpx.Register(api, httpx.Public, huma.Operation{
 		OperationID: "resetPassword", Method: http.MethodPost, Path: "/api/auth/reset-password", Tags: tags,
 		Summary: "Choose a new password with a reset token",
-		Description: "Sets the password and spends the account's reset tokens; earlier access tokens are refused. A reset that " +
-			"proves an unproven email or unlinks unverified identities also revokes the account's AI keys and changes " +
-			"its database passwords. An unknown, expired or spent token: 400 on `token`. See modules/auth/README.md.",
+		Description: "Sets the password; earlier tokens are refused. A reset that proves the email may also revoke AI keys and " +
+			"change database passwords. A bad token: 400 on `token`.",
 	}, func(ctx context.Context, in *resetInput) (*httpx.Response[httpx.NoData], error) {
 		out, err := h.svc.ResetPassword(ctx, in.Body.Token, in.Body.NewPassword)
 		if err != nil {

@@ -37,8 +37,8 @@ func (h *Handler) registerMFA(api *httpx.API) {
 	httpx.Register(api, httpx.Public, huma.Operation{
 		OperationID: "completeMfa", Method: http.MethodPost, Path: "/api/auth/mfa", Tags: []string{"Auth"},
 		Summary: "Complete a sign-in with the second factor",
-		Description: "For a sign-in that answered `mfaRequired`: checks the code (TOTP or a recovery code), spends the mfaToken " +
-			"and starts a session. A wrong code is a 401 that leaves the mfaToken for another try.",
+		Description: "Completes a sign-in that answered `mfaRequired` with a TOTP or recovery code. A wrong code is a 401 that " +
+			"keeps the mfaToken.",
 		Errors: []int{http.StatusUnauthorized},
 		Responses: map[string]*huma.Response{"401": {Description: "The mfaToken is unknown, expired or spent, or the code is " +
 			"wrong. No `WWW-Authenticate`: the credentials travel in the body."}},
@@ -67,8 +67,8 @@ func (h *Handler) registerMFA(api *httpx.API) {
 	httpx.Register(api, httpx.Authenticated, huma.Operation{
 		OperationID: "verifyTotp", Method: http.MethodPost, Path: "/api/me/mfa/totp/verify", Tags: tags,
 		Summary: "Turn TOTP on with a code",
-		Description: "Checks a code of the enrolment's secret and turns TOTP on; answers ten single-use recovery codes, once. A " +
-			"wrong code: 400 on `code`; no enrolment, or TOTP already on: 409.",
+		Description: "Turns TOTP on with a code of the enrolment's secret; answers ten recovery codes, once. 409 without an " +
+			"enrolment or when on.",
 		Errors: []int{http.StatusConflict},
 	}, func(ctx context.Context, in *codeInput) (*httpx.Response[RecoveryCodes], error) {
 		codes, err := h.svc.ConfirmTOTP(ctx, authn.FromContext(ctx), in.Body.Code)
@@ -93,8 +93,8 @@ func (h *Handler) registerMFA(api *httpx.API) {
 	httpx.Register(api, httpx.Authenticated, huma.Operation{
 		OperationID: "stepUpMfa", Method: http.MethodPost, Path: "/api/me/mfa/step-up", Tags: tags,
 		Summary: "Pass the second factor again in this session",
-		Description: "Takes a current code or a recovery code; this session may then reveal database passwords for " +
-			"`Auth:StepUpMinutes`. A wrong code: 400 on `code`; TOTP not on: 409.",
+		Description: "Takes a current or recovery code; the session may then reveal passwords for `Auth:StepUpMinutes`. 409 " +
+			"when TOTP is off.",
 		Errors: []int{http.StatusConflict},
 	}, func(ctx context.Context, in *codeInput) (*httpx.Response[StepUpResult], error) {
 		at, err := h.svc.StepUp(ctx, authn.FromContext(ctx), in.Body.Code)

@@ -71,10 +71,8 @@ func (h *Handler) registerOAuth(api *httpx.API) {
 
 	httpx.Register(api, httpx.Public, huma.Operation{OperationID: "oauthCallback", Method: http.MethodGet,
 		Path: "/api/auth/callback/{provider}", Tags: tags, Summary: "Finish signing in with GitHub or Google",
-		Description: "Checks the state, exchanges the code and signs the user in (their identity's account, an account with the " +
-			"same proven email, or a new one), then 302 to `{Frontend:BaseUrl}/auth/callback` (or the allowed " +
-			"`returnUrl`) with the session's tokens, or `mfa_required`, or `error=<code>` in the fragment. See " +
-			"modules/auth/README.md.",
+		Description: "Signs the user in, then 302 to `{Frontend:BaseUrl}/auth/callback` (or the allowed `returnUrl`) with the " +
+			"tokens, `mfa_required` or `error=<code>` in the fragment.",
 		DefaultStatus: http.StatusFound, Errors: []int{http.StatusNotFound}},
 		func(ctx context.Context, in *oauthCallbackInput) (*redirect, error) {
 			name := h.oauth.providerName(in.Provider)

@@ -48,8 +48,8 @@ func (h *Handler) registerSessions(api *httpx.API) {
 	httpx.Register(api, httpx.Public, huma.Operation{
 		OperationID: "refreshSession", Method: http.MethodPost, Path: "/api/auth/refresh", Tags: []string{"Auth"},
 		Summary: "Trade a refresh token for new tokens",
-		Description: "Spends the refresh token and answers new access and refresh tokens of the same session. A spent token " +
-			"presented again after `Auth:RefreshReuseSeconds` ends the session (401).",
+		Description: "Spends the refresh token for new tokens of the same session; a spent one presented again later ends the " +
+			"session (401).",
 		Errors: []int{http.StatusUnauthorized},
 		Responses: map[string]*huma.Response{"401": {Description: "The refresh token is unknown, expired, spent (reuse), or its " +
 			"session ended. No `WWW-Authenticate`: the token travels in the body."}},
@@ -63,9 +63,8 @@ func (h *Handler) registerSessions(api *httpx.API) {
 
 	httpx.Register(api, httpx.Authenticated, huma.Operation{
 		OperationID: "logout", Method: http.MethodPost, Path: "/api/auth/logout", Tags: []string{"Auth"},
-		Summary: "Sign out: end this session",
-		Description: "Ends the session of the bearer token: its access tokens are refused from the answer on, on every replica, and " +
-			"its refresh token no longer works. Audited as `user.session.ended` with reason `logout`.",
+		Summary:     "Sign out: end this session",
+		Description: "Ends the session of the bearer token, on every replica.",
 	}, func(ctx context.Context, _ *optionalBody) (*httpx.Response[httpx.NoData], error) {
 		if err := h.sessions.Logout(ctx, authn.FromContext(ctx)); err != nil {
 			return nil, err
@@ -75,9 +74,8 @@ func (h *Handler) registerSessions(api *httpx.API) {
 
 	httpx.Register(api, httpx.Authenticated, huma.Operation{
 		OperationID: "listMySessions", Method: http.MethodGet, Path: "/api/me/sessions", Tags: tags,
-		Summary: "My sign-in sessions",
-		Description: "The live sessions of the account, newest first: not ended, refresh token not expired, started since the last " +
-			"password reset. The one of this request's token has `current: true`.",
+		Summary:     "My sign-in sessions",
+		Description: "The account's live sessions, newest first; the caller's has `current: true`.",
 	}, func(ctx context.Context, _ *struct{}) (*httpx.Response[[]SessionView], error) {
 		list, err := h.sessions.List(ctx, authn.FromContext(ctx))
 		if err != nil {
@@ -88,10 +86,9 @@ func (h *Handler) registerSessions(api *httpx.API) {
 
 	httpx.Register(api, httpx.Authenticated, huma.Operation{
 		OperationID: "endMySession", Method: http.MethodDelete, Path: "/api/me/sessions/{id}", Tags: tags,
-		Summary: "End one of my sessions",
-		Description: "Its tokens are refused from the answer on, on every replica; the current session may be ended too. " +
-			"Another user's, an ended or an unknown session: 404.",
-		Errors: []int{http.StatusNotFound},
+		Summary:     "End one of my sessions",
+		Description: "Its tokens are refused at once, on every replica. Another user's, ended or unknown: 404.",
+		Errors:      []int{http.StatusNotFound},
 	}, func(ctx context.Context, in *sessionIDInput) (*httpx.Response[httpx.NoData], error) {
 		if err := h.sessions.End(ctx, authn.FromContext(ctx), in.ID); err != nil {
 			return nil, err

@@ -85,14 +85,14 @@ func (h *Handler) registerAdmin(api *httpx.API) {
 			}
 			return httpx.OK("OK", h.svc.item(inst)), nil
 		})
-	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "createDatabaseInstance", Method: http.MethodPost,
+	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "createDatabaseInstance", Metadata: httpx.PerUserLimit("Provision"), Method: http.MethodPost,
 		Path: "/api/database-instances", Tags: tags, Summary: "Create a database for a user", DefaultStatus: http.StatusCreated,
 		Description: "Like POST /api/me/databases on the user's behalf, without the per-user quota.",
 		Errors:      []int{http.StatusNotFound, http.StatusBadGateway}},
 		func(ctx context.Context, in *adminCreateInput) (*httpx.Response[Item], error) {
 			return h.created(ctx, CreateInput{UserID: in.Body.UserID, Engine: in.Body.Engine, Name: in.Body.Name, SkipQuota: true})
 		})
-	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "updateDatabaseInstance", Method: http.MethodPut,
+	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "updateDatabaseInstance", Metadata: httpx.PerUserLimit("Provision"), Method: http.MethodPut,
 		Path: "/api/database-instances/{id}", Tags: tags, Summary: "Rename a database or change its quota",
 		Description: "Absent fields are left alone; a new `maxSpaceBytes` applies at the next usage refresh. 409 during another " +
 			"change.",
@@ -104,10 +104,10 @@ func (h *Handler) registerAdmin(api *httpx.API) {
 			}
 			return httpx.OK("Database updated", h.svc.item(inst)), nil
 		})
-	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "deleteDatabaseInstance", Method: http.MethodDelete,
+	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "deleteDatabaseInstance", Metadata: httpx.PerUserLimit("Provision"), Method: http.MethodDelete,
 		Path: "/api/database-instances/{id}", Tags: tags, Summary: "Delete a database",
-		Description: "Drops the database, its role and its access credentials on the engine. 502 when the engine failed: it " +
-			"stays Deleting and is retried in the background; 409 during another change, a DELETE included.",
+		Description: "Drops the database, its roles and credentials. 502 when the engine failed (retried in the background); " +
+			"409 during another change.",
 		Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusBadGateway}},
 		func(ctx context.Context, in *idInput) (*httpx.Response[Item], error) {
 			return h.deleted(ctx, in.ID, 0)
@@ -133,10 +133,10 @@ func (h *Handler) registerAdmin(api *httpx.API) {
 			}
 			return httpx.OK("OK", h.creds.view(cr)), nil
 		})
-	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "createAccessCredential", Method: http.MethodPost,
+	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "createAccessCredential", Metadata: httpx.PerUserLimit("Provision"), Method: http.MethodPost,
 		Path: "/api/access-credentials", Tags: ctags, Summary: "Add a login role to a database", DefaultStatus: http.StatusCreated,
-		Description: "The password is in this answer only; on a Paused database the credential is login-blocked. 409 when the " +
-			"database is not Active or Paused, is being changed, or the username is reserved or taken.",
+		Description: "The password is in this answer only. 409 when the database is not Active or Paused or is being changed, " +
+			"or the username is taken.",
 		Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusBadGateway}},
 		func(ctx context.Context, in *credCreateInput) (*httpx.Response[CredentialView], error) {
 			v, err := h.creds.Create(ctx, in.Body.DatabaseInstanceID, in.Body.Username, in.Body.ReadOnly)
@@ -145,10 +145,10 @@ func (h *Handler) registerAdmin(api *httpx.API) {
 			}
 			return httpx.Created("Access credential created; the password is shown once", *v), nil
 		})
-	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "rotateAccessCredential", Method: http.MethodPut,
+	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "rotateAccessCredential", Metadata: httpx.PerUserLimit("Provision"), Method: http.MethodPut,
 		Path: "/api/access-credentials/{id}", Tags: ctags, Summary: "Rotate an access credential's password",
-		Description: "`{rotatePassword: true}` sets a new password, in this answer only. 409 when the credential is not Active, " +
-			"its role was not made for it, or during another change.",
+		Description: "`{rotatePassword: true}` sets a new password, in this answer only. 409 when not Active or during another " +
+			"change.",
 		Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusBadGateway}},
 		func(ctx context.Context, in *credUpdateInput) (*httpx.Response[CredentialView], error) {
 			if !in.Body.RotatePassword {
@@ -160,10 +160,10 @@ func (h *Handler) registerAdmin(api *httpx.API) {
 			}
 			return httpx.OK("Password rotated; it is shown once", *v), nil
 		})
-	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "deleteAccessCredential", Method: http.MethodDelete,
+	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "deleteAccessCredential", Metadata: httpx.PerUserLimit("Provision"), Method: http.MethodDelete,
 		Path: "/api/access-credentials/{id}", Tags: ctags, Summary: "Remove an access credential",
-		Description: "Drops the credential's login role if it was made for it. 502 when the engine failed: it stays Deleting " +
-			"and is retried in the background; 409 during another change, a DELETE included.",
+		Description: "Drops the credential's login role. 502 when the engine failed (retried in the background); 409 during " +
+			"another change.",
 		Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusBadGateway}},
 		func(ctx context.Context, in *idInput) (*httpx.Response[httpx.NoData], error) {
 			if err := h.creds.Delete(ctx, in.ID); err != nil {

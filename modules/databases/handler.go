@@ -87,10 +87,10 @@ func (h *Handler) Register(api *httpx.API) {
 			return httpx.OK("OK", items), nil
 		})
 
-	httpx.Register(api, httpx.Authenticated, huma.Operation{OperationID: "createMyDatabase", Method: http.MethodPost,
+	httpx.Register(api, httpx.Authenticated, huma.Operation{OperationID: "createMyDatabase", Metadata: httpx.PerUserLimit("Provision"), Method: http.MethodPost,
 		Path: "/api/me/databases", Tags: tags, Summary: "Create a database", DefaultStatus: http.StatusCreated,
-		Description: "Creates a database and a login role of its own: 201 with the Active database. 409 when " +
-			"`Databases:MaxPerUser` is reached; 502 with the database as stored when the engine failed.",
+		Description: "201 with the Active database; 409 at `Databases:MaxPerUser`; 502 with the database as stored when the " +
+			"engine failed.",
 		Errors: []int{http.StatusConflict, http.StatusBadGateway}},
 		func(ctx context.Context, in *createInput) (*httpx.Response[Item], error) {
 			ci := CreateInput{UserID: authn.FromContext(ctx).UserID}
@@ -104,13 +104,12 @@ func (h *Handler) Register(api *httpx.API) {
 		verb  string
 		pause bool
 	}{{"pause", true}, {"resume", false}} {
-		httpx.Register(api, httpx.Authenticated, huma.Operation{OperationID: v.verb + "MyDatabase", Method: http.MethodPost,
+		httpx.Register(api, httpx.Authenticated, huma.Operation{OperationID: v.verb + "MyDatabase", Metadata: httpx.PerUserLimit("Provision"), Method: http.MethodPost,
 			Path: "/api/me/databases/{id}/" + v.verb, Tags: tags, Summary: map[bool]string{true: "Pause a database", false: "Resume a database"}[v.pause],
 			Description: map[bool]string{
-				true: "Active → Pausing → Paused: its roles can no longer connect and their sessions end. 502 when the engine " +
-					"failed (finished in the background); 409 in any other state or during another change.",
-				false: "Paused → Resuming → Active. 502 when the engine failed (finished in the background); 409 in any other " +
-					"state or during another change.",
+				true: "Active → Paused: its roles can no longer connect. 502 when the engine failed (finished in the " +
+					"background); 409 in another state or change.",
+				false: "Paused → Active. 502 when the engine failed (finished in the background); 409 in another state or change.",
 			}[v.pause],
 			Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusBadGateway}},
 			func(ctx context.Context, in *idInput) (*httpx.Response[Item], error) {
@@ -126,10 +125,10 @@ func (h *Handler) Register(api *httpx.API) {
 			})
 	}
 
-	httpx.Register(api, httpx.Authenticated, huma.Operation{OperationID: "deleteMyDatabase", Method: http.MethodDelete,
+	httpx.Register(api, httpx.Authenticated, huma.Operation{OperationID: "deleteMyDatabase", Metadata: httpx.PerUserLimit("Provision"), Method: http.MethodDelete,
 		Path: "/api/me/databases/{id}", Tags: tags, Summary: "Delete a database",
-		Description: "Drops the database and its role on the engine. 502 when the engine failed: it stays Deleting and is " +
-			"retried in the background; 409 during another change, a DELETE included.",
+		Description: "Drops the database and its role. 502 when the engine failed (retried in the background); 409 during " +
+			"another change.",
 		Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusBadGateway}},
 		func(ctx context.Context, in *idInput) (*httpx.Response[Item], error) {
 			return h.deleted(ctx, in.ID, authn.FromContext(ctx).UserID)
@@ -137,13 +136,11 @@ func (h *Handler) Register(api *httpx.API) {
 
 	httpx.Register(api, httpx.Authenticated, huma.Operation{OperationID: "revealMyDatabasePassword", Method: http.MethodGet,
 		Path: "/api/me/databases/{id}/password", Tags: tags, Summary: "Reveal a database's password",
-		Description: "Limited by `RateLimit:PasswordReveal` per user and audited. 409 while the database is not Active or " +
-			"Paused, or (with `Retry-After`) its password is being changed; 403 without a recent second factor " +
-			"(`Auth:StepUpMinutes`).",
+		Description: "Limited by `RateLimit:PasswordReveal` and audited. 409 unless Active or Paused, or while its password " +
+			"changes; 403 without a recent second factor.",
 		Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusForbidden},
 		Responses: map[string]*huma.Response{
-			"409": {Description: "The database is Provisioning, Failed or Deleting (no `Retry-After`: it depends on the database, read it again), " +
-				"or its owner password is being changed on the engine (with `Retry-After`).",
+			"409": {Description: "Provisioning, Failed or Deleting; or, with `Retry-After`, its password is being changed on the engine.",
 				Headers: map[string]*huma.Param{"Retry-After": {Description: "Only while the owner password is being changed on the engine: " +
 					"seconds until the background finisher's next attempt; reveal again after it.", Schema: &huma.Schema{Type: "integer"}}}},
 		}},

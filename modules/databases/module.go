@@ -30,9 +30,8 @@ import (
 var Module = module.Module{Name: "databases", Options: wiring, Config: Settings,
 	AuditNamespaces: []string{"database", "access_credential"},
 	Tags: map[string]string{
-		"Databases": "The signed-in user's databases. Engine waits: creating, pausing, resuming or deleting a " +
-			"database, and creating, rotating or deleting an access credential, answer 503 with Retry-After, having changed nothing, while " +
-			"`Databases:MaxEngineWaits` requests of this process already wait for the engines (each holds a control database connection meanwhile).",
+		"Databases": "The signed-in user's databases. A change that would wait for the engines answers 503 with Retry-After, " +
+			"having changed nothing, while `Databases:MaxEngineWaits` requests already wait.",
 		"Admin: database instances": "Every tenant database (role Admin); the engine waits of Databases apply.",
 		"Admin: access credentials": "Extra login roles on tenant databases (role Admin); the engine waits of Databases apply.",
 	}}

@@ -1,6 +1,7 @@
 package dns
 
 import (
+	"fmt"
 	"net/netip"
 	"strings"
 
@@ -24,13 +25,32 @@ type Config struct {
 	// OutboundRate is our own budget of provider calls, shared across replicas, in the RateLimit
 	// format; default "200-M" (below the provider's 1,200 per 5 minutes).
 	OutboundRate string `koanf:"outboundrate"`
+	// ReservedLabels are the labels no record may take (409), whatever the user.
+	ReservedLabels []string `koanf:"reservedlabels"`
+	// AllowPrivateContent lets a record point at a private or shared address (ContentProblem).
+	AllowPrivateContent bool `koanf:"allowprivatecontent"`
+}
+
+// DefaultReservedLabels are the service names kept out of users' reach by default.
+var DefaultReservedLabels = []string{"www", "mail", "smtp", "imap", "pop", "pop3", "ftp", "api", "admin", "login", "auth",
+	"sso", "id", "account", "accounts", "autodiscover", "autoconfig", "webmail", "ns1", "ns2", "ns3", "ns4", "mx",
+	"status", "docs", "app", "dashboard"}
+
+// reserved reports whether label (normalised) is one of ReservedLabels.
+func (d Config) reserved(label string) bool {
+	for _, r := range d.ReservedLabels {
+		if strings.EqualFold(strings.TrimSpace(r), label) {
+			return true
+		}
+	}
+	return false
 }
 
 // Settings declares the section: its defaults and the documentation of its keys.
 var Settings = &config.Section[Config]{
 	Key: "Dns",
 	Defaults: Config{BaseUrl: "https://api.cloudflare.com/client/v4", RecordTtl: 1, MaxRecordsPerUser: 5,
-		TimeoutSeconds: 10, OutboundRate: "200-M"},
+		TimeoutSeconds: 10, OutboundRate: "200-M", ReservedLabels: DefaultReservedLabels},
 	Doc: map[string]string{
 		"ZoneName": "e.g. example.com; fqdn = name.ZoneName. Required (a DNS name of two labels or more) once `Dns:ZoneId` " +
 			"and `Dns:ApiToken` are set: the process does not start without it",
@@ -43,7 +63,9 @@ var Settings = &config.Section[Config]{
 		"RecordTtl": "1 = automatic, or 60..86400",
 		"TimeoutSeconds": "bounds each provider call whole (lookup, create or delete: its tries and the waits between them, " +
 			"from its first try); a call that timed out is not tried again within it",
-		"OutboundRate": "our own provider call budget, shared by replicas (provider: 1,200 per 5 min)",
+		"OutboundRate":        "our own provider call budget, shared by replicas (provider: 1,200 per 5 min); waiting calls are served a user at a time in turn",
+		"ReservedLabels":      "labels no record may take (409 `The name … is reserved`); each must be a DNS label, or the process does not start",
+		"AllowPrivateContent": "lets `content` be a private or shared address (10/8, 172.16/12, 192.168/16, 100.64/10, 198.18/15)",
 	},
 }
 
@@ -62,8 +84,14 @@ func (d Config) Validate() error {
 		return &config.ValidationError{Key: "Dns:CellSubdomain", Reason: "must be empty or one or more DNS labels under Dns:ZoneName, without the zone's name " +
 			"(e.g. cell for records label.cell.example.com), leaving room for a record's label (253 characters in all)"}
 	}
-	if d.DefaultContent != "" && !ValidContent(d.DefaultContent) {
-		return &config.ValidationError{Key: "Dns:DefaultContent", Reason: "must be empty or an IPv4 address a record may point at (not 0.0.0.0/8, loopback, link-local, multicast or 240.0.0.0/4)"}
+	if d.DefaultContent != "" && !ValidContent(d.DefaultContent, d.AllowPrivateContent) {
+		return &config.ValidationError{Key: "Dns:DefaultContent", Reason: "must be empty or an IPv4 address a record may point at: " +
+			ContentProblem(d.DefaultContent, d.AllowPrivateContent)}
+	}
+	for _, l := range d.ReservedLabels {
+		if n, ok := NormalizeLabel(l); !ok || n != strings.TrimSpace(l) {
+			return &config.ValidationError{Key: "Dns:ReservedLabels", Reason: fmt.Sprintf("%q is not a lower-case DNS label", l)}
+		}
 	}
 	return nil
 }

@@ -169,20 +169,17 @@ func TestValidation(t *testing.T) {
 	require.NoError(t, a.DB.QueryRow("SELECT count(*) FROM dns_records WHERE user_id = ?", u.ID).Scan(&n))
 	assert.Zero(t, n, "nothing half-written")
 
-	// The content message names exactly what is refused: private ranges are accepted.
+	// The content message names exactly what is refused.
 	r := a.Post("/api/me/dns", u.Token, map[string]any{"label": "ok", "content": "127.0.0.1"})
 	require.Equal(t, http.StatusBadRequest, r.Status)
 	assert.NotContains(t, string(r.Raw), "public")
 	for _, s := range []string{"0.0.0.0/8", "127.0.0.0/8", "169.254.0.0/16", "224.0.0.0/4", "240.0.0.0/4", "255.255.255.255"} {
 		assert.Contains(t, string(r.Raw), s)
 	}
-	fake.Fail(cloudflaretest.Fault{Status: 400, Method: "POST"}) // no record created: the cell stays clean
-	r = a.Post("/api/me/dns", u.Token, map[string]any{"label": label(), "content": "10.0.0.1"})
-	assert.NotEqual(t, http.StatusBadRequest, r.Status, "a private address is accepted: %s", r.Raw)
 	other := a.Register(t) // five records: the quota of one user
-	for _, private := range []string{"172.16.0.1", "192.168.1.1", "100.64.0.1", "1.0.0.1", "223.255.255.254"} {
-		r = a.Post("/api/me/dns", other.Token, map[string]any{"label": label(), "content": private})
-		assert.Equal(t, http.StatusCreated, r.Status, "%s is accepted: %s", private, r.Raw)
+	for _, public := range []string{"1.0.0.1", "223.255.255.254", "172.32.0.1", "100.128.0.1", "198.20.0.1"} {
+		r = a.Post("/api/me/dns", other.Token, map[string]any{"label": label(), "content": public})
+		assert.Equal(t, http.StatusCreated, r.Status, "%s is accepted: %s", public, r.Raw)
 	}
 	r = a.Post("/api/me/dns", u.Token, map[string]any{"label": "xn--bcher-kva", "content": "198.51.100.1"})
 	assert.NotEqual(t, http.StatusBadRequest, r.Status, "a valid A-label is accepted: %s", r.Raw)
@@ -960,14 +957,20 @@ func TestValidators(t *testing.T) {
 		_, valid := dns.NormalizeLabel(bad)
 		assert.False(t, valid, bad)
 	}
-	assert.True(t, dns.ValidContent("8.8.8.8"))
-	assert.False(t, dns.ValidContent("::ffff:8.8.8.8"))
-	// Private and documentation ranges are accepted; 0.0.0.0/8 and 240.0.0.0/4 are not routable.
-	for _, ok := range []string{"10.0.0.1", "100.64.0.1", "192.0.2.1", "172.16.0.1", "192.168.0.1", "1.0.0.0", "223.255.255.255"} {
-		assert.True(t, dns.ValidContent(ok), ok)
+	assert.True(t, dns.ValidContent("8.8.8.8", false))
+	assert.False(t, dns.ValidContent("::ffff:8.8.8.8", true))
+	// Private and shared ranges only when allowed; 0.0.0.0/8 and 240.0.0.0/4 are never routable.
+	for _, ok := range []string{"10.0.0.1", "100.64.0.1", "192.0.2.1", "172.16.0.1", "192.168.0.1", "198.19.255.255", "1.0.0.0", "223.255.255.255"} {
+		assert.True(t, dns.ValidContent(ok, true), ok)
+	}
+	for _, private := range []string{"10.0.0.1", "100.64.0.1", "100.127.255.255", "172.16.0.1", "172.31.255.255", "192.168.0.1", "198.18.0.1", "198.19.255.255"} {
+		assert.False(t, dns.ValidContent(private, false), private)
+	}
+	for _, public := range []string{"192.0.2.1", "172.32.0.1", "100.128.0.1", "198.20.0.1", "11.0.0.1"} {
+		assert.True(t, dns.ValidContent(public, false), public)
 	}
 	for _, bad := range []string{"0.0.0.0", "0.1.2.3", "0.255.255.255", "240.0.0.1", "254.1.1.1", "255.255.255.255"} {
-		assert.False(t, dns.ValidContent(bad), bad)
+		assert.False(t, dns.ValidContent(bad, true), bad)
 	}
 	_ = context.Background()
 }

@@ -47,7 +47,7 @@ func FuzzContent(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		if !dns.ValidContent(s) {
+		if !dns.ValidContent(s, true) {
 			return
 		}
 		a, err := netip.ParseAddr(s)

@@ -22,7 +22,7 @@ type Handler struct{ svc *Service }
 type RecordBody struct {
 	_         struct{} `additionalProperties:"true"`
 	Label     string   `json:"label" minLength:"1" maxLength:"63" doc:"One DNS label: a-z, 0-9, '-', no hyphen at either end ('--' at 3–4 only in an IDN A-label); A–Z lower-cased." example:"myapp"`
-	Content   *string  `json:"content,omitempty" doc:"IPv4 address (dotted decimal) the record points to, not in 0.0.0.0/8, 127.0.0.0/8, 169.254.0.0/16, 224.0.0.0/4 or 240.0.0.0/4. Default Dns:DefaultContent." example:"203.0.113.10"`
+	Content   *string  `json:"content,omitempty" doc:"IPv4 address (dotted decimal) the record points to, not in 0.0.0.0/8, 127.0.0.0/8, 169.254.0.0/16, 224.0.0.0/4 or 240.0.0.0/4, nor private or shared (unless Dns:AllowPrivateContent). Default Dns:DefaultContent." example:"203.0.113.10"`
 	RecordTTL *int     `json:"recordTtl,omitempty" doc:"1 (automatic) or 60–86400; default Dns:RecordTtl. A proxied record gets 1." example:"300"`
 	Proxied   *bool    `json:"proxied,omitempty" doc:"Route through the provider's proxy; default Dns:Proxied."`
 }
@@ -34,8 +34,11 @@ func (b *RecordBody) Resolve(huma.Context) []error {
 	if _, ok := NormalizeLabel(b.Label); b.Label != "" && !ok {
 		errs = append(errs, httpx.Invalid("label", msgLabel))
 	}
-	if b.Content != nil && strings.TrimSpace(*b.Content) != "" && !ValidContent(strings.TrimSpace(*b.Content)) {
-		errs = append(errs, httpx.Invalid("content", msgContent))
+	// Whether a private address is allowed is the service's to say (Dns:AllowPrivateContent).
+	if b.Content != nil && strings.TrimSpace(*b.Content) != "" {
+		if msg := ContentProblem(strings.TrimSpace(*b.Content), true); msg != "" {
+			errs = append(errs, httpx.Invalid("content", msg))
+		}
 	}
 	if b.RecordTTL != nil && !ValidTTL(*b.RecordTTL) {
 		errs = append(errs, httpx.Invalid("recordTtl", msgTTL))
@@ -62,16 +65,14 @@ type dnsAdminListInput struct {
 	Status string `query:"status" enum:"Pending,Active,Failed,Revoking,Revoked"`
 }
 
-const createDoc = "Stores the intent as Pending, then calls the provider: 201 with the Active record. 409 when the label " +
-	"is live, the provider holds the name for a record not made here, or `Dns:MaxRecordsPerUser` is reached; 502 with the " +
-	"record as stored (Failed, or Pending and retried in the background) when the provider failed. See modules/dns/README.md."
+const createDoc = "201 with the Active record. 409 when the label is reserved (Dns:ReservedLabels), live or held at the provider, or at " +
+	"`Dns:MaxRecordsPerUser`; 502 with the record as stored when the provider failed (retried in the background)."
 
 // providerFailedResponse documents the 502 of the operations that call the provider.
 var providerFailedResponse = map[string]*huma.Response{
 	"502": {Description: "The DNS provider failed; `data` is the record as stored.",
-		Headers: map[string]*huma.Param{"Retry-After": {Description: "Only while the record is Pending or Revoking: seconds " +
-			"until the background finisher tries the provider again (at least the provider's own `Retry-After`, honoured up to a day). Nothing " +
-			"needs to be sent again: read the record after it.", Schema: &huma.Schema{Type: "integer"}}}},
+		Headers: map[string]*huma.Param{"Retry-After": {Description: "Only while the record is Pending or Revoking: seconds until the background retry (at least the provider's " +
+			"`Retry-After`).", Schema: &huma.Schema{Type: "integer"}}}},
 }
 
 // Register implements httpx.Routes.
@@ -79,8 +80,7 @@ func (h *Handler) Register(api *httpx.API) {
 	tags := []string{"DNS"}
 	httpx.Register(api, httpx.Authenticated, huma.Operation{OperationID: "listMyDnsRecords", Method: http.MethodGet,
 		Path: "/api/me/dns", Tags: tags, Summary: "List my DNS records",
-		Description: "Pending, Active, Revoking and Failed records (a Failed one with its error, until it is revoked), oldest first. " +
-			"Revoked records are not listed (administrators still see them, `GET /api/dns/records?status=Revoked`)."},
+		Description: "Every record but the Revoked ones, oldest first."},
 		func(ctx context.Context, _ *struct{}) (*httpx.Response[[]View], error) {
 			list, err := h.svc.List(ctx, authn.FromContext(ctx).UserID)
 			if err != nil {
@@ -88,17 +88,17 @@ func (h *Handler) Register(api *httpx.API) {
 			}
 			return httpx.OK("OK", list), nil
 		})
-	httpx.Register(api, httpx.Authenticated, huma.Operation{OperationID: "createMyDnsRecord", Method: http.MethodPost,
+	httpx.Register(api, httpx.Authenticated, huma.Operation{OperationID: "createMyDnsRecord", Metadata: httpx.PerUserLimit("Provision"), Method: http.MethodPost,
 		Path: "/api/me/dns", Tags: tags, Summary: "Create a DNS A record", Description: createDoc, DefaultStatus: http.StatusCreated,
 		Errors: []int{http.StatusConflict, http.StatusBadGateway, http.StatusServiceUnavailable}, Responses: providerFailedResponse},
 		func(ctx context.Context, in *dnsCreateInput) (*httpx.Response[View], error) {
 			b := in.Body
 			return h.created(ctx, CreateInput{UserID: authn.FromContext(ctx).UserID, Label: b.Label, Content: b.Content, RecordTTL: b.RecordTTL, Proxied: b.Proxied})
 		})
-	httpx.Register(api, httpx.Authenticated, huma.Operation{OperationID: "revokeMyDnsRecord", Method: http.MethodDelete,
+	httpx.Register(api, httpx.Authenticated, huma.Operation{OperationID: "revokeMyDnsRecord", Metadata: httpx.PerUserLimit("Provision"), Method: http.MethodDelete,
 		Path: "/api/me/dns/{id}", Tags: tags, Summary: "Revoke a DNS record",
-		Description: "Revoking, then deleted at the provider (only a record carrying this one's marker), then Revoked (200). " +
-			"409 when already revoked; 502 when the provider failed: it stays Revoking and is retried in the background.",
+		Description: "Deleted at the provider, then Revoked. 409 when already revoked; 502 when the provider failed (retried in " +
+			"the background).",
 		Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusBadGateway}, Responses: providerFailedResponse},
 		func(ctx context.Context, in *idInput) (*httpx.Response[View], error) {
 			return h.revoked(ctx, in.ID, authn.FromContext(ctx).UserID)
@@ -123,7 +123,7 @@ func (h *Handler) Register(api *httpx.API) {
 			}
 			return httpx.OK("OK", view(r)), nil
 		})
-	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "createDnsRecord", Method: http.MethodPost,
+	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "createDnsRecord", Metadata: httpx.PerUserLimit("Provision"), Method: http.MethodPost,
 		Path: "/api/dns/records", Tags: atags, Summary: "Create a DNS record for a user", Description: createDoc,
 		DefaultStatus: http.StatusCreated, Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusBadGateway, http.StatusServiceUnavailable},
 		Responses: providerFailedResponse},
@@ -131,10 +131,10 @@ func (h *Handler) Register(api *httpx.API) {
 			b := in.Body
 			return h.created(ctx, CreateInput{UserID: b.UserID, Label: b.Label, Content: b.Content, RecordTTL: b.RecordTTL, Proxied: b.Proxied})
 		})
-	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "retryDnsRecord", Method: http.MethodPost,
+	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "retryDnsRecord", Metadata: httpx.PerUserLimit("Provision"), Method: http.MethodPost,
 		Path: "/api/dns/records/{id}/retry", Tags: atags, Summary: "Retry a failed or stuck DNS record",
-		Description: "Failed → Pending, driven now; Pending or Revoking → driven now. Other states, a full quota, or a name " +
-			"the provider holds for a record not made here: 409.",
+		Description: "Drives a Failed, Pending or Revoking record now. 409 in another state, at a full quota, or for a name " +
+			"held by a record not made here.",
 		Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusBadGateway}, Responses: providerFailedResponse},
 		func(ctx context.Context, in *idInput) (*httpx.Response[View], error) {
 			r, err := h.svc.Retry(ctx, in.ID)

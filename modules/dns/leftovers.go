@@ -123,6 +123,7 @@ func (s *Sweeper) Delete(ctx context.Context, req provision.DeleteRequest) (prov
 	if err := req.Tx.NewSelect().Model(r).Where("id = ?", l.RecordID).For("UPDATE").Scan(ctx); err != nil {
 		return provision.DeleteResponse{}, fmt.Errorf("lock record %d: %w", l.RecordID, err)
 	}
+	ctx = forOwner(ctx, r.UserID)
 	if r.Status == StatusFailed || r.Status == StatusRevoked {
 		found, err := s.provider.Lookup(ctx, r.Fqdn)
 		if err != nil {

@@ -83,6 +83,7 @@ func (p *Provisioner) Create(ctx context.Context, req provision.CreateRequest) (
 	if err != nil {
 		return provision.CreateResponse{}, err
 	}
+	ctx = forOwner(ctx, r.UserID)
 	found, err := p.provider.Lookup(ctx, r.Fqdn)
 	if err != nil {
 		return provision.CreateResponse{}, p.failed(ctx, req.Tx, r, err)
@@ -380,6 +381,7 @@ func (p *Provisioner) Delete(ctx context.Context, req provision.DeleteRequest) (
 	if err != nil {
 		return provision.DeleteResponse{}, err
 	}
+	ctx = forOwner(ctx, r.UserID)
 	ids := []string{}
 	lookup := r.ProviderRecordID == ""
 	if !lookup {

@@ -66,9 +66,12 @@ func (s *Service) Create(ctx context.Context, in CreateInput) (*Record, error) {
 	if in.Proxied != nil {
 		proxied = *in.Proxied
 	}
-	label, err := validate(in.Label, content, in.Content != nil && s.cfg.DefaultContent != "", ttl)
+	label, err := validate(in.Label, content, in.Content != nil && s.cfg.DefaultContent != "", ttl, s.cfg.AllowPrivateContent)
 	if err != nil {
 		return nil, err
+	}
+	if s.cfg.reserved(label) {
+		return nil, httpx.Conflict(fmt.Sprintf("The name %q is reserved", label))
 	}
 	if !s.configured() {
 		return nil, httpx.Unavailable("The DNS cell is not configured (Dns:ZoneId, Dns:ApiToken)")

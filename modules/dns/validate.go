@@ -1,6 +1,7 @@
 package dns
 
 import (
+	"net/netip"
 	"regexp"
 	"strings"
 	"unicode/utf8"
@@ -44,11 +45,41 @@ func validALabel(l string) bool {
 	return err == nil && back == l
 }
 
-// ValidContent reports whether s is an IPv4 address in dotted-decimal form that is routable as a
-// host address: not in 0.0.0.0/8 ("this network", 0.0.0.0 included), loopback, link-local,
-// multicast or 240.0.0.0/4 (reserved, 255.255.255.255 included). Private ranges (10/8,
-// 172.16/12, 192.168/16, 100.64/10) are allowed: a cell may point at a private network.
-func ValidContent(s string) bool { return routableIPv4(s) }
+// ValidContent reports whether s may be a record's content (ContentProblem finds nothing).
+func ValidContent(s string, allowPrivate bool) bool { return ContentProblem(s, allowPrivate) == "" }
+
+// ContentProblem is what is wrong with s as a record's content, "" when nothing: it must be an
+// IPv4 address in dotted-decimal form routable as a host address (routableIPv4) and, unless
+// allowPrivate (Dns:AllowPrivateContent), outside the private and shared ranges (privateIPv4), so
+// that a name in the company's zone cannot point into an internal network (DNS rebinding).
+func ContentProblem(s string, allowPrivate bool) string {
+	if !routableIPv4(s) {
+		return msgContent
+	}
+	if !allowPrivate && privateIPv4(s) {
+		return msgPrivate
+	}
+	return ""
+}
+
+// privateRanges are RFC 1918's private networks, the shared address space (RFC 6598) and the
+// benchmarking range (RFC 2544).
+var privateRanges = []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("172.16.0.0/12"),
+	netip.MustParsePrefix("192.168.0.0/16"), netip.MustParsePrefix("100.64.0.0/10"), netip.MustParsePrefix("198.18.0.0/15")}
+
+// privateIPv4 reports whether the IPv4 address s is in privateRanges.
+func privateIPv4(s string) bool {
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return false
+	}
+	for _, p := range privateRanges {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
 
 // ValidTTL is 1 (automatic) or 60–86400.
 func ValidTTL(ttl int) bool { return ttl == 1 || (ttl >= 60 && ttl <= 86400) }
@@ -60,13 +91,15 @@ const (
 	msgContent = "must be an IPv4 address in dotted-decimal form, other than 0.0.0.0/8 (this network, 0.0.0.0 included), " +
 		"127.0.0.0/8 (loopback), 169.254.0.0/16 (link-local), 224.0.0.0/4 (multicast) and 240.0.0.0/4 (reserved, " +
 		"255.255.255.255 included)"
+	msgPrivate = "must not be a private or shared address (10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16, 100.64.0.0/10, " +
+		"198.18.0.0/15) unless Dns:AllowPrivateContent is set"
 	msgTTL = "must be 1 (automatic) or between 60 and 86400"
 )
 
-// validate checks a create request after defaults, listing every bad field. omittable reports
+// validate checks a create request after defaults, listing every bad field (content: ContentProblem). omittable reports
 // that content was given while Dns:DefaultContent is configured: an empty one is then refused as
 // such (omitting it takes the default); otherwise an empty one means that no default exists.
-func validate(label, content string, omittable bool, ttl int) (string, error) {
+func validate(label, content string, omittable bool, ttl int, allowPrivate bool) (string, error) {
 	var fields []httpx.FieldError
 	l, ok := NormalizeLabel(label)
 	if !ok {
@@ -76,8 +109,8 @@ func validate(label, content string, omittable bool, ttl int) (string, error) {
 		fields = append(fields, httpx.FieldError{Field: "content", Message: "must not be empty: omit it to use the default (Dns:DefaultContent)"})
 	} else if content == "" {
 		fields = append(fields, httpx.FieldError{Field: "content", Message: "is required (no Dns:DefaultContent is configured)"})
-	} else if !ValidContent(content) {
-		fields = append(fields, httpx.FieldError{Field: "content", Message: msgContent})
+	} else if msg := ContentProblem(content, allowPrivate); msg != "" {
+		fields = append(fields, httpx.FieldError{Field: "content", Message: msg})
 	}
 	if !ValidTTL(ttl) {
 		fields = append(fields, httpx.FieldError{Field: "recordTtl", Message: msgTTL})

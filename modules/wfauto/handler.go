@@ -39,16 +39,14 @@ type wfAdminListInput struct {
 	Status string `query:"status" enum:"Pending,Active,Failed,Deprovisioning,Deprovisioned"`
 }
 
-const provisionDoc = "Stores the account as Pending, then asks the cell with an `Idempotency-Key`: 201 with the Active account. " +
-	"409 while one is Pending or Active (after Failed it tries again); 502 with the account as stored when the cell failed; " +
-	"503 when no cell is configured. See modules/wfauto/README.md."
+const provisionDoc = "201 with the Active account. 409 while one is Pending or Active (after Failed it tries again); " +
+	"502 with the account as stored when the cell failed; 503 when no cell is configured."
 
 // cellFailedResponse documents the 502 of the operations that call the cell.
 var cellFailedResponse = map[string]*huma.Response{
 	"502": {Description: "The cell failed, timed out, was rate limiting or answered garbage; `data` is the account as stored.",
-		Headers: map[string]*huma.Param{"Retry-After": {Description: "Only while the account is Pending or Deprovisioning: seconds " +
-			"until the background finisher tries the cell again (at least the cell's own `Retry-After`, honoured up to a day). Nothing needs to be " +
-			"sent again: read the account (`GET /api/me/wfauto`) after it.", Schema: &huma.Schema{Type: "integer"}}}},
+		Headers: map[string]*huma.Param{"Retry-After": {Description: "Only while the account is Pending or Deprovisioning: seconds until the background retry (at least the " +
+			"cell's `Retry-After`).", Schema: &huma.Schema{Type: "integer"}}}},
 }
 
 // Register implements httpx.Routes.
@@ -63,7 +61,7 @@ func (h *Handler) Register(api *httpx.API) {
 			}
 			return httpx.OK("OK", list), nil
 		})
-	httpx.Register(api, httpx.Authenticated, huma.Operation{OperationID: "provisionMyWfautoAccount", Method: http.MethodPost,
+	httpx.Register(api, httpx.Authenticated, huma.Operation{OperationID: "provisionMyWfautoAccount", Metadata: httpx.PerUserLimit("Provision"), Method: http.MethodPost,
 		Path: "/api/me/wfauto/provision", Tags: tags, Summary: "Provision my workflow-automation account", Description: provisionDoc,
 		DefaultStatus: http.StatusCreated, Errors: []int{http.StatusConflict, http.StatusBadGateway, http.StatusServiceUnavailable},
 		Responses: cellFailedResponse},
@@ -90,14 +88,14 @@ func (h *Handler) Register(api *httpx.API) {
 			}
 			return httpx.OK("OK", view(a)), nil
 		})
-	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "provisionWfautoAccount", Method: http.MethodPost,
+	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "provisionWfautoAccount", Metadata: httpx.PerUserLimit("Provision"), Method: http.MethodPost,
 		Path: "/api/wfauto/accounts", Tags: atags, Summary: "Provision an account for a user", Description: provisionDoc,
 		DefaultStatus: http.StatusCreated, Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusBadGateway, http.StatusServiceUnavailable},
 		Responses: cellFailedResponse},
 		func(ctx context.Context, in *wfAdminProvisionInput) (*httpx.Response[View], error) {
 			return h.provisioned(ctx, in.Body.UserID)
 		})
-	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "retryWfautoAccount", Method: http.MethodPost,
+	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "retryWfautoAccount", Metadata: httpx.PerUserLimit("Provision"), Method: http.MethodPost,
 		Path: "/api/wfauto/accounts/{id}/retry", Tags: atags, Summary: "Retry a failed or stuck account",
 		Description: "Failed → provisioned again (same Idempotency-Key); Pending or Deprovisioning → driven now. Other states: 409.",
 		Errors:      []int{http.StatusNotFound, http.StatusConflict, http.StatusBadGateway}, Responses: cellFailedResponse},

@@ -206,6 +206,9 @@ type Guard struct {
 	verified verifiedTokens
 	// PerUser, when set, counts the request against the per-user limit; its error is written as is.
 	PerUser func(c *fiber.Ctx, userID int64) error
+	// Limit, when set, counts the limit an operation names (httpx.PerUserLimit) for the caller,
+	// once authenticated; its error is written as is.
+	Limit func(c *fiber.Ctx, name string, userID int64) error
 
 	// sessions, when set (UseSessions), decides whether a token's session still lives.
 	sessions Sessions
@@ -303,6 +306,9 @@ func (g *Guard) Middleware(api huma.API, access httpx.Access) func(huma.Context,
 		p, err := g.Authenticate(fc)
 		if err == nil && access == httpx.AdminOnly && !p.IsAdmin() {
 			err = httpx.Forbidden("The Admin role is required")
+		}
+		if name, _ := ctx.Operation().Metadata[httpx.UserLimitKey].(string); err == nil && name != "" && g.Limit != nil {
+			err = g.Limit(fc, name, p.UserID)
 		}
 		if err != nil {
 			WriteError(api, ctx, challenge(err, fc.Get(fiber.HeaderAuthorization)))

@@ -59,6 +59,7 @@ var Platform = &Section[Config]{
 			{Name: "ForgotPasswordPerIp", Default: "20-H", Doc: "forgot-password per client IP; this one answers 429 with `Retry-After`"},
 			{Name: "PasswordReveal", Default: "5-M", Doc: "per user"},
 			{Name: "AiGenerate", Default: "60-M", Doc: "per AI key"},
+			{Name: "Provision", Default: "30-M", Doc: "per user: the state-changing routes of databases, dns, wfauto and AI keys"},
 		}},
 	},
 }

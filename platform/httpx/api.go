@@ -28,6 +28,15 @@ const (
 	APIKey Access = "apiKey"
 )
 
+// UserLimitKey is the operation metadata naming a rate limit counted per caller after
+// authentication (PerUserLimit); the guard counts it.
+const UserLimitKey = "userLimit"
+
+// PerUserLimit is the metadata of an operation that also counts the named rate limit (a
+// RateLimit:* key) per signed-in caller: past it, a 429 with Retry-After and the rate-limit headers.
+// RateLimit:Provision marks the state-changing operations of the provisioning modules.
+func PerUserLimit(name string) map[string]any { return map[string]any{UserLimitKey: name} }
+
 // Security scheme names in the OpenAPI document.
 const (
 	SchemeBearer = "bearerAuth"
@@ -260,18 +269,14 @@ func newAPI(app *fiber.App, title, version string, guard Guard) *API {
 		"errors add `errors` for validation failures.\n\n" +
 		"Rate limits: every response but the probes' carries `X-RateLimit-Limit`, `X-RateLimit-Remaining`, " +
 		"`X-RateLimit-Reset` (seconds) and the IETF draft's `RateLimit-Policy`/`RateLimit` for the tightest limit that applied " +
-		"(required on a success, optional on an error); a 429 adds `Retry-After`. Limits are shared by every instance.\n\n" +
-		"HTTP: paths are case-sensitive and a numeric path id is canonical decimal (`01`, `+1` are a 400, as `abc` is); " +
-		"a query parameter is given once (repeated, it is a 400 naming it); " +
-		"a method a path does not serve is a 405 whose `Allow` lists those it does (not listed under each operation, which never answers it); " +
-		"every GET route also answers HEAD; `Content-Type` is matched case-insensitively. Request bodies are taken " +
-		"uncompressed only: a body with a `Content-Encoding` other than `identity` (gzip, deflate, br) is a 415 on every route, " +
-		"before anything reads it, and so is a body whose `Content-Type` declares a `charset` other than `utf-8` (bodies are read as UTF-8, RFC 8259). Every answer carries " +
-		"`Cache-Control: no-store`, `X-Content-Type-Options: nosniff` and `Referrer-Policy: no-referrer`; a 401 of a " +
-		"Bearer operation carries `WWW-Authenticate`; the X-API-Key operations and `POST /api/auth/login` send none: neither an API " +
-		"key nor a password in the body is an HTTP authentication scheme, so no challenge applies.\n\n" +
-		"Consistency: once a request that changed something has been answered, every later request " +
-		"sees the change, whichever instance serves it (a revoked key or a demoted role is refused at once)."
+		"(required on a success, optional on an error); a 429 adds `Retry-After`. Limits are shared by every instance. " +
+		"The state-changing routes of databases, DNS, workflow automation and AI keys also count `RateLimit:Provision` per user.\n\n" +
+		"HTTP: paths are case-sensitive; a numeric path id is canonical decimal and a query parameter is given once " +
+		"(else a 400); a method a path does not serve is a 405 with `Allow`; every GET also answers HEAD. Request bodies are " +
+		"uncompressed UTF-8 JSON (else a 415, on every route). Every answer carries `Cache-Control: no-store`, " +
+		"`X-Content-Type-Options: nosniff` and `Referrer-Policy: no-referrer`; a 401 of a Bearer operation carries " +
+		"`WWW-Authenticate`; the X-API-Key operations and `POST /api/auth/login` send none.\n\n" +
+		"Consistency: once a change is answered, every later request sees it, whichever instance serves it."
 	cfg.Components.SecuritySchemes = map[string]*huma.SecurityScheme{
 		SchemeBearer: {Type: "http", Scheme: "bearer", BearerFormat: "JWT",
 			Description: "Access token from /api/auth/login, /api/auth/register or the OAuth callback."},

@@ -31,7 +31,7 @@ type jsonObject = map[string]any
 //   - a long operation description that another operation gives word for word is kept on one of
 //     them (one no role restricts, first by path) and the others refer to it ("As `POST /api/me/dns`.").
 //
-// A component is named after the header or parameter, the schema of a success's body
+// A component is named after the header (the rate-limit ones by their last word) or parameter, the schema of a success's body
 // ("EnvelopeDnsView", with ".Created" for a 201), or else the status ("429": the names are written
 // in every operation, short ones keep the document small), when it is the most used part of
 // that name; another part that would take the same name has the first operation using it (by
@@ -44,7 +44,7 @@ func shareComponents(doc jsonObject) {
 		hs, _ := r["headers"].(jsonObject)
 		for _, name := range sortedKeys(hs) {
 			if h, _ := hs[name].(jsonObject); h != nil && h["$ref"] == nil && h["required"] == true {
-				headers = append(headers, part{opID: o.id, base: name, key: name + "\n" + canonical(h), value: h,
+				headers = append(headers, part{opID: o.id, base: headerComponent(name), key: name + "\n" + canonical(h), value: h,
 					set: func(ref jsonObject) { hs[name] = ref }})
 			}
 		}
@@ -286,6 +286,18 @@ func statusName(status int) string {
 		return strings.ReplaceAll(text, " ", "")
 	}
 	return "Status" + strconv.Itoa(status)
+}
+
+// headerComponent is the component name of a shared header: the rate-limit headers, written on
+// every success, go by their last word ("Remaining", "Policy"); others by their name.
+func headerComponent(name string) string {
+	if rest, ok := strings.CutPrefix(name, "X-RateLimit-"); ok {
+		return rest
+	}
+	if rest, ok := strings.CutPrefix(name, "RateLimit-"); ok {
+		return rest
+	}
+	return name
 }
 
 // componentName keeps the characters a component name may hold (^[a-zA-Z0-9._-]+$).

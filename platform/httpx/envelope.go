@@ -15,7 +15,7 @@ import (
 // members are described once, in the API's description (newAPI), not in each envelope's schema.
 type Envelope[T any] struct {
 	Success bool   `json:"success"`
-	Message string `json:"message" example:"OK"`
+	Message string `json:"message"`
 	Data    T      `json:"data"`
 }
 

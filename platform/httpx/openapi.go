@@ -76,8 +76,10 @@ func documentBadRequest(op *huma.Operation) {
 			op.Responses[code] = &huma.Response{Description: description, Content: template.Content}
 		}
 	}
-	set("413", "A body over 1 MiB.")
-	set("415", "A compressed body, a `charset` other than `utf-8`, or a `Content-Type` other than JSON.")
+	set("413", "A body over 1 MiB, refused before routing (even by an operation that takes no body).")
+	set("415", "A compressed body (a `Content-Encoding` other than `identity`; the answer carries "+
+		"`Accept-Encoding: identity`) or a `Content-Type` whose `charset` is not `utf-8`, refused before routing "+
+		"(even by an operation that takes no body); and, to an operation that takes a body, a `Content-Type` other than JSON.")
 	for code, r := range op.Responses {
 		if status, err := strconv.Atoi(code); err == nil && r.Description == http.StatusText(status) && errorDescriptions[status] != "" {
 			r.Description = errorDescriptions[status]

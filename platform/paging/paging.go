@@ -6,9 +6,9 @@ package paging
 // Page is the data of admin list endpoints.
 type Page[T any] struct {
 	Items      []T `json:"items"`
-	Page       int `json:"page" example:"1"`
-	PageSize   int `json:"pageSize" example:"20"`
-	TotalCount int `json:"totalCount" example:"42"`
+	Page       int `json:"page"`
+	PageSize   int `json:"pageSize"`
+	TotalCount int `json:"totalCount"`
 }
 
 // PageQuery is embedded in admin list inputs: ?page=1&pageSize=20 (max 100).

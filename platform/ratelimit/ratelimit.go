@@ -50,6 +50,9 @@ var DefaultRates = map[string]string{
 	"ForgotPasswordPerIp": "20-H",
 	"PasswordReveal":      "5-M",
 	"AiGenerate":          "60-M",
+	// Provision counts, per user, the state-changing operations of databases, DNS, workflow
+	// automation and AI keys (httpx.PerUserLimit).
+	"Provision": "30-M",
 }
 
 // DefaultRetryEvery is how long an unreachable Redis is left alone before it is tried again.
