@@ -21,21 +21,23 @@ const (
 type Space struct {
 	bun.BaseModel `bun:"table:queue_spaces,alias:q"`
 
-	ID             int64     `bun:"id,pk,autoincrement"`
-	UserID         int64     `bun:"user_id,notnull"`
-	Name           string    `bun:"name,notnull"`
-	VHost          string    `bun:"vhost,notnull"`
-	Username       string    `bun:"username,notnull"`
-	PasswordSealed string    `bun:"password_sealed,notnull"`
-	Status         string    `bun:"status,notnull"`
-	ErrorMessage   string    `bun:"error_message,notnull"`
-	MaxConnections int       `bun:"max_connections,notnull"`
-	MaxQueues      int       `bun:"max_queues,notnull"`
-	Attempts       int       `bun:"attempts,notnull"`
-	NextAttemptAt  time.Time `bun:"next_attempt_at,notnull"`
-	LastError      string    `bun:"last_error,notnull"`
-	CreatedAt      time.Time `bun:"created_at,nullzero,notnull,default:current_timestamp"`
-	UpdatedAt      time.Time `bun:"updated_at,nullzero,notnull,default:current_timestamp"`
+	ID             int64  `bun:"id,pk,autoincrement"`
+	UserID         int64  `bun:"user_id,notnull"`
+	Name           string `bun:"name,notnull"`
+	VHost          string `bun:"vhost,notnull"`
+	Username       string `bun:"username,notnull"`
+	PasswordSealed string `bun:"password_sealed,notnull"`
+	// PasswordPending: the sealed password is not set at the broker yet (a takeover made it).
+	PasswordPending bool      `bun:"password_pending,notnull"`
+	Status          string    `bun:"status,notnull"`
+	ErrorMessage    string    `bun:"error_message,notnull"`
+	MaxConnections  int       `bun:"max_connections,notnull"`
+	MaxQueues       int       `bun:"max_queues,notnull"`
+	Attempts        int       `bun:"attempts,notnull"`
+	NextAttemptAt   time.Time `bun:"next_attempt_at,notnull"`
+	LastError       string    `bun:"last_error,notnull"`
+	CreatedAt       time.Time `bun:"created_at,nullzero,notnull,default:current_timestamp"`
+	UpdatedAt       time.Time `bun:"updated_at,nullzero,notnull,default:current_timestamp"`
 }
 
 // View is a queue space as the API shows it.

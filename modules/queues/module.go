@@ -45,6 +45,7 @@ var wiring = fx.Module("queues",
 		func(d *bun.DB, cfg Config, s *secrets.Sealer, a *audit.Recorder, f *provision.Finisher) *Service {
 			return &Service{db: d, cfg: cfg, sealer: s, audit: a, finisher: f}
 		},
+		provision.AsTakeoverRevoker(func(s *Service, log *slog.Logger) *Takeover { return &Takeover{svc: s, log: log} }),
 		httpx.AsRoutes(func(s *Service, l *ratelimit.Limiter) *Handler { return &Handler{svc: s, limiter: l} }),
 		summary.AsDashboardContributor(func(s *Service) *Summary { return &Summary{svc: s} }),
 		summary.AsCounter(func(s *Service) *Summary { return &Summary{svc: s} }),

@@ -69,7 +69,7 @@ func (p *Provisioner) Create(ctx context.Context, req provision.CreateRequest) (
 		}
 		return provision.CreateResponse{}, err // the finisher records the attempt and retries
 	}
-	if _, err := req.Tx.NewUpdate().Model(s).Set("status = ?", StatusActive).Set("error_message = ''").Set("last_error = ''").
+	if _, err := req.Tx.NewUpdate().Model(s).Set("status = ?", StatusActive).Set("password_pending = false").Set("error_message = ''").Set("last_error = ''").
 		Set("updated_at = now()").WherePK().Exec(ctx); err != nil {
 		return provision.CreateResponse{}, fmt.Errorf("record queue space %d active: %w", s.ID, err)
 	}
@@ -99,7 +99,7 @@ func (p *Provisioner) make(ctx context.Context, s *Space) error {
 	if err != nil {
 		return err
 	}
-	if u == nil {
+	if u == nil || s.PasswordPending {
 		pw, err := p.sealer.Open(s.PasswordSealed, passwordAAD(s.Username))
 		if err != nil {
 			return fmt.Errorf("open the password of queue space %d: %w", s.ID, err)
@@ -117,6 +117,9 @@ func (p *Provisioner) make(ctx context.Context, s *Space) error {
 	}
 	if perm == nil {
 		return &BrokerError{Op: "GET /api/permissions/…", Msg: "the permissions just granted are not listed"}
+	}
+	if s.PasswordPending { // sessions opened with the old password end too
+		return p.broker.CloseConnections(ctx, s.Username)
 	}
 	return nil
 }

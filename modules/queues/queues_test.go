@@ -198,6 +198,8 @@ func TestUnconfigured(t *testing.T) {
 	assert.Equal(t, http.StatusServiceUnavailable, r.Status, string(r.Raw))
 	r = a.Get("/api/me/queues", u.Token)
 	assert.Equal(t, http.StatusOK, r.Status, string(r.Raw))
+	r = a.Do(apptest.Request{Method: http.MethodDelete, Path: "/api/me/queues/987654321", Token: u.Token})
+	assert.Equal(t, http.StatusNotFound, r.Status, "not the caller's: 404 before 503; %s", r.Raw)
 	var n int
 	require.NoError(t, a.DB.QueryRow("SELECT count(*) FROM queue_spaces WHERE user_id = ?", u.ID).Scan(&n))
 	assert.Zero(t, n)

@@ -266,3 +266,9 @@ func (b *Broker) DeleteUser(ctx context.Context, name string) error {
 func (b *Broker) DeleteVHost(ctx context.Context, name string) error {
 	return b.del(ctx, "/api/vhosts/"+esc(name))
 }
+
+// CloseConnections closes every open connection of user (from the broker's connection tracking,
+// so a connection just opened is not missed).
+func (b *Broker) CloseConnections(ctx context.Context, user string) error {
+	return b.del(ctx, "/api/connections/username/"+esc(user))
+}

@@ -141,9 +141,6 @@ func (s *Service) List(ctx context.Context, userID int64) ([]View, error) {
 // Deleted. A space already Deleting is driven again once its next attempt is due; before that the
 // broker is not called and the space is returned as it stands.
 func (s *Service) Delete(ctx context.Context, id, userID int64) (*Space, error) {
-	if !s.cfg.Enabled() {
-		return nil, errNotConfigured
-	}
 	waiting := false
 	err := db.RunInTx(ctx, s.db, func(ctx context.Context, tx bun.Tx) error {
 		sp := new(Space)
@@ -156,6 +153,9 @@ func (s *Service) Delete(ctx context.Context, id, userID int64) (*Space, error) 
 				return fault.NotFound("Queue space not found")
 			}
 			return fmt.Errorf("lock queue space %d: %w", id, err)
+		}
+		if !s.cfg.Enabled() { // after the lookup: another user's space is a 404 all the same
+			return errNotConfigured
 		}
 		if sp.Status == StatusDeleting {
 			waiting = sp.NextAttemptAt.After(time.Now())
@@ -180,12 +180,12 @@ func (s *Service) Delete(ctx context.Context, id, userID int64) (*Space, error) 
 // Retry provisions a Failed space again (within its user's quota), or drives a Provisioning or
 // Deleting one now.
 func (s *Service) Retry(ctx context.Context, id int64) (*Space, error) {
-	if !s.cfg.Enabled() {
-		return nil, errNotConfigured
-	}
 	sp, err := s.get(ctx, id, 0)
 	if err != nil {
 		return nil, err
+	}
+	if !s.cfg.Enabled() {
+		return nil, errNotConfigured
 	}
 	err = db.RunInTx(ctx, s.db, func(ctx context.Context, tx bun.Tx) error {
 		switch sp.Status {

@@ -7,6 +7,8 @@ CREATE TABLE IF NOT EXISTS queue_spaces (
     vhost           text        NOT NULL UNIQUE,
     username        text        NOT NULL UNIQUE,
     password_sealed text        NOT NULL,
+    -- A new password (a takeover's) not yet set at the broker: the next create sets it.
+    password_pending boolean    NOT NULL DEFAULT false,
     status          text        NOT NULL CHECK (status IN ('Provisioning', 'Active', 'Failed', 'Deleting', 'Deleted')),
     error_message   text        NOT NULL DEFAULT '',
     max_connections int         NOT NULL,
