@@ -27,7 +27,7 @@ type queuesIDInput struct {
 // QueueSpaceBody is the body of a create. Exported: the administrators' body embeds it.
 type QueueSpaceBody struct {
 	_    struct{} `additionalProperties:"true"`
-	Name string   `json:"name" minLength:"1" maxLength:"63" pattern:"^[A-Za-z0-9 _.-]+$" doc:"A display name; the virtual host and user names are generated." example:"orders"`
+	Name string   `json:"name" minLength:"1" maxLength:"63" pattern:"^[A-Za-z0-9 _.-]+$" doc:"A display name."`
 }
 
 type queuesCreateInput struct{ Body QueueSpaceBody }
@@ -45,13 +45,12 @@ type queuesAdminListInput struct {
 	Status string `query:"status" enum:"Provisioning,Active,Failed,Deleting,Deleted"`
 }
 
-const createDoc = "A RabbitMQ virtual host and a user with every permission on it only. 201 Active; 409 at `Queues:MaxPerUser`; " +
-	"502 when the broker failed (`data`: Failed, or Provisioning and retried in the background); 503 without `Queues:ManagementUrl`."
+const createDoc = "409 at `Queues:MaxPerUser`; 503 without `Queues:ManagementUrl`."
 
 // brokerFailed documents the 502 of the operations that call the broker.
 var brokerFailed = map[string]*huma.Response{
-	"502": {Description: "The broker failed; `data` is the queue space as stored.",
-		Headers: map[string]*huma.Param{"Retry-After": {Description: "While Provisioning or Deleting: seconds until the background retry.",
+	"502": {Description: "The broker failed; `data` as stored.",
+		Headers: map[string]*huma.Param{"Retry-After": {Description: "Seconds to the background retry.",
 			Schema: &huma.Schema{Type: "integer"}}}},
 }
 
@@ -75,14 +74,13 @@ func (h *Handler) Register(api *httpx.API) {
 		})
 	httpx.Register(api, httpx.Authenticated, huma.Operation{OperationID: "deleteMyQueueSpace", Method: http.MethodDelete,
 		Path: "/api/me/queues/{id}", Tags: tags, Summary: "Delete a queue space",
-		Description: "Its user and virtual host are deleted at the broker (logins refused, connections closed). 502: stays Deleting, retried in the background.",
-		Errors:      []int{http.StatusNotFound, http.StatusBadGateway, http.StatusServiceUnavailable}, Responses: brokerFailed},
+		Errors: []int{http.StatusNotFound, http.StatusBadGateway, http.StatusServiceUnavailable}, Responses: brokerFailed},
 		func(ctx context.Context, in *queuesIDInput) (*httpx.Response[View], error) {
 			return h.deleted(ctx, in.ID, authn.FromContext(ctx).UserID)
 		})
 	httpx.Register(api, httpx.Authenticated, huma.Operation{OperationID: "revealMyQueueSpacePassword", Method: http.MethodGet,
 		Path: "/api/me/queues/{id}/password", Tags: tags, Summary: "Reveal a queue space's password",
-		Description: "Limited by `RateLimit:PasswordReveal`, audited (`queues.password.revealed`). 409 unless Active; 403 without a recent second factor when TOTP is on.",
+		Description: "Limited by `RateLimit:PasswordReveal`; audited.",
 		Errors:      []int{http.StatusNotFound, http.StatusConflict, http.StatusForbidden}},
 		func(ctx context.Context, in *queuesIDInput) (*httpx.Response[Reveal], error) {
 			uid := authn.FromContext(ctx).UserID
@@ -130,8 +128,7 @@ func (h *Handler) registerAdmin(api *httpx.API) {
 		})
 	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "retryQueueSpace", Method: http.MethodPost,
 		Path: "/api/queues/{id}/retry", Tags: tags, Summary: "Retry a failed or stuck queue space",
-		Description: "Failed → Provisioning (409 at the quota); Provisioning or Deleting → driven now; otherwise 409.",
-		Errors:      []int{http.StatusNotFound, http.StatusConflict, http.StatusBadGateway, http.StatusServiceUnavailable}, Responses: brokerFailed},
+		Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusBadGateway, http.StatusServiceUnavailable}, Responses: brokerFailed},
 		func(ctx context.Context, in *queuesIDInput) (*httpx.Response[View], error) {
 			sp, err := h.svc.Retry(ctx, in.ID)
 			if sp == nil {

@@ -42,15 +42,15 @@ type Space struct {
 
 // View is a queue space as the API shows it.
 type View struct {
-	ID             int64     `json:"id" example:"3"`
-	Name           string    `json:"name" example:"orders"`
-	VHost          string    `json:"vhost" doc:"The virtual host, named by the service." example:"qs-5k2m9x4t7b3n8p6r1c0d"`
-	Username       string    `json:"username" example:"qu-5k2m9x4t7b3n8p6r1c0d"`
-	AmqpURL        string    `json:"amqpUrl" doc:"Without the password (GET …/password)." example:"amqp://qu-5k2m9x4t7b3n8p6r1c0d@localhost:5672/qs-5k2m9x4t7b3n8p6r1c0d"`
+	ID             int64     `json:"id"`
+	Name           string    `json:"name"`
+	VHost          string    `json:"vhost"`
+	Username       string    `json:"username"`
+	AmqpURL        string    `json:"amqpUrl" doc:"No password."`
 	Status         string    `json:"status" enum:"Provisioning,Active,Failed,Deleting,Deleted" example:"Active"`
-	ErrorMessage   string    `json:"errorMessage" doc:"The last failure; empty when none."`
-	MaxConnections int       `json:"maxConnections" example:"20"`
-	MaxQueues      int       `json:"maxQueues" example:"100"`
+	ErrorMessage   string    `json:"errorMessage"`
+	MaxConnections int       `json:"maxConnections"`
+	MaxQueues      int       `json:"maxQueues"`
 	CreatedAt      time.Time `json:"createdAt"`
 	UpdatedAt      time.Time `json:"updatedAt"`
 }

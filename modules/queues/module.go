@@ -29,8 +29,8 @@ import (
 // namespace and its OpenAPI tags.
 var Module = module.Module{Name: "queues", Options: wiring, Config: Settings, AuditNamespaces: []string{"queues"},
 	Tags: map[string]string{
-		"Queues":        "The signed-in user's RabbitMQ queue spaces.",
-		"Admin: queues": "Every queue space (role Admin).",
+		"Queues":        "The user's RabbitMQ queue spaces.",
+		"Admin: queues": "Every queue space (Admin).",
 	}}
 
 var wiring = fx.Module("queues",

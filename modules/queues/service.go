@@ -239,7 +239,7 @@ func (s *Service) Reveal(ctx context.Context, id, userID int64) (*Reveal, error)
 type Reveal struct {
 	Username string `json:"username"`
 	Password string `json:"password"`
-	AmqpURL  string `json:"amqpUrl" doc:"With the password."`
+	AmqpURL  string `json:"amqpUrl"`
 }
 
 // AdminFilter narrows the administrators' list.
