@@ -18,6 +18,7 @@ import (
 	"provisioner/modules/queues/queuestest"
 	"provisioner/platform/provision/provisiontest"
 	"provisioner/platform/secrets"
+	"provisioner/platform/testutil"
 )
 
 // statusOf reads a space's status and error as stored.
@@ -150,8 +151,8 @@ func TestLifecycleSuite(t *testing.T) {
 		Status: func(t *testing.T, id int64) string { s, _, _ := statusOf(t, app, id); return s },
 		NewRow: func(t *testing.T) int64 {
 			u := app.Register(t)
-			tok := strings.ReplaceAll(fmt.Sprintf("%x", time.Now().UnixNano()), "-", "")
-			vhost, user := "qs-suite"+tok, "qu-suite"+tok
+			tok := testutil.RandomSuffix()
+			vhost, user := "qs-suite-"+tok, "qu-suite-"+tok
 			sealed, err := sealer.Seal([]byte(secrets.RandomPassword()), "queues:"+user)
 			require.NoError(t, err)
 			var id int64
