@@ -6,6 +6,7 @@ import (
 	"provisioner/modules/auth"
 	"provisioner/modules/databases"
 	"provisioner/modules/dns"
+	"provisioner/modules/queues"
 	"provisioner/modules/wfauto"
 	"provisioner/platform/module"
 )
@@ -20,4 +21,5 @@ var Modules = []module.Module{
 	dns.Module,
 	wfauto.Module,
 	aikeys.Module,
+	queues.Module,
 }

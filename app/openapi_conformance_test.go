@@ -28,6 +28,7 @@ import (
 	"provisioner/modules/aikeys/aikeystest"
 	"provisioner/modules/auth/oauthtest"
 	"provisioner/modules/dns/cloudflare/cloudflaretest"
+	"provisioner/modules/queues/queuestest"
 	"provisioner/modules/wfauto/wfautotest"
 	"provisioner/platform/ratelimit"
 	"provisioner/platform/testutil"
@@ -318,6 +319,10 @@ func TestEveryAnswerMatchesTheOpenAPIDocument(t *testing.T) {
 		"RateLimit:Register": "1000-M", "RateLimit:PasswordReveal": "1000-M", "RateLimit:Login": "1000-M", "RateLimit:ForgotPasswordPerIp": "4-H",
 		"RateLimit:PerIp": "100000-M", "RateLimit:PerUser": "100000-M",
 	}
+	broker := queuestest.NewProxy(t)
+	for k, v := range queuestest.Settings(broker.URL) {
+		kv[k] = v
+	}
 	var engines []string
 	if pg := os.Getenv("TEST_TENANT_PG_URL"); pg != "" {
 		kv["ConnectionStrings:TenantPostgres"] = pg
@@ -332,6 +337,17 @@ func TestEveryAnswerMatchesTheOpenAPIDocument(t *testing.T) {
 	t.Cleanup(func() {
 		_, _ = a.DB.Exec("UPDATE dns_records SET status = 'Failed' WHERE status = 'Pending'")
 		_, _ = a.DB.Exec("UPDATE wfauto_accounts SET status = 'Failed' WHERE status = 'Pending'")
+		rows, err := a.DB.Query("SELECT vhost, username FROM queue_spaces")
+		if err == nil { // the broker keeps nothing of this test
+			defer rows.Close()
+			for rows.Next() {
+				var vhost, user string
+				if rows.Scan(&vhost, &user) == nil {
+					queuestest.Call(t, http.MethodDelete, "/api/users/"+user)
+					queuestest.Call(t, http.MethodDelete, "/api/vhosts/"+vhost)
+				}
+			}
+		}
 	})
 	c := newConformance(t, a)
 
@@ -469,6 +485,15 @@ func TestEveryAnswerMatchesTheOpenAPIDocument(t *testing.T) {
 	a.Settle(5 * time.Second)
 	get(http.StatusOK, "/api/me/wfauto", u.Token)
 	post(http.StatusConflict, "/api/me/wfauto/provision", u.Token, nil)
+
+	// Queue spaces, the user's side.
+	r = post(http.StatusCreated, "/api/me/queues", u.Token, map[string]any{"name": "orders"})
+	mySpace := idOf(r)
+	post(http.StatusBadRequest, "/api/me/queues", u.Token, map[string]any{"name": "a/b"})
+	get(http.StatusOK, "/api/me/queues", u.Token)
+	get(http.StatusOK, "/api/me/queues/"+mySpace+"/password", u.Token)
+	get(http.StatusNotFound, "/api/me/queues/"+missing+"/password", u.Token)
+	del(http.StatusNotFound, "/api/me/queues/"+missing, u.Token)
 
 	// AI keys, the gateway.
 	r = post(http.StatusCreated, "/api/me/ai-keys", u.Token, map[string]any{"name": "laptop"})
@@ -619,6 +644,25 @@ func TestEveryAnswerMatchesTheOpenAPIDocument(t *testing.T) {
 	get(http.StatusOK, "/api/wfauto/accounts/"+acc, admin)
 	post(http.StatusOK, "/api/wfauto/accounts/"+acc+"/retry", admin, nil)
 	a.Settle(5 * time.Second)
+
+	// Queue spaces: one the broker refuses (Failed), retried once it accepts.
+	get(http.StatusOK, "/api/queues?status=Active", admin)
+	get(http.StatusBadRequest, "/api/queues?status=Gone", admin)
+	get(http.StatusOK, "/api/queues/"+mySpace, admin)
+	get(http.StatusNotFound, "/api/queues/"+missing, admin)
+	post(http.StatusBadRequest, "/api/queues", admin, map[string]any{"userId": num(other)})
+	post(http.StatusNotFound, "/api/queues/"+missing+"/retry", admin, nil)
+	del(http.StatusNotFound, "/api/queues/"+missing, admin)
+	broker.Script(func(int, *http.Request) queuestest.Fault { return queuestest.Refuse400 })
+	r = post(http.StatusBadGateway, "/api/queues", admin, map[string]any{"userId": num(other), "name": "refused"})
+	space := idOf(r)
+	broker.Script(nil)
+	post(http.StatusOK, "/api/queues/"+space+"/retry", admin, nil)
+	post(http.StatusConflict, "/api/queues/"+space+"/retry", admin, nil)
+	r = post(http.StatusCreated, "/api/queues", admin, map[string]any{"userId": num(other), "name": "by admin"})
+	post(http.StatusConflict, "/api/queues", admin, map[string]any{"userId": num(other), "name": "over quota"})
+	del(http.StatusOK, "/api/queues/"+idOf(r), admin)
+	del(http.StatusOK, "/api/me/queues/"+mySpace, u.Token)
 
 	// Audit events.
 	r = post(http.StatusCreated, "/api/audit-events", admin, map[string]any{"action": "note.added", "targetType": "user", "targetId": other, "details": map[string]any{"why": "conformance"}})

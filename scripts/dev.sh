@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs the service on :5133 with zero configuration: starts PostgreSQL and Redis when they are
-# installed but stopped, uses MariaDB for MySQL tenant databases when it answers, and generates
+# installed but stopped, uses MariaDB for MySQL tenant databases when it answers, RabbitMQ for
+# queue spaces when it is installed (started, management plugin enabled), and generates
 # development secrets once into .dev/secrets.env (git-ignored), reused on every later run so sealed
 # passwords survive restarts. Arguments go to the binary (e.g. scripts/dev.sh migrate status).
 set -euo pipefail
@@ -15,6 +16,12 @@ if mariadb_ping || ensure_mariadb 2>/dev/null; then
   export ConnectionStrings__TenantMysql=${ConnectionStrings__TenantMysql:-root@tcp(127.0.0.1:3306)/}
 else
   say "MariaDB is not available: the mysql engine stays off (apt-get install -y mariadb-server to enable it)"
+fi
+if ensure_rabbitmq; then
+  export Queues__ManagementUrl=${Queues__ManagementUrl:-http://127.0.0.1:15672}
+  export Queues__Username=${Queues__Username:-guest} Queues__Password=${Queues__Password:-guest}
+else
+  say "RabbitMQ is not available: queue spaces stay off (their routes answer 503)"
 fi
 
 secrets=.dev/secrets.env

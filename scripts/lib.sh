@@ -67,6 +67,29 @@ ensure_mariadb() {
   wait_for 30 mariadb_ping || { say "MariaDB did not become ready on 127.0.0.1:3306"; return 1; }
 }
 
+port_open() { # port_open <port>: something listens on 127.0.0.1:<port>
+  (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+}
+
+# ensure_rabbitmq starts RabbitMQ when it is installed but stopped, and enables its management
+# plugin (the HTTP API on 15672 that the queues module drives) when it is off.
+ensure_rabbitmq() {
+  if ! command -v rabbitmq-server >/dev/null 2>&1; then
+    say "RabbitMQ is not installed. Install it with: apt-get install -y rabbitmq-server"
+    return 1
+  fi
+  if ! port_open 5672; then
+    say "starting RabbitMQ…"
+    rabbitmq-server -detached >/dev/null 2>&1 || true
+    wait_for 90 port_open 5672 || { say "RabbitMQ did not become ready on 127.0.0.1:5672"; return 1; }
+  fi
+  if ! port_open 15672; then
+    say "enabling the RabbitMQ management plugin…"
+    rabbitmq-plugins enable rabbitmq_management >/dev/null 2>&1 || true
+    wait_for 90 port_open 15672 || { say "the RabbitMQ management API did not answer on 127.0.0.1:15672"; return 1; }
+  fi
+}
+
 free_port() { # free_port <start>
   local p=$1
   while (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; do p=$((p + 1)); done

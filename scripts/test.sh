@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test against the real services: PostgreSQL (a fresh control database per test
-# package), Redis, MariaDB, and a scram-sha-256 PostgreSQL cluster for tenant databases.
+# package), Redis, MariaDB, RabbitMQ (with its management API), and a scram-sha-256 PostgreSQL
+# cluster for tenant databases.
 #   scripts/test.sh                      everything
 #   scripts/test.sh -run TestX ./modules/dns/...   arguments go to `go test` instead of ./...
 # FAST=1 skips the fuzz, OpenAPI lint and types, vulncheck, chaos and browser stages.
@@ -15,11 +16,13 @@ export PATH="$PATH:/usr/local/go/bin:$HOME/go/bin"
 ensure_postgres
 ensure_redis
 ensure_mariadb
+ensure_rabbitmq
 start_tenant_pg
 
 export TEST_DATABASE_URL=${TEST_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable}
 export TEST_REDIS_URL=${TEST_REDIS_URL:-redis://127.0.0.1:6379/0}
 export TEST_TENANT_MYSQL_DSN=${TEST_TENANT_MYSQL_DSN:-root@tcp(127.0.0.1:3306)/}
+export TEST_RABBITMQ_MANAGEMENT_URL=${TEST_RABBITMQ_MANAGEMENT_URL:-http://guest:guest@127.0.0.1:15672}
 
 unformatted=$(gofmt -l $(git ls-files -co --exclude-standard -- '*.go'))
 if [[ -n $unformatted ]]; then

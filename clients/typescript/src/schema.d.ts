@@ -19,7 +19,7 @@ export interface paths {
         put?: never;
         /**
          * Add a login role to a database
-         * @description The password is in this answer only. A create cut short (the service stopped before answering) leaves the credential Creating for a minute at most; the background finisher then drops its role and removes it, so create it again. On a Paused database the credential is made login-blocked; resume lets it in. 409 when the database is not Active or Paused, while it is being changed (try again), or when the username is reserved or taken.
+         * @description The password is in this answer only; on a Paused database the credential is login-blocked. 409 when the database is not Active or Paused, is being changed, or the username is reserved or taken.
          */
         post: operations["createAccessCredential"];
         delete?: never;
@@ -42,13 +42,13 @@ export interface paths {
         get: operations["getAccessCredential"];
         /**
          * Rotate an access credential's password
-         * @description `{rotatePassword: true}` sets a new password, in this answer only. 409 when the credential is not Active (Creating or Deleting), when the role on the engine was not made for this credential (it is left alone; a role made for it before roles were marked is recognised by its footprint and marked), or while another change of this credential or its database is in progress (one rotation at a time; try again). On a Paused database the credential stays login-blocked.
+         * @description `{rotatePassword: true}` sets a new password, in this answer only. 409 when the credential is not Active, its role was not made for it, or during another change.
          */
         put: operations["rotateAccessCredential"];
         post?: never;
         /**
          * Remove an access credential
-         * @description Drops the credential's login role on the engine, only if it was made for this credential (a role of that name that was not is left alone). What it created there (tables of a full-access credential) stays and belongs to the database's owner. 502 when the engine failed: the credential stays Deleting (in the answer's data; it can no longer be rotated) and the drop is retried in the background, or by deleting it again. 409 while another change of this credential is in progress (try again), a DELETE still under way included: of DELETEs sent at once one answers 200, the others 409; 404 once it is deleted.
+         * @description Drops the credential's login role if it was made for it. 502 when the engine failed: it stays Deleting and is retried in the background; 409 during another change, a DELETE included.
          */
         delete: operations["deleteAccessCredential"];
         options?: never;
@@ -67,7 +67,7 @@ export interface paths {
         put?: never;
         /**
          * Generate text
-         * @description Runs one chat completion at `{Ai:BaseUrl}/chat/completions`. 401 for a bad, revoked or expired key, for ambiguous credentials (two different `X-API-Key` values), and for a key sent only as `Authorization: Bearer` (this route reads `X-API-Key`; the message says so); 400 for a `model` holding a control character, a bidirectional override or isolate or an invisible format character (it is sent upstream and echoed); 400 when the upstream refuses the request itself (400, 404, 409, 413 or 422, with a JSON error body: an unknown `model`, a prompt beyond the model's context), the message quoting the upstream's (one line, at most 300 characters, `Ai:ApiKey` redacted) and `errors` naming the field when the upstream names its parameter or the model is not found (404); 502 when the upstream fails (5xx, any other status but 200 and 429 — a redirect, a 2xx other than 200, another 4xx such as 402 or 405 — or a 4xx without a JSON error: a wrong `Ai:BaseUrl`), refuses the gateway's own `Ai:ApiKey` (401, 403, 407), times out (`Ai:TimeoutSeconds` for the whole answer) or answers more than 16 MiB. A request that meets a keep-alive connection the upstream closed while idle is sent again once, on a fresh connection.
+         * @description Runs one chat completion at `{Ai:BaseUrl}/chat/completions` with the key in `X-API-Key`. 400 when the upstream refuses the request itself (the message quotes it); 502 when the upstream fails. See modules/aikeys/README.md.
          */
         post: operations["generate"];
         delete?: never;
@@ -87,7 +87,7 @@ export interface paths {
         put?: never;
         /**
          * OpenAI-compatible chat completions
-         * @description A pass-through to `{Ai:BaseUrl}/chat/completions` in OpenAI's own format (not the envelope), so the official OpenAI SDKs work with `base_url={base}/api/ai/v1` and the AI key as their API key. The key is accepted as `X-API-Key` or `Authorization: Bearer`; two different `X-API-Key` values or Bearer tokens, or an `X-API-Key` with a different Bearer, are ambiguous (401). `stream: true` is relayed as server-sent events chunk by chunk, whatever the stream's length; usage is metered from the final usage chunk, which the gateway always requests (`stream_options.include_usage`) but relays only to a client that asked for it. While the upstream is silent, a stream carries an SSE comment (`: keep-alive`, ignored by SSE clients and SDKs) after every 5 s without a write; when it (or any event) cannot reach the client, the upstream request is cancelled at once. A client that disconnects mid-stream is charged for what the upstream generated until then: the usage chunk's tokens if it came, else one completion token per content delta read. `Ai:TimeoutSeconds` bounds each wait for the upstream (for the answer to begin, then between two chunks), not a stream's length; a stream the upstream stalls (`upstream_timeout`) or breaks off (`upstream_cut`) ends with an error event `data: {"error": {message, type, param, code}}` and no `[DONE]`, so SDKs raise. Every error, including those raised before the handler (404 under `/api/ai/v1/`, 405, 413 over 1 MiB, 415 for a compressed body, the per-IP 429, 500), follows OpenAI's `{error: {message, type, param, code}}`. Of the upstream's statuses only 200 (a JSON object), 429 and the refusals of the client's own request (400, 404, 409, 413, 422 with a JSON error body) are relayed; every other one is a 502. A relayed error is rewritten in OpenAI's format as `application/json`: the upstream's `message`, `type`, `param` and `code` are kept when they are strings (`param` and `code` may be null; a top-level `message` or `detail`, or an `error` string, is taken for the message), the message on one line, at most 2,000 characters; what is missing is filled in (`type: invalid_request_error`, `requests` for a 429; `param` and `code` null). Whatever is relayed (an answer, a relayed 4xx, every line of a stream, its error events included) has the gateway's own upstream key (`Ai:ApiKey`) replaced by `[redacted]` should the upstream write it, as it is or JSON-escaped (`\/`, `\u002d`, any character escaped), even split across two of the upstream's writes; a stream is still relayed line by line as it comes.
+         * @description A pass-through to `{Ai:BaseUrl}/chat/completions` in OpenAI's own format, for the OpenAI SDKs (`base_url={base}/api/ai/v1`, the AI key as API key, in `X-API-Key` or `Authorization: Bearer`); `stream: true` is relayed as server-sent events. Every error is OpenAI's `{error: {message, type, param, code}}`. See modules/aikeys/README.md.
          */
         post: operations["chatCompletions"];
         delete?: never;
@@ -111,7 +111,7 @@ export interface paths {
         put?: never;
         /**
          * Record a manual note
-         * @description Stored with `details.manual: true`. 400 (naming the field) for an `action` in a namespace of the events the service records itself (`access_credential.*`, `aikey.*`, `audit.*`, `database.*`, `dns.*`, `user.*`, `wfauto.*`, compared case-insensitively), so a note cannot pass for one, and for `details` nested more than 32 objects/arrays deep, over 64 KiB as JSON, or holding a number beyond ±9007199254740991 (2^53-1; it would be stored rounded: send it as a string). `action`, `targetType` and `targetId` are shown in audit lists: a control character or a bidirectional override or isolate (U+202A–U+202E, U+2066–U+2069) in them is a 400 (here and when amending).
+         * @description Stored with `details.manual: true`. 400 (naming the field) for an `action` in a namespace the service records itself, `details` too deep or large, or a control or bidirectional character in `action`, `targetType` or `targetId`.
          */
         post: operations["createAuditEvent"];
         delete?: never;
@@ -134,7 +134,7 @@ export interface paths {
         get: operations["getAuditEvent"];
         /**
          * Amend an audit event
-         * @description The change is itself recorded as a new `audit.event.updated` event holding the original (`details.original`) and the fields the change set (`details.updated`: `action`, `targetType`, `targetId`, `details`, each only when sent). The same limits as a new note: `action` cannot change to a reserved one (an event's own action may be sent back unchanged), and `details` are bounded. The amended event carries `details.amended: true` (and keeps `details.manual: true` if it was a manual note), whatever `details` the change sends, so an event the service recorded cannot be rewritten into one that reads as recorded so; these two markers are the service's (a `manual` sent for an event the service recorded is dropped). A change that leaves the event as it is (`{}`, or fields and `details` it already holds, markers aside) answers 200 with the event unchanged and records nothing.
+         * @description Recorded as a new `audit.event.updated` event holding the original; the same limits as a new note. The amended event carries `details.amended: true`; a change that changes nothing records nothing.
          */
         put: operations["updateAuditEvent"];
         post?: never;
@@ -157,7 +157,7 @@ export interface paths {
         };
         /**
          * Finish signing in with GitHub or Google
-         * @description Checks and spends the state, exchanges the code (with the PKCE verifier), fetches the user and signs them in: the same provider identity → its account; else, only when the provider's email is verified: an existing account with that email whose email is proven (by a password reset through the mailed link, or because the account was created from a provider's verified email) → linked; else a new account with a tenant database. Then 302 to `{Frontend:BaseUrl}/auth/callback#access_token=…&expires_at=…&provider=…&refresh_token=…&refresh_expires_at=…` (a new session, as POST /api/auth/login starts; for an account with TOTP on, `#mfa_required=true&mfa_token=…&mfa_expires_at=…&provider=…` instead: complete the sign-in with POST /api/auth/mfa) (or to the allowed `returnUrl` given to the login route, with the same fragment). Failures go to the same place with `#error=<code>`: access_denied, invalid_state, missing_code, provider_error (the provider failed, or its profile has no usable user id: GitHub's id missing or 0, Google's missing, blank or 0; nothing is linked or created), email_missing, email_invalid (the provider's email is not a bare address such as ada@example.com), email_unverified (the provider's email is not verified: no account is linked or created through it; verify it at the provider), account_exists (an account with the provider's verified email exists but its email was never proven, e.g. it was registered with a password, which does not prove the address, or an admin changed it: it is not linked; sign in with its password, or reset the password through POST /api/auth/forgot-password (the mailed link proves the address), then sign in with the provider again; an account without a password is mailed a link to set one, which proves the address the same way and unlinks the identities that did not prove it), temporarily_unavailable (a dependency of the service, such as its database, is down: try again later), server_error (anything else unexpected). The provider identity of a deleted account no longer binds: signing in with it again creates a new account, with none of the deleted account's resources. Concurrent callbacks with one new provider identity all sign in to the one account it gets.
+         * @description Checks the state, exchanges the code and signs the user in (their identity's account, an account with the same proven email, or a new one), then 302 to `{Frontend:BaseUrl}/auth/callback` (or the allowed `returnUrl`) with the session's tokens, or `mfa_required`, or `error=<code>` in the fragment. See modules/auth/README.md.
          */
         get: operations["oauthCallback"];
         put?: never;
@@ -179,7 +179,7 @@ export interface paths {
         put?: never;
         /**
          * Ask for a password reset link
-         * @description Always answers 200 with the same message (400 if the email is not a bare address), whether the email is unknown or an account's, with a password or without. A known account receives `{Frontend:BaseUrl}/auth/reset-password#token=<TOKEN>` by mail, valid for 30 minutes and once: to choose a new password, or, for an account without a password (one that signs in only through GitHub or Google), to set one; see POST /api/auth/reset-password for what completing it does. Limits: `RateLimit:ForgotPassword` (default 3 per hour) counts the mails per email address and is silent: past it the answer is the same 200 and nothing is mailed (so nobody can lock an owner out of recovery by spending it, nor learn anything from it); `RateLimit:ForgotPasswordPerIp` (default 20 per hour, per client IP) answers 429 with `Retry-After`.
+         * @description Always the same 200, for an unknown email too; a known account is mailed a reset link valid 30 minutes, at most `RateLimit:ForgotPassword` times (silently). `RateLimit:ForgotPasswordPerIp` answers 429.
          */
         post: operations["forgotPassword"];
         delete?: never;
@@ -199,7 +199,7 @@ export interface paths {
         put?: never;
         /**
          * Sign in with email and password
-         * @description A wrong password and an unknown email get the same 401. An email that is not a bare address is a 400. A correct password starts a session (`refreshToken`, see POST /api/auth/refresh); for an account with TOTP on it answers `mfaRequired: true` and an `mfaToken` instead, which POST /api/auth/mfa completes with a code. Lockout: failed password checks are counted per email (known or not) before the password is hashed; after `Auth:LockoutThreshold` failures (default 10), each further attempt must wait a delay that doubles with every failure (`Auth:LockoutDelaySeconds`, default 1 s, then 2 s, 4 s…, at most `Auth:LockoutWindowMinutes`), and one sent earlier is a 429 with `Retry-After`, unchecked and uncounted, the same for every email. Failures are forgotten `Auth:LockoutWindowMinutes` (default 15) after the last one, or at a successful sign-in.
+         * @description A correct password starts a session, or answers `mfaRequired` with an `mfaToken` for POST /api/auth/mfa. A wrong password and an unknown email get the same 401; after `Auth:LockoutThreshold` failures per email each attempt waits a doubling delay (429). See modules/auth/README.md.
          */
         post: operations["login"];
         delete?: never;
@@ -259,7 +259,7 @@ export interface paths {
         put?: never;
         /**
          * Complete a sign-in with the second factor
-         * @description For a sign-in (password, or GitHub/Google) that answered `mfaRequired`: checks the code, spends the mfaToken and starts a session that has passed the second factor (the answer of a sign-in: tokens and `refreshToken`). A recovery code is accepted once instead of a TOTP code. A wrong code is a 401 and leaves the mfaToken for another try. A TOTP code (RFC 6238: SHA-1, six digits, 30-second steps) is accepted for the current step or the one before or after it, and only once (a code of a step not newer than the last accepted one is refused). Codes are limited as passwords are: after `Auth:LockoutThreshold` wrong codes, each further attempt waits a doubling delay (429 with `Retry-After`).
+         * @description For a sign-in that answered `mfaRequired`: checks the code (TOTP or a recovery code), spends the mfaToken and starts a session. A wrong code is a 401 that leaves the mfaToken for another try.
          */
         post: operations["completeMfa"];
         delete?: never;
@@ -279,7 +279,7 @@ export interface paths {
         put?: never;
         /**
          * Trade a refresh token for new tokens
-         * @description Spends the refresh token and answers a new access token and a new refresh token of the same session (its refresh lifetime, `Auth:RefreshDays`, starts again). A spent refresh token presented again within `Auth:RefreshReuseSeconds` (default 10) of its rotation answers the same new refresh token (two tabs refreshing at once both get it); presented later, it ends the whole session (reuse detection: the token was copied; audited as `user.session.refresh_reused`) and is a 401. A session whose account changed since the sign-in (a password reset, a role change, the account's deletion) ends at its next refresh with the same 401: sign in again.
+         * @description Spends the refresh token and answers new access and refresh tokens of the same session. A spent token presented again after `Auth:RefreshReuseSeconds` ends the session (401).
          */
         post: operations["refreshSession"];
         delete?: never;
@@ -319,7 +319,7 @@ export interface paths {
         put?: never;
         /**
          * Choose a new password with a reset token
-         * @description Spends the token and every other reset token of the account; every access token issued before is refused from then on. The reset proves the account's email (the link reached it), so signing in with GitHub or Google with that verified email links to the account afterwards (`emailVerified` becomes true in GET /api/me). An account without a password gets its first one. In the same transaction every GitHub or Google identity linked to the account whose email the provider had not verified, or whose email is not the account's, is unlinked (audited as `user.identity.unlinked`, naming the providers): whoever made the account through someone else's unverified provider email can no longer sign in to it. A reset that so takes the account over (it proves an email the account had not proven, `emailVerified` false before, or unlinks identities) also revokes every AI key of the account at once, and gives every database of the account (not `Deleting`/`Deleted`) a new owner password in the same transaction; before answering, the new passwords are set on the engines and the owner roles' open sessions are ended (bounded by 10 s; a database whose engine does not answer gets its new password as soon as it does, and revealing its password is a 409 with `Retry-After` until then), so a database password revealed before no longer logs in; on PostgreSQL `CONNECT` on the database granted from inside it to PUBLIC or to other roles (another tenant's, say) is revoked too, as pausing does, and their sessions there ended (the database's own access credentials keep theirs). The answer's message says what was revoked and changed. A reset of an account whose email was proven (and that unlinks nothing) leaves its keys and database passwords alone. A link mailed to an address the account no longer has (an admin changed the email, which spends the account's links), or an unknown, expired or already spent token, is a 400 on the `token` field.
+         * @description Sets the password and spends the account's reset tokens; earlier access tokens are refused. A reset that proves an unproven email or unlinks unverified identities also revokes the account's AI keys and changes its database passwords. An unknown, expired or spent token: 400 on `token`. See modules/auth/README.md.
          */
         post: operations["resetPassword"];
         delete?: never;
@@ -366,13 +366,13 @@ export interface paths {
         get: operations["getDatabaseInstance"];
         /**
          * Rename a database or change its quota
-         * @description Absent fields are left alone; `database.updated` records the fields that change (the name as stored, trimmed), and a change that leaves the database as it is records nothing. A new `maxSpaceBytes` applies at the next usage refresh (read-only over it). 409 while another change of the database is in progress (try again).
+         * @description Absent fields are left alone; a new `maxSpaceBytes` applies at the next usage refresh. 409 during another change.
          */
         put: operations["updateDatabaseInstance"];
         post?: never;
         /**
          * Delete a database
-         * @description Drops the database, its role and its access credentials on the engine (on PostgreSQL the roles' logins are refused first, and what other databases grant them or they own there is revoked or given to their owners, so no other tenant can keep them from being dropped). 502 when the engine failed: the database stays Deleting and is retried in the background, or by deleting it again. 409 while another change of the database is in progress (try again), a DELETE still under way included: of DELETEs sent at once one answers 200, the others 409 (or 404 once it is deleted).
+         * @description Drops the database, its role and its access credentials on the engine. 502 when the engine failed: it stays Deleting and is retried in the background; 409 during another change, a DELETE included.
          */
         delete: operations["deleteDatabaseInstance"];
         options?: never;
@@ -435,7 +435,7 @@ export interface paths {
         put?: never;
         /**
          * Retry a failed or stuck DNS record
-         * @description Failed → Pending, driven now (409 when its user's quota `Dns:MaxRecordsPerUser` is full meanwhile: it stays Failed); Pending or Revoking → driven now. Other states: 409. 409 also when the provider holds the name for a record not made by this service: the record is Failed again (in `data`).
+         * @description Failed → Pending, driven now; Pending or Revoking → driven now. Other states, a full quota, or a name the provider holds for a record not made here: 409.
          */
         post: operations["retryDnsRecord"];
         delete?: never;
@@ -473,7 +473,7 @@ export interface paths {
         };
         /**
          * The authenticated user
-         * @description 401 when the token is invalid or expired, or its account is gone: deleted (even while this request was in flight) or its password reset since the token was issued. `emailVerified` says whether the account's email is proven (see POST /api/auth/reset-password); only a completed reset or a sign-up from a provider's verified email sets it.
+         * @description 401 when the token is invalid or expired, or its account is gone. `emailVerified` says whether the account's email is proven.
          */
         get: operations["getMe"];
         put?: never;
@@ -493,13 +493,13 @@ export interface paths {
         };
         /**
          * List my AI keys
-         * @description Never the key text; usage is flushed about every second. `status` is `Active`, `Revoked`, or `Expired` (an active key past its `expiresAt`: refused, and not counted toward the quota). A revoked or expired key is listed, with its usage, for 30 days after it stopped working, then left out (its row, usage and audit events are kept); of those, the 100 that ended last at most.
+         * @description Never the key text. `status` is `Active`, `Revoked` or `Expired`; ended keys are listed for 30 days (at most 100).
          */
         get: operations["listMyAiKeys"];
         put?: never;
         /**
          * Create an AI key
-         * @description The key text (`sk-prov-…`) is in this answer only; only its SHA-256 is stored. The name is trimmed; a blank one is a 400, and so is one holding a control character or a bidirectional override or isolate (U+202A–U+202E, U+2066–U+2069). `expiresAt` must be in the future and before 10000-01-01T00:00:00Z (400). 409 at `AiKeys:MaxPerUser` usable keys (Active and not expired: expired and revoked keys do not count).
+         * @description The key text (`sk-prov-…`) is in this answer only. 409 at `AiKeys:MaxPerUser` usable keys.
          */
         post: operations["createMyAiKey"];
         delete?: never;
@@ -539,7 +539,7 @@ export interface paths {
         put?: never;
         /**
          * Rotate an AI key
-         * @description Answers the new key text once. The old text stops working at once (on every replica), or when `gracePeriodSeconds` ends; the key's id, usage and limits carry over. Every rotated-out text keeps its own grace period whatever later rotations do: a rotation with `gracePeriodSeconds` 0 ends only the text it rotates out. Revoking the key, deleting its user or the key's `expiresAt` ends every grace period at once. 409 for a revoked or expired key, and for a rotation with a grace period while 10 rotated-out texts of the key are still in theirs.
+         * @description Answers the new key text once; the old text stops working at once or when `gracePeriodSeconds` ends. 409 for a revoked or expired key, or at 10 texts in their grace period.
          */
         post: operations["rotateMyAiKey"];
         delete?: never;
@@ -563,7 +563,7 @@ export interface paths {
         put?: never;
         /**
          * Create a database
-         * @description Creates a database and a login role of its own with a random password (reveal it with GET …/password). 201 with the Active database; 409 when the quota `Databases:MaxPerUser` is reached; 502 when the engine failed — `data` is the database as stored (Provisioning, retried in the background, or Failed).
+         * @description Creates a database and a login role of its own: 201 with the Active database. 409 when `Databases:MaxPerUser` is reached; 502 with the database as stored when the engine failed.
          */
         post: operations["createMyDatabase"];
         delete?: never;
@@ -584,7 +584,7 @@ export interface paths {
         post?: never;
         /**
          * Delete a database
-         * @description Drops the database and its role on the engine (on PostgreSQL the role's logins are refused first, and what other databases grant it or it owns there is revoked or given to their owners, so no other tenant can keep it from being dropped; on MySQL/MariaDB the user's account is locked first and the drop waits at most 5 s for a lock a session holds). 502 when the engine failed: the database stays Deleting and is retried in the background, or by deleting it again. 409 while another change of the database is in progress (try again), a DELETE still under way included: of DELETEs sent at once one answers 200, the others 409 (or 404 once it is deleted).
+         * @description Drops the database and its role on the engine. 502 when the engine failed: it stays Deleting and is retried in the background; 409 during another change, a DELETE included.
          */
         delete: operations["deleteMyDatabase"];
         options?: never;
@@ -601,7 +601,7 @@ export interface paths {
         };
         /**
          * Reveal a database's password
-         * @description Limited by `RateLimit:PasswordReveal` per user; every reveal is audited (`database.password.revealed`, with IP and user agent). 409 while the database is Provisioning, Failed or Deleting, and 409 with `Retry-After` while its owner password is being changed on the engine (a password reset took the account over: the new password is stored but does not log in yet; the engine is retried in the background). 403 for a user with TOTP on whose session has not passed the second factor within `Auth:StepUpMinutes` (POST /api/me/mfa/step-up).
+         * @description Limited by `RateLimit:PasswordReveal` per user and audited. 409 while the database is not Active or Paused, or (with `Retry-After`) its password is being changed; 403 without a recent second factor (`Auth:StepUpMinutes`).
          */
         get: operations["revealMyDatabasePassword"];
         put?: never;
@@ -623,7 +623,7 @@ export interface paths {
         put?: never;
         /**
          * Pause a database
-         * @description Active → Pausing → Paused: the database's role and every access credential of it can no longer connect, and their open sessions are ended; on PostgreSQL no other role can either (CONNECT the owner granted to PUBLIC or to other roles is revoked, not given back on resume) and every session on the database is ended. 502 when the engine failed: the database stays Pausing and the pause is finished in the background (asking again retries it). 409 in any other state, or while another change of the database is in progress (try again).
+         * @description Active → Pausing → Paused: its roles can no longer connect and their sessions end. 502 when the engine failed (finished in the background); 409 in any other state or during another change.
          */
         post: operations["pauseMyDatabase"];
         delete?: never;
@@ -643,7 +643,7 @@ export interface paths {
         put?: never;
         /**
          * Resume a database
-         * @description Paused → Resuming → Active: the database's role and its Active access credentials can connect again. 502 when the engine failed: the database stays Resuming and the resume is finished in the background (asking again retries it). 409 in any other state, or while another change of the database is in progress (try again).
+         * @description Paused → Resuming → Active. 502 when the engine failed (finished in the background); 409 in any other state or during another change.
          */
         post: operations["resumeMyDatabase"];
         delete?: never;
@@ -667,7 +667,7 @@ export interface paths {
         put?: never;
         /**
          * Create a DNS A record
-         * @description The intent is stored as Pending, then the provider is called. 201 with the Active record; 409 when the label is live in the cell, when the provider already holds the name for a record not made by this service (81053/81057/81058, or found by the lookup before creating, a record of any type: A, AAAA, CNAME, TXT, MX…; nothing is stored), or when the quota `Dns:MaxRecordsPerUser` is reached; 502 when the provider failed — `data` is the record as stored: Failed with the provider's error in `errorMessage`, or still Pending (a transient failure, retried in the background; then `Retry-After` says when, never sooner than the provider's own `Retry-After`, honoured up to a day). Each provider call (the lookup, the create) takes at most `Dns:TimeoutSeconds`, its retries included; one that times out is not tried again within the request (502, Pending, `DNS provider timed out`): the background finisher does. A Failed record does not stay in the zone: a record its unanswered attempts may have made at the provider (carrying its marker comment and its content) is deleted in the background; that cleanup is retried for 7 days while the provider fails, then given up (logged for an operator). A record at the name carrying the marker and content of another of our records that is no longer live is deleted by this create, which then proceeds.
+         * @description Stores the intent as Pending, then calls the provider: 201 with the Active record. 409 when the label is live, the provider holds the name for a record not made here, or `Dns:MaxRecordsPerUser` is reached; 502 with the record as stored (Failed, or Pending and retried in the background) when the provider failed. See modules/dns/README.md.
          */
         post: operations["createMyDnsRecord"];
         delete?: never;
@@ -688,7 +688,7 @@ export interface paths {
         post?: never;
         /**
          * Revoke a DNS record
-         * @description Active, Pending or Failed → Revoking → deleted at the provider → Revoked (200). A Failed record is checked at the provider too (its create may have reached it): the name is looked up and only a record carrying this record's marker comment is deleted. A Failed record whose label another live record now uses is Revoked at once (200): the finisher then deletes in the background only a record carrying this one's marker and content, never the other one's (retried for 7 days while the provider fails, then given up and logged for an operator). A record revoked while Pending (its create's outcome unknown, e.g. timed out on our side) is looked up too, and checked again 5 minutes later in the background (a slow provider may carry the create out late): a record carrying its marker is deleted. 409 when already revoked. 502 when the provider failed: the record stays Revoking with the error and is retried in the background (`Retry-After` says when). Only the provider's own "record does not exist" (81044, 1032) counts as already deleted; any other 404 is a failure. A record already Revoking whose next attempt is not due yet (backoff, the provider's Retry-After) is not sent to the provider again: 502 with `Retry-After` of the remaining wait.
+         * @description Revoking, then deleted at the provider (only a record carrying this one's marker), then Revoked (200). 409 when already revoked; 502 when the provider failed: it stays Revoking and is retried in the background.
          */
         delete: operations["revokeMyDnsRecord"];
         options?: never;
@@ -707,7 +707,7 @@ export interface paths {
         put?: never;
         /**
          * Pass the second factor again in this session
-         * @description Takes a current code or a recovery code and records that this session passed the second factor now: for `Auth:StepUpMinutes` (default 10) it may reveal database passwords. A wrong code: 400 on `code`; TOTP not on: 409. A TOTP code (RFC 6238: SHA-1, six digits, 30-second steps) is accepted for the current step or the one before or after it, and only once (a code of a step not newer than the last accepted one is refused). Codes are limited as passwords are: after `Auth:LockoutThreshold` wrong codes, each further attempt waits a doubling delay (429 with `Retry-After`).
+         * @description Takes a current code or a recovery code; this session may then reveal database passwords for `Auth:StepUpMinutes`. A wrong code: 400 on `code`; TOTP not on: 409.
          */
         post: operations["stepUpMfa"];
         delete?: never;
@@ -727,12 +727,12 @@ export interface paths {
         put?: never;
         /**
          * Start TOTP enrolment
-         * @description Makes a new TOTP secret and answers it once, with its `otpauth://` URI (show it as a QR code); it is stored sealed and not in force until POST /api/me/mfa/totp/verify. Starting again replaces a secret not yet verified. 409 when TOTP is already on.
+         * @description Makes a new TOTP secret and answers it once with its `otpauth://` URI; not in force until verified. 409 when TOTP is already on.
          */
         post: operations["startTotp"];
         /**
          * Turn TOTP off
-         * @description Takes a current code or a recovery code; deletes the secret and the recovery codes. A wrong code: 400 on `code`; TOTP not on: 409. A TOTP code (RFC 6238: SHA-1, six digits, 30-second steps) is accepted for the current step or the one before or after it, and only once (a code of a step not newer than the last accepted one is refused). Codes are limited as passwords are: after `Auth:LockoutThreshold` wrong codes, each further attempt waits a doubling delay (429 with `Retry-After`).
+         * @description Takes a current code or a recovery code; deletes the secret and the recovery codes. A wrong code: 400 on `code`; TOTP not on: 409.
          */
         delete: operations["disableTotp"];
         options?: never;
@@ -751,9 +751,73 @@ export interface paths {
         put?: never;
         /**
          * Turn TOTP on with a code
-         * @description Checks a code of the enrolment's secret and turns TOTP on: from then on every sign-in, password or GitHub/Google, asks for a code (`mfaRequired`), and revealing a database password needs a code passed within `Auth:StepUpMinutes`. Answers ten single-use recovery codes, once (only their hashes are stored). This session counts as having passed the second factor. A wrong code: 400 on `code`; no enrolment, or TOTP already on: 409. A TOTP code (RFC 6238: SHA-1, six digits, 30-second steps) is accepted for the current step or the one before or after it, and only once (a code of a step not newer than the last accepted one is refused). Codes are limited as passwords are: after `Auth:LockoutThreshold` wrong codes, each further attempt waits a doubling delay (429 with `Retry-After`).
+         * @description Checks a code of the enrolment's secret and turns TOTP on; answers ten single-use recovery codes, once. A wrong code: 400 on `code`; no enrolment, or TOTP already on: 409.
          */
         post: operations["verifyTotp"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/me/queues": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List my queue spaces
+         * @description List my queue spaces.
+         */
+        get: operations["listMyQueueSpaces"];
+        put?: never;
+        /**
+         * Create a queue space
+         * @description 409 at `Queues:MaxPerUser`; 503 without `Queues:ManagementUrl`.
+         */
+        post: operations["createMyQueueSpace"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/me/queues/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Delete a queue space
+         * @description Delete a queue space.
+         */
+        delete: operations["deleteMyQueueSpace"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/me/queues/{id}/password": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Reveal a queue space's password
+         * @description Limited by `RateLimit:PasswordReveal`; audited.
+         */
+        get: operations["revealMyQueueSpacePassword"];
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -796,7 +860,7 @@ export interface paths {
         post?: never;
         /**
          * End one of my sessions
-         * @description Its access tokens are refused from the answer on, on every replica; its refresh token no longer works. The current session may be ended this way too (as POST /api/auth/logout does). Another user's, an ended or an unknown session: 404. Audited as `user.session.ended`.
+         * @description Its tokens are refused from the answer on, on every replica; the current session may be ended too. Another user's, an ended or an unknown session: 404.
          */
         delete: operations["endMySession"];
         options?: never;
@@ -835,7 +899,7 @@ export interface paths {
         put?: never;
         /**
          * Provision my workflow-automation account
-         * @description The account is stored as Pending, then the cell receives `POST {WfautoProvisioning:BaseUrl}/accounts` with `Idempotency-Key: <a random identifier stored with the account>`. 201 with the Active account; 409 while one is Pending or Active; after Failed this tries again (same account, same Idempotency-Key and, while the cell may hold the account, the body first sent with it, whatever the user's details are now); 502 when the cell failed, timed out, was rate limiting (429) or answered garbage — `data` is the account as stored (Failed with the error of a 4xx, or Pending when it will be retried in the background with the same Idempotency-Key: a 5xx, a timeout, or a 200/201 that is not the documented JSON, whose account the retry gets; then `Retry-After` says when, never sooner than the cell's own `Retry-After`, honoured up to a day; Failed too when the cell answers with an account whose echoed `email` or `userId` is another user's); 503 when no cell is configured. A user deleted while the request is in flight is a 404 "User not found" (on `/api/me/wfauto/provision`, the 401 of a token whose user is gone), whatever the cell did: what it made is deleted there by the background finisher, and an account never sent to it is not sent at all.
+         * @description Stores the account as Pending, then asks the cell with an `Idempotency-Key`: 201 with the Active account. 409 while one is Pending or Active (after Failed it tries again); 502 with the account as stored when the cell failed; 503 when no cell is configured. See modules/wfauto/README.md.
          */
         post: operations["provisionMyWfautoAccount"];
         delete?: never;
@@ -858,6 +922,74 @@ export interface paths {
         get: operations["getPlatformMetrics"];
         put?: never;
         post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/queues": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List queue spaces
+         * @description List queue spaces.
+         */
+        get: operations["listQueueSpaces"];
+        put?: never;
+        /**
+         * Create a queue space for a user
+         * @description 409 at `Queues:MaxPerUser`; 503 without `Queues:ManagementUrl`.
+         */
+        post: operations["createQueueSpace"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/queues/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * One queue space
+         * @description One queue space.
+         */
+        get: operations["getQueueSpace"];
+        put?: never;
+        post?: never;
+        /**
+         * Delete a queue space
+         * @description Delete a queue space.
+         */
+        delete: operations["deleteQueueSpace"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/queues/{id}/retry": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Retry a failed or stuck queue space
+         * @description Retry a failed or stuck queue space.
+         */
+        post: operations["retryQueueSpace"];
         delete?: never;
         options?: never;
         head?: never;
@@ -902,7 +1034,7 @@ export interface paths {
         get: operations["getUser"];
         /**
          * Update a user
-         * @description Absent fields are left alone. A role change applies on the user's next request. The last Admin cannot be demoted (409). A change of the email spends every outstanding password-reset link of the user (they were mailed to the old address) and leaves the new address unproven: signing in with GitHub or Google links to the account only after a password reset through a link mailed to it. A body that changes nothing (`{}`, only unknown members, the values the user already has) answers 200 with the user and changes nothing: updatedAt stays and no audit event is written. A fullName of white space only is refused like an empty one (400).
+         * @description Absent fields are left alone; a role change applies on the user's next request. A new email spends the user's reset links and is unproven. The last Admin cannot be demoted (409).
          */
         put: operations["updateUser"];
         post?: never;
@@ -932,7 +1064,7 @@ export interface paths {
         post?: never;
         /**
          * End all of a user's sessions
-         * @description Every live session of the user ends: their access tokens are refused from the answer on, on every replica, and their refresh tokens no longer work (the user signs in again). Unknown or deleted user: 404. Audited as `user.session.ended` with reason `ended by an admin`.
+         * @description Ends every live session of the user, on every replica. Unknown or deleted user: 404.
          */
         delete: operations["endUserSessions"];
         options?: never;
@@ -1091,7 +1223,7 @@ export interface components {
         AdminCreateInputBody: {
             /** @enum {string} */
             engine?: "postgres" | "mysql";
-            /** @description A display name. Omitted, empty or white space only: the generated database name is the display name too (surrounding spaces are trimmed). */
+            /** @description A display name; by default the generated database name. */
             name?: string;
             /** Format: int64 */
             userId: number;
@@ -1123,7 +1255,7 @@ export interface components {
              * @example note.manual
              */
             action: string;
-            /** @description At most 32 levels of nesting and 64 KiB as JSON; numbers within ±9007199254740991 (2^53-1: a larger one, which JSON readers round, goes as a string). */
+            /** @description At most 32 levels deep and 64 KiB as JSON; numbers within ±2^53-1 (send larger ones as strings). */
             details?: {
                 [key: string]: unknown;
             };
@@ -1203,7 +1335,7 @@ export interface components {
              */
             email: string;
             /**
-             * @description Whether the email is proven to reach the account's owner (the account was made from a provider's verified email, or a password reset through a link mailed to the address was completed). False after a password registration or an admin's creation of the account, and after a change of the email; the owner proves it with POST /api/auth/forgot-password, which also mails an account without a password a link to set one. Read-only: never taken from a request.
+             * @description Whether the email is proven to reach the owner (a provider's verified email, or a completed password reset).
              * @example false
              */
             readonly emailVerified: boolean;
@@ -1242,7 +1374,7 @@ export interface components {
         AiKeyRotateInputBody: {
             /**
              * Format: int64
-             * @description How long the old key text keeps working; 0 (default): it stops at once. Earlier rotated-out texts keep their own grace periods either way.
+             * @description How long the old key text keeps working; 0 (default): it stops at once.
              */
             gracePeriodSeconds?: number;
         } & {
@@ -1282,7 +1414,7 @@ export interface components {
              */
             param: string | null;
             /**
-             * @description invalid_request_error, requests (rate limit) or server_error; the upstream's own for relayed answers when it gave one.
+             * @description invalid_request_error, requests (rate limit) or server_error, or the upstream's own.
              * @example invalid_request_error
              */
             type: string;
@@ -1325,7 +1457,7 @@ export interface components {
              */
             prefix: string;
             /**
-             * @description Expired: past expiresAt (refused, and not counted toward AiKeys:MaxPerUser); Revoked: revoked, or its user deleted.
+             * @description Expired: past expiresAt (refused, not counted toward AiKeys:MaxPerUser).
              * @enum {string}
              */
             status: "Active" | "Revoked" | "Expired";
@@ -1354,7 +1486,7 @@ export interface components {
              * @description Only with mfaRequired: when mfaToken stops working.
              */
             mfaExpiresAt?: string;
-            /** @description True when the account has TOTP on: the answer then holds no tokens, only mfaToken; send it with a code to POST /api/auth/mfa. False: the auth result's fields are all present. */
+            /** @description True when the account has TOTP on: no tokens, only mfaToken for POST /api/auth/mfa. */
             mfaRequired: boolean;
             /** @description Only with mfaRequired: completes the sign-in at POST /api/auth/mfa, once, within 5 minutes. */
             mfaToken?: string;
@@ -1362,10 +1494,10 @@ export interface components {
             provider?: string;
             /**
              * Format: date-time
-             * @description When the refresh token stops working unless spent before (Auth:RefreshDays after the sign-in or the last refresh). ISO 8601 UTC.
+             * @description Auth:RefreshDays after the sign-in or the last refresh.
              */
             refreshExpiresAt?: string;
-            /** @description Single use: POST /api/auth/refresh spends it for a new access token and a new refresh token. Valid until refreshExpiresAt; dies with the session (logout, a password reset, a role change, the account's deletion). Keep it out of URLs and logs. */
+            /** @description Single use, for POST /api/auth/refresh; valid until refreshExpiresAt while the session lasts. */
             refreshToken?: string;
             /**
              * Format: int64
@@ -1373,7 +1505,7 @@ export interface components {
              * @example 7
              */
             sessionId?: number;
-            /** @description Same as accessToken (second description of the original service). */
+            /** @description Same as accessToken. */
             token?: string;
             /** @example Bearer */
             tokenType?: string;
@@ -1385,7 +1517,7 @@ export interface components {
             userId?: number;
         };
         AuthRecoveryCodes: {
-            /** @description Ten single-use codes (xxxx-xxxx-xxxx-xxxx, 80 random bits each; only their hashes are stored), each accepted once wherever a TOTP code is (sign-in, step-up, turning TOTP off). Shown once. */
+            /** @description Ten single-use codes, each accepted once wherever a TOTP code is. Shown once. */
             recoveryCodes: string[] | null;
         };
         AuthRegisterResult: {
@@ -1400,10 +1532,10 @@ export interface components {
             provider: string;
             /**
              * Format: date-time
-             * @description When the refresh token stops working unless spent before (Auth:RefreshDays after the sign-in or the last refresh). ISO 8601 UTC.
+             * @description Auth:RefreshDays after the sign-in or the last refresh.
              */
             refreshExpiresAt: string;
-            /** @description Single use: POST /api/auth/refresh spends it for a new access token and a new refresh token. Valid until refreshExpiresAt; dies with the session (logout, a password reset, a role change, the account's deletion). Keep it out of URLs and logs. */
+            /** @description Single use, for POST /api/auth/refresh; valid until refreshExpiresAt while the session lasts. */
             refreshToken: string;
             /**
              * Format: int64
@@ -1411,9 +1543,9 @@ export interface components {
              * @example 7
              */
             sessionId: number;
-            /** @description The database provisioned for the new user (a database item of GET /api/me/databases; its status may be Provisioning or Failed while the engine is slow or down), or null when no engine is configured. */
+            /** @description The database provisioned for the new user (possibly Provisioning or Failed), or null when no engine is configured. */
             tenantDatabase: unknown;
-            /** @description Same as accessToken (second description of the original service). */
+            /** @description Same as accessToken. */
             token: string;
             /** @example Bearer */
             tokenType: string;
@@ -1436,10 +1568,10 @@ export interface components {
             provider: string;
             /**
              * Format: date-time
-             * @description When the refresh token stops working unless spent before (Auth:RefreshDays after the sign-in or the last refresh). ISO 8601 UTC.
+             * @description Auth:RefreshDays after the sign-in or the last refresh.
              */
             refreshExpiresAt: string;
-            /** @description Single use: POST /api/auth/refresh spends it for a new access token and a new refresh token. Valid until refreshExpiresAt; dies with the session (logout, a password reset, a role change, the account's deletion). Keep it out of URLs and logs. */
+            /** @description Single use, for POST /api/auth/refresh; valid until refreshExpiresAt while the session lasts. */
             refreshToken: string;
             /**
              * Format: int64
@@ -1447,7 +1579,7 @@ export interface components {
              * @example 7
              */
             sessionId: number;
-            /** @description Same as accessToken (second description of the original service). */
+            /** @description Same as accessToken. */
             token: string;
             /** @example Bearer */
             tokenType: string;
@@ -1465,7 +1597,7 @@ export interface components {
             current: boolean;
             /**
              * Format: date-time
-             * @description When its refresh token stops working unless the session is refreshed before (Auth:RefreshDays after the last refresh).
+             * @description When its refresh token expires unless refreshed before.
              */
             expiresAt: string;
             /**
@@ -1489,7 +1621,7 @@ export interface components {
              */
             mfaAt: string | null;
             /**
-             * @description aal2 once the session passed a second factor (a TOTP or recovery code), else aal1 (NIST SP 800-63B's authenticator assurance levels).
+             * @description aal2 once the session passed a second factor, else aal1.
              * @example aal1
              * @enum {string}
              */
@@ -1511,7 +1643,7 @@ export interface components {
             mfaAt: string;
             /**
              * Format: date-time
-             * @description Until when operations that need a recent second factor (revealing a database password) are allowed: mfaAt + Auth:StepUpMinutes.
+             * @description mfaAt + Auth:StepUpMinutes: until then database passwords may be revealed.
              */
             validUntil: string;
         };
@@ -1526,7 +1658,7 @@ export interface components {
              * @example 6
              */
             digits: number;
-            /** @description otpauth://totp/{issuer}:{email}?secret=…&issuer=…&algorithm=SHA1&digits=6&period=30 (Key Uri Format): show it as a QR code. */
+            /** @description The otpauth:// URI (Key Uri Format), to show as a QR code. */
             otpauthUri: string;
             /**
              * Format: int64
@@ -1535,7 +1667,7 @@ export interface components {
              */
             period: number;
             /**
-             * @description The shared secret in base32 (RFC 4648, no padding), for an authenticator app that cannot scan otpauthUri. Shown once; stored sealed.
+             * @description The secret in base32, for an app that cannot scan otpauthUri. Shown once.
              * @example JBSWY3DPEHPK3PXPJBSWY3DPEHPK3PXP
              */
             secret: string;
@@ -1549,7 +1681,7 @@ export interface components {
              */
             email: string;
             /**
-             * @description Whether the email is proven to reach the account's owner: the account was made from a provider's verified email, or a password reset through a link mailed to the address was completed. False after a password registration (which proves nothing) and after an admin changes the email. Signing in with GitHub or Google links to an existing account only when this is true. Read-only: never taken from a request.
+             * @description Whether the email is proven to reach the owner (a provider's verified email, or a completed password reset).
              * @example false
              */
             readonly emailVerified: boolean;
@@ -1605,7 +1737,7 @@ export interface components {
              * @enum {string}
              */
             engine?: "postgres" | "mysql";
-            /** @description A display name; the database and role names are generated. Omitted, empty or white space only: the generated database name is the display name too (surrounding spaces are trimmed). */
+            /** @description A display name; by default the generated database name. */
             name?: string;
         } & {
             [key: string]: unknown;
@@ -1615,7 +1747,7 @@ export interface components {
             email: string;
             fullName: string;
             organization?: string;
-            /** @description Same rules as the password of POST /api/auth/register: 8–128 characters (Unicode code points) once NFKC-normalised, the form that is hashed, 8–512 as sent, not among the 10,000 most common passwords. */
+            /** @description Same rules as the password of POST /api/auth/register. */
             password: string;
             /**
              * @default User
@@ -1628,9 +1760,9 @@ export interface components {
         CredCreateInputBody: {
             /** Format: int64 */
             databaseInstanceId: number;
-            /** @description SELECT only: on PostgreSQL no temporary tables, no tables of its own and no large objects either, even with its session's default_transaction_read_only switched off. */
+            /** @description SELECT only (on PostgreSQL, no temporary tables or objects of its own either). */
             readOnly?: boolean;
-            /** @description Default: generated from the database name. 409 if reserved (postgres, root, pg_*, mysql*, …), a tenant database's name or owner, or an existing role or user on the engine. */
+            /** @description Default: generated from the database name. 409 if reserved, a tenant database's name or owner, or an existing role. */
             username?: string;
         } & {
             [key: string]: unknown;
@@ -1663,7 +1795,7 @@ export interface components {
             password?: string;
             readOnly: boolean;
             /**
-             * @description Creating: its create is in progress (or was cut short: the background finisher then removes it). Deleting: its delete is in progress, or failed and is retried in the background; it cannot be rotated. A deleted credential is not listed and answers 404.
+             * @description Creating or Deleting: in progress, or retried in the background; a Deleting credential cannot be rotated.
              * @enum {string}
              */
             status: "Creating" | "Active" | "Deleting";
@@ -1712,13 +1844,13 @@ export interface components {
              * @enum {string}
              */
             engine: "postgres" | "mysql";
-            /** @description Why the last attempt failed, by its class only: e.g. "create: engine unreachable", "drop: engine timed out", "drop: engine refused: SQLSTATE 55006". The engine's full error is in the server log. */
+            /** @description Why the last attempt failed, by its class only (e.g. "drop: engine timed out"); details are in the server log. */
             errorMessage?: string;
             /** @example db.example.com */
             host: string;
             /**
              * Format: date-time
-             * @description The last time a session of the tenant (its login role or an access credential; not the service's own) was seen or the database grew, as of a usage refresh; null if never.
+             * @description The last time a tenant session was seen or the database grew, as of a usage refresh; null if never.
              */
             lastActivity: string | null;
             /**
@@ -1733,22 +1865,22 @@ export interface components {
              * @example 5432
              */
             port: number;
-            /** @description True while the database is over its quota (writes are refused until it is back under 90%) or, on MySQL/MariaDB, has a table in a storage engine whose size the server does not report, such as CSV (until it is dropped; DROP TABLE is kept). readOnlyReason says which. */
+            /** @description True while over its quota (until back under 90%) or, on MySQL/MariaDB, while it has a table whose size the server does not report; readOnlyReason says which. */
             readOnly: boolean;
             /**
-             * @description Why the database is read-only, as of the last usage refresh: over its quota, or the tables (name and engine, at most 20) whose size the server does not report. Absent while writable.
-             * @example Tables in a storage engine whose size the server does not report, which would grow unmeasured; writable again once they are dropped (DROP TABLE is kept): c (CSV)
+             * @description Why the database is read-only, as of the last usage refresh; absent while writable.
+             * @example Over its quota
              */
             readOnlyReason?: string;
             /**
-             * @description Pausing, Resuming and Deleting are in-between: the change is stored and is being made on the engine (or failed and is retried in the background).
+             * @description Pausing, Resuming and Deleting: the change is being made on the engine, or retried in the background.
              * @example Active
              * @enum {string}
              */
             status: "Provisioning" | "Active" | "Pausing" | "Paused" | "Resuming" | "Failed" | "Deleting" | "Deleted";
             /**
              * Format: int64
-             * @description Space the database takes, measured every usage refresh. PostgreSQL: pg_database_size plus the text of the database's comment and settings and of its roles' own settings (kept in the cluster's shared catalogues). MySQL/MariaDB: table data and indexes (InnoDB: at least its table files less their free extents), plus the text of stored routines, views, triggers and events.
+             * @description Space the database takes (data, indexes and its catalogue text), measured every usage refresh.
              * @example 8404992
              */
             usedSpaceBytes: number;
@@ -1765,12 +1897,12 @@ export interface components {
         };
         DnsAdminCreateInputBody: {
             /**
-             * @description IPv4 address (dotted decimal) the record points to, other than 0.0.0.0/8 (this network), loopback (127.0.0.0/8), link-local (169.254.0.0/16), multicast (224.0.0.0/4) and 240.0.0.0/4 (reserved, 255.255.255.255 included); private ranges (10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16, 100.64.0.0/10) are accepted. Default (when omitted) Dns:DefaultContent; an empty one is a 400.
+             * @description IPv4 address (dotted decimal) the record points to, not in 0.0.0.0/8, 127.0.0.0/8, 169.254.0.0/16, 224.0.0.0/4 or 240.0.0.0/4. Default Dns:DefaultContent.
              * @example 203.0.113.10
              */
             content?: string;
             /**
-             * @description One DNS label: a-z, 0-9, '-', no hyphen at either end, '--' in the 3rd and 4th characters only in a valid IDN A-label (xn--…); A–Z lower-cased, any other character (a non-ASCII letter included) a 400.
+             * @description One DNS label: a-z, 0-9, '-', no hyphen at either end ('--' at 3–4 only in an IDN A-label); A–Z lower-cased.
              * @example myapp
              */
             label: string;
@@ -1778,7 +1910,7 @@ export interface components {
             proxied?: boolean;
             /**
              * Format: int64
-             * @description 1 (automatic) or 60–86400; default Dns:RecordTtl. A proxied record is sent and stored with 1: the provider manages its TTL.
+             * @description 1 (automatic) or 60–86400; default Dns:RecordTtl. A proxied record gets 1.
              * @example 300
              */
             recordTtl?: number;
@@ -1789,12 +1921,12 @@ export interface components {
         };
         DnsRecordBody: {
             /**
-             * @description IPv4 address (dotted decimal) the record points to, other than 0.0.0.0/8 (this network), loopback (127.0.0.0/8), link-local (169.254.0.0/16), multicast (224.0.0.0/4) and 240.0.0.0/4 (reserved, 255.255.255.255 included); private ranges (10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16, 100.64.0.0/10) are accepted. Default (when omitted) Dns:DefaultContent; an empty one is a 400.
+             * @description IPv4 address (dotted decimal) the record points to, not in 0.0.0.0/8, 127.0.0.0/8, 169.254.0.0/16, 224.0.0.0/4 or 240.0.0.0/4. Default Dns:DefaultContent.
              * @example 203.0.113.10
              */
             content?: string;
             /**
-             * @description One DNS label: a-z, 0-9, '-', no hyphen at either end, '--' in the 3rd and 4th characters only in a valid IDN A-label (xn--…); A–Z lower-cased, any other character (a non-ASCII letter included) a 400.
+             * @description One DNS label: a-z, 0-9, '-', no hyphen at either end ('--' at 3–4 only in an IDN A-label); A–Z lower-cased.
              * @example myapp
              */
             label: string;
@@ -1802,7 +1934,7 @@ export interface components {
             proxied?: boolean;
             /**
              * Format: int64
-             * @description 1 (automatic) or 60–86400; default Dns:RecordTtl. A proxied record is sent and stored with 1: the provider manages its TTL.
+             * @description 1 (automatic) or 60–86400; default Dns:RecordTtl. A proxied record gets 1.
              * @example 300
              */
             recordTtl?: number;
@@ -1814,7 +1946,7 @@ export interface components {
             content: string;
             /** Format: date-time */
             createdAt: string;
-            /** @description The last failure: the provider's error codes and messages (at most three, each at most 200 bytes, with our API token, any piece of it of 16 characters or more, and anything credential-like replaced by [redacted]), or for a call without an answer 'DNS provider unreachable' / 'DNS provider timed out', or for a failure on our side (not the provider's) 'internal error while handling the provider's answer (details in the server log)' (details only in the server log); empty when none. */
+            /** @description The last failure: the provider's error codes and messages (redacted, bounded), or what happened to a call without an answer; empty when none. */
             errorMessage: string;
             /** @example myapp.cell.example.com */
             fqdn: string;
@@ -1991,6 +2123,12 @@ export interface components {
             message: string;
             success: boolean;
         };
+        EnvelopeListQueuesView: {
+            data: components["schemas"]["QueuesView"][] | null;
+            /** @example OK */
+            message: string;
+            success: boolean;
+        };
         EnvelopeListWfautoView: {
             data: components["schemas"]["WfautoView"][] | null;
             /** @example OK */
@@ -2040,8 +2178,26 @@ export interface components {
             message: string;
             success: boolean;
         };
+        EnvelopePageQueuesView: {
+            data: components["schemas"]["PageQueuesView"];
+            /** @example OK */
+            message: string;
+            success: boolean;
+        };
         EnvelopePageWfautoView: {
             data: components["schemas"]["PageWfautoView"];
+            /** @example OK */
+            message: string;
+            success: boolean;
+        };
+        EnvelopeQueuesReveal: {
+            data: components["schemas"]["QueuesReveal"];
+            /** @example OK */
+            message: string;
+            success: boolean;
+        };
+        EnvelopeQueuesView: {
+            data: components["schemas"]["QueuesView"];
             /** @example OK */
             message: string;
             success: boolean;
@@ -2053,7 +2209,7 @@ export interface components {
             success: boolean;
         };
         Error: {
-            /** @description null, or: the resource as stored when an external provider failed (502), or when an administrator's DNS retry found the name held by a record this service did not make (409); the checks of /readyz (503). */
+            /** @description null, or the resource as stored (a 502, an administrator's DNS retry's 409), or the checks of /readyz (503). */
             data: unknown;
             /** @description Every invalid field, for validation failures (400). */
             errors?: components["schemas"]["FieldError"][] | null;
@@ -2121,7 +2277,7 @@ export interface components {
              */
             email: string;
             /**
-             * @description Compared in its NFKC form (a hash made before passwords were normalised also accepts the text as typed, and is then replaced). At most 512 code points as sent.
+             * @description Compared in its NFKC form.
              * @example correct horse battery staple
              */
             password: string;
@@ -2250,6 +2406,24 @@ export interface components {
              */
             totalCount: number;
         };
+        PageQueuesView: {
+            items: components["schemas"]["QueuesView"][] | null;
+            /**
+             * Format: int64
+             * @example 1
+             */
+            page: number;
+            /**
+             * Format: int64
+             * @example 20
+             */
+            pageSize: number;
+            /**
+             * Format: int64
+             * @example 42
+             */
+            totalCount: number;
+        };
         PageWfautoView: {
             items: components["schemas"]["WfautoView"][] | null;
             /**
@@ -2268,6 +2442,48 @@ export interface components {
              */
             totalCount: number;
         };
+        QueueSpaceBody: {
+            /** @description A display name. */
+            name: string;
+        } & {
+            [key: string]: unknown;
+        };
+        QueuesAdminCreateInputBody: {
+            /** @description A display name. */
+            name: string;
+            /** Format: int64 */
+            userId: number;
+        } & {
+            [key: string]: unknown;
+        };
+        QueuesReveal: {
+            amqpUrl: string;
+            password: string;
+            username: string;
+        };
+        QueuesView: {
+            /** @description No password. */
+            amqpUrl: string;
+            /** Format: date-time */
+            createdAt: string;
+            errorMessage: string;
+            /** Format: int64 */
+            id: number;
+            /** Format: int64 */
+            maxConnections: number;
+            /** Format: int64 */
+            maxQueues: number;
+            name: string;
+            /**
+             * @example Active
+             * @enum {string}
+             */
+            status: "Provisioning" | "Active" | "Failed" | "Deleting" | "Deleted";
+            /** Format: date-time */
+            updatedAt: string;
+            username: string;
+            vhost: string;
+        };
         RefreshInputBody: {
             /** @description The refreshToken of the sign-in or of the last refresh. */
             refreshToken: string;
@@ -2285,7 +2501,7 @@ export interface components {
             /** @example Analytical Engines Ltd */
             organization?: string;
             /**
-             * @description 8–128 characters (Unicode code points) once NFKC-normalised, the form that is hashed and checked at sign-in, so a composed or decomposed accent and a fullwidth or ASCII letter are the same password; 8–512 as sent. Not among the 10,000 most common passwords.
+             * @description 8–128 characters once NFKC-normalised (8–512 as sent), not among the 10,000 most common passwords.
              * @example correct horse battery staple
              */
             password: string;
@@ -2294,7 +2510,7 @@ export interface components {
         };
         ResetInputBody: {
             /**
-             * @description Same rules as the password of POST /api/auth/register: 8–128 characters (Unicode code points) once NFKC-normalised, 8–512 as sent, not among the 10,000 most common passwords.
+             * @description Same rules as the password of POST /api/auth/register.
              * @example another long passphrase
              */
             newPassword: string;
@@ -2306,7 +2522,7 @@ export interface components {
         UpdateEventInputBody: {
             /** @description A new action: as on create, plain dotted ASCII outside the service's namespaces. */
             action?: string;
-            /** @description At most 32 levels of nesting and 64 KiB as JSON; numbers within ±9007199254740991 (2^53-1: a larger one, which JSON readers round, goes as a string). */
+            /** @description At most 32 levels deep and 64 KiB as JSON; numbers within ±2^53-1 (send larger ones as strings). */
             details?: {
                 [key: string]: unknown;
             };
@@ -2337,7 +2553,7 @@ export interface components {
         WfautoView: {
             /** Format: date-time */
             createdAt: string;
-            /** @description Why the last attempt failed: the cell's status and its sanitised words, or what happened to a call without an answer; for a failure on our side (not the cell's) 'internal error while handling the cell's answer (details in the server log)'. Empty when none. */
+            /** @description Why the last attempt failed: the cell's status and sanitised words, or what happened to a call without an answer. */
             errorMessage: string;
             /**
              * @description The cell's account id, once provisioned.
@@ -2381,7 +2597,7 @@ export interface components {
             };
             content?: never;
         };
-        /** @description The URL holds a NUL character (`%00`), refused on every route; or, where the operation takes parameters or a body, validation failed (`errors` lists every invalid field) or the JSON body is malformed. */
+        /** @description Validation failed (`errors` lists every invalid field), a malformed JSON body, or a NUL (`%00`) in the URL. */
         400: {
             headers: {
                 RateLimit?: string;
@@ -2439,7 +2655,7 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
-        /** @description The request conflicts with the current state: a duplicate, a quota reached, or a state that does not allow the change. */
+        /** @description A duplicate, a quota reached, or a state that does not allow the change. */
         409: {
             headers: {
                 RateLimit?: string;
@@ -2453,7 +2669,7 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
-        /** @description A body over 1 MiB, refused before routing (even by an operation that takes no body). */
+        /** @description A body over 1 MiB. */
         413: {
             headers: {
                 RateLimit?: string;
@@ -2467,7 +2683,7 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
-        /** @description A compressed body (a `Content-Encoding` other than `identity`; the answer carries `Accept-Encoding: identity`) or a `Content-Type` whose `charset` is not `utf-8`, refused before routing (even by an operation that takes no body); and, to an operation that takes a body, a `Content-Type` other than JSON. */
+        /** @description A compressed body, a `charset` other than `utf-8`, or a `Content-Type` other than JSON. */
         415: {
             headers: {
                 RateLimit?: string;
@@ -2510,7 +2726,7 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
-        /** @description An external system (a provider, an engine) failed; `data` holds the resource as stored, when there is one. */
+        /** @description A provider or an engine failed; `data` holds the resource as stored, if any. */
         502: {
             headers: {
                 RateLimit?: string;
@@ -2524,12 +2740,12 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
-        /** @description A dependency (the control database, Redis, an engine) is unavailable, or a concurrent change got in the way. */
+        /** @description A dependency is unavailable, or a concurrent change got in the way. */
         503: {
             headers: {
                 RateLimit?: string;
                 "RateLimit-Policy"?: string;
-                /** @description Sent when the request, which changed nothing, may simply be sent again after that many seconds: `1` when a concurrent change got in the way of it; on the operations of tenant databases and their credentials also when too many requests already wait for the engines; absent when a dependency is unavailable. */
+                /** @description Seconds after which the request, which changed nothing, may be sent again (a concurrent change, or too many engine waits); absent when a dependency is unavailable. */
                 "Retry-After"?: number;
                 "X-RateLimit-Limit"?: number;
                 "X-RateLimit-Remaining"?: number;
@@ -2540,7 +2756,7 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
-        /** @description The URL holds a NUL character (`%00`), refused on every route; or, where the operation takes parameters or a body, validation failed (`errors` lists every invalid field) or the JSON body is malformed. */
+        /** @description Validation failed (`errors` lists every invalid field), a malformed JSON body, or a NUL (`%00`) in the URL. */
         "400.healthz": {
             headers: {
                 [name: string]: unknown;
@@ -2563,7 +2779,7 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
-        /** @description A body over 1 MiB, refused before routing (even by an operation that takes no body). */
+        /** @description A body over 1 MiB. */
         "413.healthz": {
             headers: {
                 [name: string]: unknown;
@@ -2572,7 +2788,7 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
-        /** @description A compressed body (a `Content-Encoding` other than `identity`; the answer carries `Accept-Encoding: identity`) or a `Content-Type` whose `charset` is not `utf-8`, refused before routing (even by an operation that takes no body); and, to an operation that takes a body, a `Content-Type` other than JSON. */
+        /** @description A compressed body, a `charset` other than `utf-8`, or a `Content-Type` other than JSON. */
         "415.healthz": {
             headers: {
                 [name: string]: unknown;
@@ -2606,6 +2822,22 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
+        /** @description The broker failed; `data` as stored. */
+        "502.createMyQueueSpace": {
+            headers: {
+                RateLimit?: string;
+                "RateLimit-Policy"?: string;
+                /** @description Seconds to the background retry. */
+                "Retry-After"?: number;
+                "X-RateLimit-Limit"?: number;
+                "X-RateLimit-Remaining"?: number;
+                "X-RateLimit-Reset"?: number;
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
         /** @description The cell failed, timed out, was rate limiting or answered garbage; `data` is the account as stored. */
         "502.provisionMyWfautoAccount": {
             headers: {
@@ -2622,7 +2854,7 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
-        /** @description A dependency (the control database, Redis, an engine) is unavailable, or a concurrent change got in the way. */
+        /** @description A dependency is unavailable, or a concurrent change got in the way. */
         "503.healthz": {
             headers: {
                 [name: string]: unknown;
@@ -2631,7 +2863,7 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
-        /** @description The upstream's own 409 with a JSON error, relayed. */
+        /** @description An unexpected error (`server_error`). */
         AikeysOpenAIErrorDoc: {
             headers: {
                 RateLimit?: string;
@@ -2809,6 +3041,34 @@ export interface components {
             };
         };
         /** @description OK */
+        EnvelopeQueuesView: {
+            headers: {
+                RateLimit: components["headers"]["RateLimit"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["EnvelopeQueuesView"];
+            };
+        };
+        /** @description Created */
+        "EnvelopeQueuesView.Created": {
+            headers: {
+                RateLimit: components["headers"]["RateLimit"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["EnvelopeQueuesView"];
+            };
+        };
+        /** @description OK */
         EnvelopeWfautoView: {
             headers: {
                 RateLimit: components["headers"]["RateLimit"];
@@ -2856,24 +3116,24 @@ export interface components {
     requestBodies: never;
     headers: {
         /**
-         * @description IETF draft: `limit=<n>, remaining=<n>, reset=<seconds>` of the tightest limit that applied to the request (the one with the fewest hits left).
+         * @description IETF draft: `limit=<n>, remaining=<n>, reset=<seconds>` of the tightest limit that applied.
          * @example limit=100, remaining=99, reset=60
          */
         RateLimit: string;
         /**
-         * @description IETF draft: `<limit>;w=<window seconds>` of the tightest limit that applied to the request (the one with the fewest hits left).
+         * @description IETF draft: `<limit>;w=<window seconds>` of the tightest limit that applied.
          * @example 100;w=60
          */
         "RateLimit-Policy": string;
-        /** @description Seconds until the limit that was reached lets a request through again; always sent with a 429 (with `X-RateLimit-*` naming the limit). */
+        /** @description Seconds until the limit reached lets a request through. */
         "Retry-After": number;
         /** @description Seconds to wait; always sent with this 429. */
         "Retry-After.chatCompletions": number;
-        /** @description Hits allowed per window of the tightest limit that applied to the request (the one with the fewest hits left). */
+        /** @description Hits allowed per window of the tightest limit that applied. */
         "X-RateLimit-Limit": number;
-        /** @description Hits left in the current window of the tightest limit that applied to the request (the one with the fewest hits left). Hits another instance of the service has reserved count as spent. */
+        /** @description Hits left in the current window of the tightest limit that applied. Hits other instances reserved count as spent. */
         "X-RateLimit-Remaining": number;
-        /** @description Seconds until the current window resets (not a timestamp; at most the window's length) of the tightest limit that applied to the request (the one with the fewest hits left). */
+        /** @description Seconds until the window resets of the tightest limit that applied. */
         "X-RateLimit-Reset": number;
     };
     pathItems: never;
@@ -3069,7 +3329,7 @@ export interface operations {
             401: components["responses"]["401.completeMfa"];
             413: components["responses"]["413"];
             415: components["responses"]["415"];
-            /** @description Past `RateLimit:AiGenerate` for this key (with the `X-RateLimit-*` and `RateLimit` headers), or the upstream's own 429 (with the upstream's `Retry-After`, else 1, and without our rate-limit headers, which would contradict it). */
+            /** @description Past `RateLimit:AiGenerate` for this key, or the upstream's own 429 (its `Retry-After`, without our rate-limit headers). */
             429: {
                 headers: {
                     RateLimit?: string;
@@ -3085,7 +3345,7 @@ export interface operations {
                 };
             };
             500: components["responses"]["500"];
-            /** @description The upstream failed, timed out, refused the gateway's `Ai:ApiKey`, answered more than 16 MiB or something that is no chat completion. No `Retry-After`: the upstream gave no time to wait. */
+            /** @description The upstream failed, timed out or answered something unusable; no `Retry-After`. */
             502: components["responses"]["502"];
             503: components["responses"]["503"];
         };
@@ -3122,20 +3382,21 @@ export interface operations {
                     "text/event-stream": string;
                 };
             };
-            /** @description The body is not a JSON object, or its `messages` is missing, not an array or empty (OpenAI error format, `param: "messages"`), or its `stream`, `stream_options` or `model` is not a boolean, an object or a string (`invalid_type`, `param` naming it), or it is not valid UTF-8 (`invalid_utf8`) or names a member twice in one object (`duplicate_member`); or the upstream's own 400 with a JSON error (a bad parameter, a prompt beyond the model's context), relayed. */
+            /** @description A malformed body: not a JSON object, `messages` missing or empty, a member of the wrong type (`invalid_type`), not UTF-8 (`invalid_utf8`), a duplicate member (`duplicate_member`); or the upstream's 400, relayed. */
             400: components["responses"]["AikeysOpenAIErrorDoc"];
-            /** @description Bad, revoked or expired key, or ambiguous credentials (OpenAI error format, `code: invalid_api_key`). */
+            /** @description Bad, revoked, expired or ambiguous key (`invalid_api_key`). */
             401: components["responses"]["AikeysOpenAIErrorDoc"];
             /** @description The upstream's own 404 with a JSON error (an unknown model), relayed. */
             404: components["responses"]["AikeysOpenAIErrorDoc"];
+            /** @description The upstream's own 409 with a JSON error, relayed. */
             409: components["responses"]["AikeysOpenAIErrorDoc"];
-            /** @description A body over 1 MiB (OpenAI error format, `code: request_too_large`), or the upstream's own 413 with a JSON error (a prompt too large), relayed. */
+            /** @description A body over 1 MiB (`request_too_large`), or the upstream's 413, relayed. */
             413: components["responses"]["AikeysOpenAIErrorDoc"];
-            /** @description A `Content-Encoding` other than `identity` (a gzip, deflate or brotli body): bodies are taken uncompressed only (OpenAI error format, `code: unsupported_encoding`; the answer carries `Accept-Encoding: identity`), or a `Content-Type` whose `charset` is not `utf-8` (`code: unsupported_charset`), or a `Content-Type` other than `application/json`, a `+json` type or none (`code: unsupported_content_type`). */
+            /** @description A compressed body (`unsupported_encoding`), a `charset` other than `utf-8` (`unsupported_charset`), or a `Content-Type` other than JSON (`unsupported_content_type`). */
             415: components["responses"]["AikeysOpenAIErrorDoc"];
             /** @description The upstream's own 422 with a JSON error, relayed. */
             422: components["responses"]["AikeysOpenAIErrorDoc"];
-            /** @description Per-key rate limit (OpenAI error format, with the `X-RateLimit-*` and `RateLimit` headers), the per-IP limit, or the upstream's own 429, relayed with its `Retry-After` (an HTTP date turned into seconds; 1 when it gave none or an unreadable one) and without the gateway's rate-limit headers. */
+            /** @description The per-key or per-IP rate limit, or the upstream's 429, relayed with its `Retry-After` and without our rate-limit headers. */
             429: {
                 headers: {
                     RateLimit?: string;
@@ -3150,11 +3411,10 @@ export interface operations {
                     "application/json": components["schemas"]["AikeysOpenAIErrorDoc"];
                 };
             };
-            /** @description An unexpected error (OpenAI error format, `code: server_error`). */
             500: components["responses"]["AikeysOpenAIErrorDoc"];
-            /** @description The upstream failed (5xx), did not answer in time or answered 408 (`upstream_timeout` when it answered 408 or a stream stalled, `upstream_unavailable` when no answer came), refused the gateway's credentials (401, 403, 407), answered a status the route does not relay (a 1xx, a redirect such as a wrong `Ai:BaseUrl`'s http→https one, a 2xx other than 200, a 4xx other than 400, 404, 409, 413, 422 and 429, or one of those without a JSON error body: `upstream_error`), answered more than 16 MiB without streaming (`upstream_too_large`) or was cut (`upstream_cut`), answered a stream request without a stream (`upstream_not_streaming`), answered a 200 that is no JSON object (`upstream_malformed`), or the client left before the upstream answered (`client_gone`). OpenAI error format, `type: server_error`; never metered. */
+            /** @description The upstream failed, timed out (`upstream_timeout`, `upstream_unavailable`), refused the gateway's credentials, answered a status not relayed (`upstream_error`), too much (`upstream_too_large`), was cut (`upstream_cut`), not a stream (`upstream_not_streaming`) or malformed (`upstream_malformed`), or the client left (`client_gone`). Never metered. */
             502: components["responses"]["AikeysOpenAIErrorDoc"];
-            /** @description The key cannot be checked (control database down) or no upstream is configured (OpenAI error format). */
+            /** @description The key cannot be checked, or no upstream is configured. */
             503: components["responses"]["AikeysOpenAIErrorDoc"];
         };
     };
@@ -3395,11 +3655,11 @@ export interface operations {
                 };
             };
             400: components["responses"]["400"];
-            /** @description Wrong email or password. It carries no `WWW-Authenticate`: the credentials travel in the body, which is no HTTP authentication scheme, so no challenge applies (`Bearer` would ask for a token, which this operation does not take). */
+            /** @description Wrong email or password; no `WWW-Authenticate` (the credentials travel in the body). */
             401: components["responses"]["401.completeMfa"];
             413: components["responses"]["413"];
             415: components["responses"]["415"];
-            /** @description `RateLimit:Login` (per IP and email) reached, or the account's failed attempts hold this one back (the lockout): wait `Retry-After` seconds. */
+            /** @description `RateLimit:Login` (per IP and email) reached, or the lockout holds this attempt back. */
             429: components["responses"]["429"];
             500: components["responses"]["500"];
             503: components["responses"]["503"];
@@ -4404,6 +4664,123 @@ export interface operations {
             503: components["responses"]["503"];
         };
     };
+    listMyQueueSpaces: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EnvelopeListQueuesView"];
+                };
+            };
+            400: components["responses"]["400"];
+            401: components["responses"]["401"];
+            413: components["responses"]["413"];
+            415: components["responses"]["415"];
+            429: components["responses"]["429"];
+            500: components["responses"]["500"];
+            503: components["responses"]["503"];
+        };
+    };
+    createMyQueueSpace: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["QueueSpaceBody"];
+            };
+        };
+        responses: {
+            201: components["responses"]["EnvelopeQueuesView.Created"];
+            400: components["responses"]["400"];
+            401: components["responses"]["401"];
+            409: components["responses"]["409"];
+            413: components["responses"]["413"];
+            415: components["responses"]["415"];
+            429: components["responses"]["429"];
+            500: components["responses"]["500"];
+            502: components["responses"]["502.createMyQueueSpace"];
+            503: components["responses"]["503"];
+        };
+    };
+    deleteMyQueueSpace: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["id"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: components["responses"]["EnvelopeQueuesView"];
+            400: components["responses"]["400"];
+            401: components["responses"]["401"];
+            404: components["responses"]["404"];
+            413: components["responses"]["413"];
+            415: components["responses"]["415"];
+            429: components["responses"]["429"];
+            500: components["responses"]["500"];
+            502: components["responses"]["502.createMyQueueSpace"];
+            503: components["responses"]["503"];
+        };
+    };
+    revealMyQueueSpacePassword: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["id"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EnvelopeQueuesReveal"];
+                };
+            };
+            400: components["responses"]["400"];
+            401: components["responses"]["401"];
+            403: components["responses"]["403"];
+            404: components["responses"]["404"];
+            409: components["responses"]["409"];
+            413: components["responses"]["413"];
+            415: components["responses"]["415"];
+            429: components["responses"]["429"];
+            500: components["responses"]["500"];
+            503: components["responses"]["503"];
+        };
+    };
     listMySessions: {
         parameters: {
             query?: never;
@@ -4563,6 +4940,145 @@ export interface operations {
             415: components["responses"]["415"];
             429: components["responses"]["429"];
             500: components["responses"]["500"];
+            503: components["responses"]["503"];
+        };
+    };
+    listQueueSpaces: {
+        parameters: {
+            query?: {
+                /** @description Page number, from 1 to 10,000,000. */
+                page?: components["parameters"]["page"];
+                /** @description Items per page, at most 100. */
+                pageSize?: components["parameters"]["pageSize"];
+                userId?: components["parameters"]["userId"];
+                status?: "Provisioning" | "Active" | "Failed" | "Deleting" | "Deleted";
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EnvelopePageQueuesView"];
+                };
+            };
+            400: components["responses"]["400"];
+            401: components["responses"]["401"];
+            403: components["responses"]["403"];
+            413: components["responses"]["413"];
+            415: components["responses"]["415"];
+            429: components["responses"]["429"];
+            500: components["responses"]["500"];
+            503: components["responses"]["503"];
+        };
+    };
+    createQueueSpace: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["QueuesAdminCreateInputBody"];
+            };
+        };
+        responses: {
+            201: components["responses"]["EnvelopeQueuesView.Created"];
+            400: components["responses"]["400"];
+            401: components["responses"]["401"];
+            403: components["responses"]["403"];
+            404: components["responses"]["404"];
+            409: components["responses"]["409"];
+            413: components["responses"]["413"];
+            415: components["responses"]["415"];
+            429: components["responses"]["429"];
+            500: components["responses"]["500"];
+            502: components["responses"]["502.createMyQueueSpace"];
+            503: components["responses"]["503"];
+        };
+    };
+    getQueueSpace: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["id"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: components["responses"]["EnvelopeQueuesView"];
+            400: components["responses"]["400"];
+            401: components["responses"]["401"];
+            403: components["responses"]["403"];
+            404: components["responses"]["404"];
+            413: components["responses"]["413"];
+            415: components["responses"]["415"];
+            429: components["responses"]["429"];
+            500: components["responses"]["500"];
+            503: components["responses"]["503"];
+        };
+    };
+    deleteQueueSpace: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["id"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: components["responses"]["EnvelopeQueuesView"];
+            400: components["responses"]["400"];
+            401: components["responses"]["401"];
+            403: components["responses"]["403"];
+            404: components["responses"]["404"];
+            413: components["responses"]["413"];
+            415: components["responses"]["415"];
+            429: components["responses"]["429"];
+            500: components["responses"]["500"];
+            502: components["responses"]["502.createMyQueueSpace"];
+            503: components["responses"]["503"];
+        };
+    };
+    retryQueueSpace: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["id"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: components["responses"]["EnvelopeQueuesView"];
+            400: components["responses"]["400"];
+            401: components["responses"]["401"];
+            403: components["responses"]["403"];
+            404: components["responses"]["404"];
+            409: components["responses"]["409"];
+            413: components["responses"]["413"];
+            415: components["responses"]["415"];
+            429: components["responses"]["429"];
+            500: components["responses"]["500"];
+            502: components["responses"]["502.createMyQueueSpace"];
             503: components["responses"]["503"];
         };
     };

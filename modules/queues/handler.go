@@ -1,0 +1,180 @@
+package queues
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+
+	"provisioner/platform/authn"
+	"provisioner/platform/fault"
+	"provisioner/platform/httpx"
+	"provisioner/platform/ratelimit"
+)
+
+// Handler serves /api/me/queues* and /api/queues*.
+type Handler struct {
+	svc     *Service
+	limiter *ratelimit.Limiter
+}
+
+type queuesIDInput struct {
+	ID int64 `path:"id" minimum:"1"`
+}
+
+// QueueSpaceBody is the body of a create. Exported: the administrators' body embeds it.
+type QueueSpaceBody struct {
+	_    struct{} `additionalProperties:"true"`
+	Name string   `json:"name" minLength:"1" maxLength:"63" pattern:"^[A-Za-z0-9 _.-]+$" doc:"A display name."`
+}
+
+type queuesCreateInput struct{ Body QueueSpaceBody }
+
+type queuesAdminCreateInput struct {
+	Body struct {
+		QueueSpaceBody
+		UserID int64 `json:"userId" minimum:"1"`
+	}
+}
+
+type queuesAdminListInput struct {
+	httpx.PageQuery
+	UserID int64  `query:"userId" minimum:"0"`
+	Status string `query:"status" enum:"Provisioning,Active,Failed,Deleting,Deleted"`
+}
+
+const createDoc = "409 at `Queues:MaxPerUser`; 503 without `Queues:ManagementUrl`."
+
+// brokerFailed documents the 502 of the operations that call the broker.
+var brokerFailed = map[string]*huma.Response{
+	"502": {Description: "The broker failed; `data` as stored.",
+		Headers: map[string]*huma.Param{"Retry-After": {Description: "Seconds to the background retry.",
+			Schema: &huma.Schema{Type: "integer"}}}},
+}
+
+// Register implements httpx.Routes.
+func (h *Handler) Register(api *httpx.API) {
+	tags := []string{"Queues"}
+	httpx.Register(api, httpx.Authenticated, huma.Operation{OperationID: "listMyQueueSpaces", Method: http.MethodGet,
+		Path: "/api/me/queues", Tags: tags, Summary: "List my queue spaces"},
+		func(ctx context.Context, _ *struct{}) (*httpx.Response[[]View], error) {
+			list, err := h.svc.List(ctx, authn.FromContext(ctx).UserID)
+			if err != nil {
+				return nil, err
+			}
+			return httpx.OK("OK", list), nil
+		})
+	httpx.Register(api, httpx.Authenticated, huma.Operation{OperationID: "createMyQueueSpace", Method: http.MethodPost,
+		Path: "/api/me/queues", Tags: tags, Summary: "Create a queue space", Description: createDoc, DefaultStatus: http.StatusCreated,
+		Errors: []int{http.StatusConflict, http.StatusBadGateway, http.StatusServiceUnavailable}, Responses: brokerFailed},
+		func(ctx context.Context, in *queuesCreateInput) (*httpx.Response[View], error) {
+			return h.created(ctx, authn.FromContext(ctx).UserID, in.Body.Name)
+		})
+	httpx.Register(api, httpx.Authenticated, huma.Operation{OperationID: "deleteMyQueueSpace", Method: http.MethodDelete,
+		Path: "/api/me/queues/{id}", Tags: tags, Summary: "Delete a queue space",
+		Errors: []int{http.StatusNotFound, http.StatusBadGateway, http.StatusServiceUnavailable}, Responses: brokerFailed},
+		func(ctx context.Context, in *queuesIDInput) (*httpx.Response[View], error) {
+			return h.deleted(ctx, in.ID, authn.FromContext(ctx).UserID)
+		})
+	httpx.Register(api, httpx.Authenticated, huma.Operation{OperationID: "revealMyQueueSpacePassword", Method: http.MethodGet,
+		Path: "/api/me/queues/{id}/password", Tags: tags, Summary: "Reveal a queue space's password",
+		Description: "Limited by `RateLimit:PasswordReveal`; audited.",
+		Errors:      []int{http.StatusNotFound, http.StatusConflict, http.StatusForbidden}},
+		func(ctx context.Context, in *queuesIDInput) (*httpx.Response[Reveal], error) {
+			uid := authn.FromContext(ctx).UserID
+			if err := authn.RequireStepUp(ctx); err != nil {
+				return nil, err
+			}
+			if err := h.limiter.Check(ctx, "PasswordReveal", fmt.Sprint(uid)); err != nil {
+				return nil, err
+			}
+			r, err := h.svc.Reveal(ctx, in.ID, uid)
+			if err != nil {
+				return nil, err
+			}
+			return httpx.OK("OK", *r), nil
+		})
+	h.registerAdmin(api)
+}
+
+func (h *Handler) registerAdmin(api *httpx.API) {
+	tags := []string{"Admin: queues"}
+	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "listQueueSpaces", Method: http.MethodGet,
+		Path: "/api/queues", Tags: tags, Summary: "List queue spaces"},
+		func(ctx context.Context, in *queuesAdminListInput) (*httpx.Response[httpx.Page[View]], error) {
+			p, err := h.svc.AdminList(ctx, AdminFilter{UserID: in.UserID, Status: in.Status, PageQuery: in.PageQuery})
+			if err != nil {
+				return nil, err
+			}
+			return httpx.OK("OK", p), nil
+		})
+	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "getQueueSpace", Method: http.MethodGet,
+		Path: "/api/queues/{id}", Tags: tags, Summary: "One queue space", Errors: []int{http.StatusNotFound}},
+		func(ctx context.Context, in *queuesIDInput) (*httpx.Response[View], error) {
+			sp, err := h.svc.get(ctx, in.ID, 0)
+			if err != nil {
+				return nil, err
+			}
+			return httpx.OK("OK", view(h.svc.cfg, sp)), nil
+		})
+	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "createQueueSpace", Method: http.MethodPost,
+		Path: "/api/queues", Tags: tags, Summary: "Create a queue space for a user", Description: createDoc, DefaultStatus: http.StatusCreated,
+		Errors:    []int{http.StatusNotFound, http.StatusConflict, http.StatusBadGateway, http.StatusServiceUnavailable},
+		Responses: brokerFailed},
+		func(ctx context.Context, in *queuesAdminCreateInput) (*httpx.Response[View], error) {
+			return h.created(ctx, in.Body.UserID, in.Body.Name)
+		})
+	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "retryQueueSpace", Method: http.MethodPost,
+		Path: "/api/queues/{id}/retry", Tags: tags, Summary: "Retry a failed or stuck queue space",
+		Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusBadGateway, http.StatusServiceUnavailable}, Responses: brokerFailed},
+		func(ctx context.Context, in *queuesIDInput) (*httpx.Response[View], error) {
+			sp, err := h.svc.Retry(ctx, in.ID)
+			if sp == nil {
+				return nil, err
+			}
+			if sp.Status == StatusActive || sp.Status == StatusDeleted {
+				return httpx.OK("Queue space "+sp.Status, view(h.svc.cfg, sp)), nil
+			}
+			return nil, h.failed(sp)
+		})
+	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "deleteQueueSpace", Method: http.MethodDelete,
+		Path: "/api/queues/{id}", Tags: tags, Summary: "Delete a queue space",
+		Errors: []int{http.StatusNotFound, http.StatusBadGateway, http.StatusServiceUnavailable}, Responses: brokerFailed},
+		func(ctx context.Context, in *queuesIDInput) (*httpx.Response[View], error) {
+			return h.deleted(ctx, in.ID, 0)
+		})
+}
+
+func (h *Handler) created(ctx context.Context, userID int64, name string) (*httpx.Response[View], error) {
+	sp, err := h.svc.Create(ctx, userID, name)
+	if sp == nil {
+		return nil, err
+	}
+	if sp.Status == StatusActive {
+		return httpx.Created("Queue space created", view(h.svc.cfg, sp)), nil
+	}
+	return nil, h.failed(sp)
+}
+
+func (h *Handler) deleted(ctx context.Context, id, userID int64) (*httpx.Response[View], error) {
+	sp, err := h.svc.Delete(ctx, id, userID)
+	if sp == nil {
+		return nil, err
+	}
+	if sp.Status == StatusDeleted {
+		return httpx.OK("Queue space deleted", view(h.svc.cfg, sp)), nil
+	}
+	return nil, h.failed(sp)
+}
+
+// failed is the 502 of a broker call that did not succeed, with the space as stored; one the
+// finisher tries again carries Retry-After (the seconds until that attempt).
+func (h *Handler) failed(sp *Space) error {
+	e := fault.Upstream("The broker failed; the queue space is "+sp.Status, view(h.svc.cfg, sp))
+	if sp.Status == StatusProvisioning || sp.Status == StatusDeleting {
+		e = e.WithRetryAfter(max(time.Until(sp.NextAttemptAt), time.Second))
+	}
+	return e
+}

@@ -1,0 +1,76 @@
+package queues
+
+import (
+	"fmt"
+	"net/url"
+	"time"
+
+	"github.com/uptrace/bun"
+)
+
+// Statuses of a queue space.
+const (
+	StatusProvisioning = "Provisioning" // in-between: being made at the broker
+	StatusActive       = "Active"
+	StatusFailed       = "Failed"
+	StatusDeleting     = "Deleting" // in-between: being removed from the broker
+	StatusDeleted      = "Deleted"
+)
+
+// Space is a queue space as stored.
+type Space struct {
+	bun.BaseModel `bun:"table:queue_spaces,alias:q"`
+
+	ID             int64  `bun:"id,pk,autoincrement"`
+	UserID         int64  `bun:"user_id,notnull"`
+	Name           string `bun:"name,notnull"`
+	VHost          string `bun:"vhost,notnull"`
+	Username       string `bun:"username,notnull"`
+	PasswordSealed string `bun:"password_sealed,notnull"`
+	// PasswordPending: the sealed password is not set at the broker yet (a takeover made it).
+	PasswordPending bool      `bun:"password_pending,notnull"`
+	Status          string    `bun:"status,notnull"`
+	ErrorMessage    string    `bun:"error_message,notnull"`
+	MaxConnections  int       `bun:"max_connections,notnull"`
+	MaxQueues       int       `bun:"max_queues,notnull"`
+	Attempts        int       `bun:"attempts,notnull"`
+	NextAttemptAt   time.Time `bun:"next_attempt_at,notnull"`
+	LastError       string    `bun:"last_error,notnull"`
+	CreatedAt       time.Time `bun:"created_at,nullzero,notnull,default:current_timestamp"`
+	UpdatedAt       time.Time `bun:"updated_at,nullzero,notnull,default:current_timestamp"`
+}
+
+// View is a queue space as the API shows it.
+type View struct {
+	ID             int64     `json:"id"`
+	Name           string    `json:"name"`
+	VHost          string    `json:"vhost"`
+	Username       string    `json:"username"`
+	AmqpURL        string    `json:"amqpUrl" doc:"No password."`
+	Status         string    `json:"status" enum:"Provisioning,Active,Failed,Deleting,Deleted" example:"Active"`
+	ErrorMessage   string    `json:"errorMessage"`
+	MaxConnections int       `json:"maxConnections"`
+	MaxQueues      int       `json:"maxQueues"`
+	CreatedAt      time.Time `json:"createdAt"`
+	UpdatedAt      time.Time `json:"updatedAt"`
+}
+
+// amqpURL is the address of s's virtual host for its user, with password when one is given.
+func amqpURL(cfg Config, s *Space, password string) string {
+	u := url.URL{Scheme: "amqp", Host: fmt.Sprintf("%s:%d", cfg.amqpHost(), cfg.AmqpPort), Path: "/" + s.VHost}
+	u.User = url.User(s.Username)
+	if password != "" {
+		u.User = url.UserPassword(s.Username, password)
+	}
+	return u.String()
+}
+
+func view(cfg Config, s *Space) View {
+	msg := s.ErrorMessage
+	if msg == "" && (s.Status == StatusProvisioning || s.Status == StatusDeleting) {
+		msg = s.LastError
+	}
+	return View{ID: s.ID, Name: s.Name, VHost: s.VHost, Username: s.Username, AmqpURL: amqpURL(cfg, s, ""),
+		Status: s.Status, ErrorMessage: msg, MaxConnections: s.MaxConnections, MaxQueues: s.MaxQueues,
+		CreatedAt: s.CreatedAt.UTC(), UpdatedAt: s.UpdatedAt.UTC()}
+}
