@@ -93,10 +93,11 @@ func documentBadRequest(op *huma.Operation) {
 var errorDescriptions = map[int]string{
 	http.StatusBadRequest: "The URL holds a NUL character (`%00`), refused on every route; or, where the operation " +
 		"takes parameters or a body, validation failed (`errors` lists every invalid field) or the JSON body is malformed.",
-	http.StatusUnauthorized:        "Missing, malformed, expired or revoked credentials.",
-	http.StatusForbidden:           "The caller's role does not allow the operation (it needs Admin).",
-	http.StatusNotFound:            "No such resource, or one of another user (never a 403 for those).",
-	http.StatusConflict:            "The request conflicts with the current state: a duplicate, a quota reached, or a state that does not allow the change.",
+	http.StatusUnauthorized: "Missing, malformed, expired or revoked credentials.",
+	http.StatusForbidden:    "The caller's role does not allow the operation (it needs Admin).",
+	http.StatusNotFound:     "No such resource, or one of another user (never a 403 for those).",
+	http.StatusConflict: "The request conflicts with the current state: a duplicate, a quota reached, or a state that does not allow the change; " +
+		"or the first request with the same `Idempotency-Key` is still being answered.",
 	http.StatusTooManyRequests:     "A rate limit was reached: `Retry-After` says when to try again.",
 	http.StatusInternalServerError: "An unexpected error; the server's log has it under the request's `X-Request-Id`.",
 	http.StatusBadGateway:          "An external system (a provider, an engine) failed; `data` holds the resource as stored, when there is one.",
