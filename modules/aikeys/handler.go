@@ -155,7 +155,7 @@ func (h *Handler) Register(api *httpx.API) {
 			}
 			return httpx.OK("OK", list), nil
 		})
-	httpx.Register(api, httpx.Authenticated, huma.Operation{OperationID: "createMyAiKey", Method: http.MethodPost,
+	httpx.Register(api, httpx.Authenticated, huma.Operation{OperationID: "createMyAiKey", Method: http.MethodPost, Metadata: httpx.Idempotent(),
 		Path: "/api/me/ai-keys", Tags: tags, Summary: "Create an AI key", DefaultStatus: http.StatusCreated,
 		Description: "The key text (`sk-prov-…`) is in this answer only; only its SHA-256 is stored. The name is trimmed; a blank one is a 400, " +
 			"and so is one holding a control character or a bidirectional override or isolate (U+202A–U+202E, U+2066–U+2069). " +
@@ -169,7 +169,7 @@ func (h *Handler) Register(api *httpx.API) {
 			}
 			return httpx.Created("AI key created; copy it now, it is shown once", *v), nil
 		})
-	httpx.Register(api, httpx.Authenticated, huma.Operation{OperationID: "rotateMyAiKey", Method: http.MethodPost,
+	httpx.Register(api, httpx.Authenticated, huma.Operation{OperationID: "rotateMyAiKey", Method: http.MethodPost, Metadata: httpx.Idempotent(),
 		Path: "/api/me/ai-keys/{id}/rotate", Tags: tags, Summary: "Rotate an AI key",
 		Description: "Answers the new key text once. The old text stops working at once (on every replica), or when `gracePeriodSeconds` ends; the key's id, usage and limits carry over. " +
 			"Every rotated-out text keeps its own grace period whatever later rotations do: a rotation with `gracePeriodSeconds` 0 ends only the text it rotates out. " +

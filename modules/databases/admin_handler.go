@@ -85,7 +85,7 @@ func (h *Handler) registerAdmin(api *httpx.API) {
 			}
 			return httpx.OK("OK", h.svc.item(inst)), nil
 		})
-	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "createDatabaseInstance", Method: http.MethodPost,
+	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "createDatabaseInstance", Method: http.MethodPost, Metadata: httpx.Idempotent(),
 		Path: "/api/database-instances", Tags: tags, Summary: "Create a database for a user", DefaultStatus: http.StatusCreated,
 		Description: "Like POST /api/me/databases on the user's behalf, without the per-user quota.",
 		Errors:      []int{http.StatusNotFound, http.StatusBadGateway}},
@@ -133,7 +133,7 @@ func (h *Handler) registerAdmin(api *httpx.API) {
 			}
 			return httpx.OK("OK", h.creds.view(cr)), nil
 		})
-	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "createAccessCredential", Method: http.MethodPost,
+	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "createAccessCredential", Method: http.MethodPost, Metadata: httpx.Idempotent(),
 		Path: "/api/access-credentials", Tags: ctags, Summary: "Add a login role to a database", DefaultStatus: http.StatusCreated,
 		Description: "The password is in this answer only. A create cut short (the service stopped before answering) leaves the credential Creating for a minute at most; the background finisher then drops its role and removes it, so create it again. On a Paused database the credential is made login-blocked; resume lets it in. " +
 			"409 when the database is not Active or Paused, while it is being changed (try again), or when the username is reserved or taken.",
@@ -145,7 +145,7 @@ func (h *Handler) registerAdmin(api *httpx.API) {
 			}
 			return httpx.Created("Access credential created; the password is shown once", *v), nil
 		})
-	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "rotateAccessCredential", Method: http.MethodPut,
+	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "rotateAccessCredential", Method: http.MethodPut, Metadata: httpx.Idempotent(),
 		Path: "/api/access-credentials/{id}", Tags: ctags, Summary: "Rotate an access credential's password",
 		Description: "`{rotatePassword: true}` sets a new password, in this answer only. 409 when the credential is not Active (Creating or Deleting), when the role on the engine was not made for this credential (it is left alone; a role made for it before roles were marked is recognised by its footprint and marked), or while another change of this credential or its database is in progress (one rotation at a time; try again). " +
 			"On a Paused database the credential stays login-blocked.",

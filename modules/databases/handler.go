@@ -87,7 +87,7 @@ func (h *Handler) Register(api *httpx.API) {
 			return httpx.OK("OK", items), nil
 		})
 
-	httpx.Register(api, httpx.Authenticated, huma.Operation{OperationID: "createMyDatabase", Method: http.MethodPost,
+	httpx.Register(api, httpx.Authenticated, huma.Operation{OperationID: "createMyDatabase", Method: http.MethodPost, Metadata: httpx.Idempotent(),
 		Path: "/api/me/databases", Tags: tags, Summary: "Create a database", DefaultStatus: http.StatusCreated,
 		Description: "Creates a database and a login role of its own with a random password (reveal it with GET …/password). " +
 			"201 with the Active database; 409 when the quota `Databases:MaxPerUser` is reached; 502 when the engine failed — " +
@@ -105,7 +105,7 @@ func (h *Handler) Register(api *httpx.API) {
 		verb  string
 		pause bool
 	}{{"pause", true}, {"resume", false}} {
-		httpx.Register(api, httpx.Authenticated, huma.Operation{OperationID: v.verb + "MyDatabase", Method: http.MethodPost,
+		httpx.Register(api, httpx.Authenticated, huma.Operation{OperationID: v.verb + "MyDatabase", Method: http.MethodPost, Metadata: httpx.Idempotent(),
 			Path: "/api/me/databases/{id}/" + v.verb, Tags: tags, Summary: map[bool]string{true: "Pause a database", false: "Resume a database"}[v.pause],
 			Description: map[bool]string{
 				true: "Active → Pausing → Paused: the database's role and every access credential of it can no longer connect, and their open sessions are ended; " +

@@ -97,7 +97,7 @@ func (h *Handler) Register(api *httpx.API) {
 			}
 			return httpx.OK("OK", list), nil
 		})
-	httpx.Register(api, httpx.Authenticated, huma.Operation{OperationID: "createMyDnsRecord", Method: http.MethodPost,
+	httpx.Register(api, httpx.Authenticated, huma.Operation{OperationID: "createMyDnsRecord", Method: http.MethodPost, Metadata: httpx.Idempotent(),
 		Path: "/api/me/dns", Tags: tags, Summary: "Create a DNS A record", Description: createDoc, DefaultStatus: http.StatusCreated,
 		Errors: []int{http.StatusConflict, http.StatusBadGateway, http.StatusServiceUnavailable}, Responses: providerFailedResponse},
 		func(ctx context.Context, in *dnsCreateInput) (*httpx.Response[View], error) {
@@ -141,7 +141,7 @@ func (h *Handler) Register(api *httpx.API) {
 			}
 			return httpx.OK("OK", view(r)), nil
 		})
-	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "createDnsRecord", Method: http.MethodPost,
+	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "createDnsRecord", Method: http.MethodPost, Metadata: httpx.Idempotent(),
 		Path: "/api/dns/records", Tags: atags, Summary: "Create a DNS record for a user", Description: createDoc,
 		DefaultStatus: http.StatusCreated, Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusBadGateway, http.StatusServiceUnavailable},
 		Responses: providerFailedResponse},
@@ -149,7 +149,7 @@ func (h *Handler) Register(api *httpx.API) {
 			b := in.Body
 			return h.created(ctx, CreateInput{UserID: b.UserID, Label: b.Label, Content: b.Content, RecordTTL: b.RecordTTL, Proxied: b.Proxied})
 		})
-	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "retryDnsRecord", Method: http.MethodPost,
+	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "retryDnsRecord", Method: http.MethodPost, Metadata: httpx.Idempotent(),
 		Path: "/api/dns/records/{id}/retry", Tags: atags, Summary: "Retry a failed or stuck DNS record",
 		Description: "Failed → Pending, driven now (409 when its user's quota `Dns:MaxRecordsPerUser` is full meanwhile: it stays Failed); " +
 			"Pending or Revoking → driven now. Other states: 409. 409 also when the " +

@@ -71,7 +71,7 @@ func (h *Handler) Register(api *httpx.API) {
 			}
 			return httpx.OK("OK", list), nil
 		})
-	httpx.Register(api, httpx.Authenticated, huma.Operation{OperationID: "provisionMyWfautoAccount", Method: http.MethodPost,
+	httpx.Register(api, httpx.Authenticated, huma.Operation{OperationID: "provisionMyWfautoAccount", Method: http.MethodPost, Metadata: httpx.Idempotent(),
 		Path: "/api/me/wfauto/provision", Tags: tags, Summary: "Provision my workflow-automation account", Description: provisionDoc,
 		DefaultStatus: http.StatusCreated, Errors: []int{http.StatusConflict, http.StatusBadGateway, http.StatusServiceUnavailable},
 		Responses: cellFailedResponse},
@@ -98,14 +98,14 @@ func (h *Handler) Register(api *httpx.API) {
 			}
 			return httpx.OK("OK", view(a)), nil
 		})
-	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "provisionWfautoAccount", Method: http.MethodPost,
+	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "provisionWfautoAccount", Method: http.MethodPost, Metadata: httpx.Idempotent(),
 		Path: "/api/wfauto/accounts", Tags: atags, Summary: "Provision an account for a user", Description: provisionDoc,
 		DefaultStatus: http.StatusCreated, Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusBadGateway, http.StatusServiceUnavailable},
 		Responses: cellFailedResponse},
 		func(ctx context.Context, in *wfAdminProvisionInput) (*httpx.Response[View], error) {
 			return h.provisioned(ctx, in.Body.UserID)
 		})
-	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "retryWfautoAccount", Method: http.MethodPost,
+	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "retryWfautoAccount", Method: http.MethodPost, Metadata: httpx.Idempotent(),
 		Path: "/api/wfauto/accounts/{id}/retry", Tags: atags, Summary: "Retry a failed or stuck account",
 		Description: "Failed → provisioned again (same Idempotency-Key); Pending or Deprovisioning → driven now. Other states: 409.",
 		Errors:      []int{http.StatusNotFound, http.StatusConflict, http.StatusBadGateway}, Responses: cellFailedResponse},
