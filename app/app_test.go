@@ -42,14 +42,23 @@ func TestOpenAPIDocument(t *testing.T) {
 	assert.Equal(t, "3.1.0", doc.OpenAPI)
 	assert.Contains(t, doc.Components.SecuritySchemes, "bearerAuth")
 	assert.Contains(t, doc.Components.SecuritySchemes, "apiKeyAuth")
+	var idempotentOps []string
 	for path, ops := range doc.Paths {
 		for method, op := range ops {
 			assert.NotEmpty(t, op["operationId"], "%s %s has an operationId", method, path)
 			assert.NotEmpty(t, op["summary"], "%s %s has a summary", method, path)
 			responses, _ := op["responses"].(map[string]any)
-			if r, ok := responses["422"].(map[string]any); ok {
-				// Only the AI pass-through answers 422 (the upstream's, relayed); validation is 400.
+			params, _ := json.Marshal(op["parameters"])
+			idempotent := strings.Contains(string(params), `"#/components/parameters/Idempotency-Key"`)
+			if r, ok := responses["422"].(map[string]any); ok && !idempotent {
+				// Only the AI pass-through (the upstream's, relayed) and the operations taking an
+				// Idempotency-Key (a key used with another request) answer 422; validation is 400.
 				assert.Equal(t, "/api/ai/v1/chat/completions", path, "%s %s: validation is documented as 400: %v", method, path, r)
+			}
+			if idempotent {
+				assert.Equal(t, map[string]any{"$ref": "#/components/responses/422"}, responses["422"], "%s %s", method, path)
+				assert.Contains(t, responses, "409", "%s %s", method, path)
+				idempotentOps = append(idempotentOps, op["operationId"].(string))
 			}
 			// What each operation answers: 405 is the answer to another method on the path (the
 			// API description says so); 400 (a NUL in the URL), 413 and 415 (a body, even one sent
@@ -68,6 +77,10 @@ func TestOpenAPIDocument(t *testing.T) {
 			assert.Len(t, ok, 1, "%s %s lists one success: %v", method, path, ok)
 		}
 	}
+	// Every POST that creates or changes a resource takes an Idempotency-Key (register excepted).
+	assert.ElementsMatch(t, []string{"createMyDatabase", "pauseMyDatabase", "resumeMyDatabase", "createDatabaseInstance",
+		"createAccessCredential", "rotateAccessCredential", "createMyDnsRecord", "createDnsRecord", "retryDnsRecord",
+		"provisionMyWfautoAccount", "provisionWfautoAccount", "retryWfautoAccount", "createMyAiKey", "rotateMyAiKey"}, idempotentOps)
 	assert.Contains(t, doc.Paths["/api/ai/v1/chat/completions"]["post"]["responses"], "422",
 		"the pass-through relays the upstream's 422 and says so")
 	// What the docs page downloads on each visit: shared parts written once (components), at most

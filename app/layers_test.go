@@ -20,7 +20,7 @@ var platformLayers = [][]string{
 	{"config"},
 	{"redisx", "mail", "db", "ratelimit", "audit", "module"},
 	{"httpx"},
-	{"authn"},
+	{"authn", "idempotency"},
 	{"ops"},
 }
 

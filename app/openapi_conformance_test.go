@@ -510,6 +510,18 @@ func TestEveryAnswerMatchesTheOpenAPIDocument(t *testing.T) {
 	r.Decode(t, &key)
 	require.NotEmpty(t, key.Key, string(r.Raw))
 	post(http.StatusNotFound, "/api/me/ai-keys/"+missing+"/rotate", u.Token, map[string]any{})
+	// An Idempotency-Key: the first answer, its replay, the key with another body (422) or malformed (400).
+	idem := map[string]string{"Idempotency-Key": "conformance-" + testutil.RandomSuffix()}
+	for _, st := range []int{http.StatusOK, http.StatusOK} {
+		want(st, apptest.Request{Method: http.MethodPost, Path: "/api/me/ai-keys/" + keyID + "/rotate", Token: u.Token, Header: idem, Body: map[string]any{}})
+	}
+	want(http.StatusUnprocessableEntity, apptest.Request{Method: http.MethodPost, Path: "/api/me/ai-keys/" + keyID + "/rotate", Token: u.Token, Header: idem,
+		Body: map[string]any{"gracePeriodSeconds": 60}})
+	want(http.StatusBadRequest, apptest.Request{Method: http.MethodPost, Path: "/api/me/ai-keys/" + keyID + "/rotate", Token: u.Token,
+		Header: map[string]string{"Idempotency-Key": ""}, Body: map[string]any{}})
+	r = want(http.StatusOK, apptest.Request{Method: http.MethodPost, Path: "/api/me/ai-keys/" + keyID + "/rotate", Token: u.Token, Header: idem, Body: map[string]any{}})
+	require.Equal(t, "true", r.Header.Get("Idempotent-Replayed"))
+	r.Decode(t, &key)
 	withKey := map[string]string{"X-API-Key": key.Key}
 	want(http.StatusOK, apptest.Request{Method: http.MethodPost, Path: "/api/ai/generate", Header: withKey, Body: map[string]any{"prompt": "Say hello"}})
 	want(http.StatusBadRequest, apptest.Request{Method: http.MethodPost, Path: "/api/ai/generate", Header: withKey, Body: map[string]any{"prompt": ""}})

@@ -25,6 +25,7 @@ import (
 	"provisioner/platform/config"
 	"provisioner/platform/db"
 	"provisioner/platform/httpx"
+	"provisioner/platform/idempotency"
 	"provisioner/platform/mail"
 	"provisioner/platform/ops"
 	"provisioner/platform/provision"
@@ -54,6 +55,7 @@ var Platform = fx.Module("platform",
 		audit.NewRecorder,
 		newTokens,
 		newGuard,
+		newIdempotency,
 		newServer,
 		newFinisher,
 		db.AsMigrations(func() db.Migrations { return db.Migrations{Module: "platform", FS: migrations.FS} }),
@@ -203,8 +205,15 @@ var platformTags = map[string]string{
 	"Public":     "Public information for the landing page.",
 }
 
+// newIdempotency keeps the answers of Idempotency-Key requests in the control database: unlike
+// Redis (optional, and an evicted or lost key would let a retry create a second resource), it is
+// always there, shared by every replica, and durable for the 24 hours a key is kept.
+func newIdempotency(d *bun.DB, s *secrets.Sealer, log *slog.Logger) *idempotency.Store {
+	return idempotency.New(d, s, idempotency.Options{Logger: log})
+}
+
 func newServer(cfg *config.Config, log *slog.Logger, m *httpx.Metrics, g *authn.Guard, l *ratelimit.Limiter, b *coherent.Bus,
-	tags tagDescriptions) (*httpx.Server, error) {
+	idem *idempotency.Store, tags tagDescriptions) (*httpx.Server, error) {
 	return httpx.NewServer(httpx.ServerOptions{
 		Title:          "Resource Provisioning Service",
 		Version:        Version,
@@ -214,6 +223,7 @@ func newServer(cfg *config.Config, log *slog.Logger, m *httpx.Metrics, g *authn.
 		Logger:         log,
 		Metrics:        m,
 		Guard:          g,
+		Idempotency:    idem,
 		Before: []fiber.Handler{coherent.Middleware(b), l.Middleware("PerIp", func(c *fiber.Ctx) string {
 			if httpx.Probe(c.Path()) {
 				return ""

@@ -156,7 +156,7 @@ func (h *Handler) Register(api *httpx.API) {
 			}
 			return httpx.OK("OK", list), nil
 		})
-	httpx.Register(api, httpx.Authenticated, huma.Operation{OperationID: "createMyAiKey", Metadata: httpx.PerUserLimit("Provision"), Method: http.MethodPost,
+	httpx.Register(api, httpx.Authenticated, huma.Operation{OperationID: "createMyAiKey", Metadata: httpx.Meta(httpx.PerUserLimit("Provision"), httpx.Idempotent()), Method: http.MethodPost,
 		Path: "/api/me/ai-keys", Tags: tags, Summary: "Create an AI key", DefaultStatus: http.StatusCreated,
 		Description: "The key text (`sk-prov-…`) is in this answer only. 409 at `AiKeys:MaxPerUser` usable keys.",
 		Errors:      []int{http.StatusConflict}},
@@ -167,7 +167,7 @@ func (h *Handler) Register(api *httpx.API) {
 			}
 			return httpx.Created("AI key created; copy it now, it is shown once", *v), nil
 		})
-	httpx.Register(api, httpx.Authenticated, huma.Operation{OperationID: "rotateMyAiKey", Metadata: httpx.PerUserLimit("Provision"), Method: http.MethodPost,
+	httpx.Register(api, httpx.Authenticated, huma.Operation{OperationID: "rotateMyAiKey", Metadata: httpx.Meta(httpx.PerUserLimit("Provision"), httpx.Idempotent()), Method: http.MethodPost,
 		Path: "/api/me/ai-keys/{id}/rotate", Tags: tags, Summary: "Rotate an AI key",
 		Description: "Answers the new key text once; the old one works until `gracePeriodSeconds` ends. 409 for a revoked or " +
 			"expired key.",

@@ -85,7 +85,7 @@ func (h *Handler) registerAdmin(api *httpx.API) {
 			}
 			return httpx.OK("OK", h.svc.item(inst)), nil
 		})
-	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "createDatabaseInstance", Metadata: httpx.PerUserLimit("Provision"), Method: http.MethodPost,
+	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "createDatabaseInstance", Metadata: httpx.Meta(httpx.PerUserLimit("Provision"), httpx.Idempotent()), Method: http.MethodPost,
 		Path: "/api/database-instances", Tags: tags, Summary: "Create a database for a user", DefaultStatus: http.StatusCreated,
 		Description: "Like POST /api/me/databases on the user's behalf, without the per-user quota.",
 		Errors:      []int{http.StatusNotFound, http.StatusBadGateway}},
@@ -133,7 +133,7 @@ func (h *Handler) registerAdmin(api *httpx.API) {
 			}
 			return httpx.OK("OK", h.creds.view(cr)), nil
 		})
-	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "createAccessCredential", Metadata: httpx.PerUserLimit("Provision"), Method: http.MethodPost,
+	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "createAccessCredential", Metadata: httpx.Meta(httpx.PerUserLimit("Provision"), httpx.Idempotent()), Method: http.MethodPost,
 		Path: "/api/access-credentials", Tags: ctags, Summary: "Add a login role to a database", DefaultStatus: http.StatusCreated,
 		Description: "The password is in this answer only. 409 when the database is not Active or Paused or is being changed, " +
 			"or the username is taken.",
@@ -145,7 +145,7 @@ func (h *Handler) registerAdmin(api *httpx.API) {
 			}
 			return httpx.Created("Access credential created; the password is shown once", *v), nil
 		})
-	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "rotateAccessCredential", Metadata: httpx.PerUserLimit("Provision"), Method: http.MethodPut,
+	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "rotateAccessCredential", Metadata: httpx.Meta(httpx.PerUserLimit("Provision"), httpx.Idempotent()), Method: http.MethodPut,
 		Path: "/api/access-credentials/{id}", Tags: ctags, Summary: "Rotate an access credential's password",
 		Description: "`{rotatePassword: true}` sets a new password, in this answer only. 409 when not Active or during another " +
 			"change.",

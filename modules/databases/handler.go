@@ -87,7 +87,7 @@ func (h *Handler) Register(api *httpx.API) {
 			return httpx.OK("OK", items), nil
 		})
 
-	httpx.Register(api, httpx.Authenticated, huma.Operation{OperationID: "createMyDatabase", Metadata: httpx.PerUserLimit("Provision"), Method: http.MethodPost,
+	httpx.Register(api, httpx.Authenticated, huma.Operation{OperationID: "createMyDatabase", Metadata: httpx.Meta(httpx.PerUserLimit("Provision"), httpx.Idempotent()), Method: http.MethodPost,
 		Path: "/api/me/databases", Tags: tags, Summary: "Create a database", DefaultStatus: http.StatusCreated,
 		Description: "201 with the Active database; 409 at `Databases:MaxPerUser`; 502 with the database as stored when the " +
 			"engine failed.",
@@ -104,7 +104,7 @@ func (h *Handler) Register(api *httpx.API) {
 		verb  string
 		pause bool
 	}{{"pause", true}, {"resume", false}} {
-		httpx.Register(api, httpx.Authenticated, huma.Operation{OperationID: v.verb + "MyDatabase", Metadata: httpx.PerUserLimit("Provision"), Method: http.MethodPost,
+		httpx.Register(api, httpx.Authenticated, huma.Operation{OperationID: v.verb + "MyDatabase", Metadata: httpx.Meta(httpx.PerUserLimit("Provision"), httpx.Idempotent()), Method: http.MethodPost,
 			Path: "/api/me/databases/{id}/" + v.verb, Tags: tags, Summary: map[bool]string{true: "Pause a database", false: "Resume a database"}[v.pause],
 			Description: map[bool]string{
 				true: "Active → Paused: its roles can no longer connect. 502 when the engine failed (finished in the " +

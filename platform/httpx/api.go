@@ -62,7 +62,9 @@ type Routes interface {
 type API struct {
 	huma.API
 	guard Guard
-	app   *fiber.App
+	// idempotency serves the operations marked Idempotent; nil leaves them unguarded (tests of httpx).
+	idempotency Idempotency
+	app         *fiber.App
 	// errorWriters answer the errors under a path prefix in a format of their own.
 	errorWriters []errorWriter
 }
@@ -145,7 +147,10 @@ func Register[I, O any](a *API, access Access, op huma.Operation, h func(context
 	if names := scalarQueryParams(reflect.TypeFor[I]()); len(names) > 0 {
 		op.Middlewares = append(op.Middlewares, singleQueryValues(a.API, names))
 	}
-	op.Errors = uniqueInts(errs)
+	// Last: a request the checks above refuse takes no key.
+	if IsIdempotent(&op) && a.idempotency != nil {
+		op.Middlewares = append(op.Middlewares, a.idempotency.Middleware(a.API))
+	}
 	// huma adds this operation's own responses (its 2xx, its errors) to op.Responses: a map a
 	// module shares between operations (one 502 documented for a create and a delete) would give
 	// the delete the create's 201. Each operation gets its own copy.
@@ -157,6 +162,11 @@ func Register[I, O any](a *API, access Access, op huma.Operation, h func(context
 		}
 		op.Responses = own
 	}
+	if IsIdempotent(&op) {
+		documentIdempotency(&op)
+		errs = append(errs, http.StatusConflict, http.StatusUnprocessableEntity)
+	}
+	op.Errors = uniqueInts(errs)
 	// huma replaces the response of every error status with a generic one: keep the description
 	// and headers (say a 502's Retry-After) the caller documented for it.
 	given := map[string]*huma.Response{}
@@ -250,7 +260,7 @@ func uniqueInts(in []int) []int {
 }
 
 // newAPI builds the huma API on app with our envelope for every error.
-func newAPI(app *fiber.App, title, version string, guard Guard) *API {
+func newAPI(app *fiber.App, title, version string, guard Guard, idempotency Idempotency) *API {
 	cfg := huma.DefaultConfig(title, version)
 	// Schema names must match ^[a-zA-Z0-9._-]+$ (OpenAPI); huma's namer keeps e.g. "struct {}".
 	cfg.Components.Schemas = huma.NewMapRegistry("#/components/schemas/", schemaNamer)
@@ -285,7 +295,7 @@ func newAPI(app *fiber.App, title, version string, guard Guard) *API {
 		SchemeAIKeyBearer: {Type: "http", Scheme: "bearer",
 			Description: "AI API key from POST /api/me/ai-keys as the Bearer token (`Authorization: Bearer sk-prov-…`, what OpenAI SDKs send). Not a JWT: an access token is refused."},
 	}
-	return &API{API: humafiber.NewWithGroup(app, headToo{app}, cfg), guard: guard, app: app}
+	return &API{API: humafiber.NewWithGroup(app, headToo{app}, cfg), guard: guard, idempotency: idempotency, app: app}
 }
 
 // headToo registers every GET operation of huma for HEAD as well, as Fiber's own app.Get does
@@ -303,4 +313,15 @@ func (r headToo) Add(method, path string, handlers ...fiber.Handler) fiber.Route
 // AsRoutes provides a module's Routes to the server.
 func AsRoutes(f any) any {
 	return fx.Annotate(f, fx.As(new(Routes)), fx.ResultTags(`group:"routes"`))
+}
+
+// Meta merges operation metadata: Metadata: httpx.Meta(httpx.PerUserLimit("Provision"), httpx.Idempotent()).
+func Meta(parts ...map[string]any) map[string]any {
+	out := map[string]any{}
+	for _, p := range parts {
+		for k, v := range p {
+			out[k] = v
+		}
+	}
+	return out
 }

@@ -95,7 +95,7 @@ var errorDescriptions = map[int]string{
 	http.StatusUnauthorized:        "Missing, malformed, expired or revoked credentials.",
 	http.StatusForbidden:           "The caller's role does not allow the operation (it needs Admin).",
 	http.StatusNotFound:            "No such resource, or one of another user (never a 403 for those).",
-	http.StatusConflict:            "A duplicate, a quota reached, or a state that does not allow the change.",
+	http.StatusConflict:            "A duplicate, a quota reached, a state that does not allow the change, or the first request with the same `Idempotency-Key` still being answered.",
 	http.StatusTooManyRequests:     "A rate limit was reached: `Retry-After` says when to try again.",
 	http.StatusInternalServerError: "An unexpected error; the server's log has it under the request's `X-Request-Id`.",
 	http.StatusBadGateway:          "A provider or an engine failed; `data` holds the resource as stored, if any.",

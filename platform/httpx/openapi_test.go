@@ -109,7 +109,7 @@ func TestServedDocumentSharesWhatOperationsRepeat(t *testing.T) {
 	assert.Equal(t, object{"$ref": "#/components/responses/502"}, at(paths, "/api/widgets", "post", "responses", "502"))
 	// One answer worded two ways: the component says one, the other operation keeps its own.
 	assert.Equal(t, "The gadget is busy.", at(doc, "components", "responses", "409", "description"))
-	assert.Equal(t, object{"$ref": "#/components/responses/409", "description": "A duplicate, a quota reached, or a state that does not allow the change."}, at(paths, "/api/gadget", "get", "responses", "409"))
+	assert.Equal(t, object{"$ref": "#/components/responses/409", "description": "A duplicate, a quota reached, a state that does not allow the change, or the first request with the same `Idempotency-Key` still being answered."}, at(paths, "/api/gadget", "get", "responses", "409"))
 	// Parameters alike on several operations (the widget id, the page) are shared too.
 	assert.Equal(t, object{"$ref": "#/components/parameters/id"}, at(paths, "/api/widgets/{id}", "get", "parameters").([]any)[0])
 

@@ -36,6 +36,8 @@ type ServerOptions struct {
 	Logger         *slog.Logger
 	Metrics        *Metrics
 	Guard          Guard
+	// Idempotency serves the operations registered as Idempotent.
+	Idempotency Idempotency
 	// Before runs on every request after the request context is set (e.g. the per-IP limit).
 	Before []fiber.Handler
 	// LimitHeaders are the response headers Before's rate limits send (ratelimit.DocHeaders):
@@ -134,7 +136,7 @@ func NewServer(o ServerOptions) (*Server, error) {
 	for _, h := range o.Before {
 		app.Use(h)
 	}
-	s.API = newAPI(app, o.Title, o.Version, o.Guard)
+	s.API = newAPI(app, o.Title, o.Version, o.Guard, o.Idempotency)
 	serveDocument(app, "/api/openapi", s.API.OpenAPI)
 	if o.PublicURL != "" {
 		s.API.OpenAPI().Servers = []*huma.Server{{URL: strings.TrimRight(o.PublicURL, "/"), Description: "This deployment"}}
@@ -144,7 +146,7 @@ func NewServer(o ServerOptions) (*Server, error) {
 
 // exposeHeaders are the response headers a page of an allowed origin may read.
 const exposeHeaders = "X-Request-Id,X-RateLimit-Limit,X-RateLimit-Remaining,X-RateLimit-Reset," +
-	"RateLimit,RateLimit-Policy,Retry-After"
+	"RateLimit,RateLimit-Policy,Retry-After," + ReplayedHeader
 
 func originMatcher(origins []string) func(string) bool {
 	set := map[string]bool{}
