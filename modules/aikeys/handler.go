@@ -26,6 +26,7 @@ type Handler struct {
 	meter    *Meter
 	limiter  *ratelimit.Limiter
 	pass     *Passthrough
+	caps     *Caps
 	// genLimits are the generate operation's schema limits for fastGenerate (nil: it is off).
 	genLimits *generateLimits
 }
@@ -126,12 +127,28 @@ func limitError(err error) error {
 	return err
 }
 
-// generate runs a generation for keyID, for the generate operation and fastGenerate, and meters it.
-func (h *Handler) generate(c *fiber.Ctx, keyID int64, in GenerateInput) (*Generation, error) {
+// generate runs a generation for p, for the generate operation and fastGenerate, and meters it:
+// the model must be allowed, max_tokens is capped (maxTokensHeader says what was sent), and the
+// upstream's `user` is p's owner.
+func (h *Handler) generate(c *fiber.Ctx, p Principal, in GenerateInput) (*Generation, error) {
+	keyID := p.KeyID
 	if !h.upstream.Configured() {
 		return nil, httpx.Unavailable("No AI upstream is configured (Ai:BaseUrl)")
 	}
-	g, err := h.upstream.Generate(c, in)
+	model, err := h.caps.Model(p, in.Model)
+	if err != nil {
+		return nil, httpx.BadRequest("Model not allowed", httpx.FieldError{Field: "model", Message: err.Error()})
+	}
+	var requested int64
+	if in.MaxTokens != nil {
+		requested = int64(*in.MaxTokens)
+	}
+	mt := int(h.caps.Tokens(p, requested))
+	in.Model, in.MaxTokens = model, &mt
+	if c != nil {
+		c.Set(maxTokensHeader, strconv.Itoa(mt))
+	}
+	g, err := h.upstream.Generate(c, in, userField(p))
 	if err != nil {
 		if e := httpx.FromError(err); e.Status == http.StatusTooManyRequests && c != nil {
 			dropLimitHeaders(c) // the upstream's limit: its Retry-After alone
@@ -200,7 +217,7 @@ func (h *Handler) Register(api *httpx.API) {
 	httpx.Register(api, httpx.APIKey, huma.Operation{OperationID: "generate", Method: http.MethodPost, Path: "/api/ai/generate",
 		Tags: gen, Summary: "Generate text", Middlewares: huma.Middlewares{h.requireKey(api.API)},
 		Description: "Runs one chat completion at `{Ai:BaseUrl}/chat/completions` with the key in `X-API-Key`. 400 when the " +
-			"upstream refuses the request itself (the message quotes it); 502 when the upstream fails. See " +
+			"upstream refuses the request itself (the message quotes it); 502 when the upstream fails. " + capsDoc + " See " +
 			"modules/aikeys/README.md.",
 		Errors: []int{http.StatusBadRequest, http.StatusBadGateway, http.StatusServiceUnavailable},
 		Responses: map[string]*huma.Response{
@@ -211,7 +228,7 @@ func (h *Handler) Register(api *httpx.API) {
 		}},
 		func(ctx context.Context, in *generateInput) (*httpx.Response[Generation], error) {
 			p, _ := ctx.Value(apiKeyPrincipal{}).(keyCall)
-			g, err := h.generate(p.c, p.KeyID, in.Body)
+			g, err := h.generate(p.c, p.Principal, in.Body)
 			if err != nil {
 				return nil, err
 			}
@@ -234,7 +251,7 @@ func (h *Handler) Register(api *httpx.API) {
 		Description: "A pass-through to `{Ai:BaseUrl}/chat/completions` in OpenAI's own format, for the OpenAI SDKs " +
 			"(`base_url={base}/api/ai/v1`, the AI key as API key, in `X-API-Key` or `Authorization: Bearer`); `stream: " +
 			"true` is relayed as server-sent events. Every error is OpenAI's `{error: {message, type, param, code}}`. " +
-			"See modules/aikeys/README.md.",
+			capsDoc + " See modules/aikeys/README.md.",
 		Security: []map[string][]string{{httpx.SchemeAPIKey: {}}, {httpx.SchemeAIKeyBearer: {}}},
 		RequestBody: &huma.RequestBody{Required: true, Content: map[string]*huma.MediaType{"application/json": {
 			Schema: &huma.Schema{Type: "object", Description: "An OpenAI chat completion request.", Required: []string{"messages"},
@@ -247,8 +264,8 @@ func (h *Handler) Register(api *httpx.API) {
 			"200": {Description: "The upstream's chat completion, or a text/event-stream when `stream` is true.",
 				Content: map[string]*huma.MediaType{"application/json": {Schema: &huma.Schema{Type: "object"}}, "text/event-stream": {Schema: &huma.Schema{Type: "string"}}}},
 			"400": {Description: "A malformed body: not a JSON object, `messages` missing or empty, a member of the wrong type " +
-				"(`invalid_type`), not UTF-8 (`invalid_utf8`), a duplicate member (`duplicate_member`); or the upstream's " +
-				"400, relayed."},
+				"(`invalid_type`), not UTF-8 (`invalid_utf8`), a duplicate member (`duplicate_member`); a model not allowed " +
+				"or `n` past `Ai:MaxChoices` (`param` naming it); or the upstream's 400, relayed."},
 			"401": {Description: "Bad, revoked, expired or ambiguous key (`invalid_api_key`)."},
 			"404": {Description: "The upstream's own 404 with a JSON error (an unknown model), relayed."},
 			"409": {Description: "The upstream's own 409 with a JSON error, relayed."},
@@ -275,6 +292,9 @@ func (h *Handler) Register(api *httpx.API) {
 		}
 	}
 }
+
+// capsDoc documents the caps (Caps) on both generation routes.
+const capsDoc = "A model not allowed is a 400 naming `model`; max_tokens is capped (`X-AI-Max-Tokens` says what was sent); `user` is set to the key's owner."
 
 // openAIErrorDoc documents OpenAI's error format, as openAIErrorBody writes it.
 type openAIErrorDoc struct {

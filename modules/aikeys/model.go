@@ -39,6 +39,12 @@ type Key struct {
 	CreatedAt          time.Time  `bun:"created_at,nullzero,notnull,default:current_timestamp"`
 	UpdatedAt          time.Time  `bun:"updated_at,nullzero,notnull,default:current_timestamp"`
 	RevokedAt          *time.Time `bun:"revoked_at"`
+	// The key's policy (KeyPolicy); NULL: the platform's, no budget.
+	AllowedModels       []string `bun:"allowed_models,array"`
+	MaxTokensPerRequest *int     `bun:"max_tokens_per_request"`
+	TokenBudget         *int64   `bun:"token_budget"`
+	RequestBudget       *int64   `bun:"request_budget"`
+	BudgetPeriod        string   `bun:"budget_period,notnull,default:'none'"`
 }
 
 // Usage counts what a key consumed.

@@ -44,12 +44,13 @@ var wiring = fx.Module("aikeys",
 		func(cfg Config) *Upstream {
 			return NewUpstream(cfg.Ai.BaseUrl, cfg.Ai.ApiKey, cfg.Ai.DefaultModel, time.Duration(cfg.Ai.TimeoutSeconds)*time.Second)
 		},
+		func(cfg Config) *Caps { return NewCaps(cfg.Ai) },
 		newMeter,
-		func(k *Keys, u *Upstream, m *Meter, l *ratelimit.Limiter, log *slog.Logger) *Passthrough {
-			return &Passthrough{keys: k, upstream: u, meter: m, limiter: l, log: log}
+		func(k *Keys, c *Caps, u *Upstream, m *Meter, l *ratelimit.Limiter, log *slog.Logger) *Passthrough {
+			return &Passthrough{keys: k, caps: c, upstream: u, meter: m, limiter: l, log: log}
 		},
-		httpx.AsRoutes(func(k *Keys, u *Upstream, m *Meter, l *ratelimit.Limiter, p *Passthrough) *Handler {
-			return &Handler{keys: k, upstream: u, meter: m, limiter: l, pass: p}
+		httpx.AsRoutes(func(k *Keys, c *Caps, u *Upstream, m *Meter, l *ratelimit.Limiter, p *Passthrough) *Handler {
+			return &Handler{keys: k, caps: c, upstream: u, meter: m, limiter: l, pass: p}
 		}),
 		provision.AsUserReleaser(func(k *Keys) *Keys { return k }),
 		provision.AsTakeoverRevoker(func(k *Keys) *Keys { return k }),
