@@ -27,6 +27,7 @@ type Handler struct {
 	limiter  *ratelimit.Limiter
 	pass     *Passthrough
 	caps     *Caps
+	budgets  *Budgets
 	// genLimits are the generate operation's schema limits for fastGenerate (nil: it is off).
 	genLimits *generateLimits
 }
@@ -148,13 +149,23 @@ func (h *Handler) generate(c *fiber.Ctx, p Principal, in GenerateInput) (*Genera
 	if c != nil {
 		c.Set(maxTokensHeader, strconv.Itoa(mt))
 	}
+	var ctx context.Context = context.Background()
+	if c != nil {
+		ctx = c.UserContext()
+	}
+	held, err := h.budgets.Reserve(ctx, p, promptEstimate(len(in.System)+len(in.Prompt))+int64(mt))
+	if err != nil {
+		return nil, err
+	}
 	g, err := h.upstream.Generate(c, in, userField(p))
 	if err != nil {
+		held.release()
 		if e := httpx.FromError(err); e.Status == http.StatusTooManyRequests && c != nil {
 			dropLimitHeaders(c) // the upstream's limit: its Retry-After alone
 		}
 		return nil, err // not metered: only a generation answered counts
 	}
+	held.settle(g.Usage.PromptTokens + g.Usage.CompletionTokens)
 	h.meter.Add(keyID, g.Usage.PromptTokens, g.Usage.CompletionTokens)
 	return g, nil
 }
@@ -221,7 +232,7 @@ func (h *Handler) Register(api *httpx.API) {
 			"modules/aikeys/README.md.",
 		Errors: []int{http.StatusBadRequest, http.StatusBadGateway, http.StatusServiceUnavailable},
 		Responses: map[string]*huma.Response{
-			"429": {Description: "Past `RateLimit:AiGenerate` for this key, or the upstream's own 429 (its `Retry-After`, without our " +
+			"429": {Description: "Past `RateLimit:AiGenerate` or the key's budget (`Retry-After` at the period's end), or the upstream's own 429 (its `Retry-After`, without our " +
 				"rate-limit headers).",
 				Headers: map[string]*huma.Param{"Retry-After": {Description: "Seconds to wait; always sent with this 429.", Required: true, Schema: &huma.Schema{Type: "integer"}}}},
 			"502": {Description: "The upstream failed, timed out or answered something unusable; no `Retry-After`."},
@@ -273,7 +284,7 @@ func (h *Handler) Register(api *httpx.API) {
 			"415": {Description: "A compressed body (`unsupported_encoding`), a `charset` other than `utf-8` (`unsupported_charset`), or a " +
 				"`Content-Type` other than JSON (`unsupported_content_type`)."},
 			"422": {Description: "The upstream's own 422 with a JSON error, relayed."},
-			"429": {Description: "The per-key or per-IP rate limit, or the upstream's 429, relayed with its `Retry-After` and without our " +
+			"429": {Description: "The per-key or per-IP rate limit, the key's budget (`budget_exceeded`), or the upstream's 429, relayed with its `Retry-After` and without our " +
 				"rate-limit headers.",
 				Headers: map[string]*huma.Param{"Retry-After": {Description: "Seconds to wait; always sent with this 429.", Required: true, Schema: &huma.Schema{Type: "integer"}}}},
 			"500": {Description: "An unexpected error (`server_error`)."},

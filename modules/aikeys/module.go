@@ -9,12 +9,14 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/uptrace/bun"
 	"go.uber.org/fx"
 
 	"provisioner/modules/aikeys/migrations"
 	"provisioner/platform/audit"
 	"provisioner/platform/coherent"
+	"provisioner/platform/config"
 	"provisioner/platform/db"
 	"provisioner/platform/httpx"
 	"provisioner/platform/module"
@@ -46,11 +48,12 @@ var wiring = fx.Module("aikeys",
 		},
 		func(cfg Config) *Caps { return NewCaps(cfg.Ai) },
 		newMeter,
-		func(k *Keys, c *Caps, u *Upstream, m *Meter, l *ratelimit.Limiter, log *slog.Logger) *Passthrough {
-			return &Passthrough{keys: k, caps: c, upstream: u, meter: m, limiter: l, log: log}
+		newBudgets,
+		func(k *Keys, c *Caps, b *Budgets, u *Upstream, m *Meter, l *ratelimit.Limiter, log *slog.Logger) *Passthrough {
+			return &Passthrough{keys: k, caps: c, budgets: b, upstream: u, meter: m, limiter: l, log: log}
 		},
-		httpx.AsRoutes(func(k *Keys, c *Caps, u *Upstream, m *Meter, l *ratelimit.Limiter, p *Passthrough) *Handler {
-			return &Handler{keys: k, caps: c, upstream: u, meter: m, limiter: l, pass: p}
+		httpx.AsRoutes(func(k *Keys, c *Caps, b *Budgets, u *Upstream, m *Meter, l *ratelimit.Limiter, p *Passthrough) *Handler {
+			return &Handler{keys: k, caps: c, budgets: b, upstream: u, meter: m, limiter: l, pass: p}
 		}),
 		provision.AsUserReleaser(func(k *Keys) *Keys { return k }),
 		provision.AsTakeoverRevoker(func(k *Keys) *Keys { return k }),
@@ -72,6 +75,14 @@ func newMeter(lc fx.Lifecycle, d *bun.DB, log *slog.Logger, _ *db.Migrated) *Met
 		OnStop:  m.Stop,
 	})
 	return m
+}
+
+// newBudgets builds the budgets; at shutdown (after the HTTP server: see newMeter) it waits for
+// the settlements in flight.
+func newBudgets(lc fx.Lifecycle, rc *redis.Client, platform *config.Config, log *slog.Logger) *Budgets {
+	b := NewBudgets(rc, platform.Redis.KeyPrefix, log)
+	lc.Append(fx.StopHook(b.Wait))
+	return b
 }
 
 // Summary contributes the dashboard section and the platform counts.

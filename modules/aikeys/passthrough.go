@@ -23,6 +23,7 @@ import (
 type Passthrough struct {
 	keys     *Keys
 	caps     *Caps
+	budgets  *Budgets
 	upstream *Upstream
 	meter    *Meter
 	limiter  *ratelimit.Limiter
@@ -208,7 +209,17 @@ func (p *Passthrough) Handle(c *fiber.Ctx) error {
 	if refused != nil {
 		return openAIError(c, http.StatusBadRequest, "invalid_request_error", refused.code, refused.param, refused.msg)
 	}
-	_ = completion
+	held, err := p.budgets.Reserve(ctx, key, promptEstimate(len(msgs))+completion)
+	if err != nil {
+		e := httpx.FromError(err)
+		for h, v := range e.GetHeaders() {
+			c.Set(h, v[0])
+		}
+		if e.Status == http.StatusTooManyRequests {
+			return openAIError(c, e.Status, "requests", "budget_exceeded", "", e.Message)
+		}
+		return openAIError(c, http.StatusServiceUnavailable, "server_error", "unavailable", "", e.Message)
+	}
 	stream := string(body["stream"]) == "true"
 	wantUsage := false
 	if stream {
@@ -224,18 +235,21 @@ func (p *Passthrough) Handle(c *fiber.Ctx) error {
 		body["stream_options"], _ = json.Marshal(opts)
 	}
 	raw, _ := json.Marshal(body)
-	promptEstimate := int64(len(msgs) / 4)
+	promptGuess := int64(len(msgs) / 4) // charged for a stream cut before its usage came
 
 	if !stream {
-		return p.relayAnswer(c, key.KeyID, raw)
+		return p.relayAnswer(c, key.KeyID, held, raw)
 	}
-	return p.relayStream(c, key.KeyID, raw, promptEstimate, wantUsage)
+	return p.relayStream(c, key.KeyID, held, raw, promptGuess, wantUsage)
 }
 
 // relayAnswer sends a non-streamed request with the pooled fasthttp client (no per-connection
 // goroutines, as for /api/ai/generate) and relays the answer.
-func (p *Passthrough) relayAnswer(c *fiber.Ctx, keyID int64, raw []byte) error {
+func (p *Passthrough) relayAnswer(c *fiber.Ctx, keyID int64, held *hold, raw []byte) error {
 	a, err := p.upstream.postFast(c, raw)
+	if err != nil {
+		held.release()
+	}
 	if errors.Is(err, errAnswerTooLarge) {
 		return openAIError(c, http.StatusBadGateway, "server_error", "upstream_too_large", "", "The AI upstream's answer was too large")
 	}
@@ -246,7 +260,7 @@ func (p *Passthrough) relayAnswer(c *fiber.Ctx, keyID int64, raw []byte) error {
 	if err != nil {
 		return openAIError(c, http.StatusBadGateway, "server_error", "upstream_unavailable", "", "The AI upstream did not answer")
 	}
-	return p.sendAnswer(c, keyID, a)
+	return p.sendAnswer(c, keyID, held, a)
 }
 
 // maxRelayedMessage bounds the upstream's message in a relayed error, in runes.
@@ -265,7 +279,12 @@ const maxRelayedMessage = 2000
 // A relayed error keeps the upstream's message, type, param and code when present and of the
 // right type (strings; param and code may be null), the message on one line, at most
 // maxRelayedMessage runes, without control or bidi characters and with Ai:ApiKey redacted.
-func (p *Passthrough) sendAnswer(c *fiber.Ctx, keyID int64, a answer) error {
+//
+// Only the 200 settles held to its usage; every other answer releases it.
+func (p *Passthrough) sendAnswer(c *fiber.Ctx, keyID int64, held *hold, a answer) error {
+	if a.status != http.StatusOK {
+		held.release()
+	}
 	switch {
 	case a.status == http.StatusOK:
 		// A 200 that is no JSON object (a proxy's or a captive portal's HTML page, a cut body) is
@@ -276,8 +295,10 @@ func (p *Passthrough) sendAnswer(c *fiber.Ctx, keyID int64, a answer) error {
 			Usage usageFigures `json:"usage"`
 		}
 		if v := bytes.TrimSpace(a.body); len(v) == 0 || v[0] != '{' || json.Unmarshal(a.body, &cr) != nil {
+			held.release()
 			return openAIError(c, http.StatusBadGateway, "server_error", "upstream_malformed", "", "The AI upstream's answer was not a JSON completion")
 		}
+		held.settle(int64(cr.Usage.PromptTokens) + int64(cr.Usage.CompletionTokens))
 		p.meter.Add(keyID, int64(cr.Usage.PromptTokens), int64(cr.Usage.CompletionTokens))
 		// The answer is relayed as the upstream wrote it, except our Ai:ApiKey, as it is or
 		// JSON-escaped (`\/`, `\u002d`...).

@@ -24,7 +24,9 @@ import (
 // answer that keeps coming is relayed to its end. A stream the upstream stops sending (for that
 // long) or breaks off ends with an OpenAI error event, so SDKs raise instead of taking a cut
 // answer for a whole one. Our Ai:ApiKey is redacted from every line relayed.
-func (p *Passthrough) relayStream(c *fiber.Ctx, keyID int64, raw []byte, promptEstimate int64, wantUsage bool) error {
+// held is settled to the stream's usage when it ends, however it ends, or released when no
+// stream began.
+func (p *Passthrough) relayStream(c *fiber.Ctx, keyID int64, held *hold, raw []byte, promptEstimate int64, wantUsage bool) error {
 	timeout := p.upstream.timeout
 	uctx, cancel := context.WithCancel(context.Background())
 	var timedOut atomic.Bool
@@ -36,6 +38,9 @@ func (p *Passthrough) relayStream(c *fiber.Ctx, keyID int64, raw []byte, promptE
 	stopWatch := watchClient(c, func() { left.Store(true); cancel() })
 	res, err := p.upstream.post(uctx, raw)
 	stopWatch()
+	if err != nil {
+		held.release()
+	}
 	if err != nil && left.Load() {
 		idle.Stop()
 		p.clientLeft(keyID)
@@ -53,13 +58,16 @@ func (p *Passthrough) relayStream(c *fiber.Ctx, keyID int64, raw []byte, promptE
 		defer res.Body.Close()
 		// The timeout bounds each wait here too, not the whole read of a large error body.
 		data, err := io.ReadAll(io.LimitReader(&idleReader{r: res.Body, t: idle, d: timeout}, maxAnswer+1))
+		if err != nil || len(data) > maxAnswer {
+			held.release()
+		}
 		if err != nil {
 			return openAIError(c, http.StatusBadGateway, "server_error", "upstream_cut", "", "The AI upstream's answer was cut")
 		}
 		if len(data) > maxAnswer {
 			return openAIError(c, http.StatusBadGateway, "server_error", "upstream_too_large", "", "The AI upstream's answer was too large")
 		}
-		return p.sendAnswer(c, keyID, answer{status: res.StatusCode, contentType: res.Header.Get("Content-Type"),
+		return p.sendAnswer(c, keyID, held, answer{status: res.StatusCode, contentType: res.Header.Get("Content-Type"),
 			retryAfter: res.Header.Get(fiber.HeaderRetryAfter), body: data})
 	}
 
@@ -69,6 +77,7 @@ func (p *Passthrough) relayStream(c *fiber.Ctx, keyID int64, raw []byte, promptE
 		idle.Stop()
 		cancel()
 		_ = res.Body.Close()
+		held.release()
 		return openAIError(c, http.StatusBadGateway, "server_error", "upstream_not_streaming", "", "The AI upstream answered without a stream")
 	}
 	c.Set(fiber.HeaderContentType, "text/event-stream")
@@ -197,6 +206,7 @@ func (p *Passthrough) relayStream(c *fiber.Ctx, keyID int64, raw []byte, promptE
 			// up to then, estimating one token per content delta read and the prompt from its size.
 			prompt, completion = promptEstimate, deltas
 		}
+		held.settle(prompt + completion)
 		p.meter.Add(keyID, prompt, completion)
 	})
 	return nil
