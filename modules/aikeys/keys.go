@@ -35,6 +35,8 @@ type Keys struct {
 	audit      *audit.Recorder
 	maxPerUser int
 	byHash     *coherent.Cache[[32]byte, Principal]
+	// defaultBudget is AiKeys:DefaultMonthlyTokenBudget (0: none).
+	defaultBudget int64
 }
 
 // NewKeys builds the key service; bus keeps its cache coherent (nil: every check reads the row).
@@ -144,6 +146,7 @@ type CreateInput struct {
 	UserID    int64
 	Name      string
 	ExpiresAt *time.Time
+	Policy    PolicyBody // checked by the caller (PolicyBody.check)
 }
 
 // Create makes a key; the plain text is in the answer only.
@@ -161,7 +164,12 @@ func (s *Keys) Create(ctx context.Context, in CreateInput) (*View, error) {
 	}
 	text := newKeyText()
 	h := hashKey(text)
-	k := &Key{UserID: in.UserID, Name: name, Prefix: displayPrefix(text), KeyHash: h[:], Status: StatusActive, ExpiresAt: in.ExpiresAt}
+	k := &Key{UserID: in.UserID, Name: name, Prefix: displayPrefix(text), KeyHash: h[:], Status: StatusActive, ExpiresAt: in.ExpiresAt, BudgetPeriod: PeriodNone}
+	if in.Policy.TokenBudget == nil && s.defaultBudget > 0 {
+		b := s.defaultBudget
+		k.TokenBudget, k.BudgetPeriod = &b, PeriodMonth
+	}
+	in.Policy.apply(k)
 	err := db.RunInTx(ctx, s.db, func(ctx context.Context, tx bun.Tx) error {
 		if err := db.LockLiveUser(ctx, tx, in.UserID); err != nil {
 			return err

@@ -32,16 +32,17 @@ const CacheTTL = 30 * time.Second
 // namespace and its OpenAPI tags.
 var Module = module.Module{Name: "aikeys", Options: wiring, Config: Settings, AuditNamespaces: []string{"aikey"},
 	Tags: map[string]string{
-		"AI keys": "The signed-in user's AI API keys (managed with a JWT).",
-		"AI generation": "Generation with an AI API key (X-API-Key, or Authorization: Bearer on the OpenAI-compatible route). " +
-			"Only a generation the upstream answered counts in the key's usage; the gateway's own `Ai:ApiKey` is redacted from what is relayed.",
+		"AI keys":       "The signed-in user's AI API keys (managed with a JWT).",
+		"AI generation": "Generation with an AI key (X-API-Key, or a Bearer token on the OpenAI-compatible route); see modules/aikeys/README.md.",
 	}}
 
 // wiring is everything the aikeys module contributes to the fx graph.
 var wiring = fx.Module("aikeys",
 	fx.Provide(
 		func(d *bun.DB, cfg Config, a *audit.Recorder, bus *coherent.Bus) *Keys {
-			return NewKeys(d, a, bus, cfg.AiKeys.MaxPerUser)
+			k := NewKeys(d, a, bus, cfg.AiKeys.MaxPerUser)
+			k.defaultBudget = cfg.AiKeys.DefaultMonthlyTokenBudget
+			return k
 		},
 		func(cfg Config) *Upstream {
 			return NewUpstream(cfg.Ai.BaseUrl, cfg.Ai.ApiKey, cfg.Ai.DefaultModel, time.Duration(cfg.Ai.TimeoutSeconds)*time.Second)

@@ -207,10 +207,12 @@ func (p *Passthrough) Handle(c *fiber.Ctx) error {
 	}
 	completion, refused := p.applyCaps(c, key, body)
 	if refused != nil {
+		p.meter.Refused(key.KeyID)
 		return openAIError(c, http.StatusBadRequest, "invalid_request_error", refused.code, refused.param, refused.msg)
 	}
 	held, err := p.budgets.Reserve(ctx, key, promptEstimate(len(msgs))+completion)
 	if err != nil {
+		p.meter.Refused(key.KeyID)
 		e := httpx.FromError(err)
 		for h, v := range e.GetHeaders() {
 			c.Set(h, v[0])
