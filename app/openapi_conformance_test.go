@@ -522,6 +522,12 @@ func TestEveryAnswerMatchesTheOpenAPIDocument(t *testing.T) {
 	r = want(http.StatusOK, apptest.Request{Method: http.MethodPost, Path: "/api/me/ai-keys/" + keyID + "/rotate", Token: u.Token, Header: idem, Body: map[string]any{}})
 	require.Equal(t, "true", r.Header.Get("Idempotent-Replayed"))
 	r.Decode(t, &key)
+	want(http.StatusOK, apptest.Request{Method: http.MethodPatch, Path: "/api/me/ai-keys/" + keyID, Token: u.Token,
+		Body: map[string]any{"tokenBudget": 1000000, "budgetPeriod": "month"}})
+	want(http.StatusBadRequest, apptest.Request{Method: http.MethodPatch, Path: "/api/me/ai-keys/" + keyID, Token: u.Token,
+		Body: map[string]any{"allowedModels": []string{"not-allowed"}}})
+	get(http.StatusOK, "/api/me/ai-keys/"+keyID+"/usage?granularity=day", u.Token)
+	get(http.StatusNotFound, "/api/me/ai-keys/"+missing+"/usage", u.Token)
 	withKey := map[string]string{"X-API-Key": key.Key}
 	want(http.StatusOK, apptest.Request{Method: http.MethodPost, Path: "/api/ai/generate", Header: withKey, Body: map[string]any{"prompt": "Say hello"}})
 	want(http.StatusBadRequest, apptest.Request{Method: http.MethodPost, Path: "/api/ai/generate", Header: withKey, Body: map[string]any{"prompt": ""}})
@@ -586,6 +592,8 @@ func TestEveryAnswerMatchesTheOpenAPIDocument(t *testing.T) {
 	get(http.StatusNotFound, "/api/users/"+missing, admin)
 	put(http.StatusOK, "/api/users/"+other, admin, map[string]any{"organization": "Elsewhere"})
 	put(http.StatusNotFound, "/api/users/"+missing, admin, map[string]any{"organization": "Elsewhere"})
+	get(http.StatusOK, "/api/users/"+other+"/ai-usage", admin)
+	get(http.StatusBadRequest, "/api/users/"+other+"/ai-usage?from=2026-01-02T00:00:00Z&to=2026-01-01T00:00:00Z", admin)
 	get(http.StatusOK, "/api/users/"+strconv.FormatInt(u.ID, 10)+"/dashboard", admin)
 	get(http.StatusOK, "/api/users/"+strconv.FormatInt(u.ID, 10)+"/sessions?pageSize=5", admin)
 	get(http.StatusNotFound, "/api/users/"+missing+"/sessions", admin)

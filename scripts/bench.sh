@@ -73,6 +73,9 @@ curl -sf "$B/api/auth/register" -H 'Content-Type: application/json' \
   -d "{\"fullName\":\"Bench\",\"email\":\"bench@example.test\",\"password\":\"$pw\"}" >"$work/reg.json"
 token=$(jq -r .data.accessToken "$work/reg.json")
 key=$(curl -sf "$B/api/me/ai-keys" -H "Authorization: Bearer $token" -H 'Content-Type: application/json' -d '{"name":"bench"}' | jq -r .data.key)
+# A key with a budget (never reached): each generation reserves in Redis, one round trip.
+bkey=$(curl -sf "$B/api/me/ai-keys" -H "Authorization: Bearer $token" -H 'Content-Type: application/json' \
+  -d '{"name":"bench budgeted","policy":{"tokenBudget":1000000000000000,"requestBudget":1000000000000,"budgetPeriod":"month"}}' | jq -r .data.key)
 
 median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", a/b}'; }
@@ -97,9 +100,10 @@ printf 'POST http://127.0.0.1:%s/chat/completions\nContent-Type: application/jso
 echo '{"model":"fake","messages":[{"role":"user","content":"Say hello"}]}' >"$work/direct.json"
 printf 'POST %s/api/ai/generate\nContent-Type: application/json\nX-API-Key: %s\n@%s\n' "$B" "$key" "$work/gen.json" >"$work/gen.t"
 echo '{"prompt":"Say hello"}' >"$work/gen.json"
+printf 'POST %s/api/ai/generate\nContent-Type: application/json\nX-API-Key: %s\n@%s\n' "$B" "$bkey" "$work/gen.json" >"$work/genb.t"
 printf 'POST http://127.0.0.1:%s/gen\nContent-Type: application/json\n@%s\n' "$px_port" "$work/direct.json" >"$work/proxy.t"
 printf 'POST %s/api/ai/v1/chat/completions\nContent-Type: application/json\nAuthorization: Bearer %s\n@%s\n' "$B" "$key" "$work/direct.json" >"$work/pass.t"
-p2a=(); p2b=(); p2c=(); p2d=(); p2e=(); p2f=(); p2g=(); p2h=()
+p2a=(); p2b=(); p2c=(); p2d=(); p2e=(); p2f=(); p2g=(); p2h=(); p2i=(); p2j=()
 minus() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.3f", a-b}'; }
 # switches <pid>: the context switches of every thread of a process so far
 switches() { cat /proc/"$1"/task/*/status 2>/dev/null | awk '/ctxt_switches/ {s += $2} END {print s}'; }
@@ -113,6 +117,8 @@ for _ in $(seq "$REPEAT"); do
   x50=$(vegeta_p 1000 "$work/proxy.t" 50); x99=$(jq -r '.latencies["99th"] / 1000000' "$work/v.json")
   p2h+=("$(per_request "$s0" "$(switches "$px_pid")")")
   o50=$(vegeta_p 1000 "$work/pass.t" 50); o99=$(jq -r '.latencies["99th"] / 1000000' "$work/v.json")
+  k50=$(vegeta_p 1000 "$work/genb.t" 50); k99=$(jq -r '.latencies["99th"] / 1000000' "$work/v.json")
+  p2i+=("$(minus "$k50" "$d50")"); p2j+=("$(minus "$k99" "$d99")")
   p2a+=("$(minus "$g50" "$d50")"); p2b+=("$(minus "$g99" "$d99")")
   p2c+=("$(minus "$x50" "$d50")"); p2d+=("$(minus "$x99" "$d99")")
   p2e+=("$(minus "$o50" "$d50")"); p2f+=("$(minus "$o99" "$d99")")
@@ -121,6 +127,7 @@ P2a=$(printf '%s\n' "${p2a[@]}" | median); P2b=$(printf '%s\n' "${p2b[@]}" | med
 P2c=$(printf '%s\n' "${p2c[@]}" | median); P2d=$(printf '%s\n' "${p2d[@]}" | median)
 P2e=$(printf '%s\n' "${p2e[@]}" | median); P2f=$(printf '%s\n' "${p2f[@]}" | median)
 P2g=$(printf '%s\n' "${p2g[@]}" | median); P2h=$(printf '%s\n' "${p2h[@]}" | median)
+P2i=$(printf '%s\n' "${p2i[@]}" | median); P2j=$(printf '%s\n' "${p2j[@]}" | median)
 
 echo "== P3 database create to usable" >&2
 start_tenant_pg
@@ -187,6 +194,7 @@ mkdir -p test-output
   echo "| P2 AI gateway added latency at 1,000 req/s, p50 / p99 | ${P2a} ms / ${P2b} ms | < 0.2 ms / < 1 ms |"
   echo "| P2 floor: a bare Fiber + fasthttp relay, same run, p50 / p99 | ${P2c} ms / ${P2d} ms | (context) |"
   echo "| P2 the OpenAI-compatible pass-through, same run, p50 / p99 | ${P2e} ms / ${P2f} ms | (context) |"
+  echo "| P2 generate with a budgeted key (one Redis round trip), same run, p50 / p99 | ${P2i} ms / ${P2j} ms | (context) |"
   echo "| P2 context switches per generate request: the service / the bare relay | ${P2g} / ${P2h} | (context) |"
   echo "| P3 create-to-usable ÷ bare CREATE ROLE + CREATE DATABASE | $P3 | ≤ 1.3 |"
   echo "| P4 p99 of \`GET /api/me\` during a login flood ÷ without | $P4 | ≤ 3 |"

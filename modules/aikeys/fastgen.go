@@ -53,7 +53,7 @@ func (h *Handler) fastGenerate(c *fiber.Ctx) error {
 	if err != nil {
 		return httpx.WriteHandlerError(c, limitError(err))
 	}
-	g, err := h.generate(c, p.KeyID, in)
+	g, err := h.generate(c, p, in)
 	if err != nil {
 		return httpx.WriteHandlerError(c, err)
 	}

@@ -85,8 +85,9 @@ func appendJSONFloat(dst []byte, f float64) []byte {
 }
 
 // appendChatRequest appends the upstream's chat completion request for a generation: model, the
-// system message when there is one, the user's prompt, max_tokens and temperature when given.
-func appendChatRequest(dst []byte, model string, in GenerateInput) []byte {
+// system message when there is one, the user's prompt, max_tokens and temperature when given, and
+// user when not empty.
+func appendChatRequest(dst []byte, model, user string, in GenerateInput) []byte {
 	dst = append(dst, `{"model":`...)
 	dst = appendJSONString(dst, model)
 	dst = append(dst, `,"messages":[`...)
@@ -105,6 +106,10 @@ func appendChatRequest(dst []byte, model string, in GenerateInput) []byte {
 	if in.Temperature != nil {
 		dst = append(dst, `,"temperature":`...)
 		dst = appendJSONFloat(dst, *in.Temperature)
+	}
+	if user != "" {
+		dst = append(dst, `,"user":`...)
+		dst = appendJSONString(dst, user)
 	}
 	return append(dst, '}')
 }

@@ -21,7 +21,7 @@ func encodingJSON(t testing.TB, v any) []byte {
 }
 
 // oldChatRequest is the upstream request as it was built before it was written by hand.
-func oldChatRequest(model string, in GenerateInput) any {
+func oldChatRequest(model, user string, in GenerateInput) any {
 	type message struct {
 		Role    string `json:"role"`
 		Content string `json:"content"`
@@ -31,7 +31,8 @@ func oldChatRequest(model string, in GenerateInput) any {
 		Messages    []message `json:"messages"`
 		MaxTokens   *int      `json:"max_tokens,omitempty"`
 		Temperature *float64  `json:"temperature,omitempty"`
-	}{Model: model, MaxTokens: in.MaxTokens, Temperature: in.Temperature}
+		User        string    `json:"user,omitempty"`
+	}{Model: model, MaxTokens: in.MaxTokens, Temperature: in.Temperature, User: user}
 	if in.System != "" {
 		req.Messages = append(req.Messages, message{Role: "system", Content: in.System})
 	}
@@ -52,9 +53,11 @@ func checkHandWritten(t testing.TB, s1, s2, s3 string, n int64, f float64) {
 		{Prompt: s1, System: s3, MaxTokens: &mt, Temperature: &f},
 		{Prompt: s3, System: s1, Temperature: &f},
 	} {
-		want := bytes.TrimSuffix(encodingJSON(t, oldChatRequest(s2, in)), []byte("\n"))
-		if got := appendChatRequest(nil, s2, in); !bytes.Equal(got, want) {
-			t.Fatalf("chat request:\n got %q\nwant %q", got, want)
+		for _, user := range []string{"", "42", s3} {
+			want := bytes.TrimSuffix(encodingJSON(t, oldChatRequest(s2, user, in)), []byte("\n"))
+			if got := appendChatRequest(nil, s2, user, in); !bytes.Equal(got, want) {
+				t.Fatalf("chat request:\n got %q\nwant %q", got, want)
+			}
 		}
 	}
 }
@@ -74,7 +77,7 @@ func TestHandWrittenJSONIsEncodingJSONs(t *testing.T) {
 		checkHandWritten(t, s, strs[(i+1)%len(strs)], strs[(i+2)%len(strs)], int64(i*1000003), floats[i%len(floats)])
 	}
 	checkHandWritten(t, "x", "y", "z", math.MaxInt64/2, 2)
-	assert.True(t, json.Valid(appendChatRequest(nil, "m", GenerateInput{Prompt: "\xff"})))
+	assert.True(t, json.Valid(appendChatRequest(nil, "m", "1", GenerateInput{Prompt: "\xff"})))
 }
 
 func FuzzHandWrittenJSON(f *testing.F) {

@@ -22,7 +22,7 @@ import (
 // gateway's key, stay 502.
 func TestUpstreamRefusalOfTheInputIsA400(t *testing.T) {
 	t.Parallel()
-	a, up := setup(t, nil)
+	a, up := setup(t, map[string]any{"Ai:AllowedModels": "*"}) // the upstream judges the model
 	u := a.Register(t)
 	k := newKey(t, a, u.Token, nil)
 	fail := func(status int, body string) {

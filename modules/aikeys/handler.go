@@ -26,6 +26,8 @@ type Handler struct {
 	meter    *Meter
 	limiter  *ratelimit.Limiter
 	pass     *Passthrough
+	caps     *Caps
+	budgets  *Budgets
 	// genLimits are the generate operation's schema limits for fastGenerate (nil: it is off).
 	genLimits *generateLimits
 }
@@ -38,8 +40,14 @@ type aiKeyCreateInput struct {
 	Body struct {
 		_         struct{}   `additionalProperties:"true"`
 		Name      string     `json:"name" minLength:"1" maxLength:"100" pattern:"^[^\\x00-\\x1f\\x7f-\\x9f]*[^\\x00-\\x20\\x7f-\\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000][^\\x00-\\x1f\\x7f-\\x9f]*$" patternDescription:"not blank (white space only), without control characters" example:"ci pipeline"`
-		ExpiresAt *time.Time `json:"expiresAt,omitempty" doc:"After this instant the key is refused (ISO 8601; in the future, and before 10000-01-01T00:00:00Z)."`
+		ExpiresAt *time.Time `json:"expiresAt,omitempty" doc:"Refused after this instant (before year 10000)."`
+		Policy    PolicyBody `json:"policy,omitempty"`
 	}
+}
+
+type aiKeyPatchInput struct {
+	ID   int64 `path:"id" minimum:"1"`
+	Body PolicyBody
 }
 
 // Resolve checks what the schema cannot, alongside it.
@@ -126,18 +134,46 @@ func limitError(err error) error {
 	return err
 }
 
-// generate runs a generation for keyID, for the generate operation and fastGenerate, and meters it.
-func (h *Handler) generate(c *fiber.Ctx, keyID int64, in GenerateInput) (*Generation, error) {
+// generate runs a generation for p, for the generate operation and fastGenerate, and meters it:
+// the model must be allowed, max_tokens is capped (maxTokensHeader says what was sent), and the
+// upstream's `user` is p's owner.
+func (h *Handler) generate(c *fiber.Ctx, p Principal, in GenerateInput) (*Generation, error) {
+	keyID := p.KeyID
 	if !h.upstream.Configured() {
 		return nil, httpx.Unavailable("No AI upstream is configured (Ai:BaseUrl)")
 	}
-	g, err := h.upstream.Generate(c, in)
+	model, err := h.caps.Model(p, in.Model)
 	if err != nil {
+		h.meter.Refused(keyID)
+		return nil, httpx.BadRequest("Model not allowed", httpx.FieldError{Field: "model", Message: err.Error()})
+	}
+	var requested int64
+	if in.MaxTokens != nil {
+		requested = int64(*in.MaxTokens)
+	}
+	mt := int(h.caps.Tokens(p, requested))
+	in.Model, in.MaxTokens = model, &mt
+	if c != nil {
+		c.Set(maxTokensHeader, strconv.Itoa(mt))
+	}
+	var ctx context.Context = context.Background()
+	if c != nil {
+		ctx = c.UserContext()
+	}
+	held, err := h.budgets.Reserve(ctx, p, promptEstimate(len(in.System)+len(in.Prompt))+int64(mt))
+	if err != nil {
+		h.meter.Refused(keyID)
+		return nil, err
+	}
+	g, err := h.upstream.Generate(c, in, userField(p))
+	if err != nil {
+		held.release()
 		if e := httpx.FromError(err); e.Status == http.StatusTooManyRequests && c != nil {
 			dropLimitHeaders(c) // the upstream's limit: its Retry-After alone
 		}
 		return nil, err // not metered: only a generation answered counts
 	}
+	held.settle(g.Usage.PromptTokens + g.Usage.CompletionTokens)
 	h.meter.Add(keyID, g.Usage.PromptTokens, g.Usage.CompletionTokens)
 	return g, nil
 }
@@ -147,8 +183,7 @@ func (h *Handler) Register(api *httpx.API) {
 	tags := []string{"AI keys"}
 	httpx.Register(api, httpx.Authenticated, huma.Operation{OperationID: "listMyAiKeys", Method: http.MethodGet,
 		Path: "/api/me/ai-keys", Tags: tags, Summary: "List my AI keys",
-		Description: "Never the key text. `status` is `Active`, `Revoked` or `Expired`; ended keys are listed for 30 days (at " +
-			"most 100)."},
+		Description: "Never the key text; ended keys are listed for 30 days (at most 100)."},
 		func(ctx context.Context, _ *struct{}) (*httpx.Response[[]View], error) {
 			list, err := h.keys.List(ctx, authn.FromContext(ctx).UserID)
 			if err != nil {
@@ -158,10 +193,13 @@ func (h *Handler) Register(api *httpx.API) {
 		})
 	httpx.Register(api, httpx.Authenticated, huma.Operation{OperationID: "createMyAiKey", Metadata: httpx.Meta(httpx.PerUserLimit("Provision"), httpx.Idempotent()), Method: http.MethodPost,
 		Path: "/api/me/ai-keys", Tags: tags, Summary: "Create an AI key", DefaultStatus: http.StatusCreated,
-		Description: "The key text (`sk-prov-…`) is in this answer only. 409 at `AiKeys:MaxPerUser` usable keys.",
+		Description: "The key text is in this answer only. 409 at `AiKeys:MaxPerUser` usable keys.",
 		Errors:      []int{http.StatusConflict}},
 		func(ctx context.Context, in *aiKeyCreateInput) (*httpx.Response[View], error) {
-			v, err := h.keys.Create(ctx, CreateInput{UserID: authn.FromContext(ctx).UserID, Name: in.Body.Name, ExpiresAt: in.Body.ExpiresAt})
+			if err := in.Body.Policy.check(h.caps); err != nil {
+				return nil, err
+			}
+			v, err := h.keys.Create(ctx, CreateInput{UserID: authn.FromContext(ctx).UserID, Name: in.Body.Name, ExpiresAt: in.Body.ExpiresAt, Policy: in.Body.Policy})
 			if err != nil {
 				return nil, err
 			}
@@ -169,9 +207,8 @@ func (h *Handler) Register(api *httpx.API) {
 		})
 	httpx.Register(api, httpx.Authenticated, huma.Operation{OperationID: "rotateMyAiKey", Metadata: httpx.Meta(httpx.PerUserLimit("Provision"), httpx.Idempotent()), Method: http.MethodPost,
 		Path: "/api/me/ai-keys/{id}/rotate", Tags: tags, Summary: "Rotate an AI key",
-		Description: "Answers the new key text once; the old one works until `gracePeriodSeconds` ends. 409 for a revoked or " +
-			"expired key.",
-		Errors: []int{http.StatusNotFound, http.StatusConflict}},
+		Description: "The new key text, once; the old works until `gracePeriodSeconds` ends. 409 for a revoked or expired key, or at 10 texts in grace.",
+		Errors:      []int{http.StatusNotFound, http.StatusConflict}},
 		func(ctx context.Context, in *aiKeyRotateInput) (*httpx.Response[View], error) {
 			grace := 0
 			if in.Body != nil {
@@ -194,23 +231,41 @@ func (h *Handler) Register(api *httpx.API) {
 			return httpx.OK("AI key revoked", *v), nil
 		})
 
+	httpx.Register(api, httpx.Authenticated, huma.Operation{OperationID: "setMyAiKeyPolicy", Method: http.MethodPatch,
+		Path: "/api/me/ai-keys/{id}", Tags: tags, Summary: "Set an AI key's policy",
+		Description: "0 or [] clears; 409 if revoked.",
+		Errors:      []int{http.StatusNotFound, http.StatusConflict}},
+		func(ctx context.Context, in *aiKeyPatchInput) (*httpx.Response[View], error) {
+			if err := in.Body.check(h.caps); err != nil {
+				return nil, err
+			}
+			me := authn.FromContext(ctx).UserID
+			v, err := h.keys.SetPolicy(ctx, in.ID, me, me, in.Body)
+			if err != nil {
+				return nil, err
+			}
+			return httpx.OK("AI key policy set", *v), nil
+		})
+
+	h.registerUsage(api)
+
 	gen := []string{"AI generation"}
 	// The plain requests are answered ahead of the operation (fastGenerate); the rest go on to it.
 	api.Fiber().Post("/api/ai/generate", h.fastGenerate)
 	httpx.Register(api, httpx.APIKey, huma.Operation{OperationID: "generate", Method: http.MethodPost, Path: "/api/ai/generate",
 		Tags: gen, Summary: "Generate text", Middlewares: huma.Middlewares{h.requireKey(api.API)},
 		Description: "One chat completion at `{Ai:BaseUrl}`. 400 when the upstream refuses the request (its message quoted); " +
-			"502 when it fails.",
+			"502 when it fails. " + capsDoc,
 		Errors: []int{http.StatusBadRequest, http.StatusBadGateway, http.StatusServiceUnavailable},
 		Responses: map[string]*huma.Response{
-			"429": {Description: "Past `RateLimit:AiGenerate` for this key, or the upstream's own 429 (its `Retry-After`, without our " +
+			"429": {Description: "Past `RateLimit:AiGenerate` or the key's budget, or the upstream's own 429 (its `Retry-After`, without our " +
 				"rate-limit headers).",
 				Headers: map[string]*huma.Param{"Retry-After": {Description: "Seconds to wait; always sent with this 429.", Required: true, Schema: &huma.Schema{Type: "integer"}}}},
 			"502": {Description: "The upstream failed, timed out or answered something unusable; no `Retry-After`."},
 		}},
 		func(ctx context.Context, in *generateInput) (*httpx.Response[Generation], error) {
 			p, _ := ctx.Value(apiKeyPrincipal{}).(keyCall)
-			g, err := h.generate(p.c, p.KeyID, in.Body)
+			g, err := h.generate(p.c, p.Principal, in.Body)
 			if err != nil {
 				return nil, err
 			}
@@ -231,7 +286,7 @@ func (h *Handler) Register(api *httpx.API) {
 		OperationID: "chatCompletions", Method: http.MethodPost, Path: "/api/ai/v1/chat/completions", Tags: gen,
 		Summary: "OpenAI-compatible chat completions",
 		Description: "A pass-through to `{Ai:BaseUrl}/chat/completions` in OpenAI's format, for the OpenAI SDKs " +
-			"(`base_url={base}/api/ai/v1`); streams are relayed as server-sent events; errors are OpenAI's.",
+			"(`base_url={base}/api/ai/v1`); streams are relayed as server-sent events; errors are OpenAI's. " + capsDoc,
 		Security: []map[string][]string{{httpx.SchemeAPIKey: {}}, {httpx.SchemeAIKeyBearer: {}}},
 		RequestBody: &huma.RequestBody{Required: true, Content: map[string]*huma.MediaType{"application/json": {
 			Schema: &huma.Schema{Type: "object", Description: "An OpenAI chat completion request.", Required: []string{"messages"},
@@ -244,8 +299,8 @@ func (h *Handler) Register(api *httpx.API) {
 			"200": {Description: "The upstream's chat completion, or a text/event-stream when `stream` is true.",
 				Content: map[string]*huma.MediaType{"application/json": {Schema: &huma.Schema{Type: "object"}}, "text/event-stream": {Schema: &huma.Schema{Type: "string"}}}},
 			"400": {Description: "A malformed body: not a JSON object, `messages` missing or empty, a member of the wrong type " +
-				"(`invalid_type`), not UTF-8 (`invalid_utf8`), a duplicate member (`duplicate_member`); or the upstream's " +
-				"400, relayed."},
+				"(`invalid_type`), not UTF-8 (`invalid_utf8`), a duplicate member (`duplicate_member`); a model or `n` " +
+				"past the caps; or the upstream's 400, relayed."},
 			"401": {Description: "Bad, revoked, expired or ambiguous key (`invalid_api_key`)."},
 			"404": {Description: "The upstream's own 404 with a JSON error (an unknown model), relayed."},
 			"409": {Description: "The upstream's own 409 with a JSON error, relayed."},
@@ -253,7 +308,7 @@ func (h *Handler) Register(api *httpx.API) {
 			"415": {Description: "A compressed body (`unsupported_encoding`), a `charset` other than `utf-8` (`unsupported_charset`), or a " +
 				"`Content-Type` other than JSON (`unsupported_content_type`)."},
 			"422": {Description: "The upstream's own 422 with a JSON error, relayed."},
-			"429": {Description: "The per-key or per-IP rate limit, or the upstream's 429, relayed with its `Retry-After` and without our " +
+			"429": {Description: "The per-key or per-IP rate limit, the key's budget (`budget_exceeded`), or the upstream's 429, relayed with its `Retry-After` and without our " +
 				"rate-limit headers.",
 				Headers: map[string]*huma.Param{"Retry-After": {Description: "Seconds to wait; always sent with this 429.", Required: true, Schema: &huma.Schema{Type: "integer"}}}},
 			"500": {Description: "An unexpected error (`server_error`)."},
@@ -273,6 +328,9 @@ func (h *Handler) Register(api *httpx.API) {
 	}
 }
 
+// capsDoc documents the caps (Caps) on both generation routes.
+const capsDoc = "Caps, budgets: modules/aikeys/README.md."
+
 // openAIErrorDoc documents OpenAI's error format, as openAIErrorBody writes it.
 type openAIErrorDoc struct {
 	Error openAIErrorObject `json:"error"`
@@ -280,7 +338,7 @@ type openAIErrorDoc struct {
 
 type openAIErrorObject struct {
 	Message string  `json:"message" doc:"What went wrong."`
-	Type    string  `json:"type" doc:"invalid_request_error, requests (rate limit) or server_error, or the upstream's own." example:"invalid_request_error"`
+	Type    string  `json:"type" doc:"invalid_request_error, requests or server_error, or the upstream's." example:"invalid_request_error"`
 	Param   *string `json:"param" nullable:"true" doc:"The request member at fault, or null." example:"messages"`
-	Code    *string `json:"code" nullable:"true" doc:"A machine-readable code, say invalid_api_key, rate_limit_exceeded, upstream_error; null in some relayed answers." example:"invalid_api_key"`
+	Code    *string `json:"code" nullable:"true" doc:"Say invalid_api_key; null in some relayed answers." example:"invalid_api_key"`
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/uptrace/bun"
+	"github.com/uptrace/bun/dialect/pgdialect"
 
 	"provisioner/platform/audit"
 	"provisioner/platform/coherent"
@@ -34,6 +35,8 @@ type Keys struct {
 	audit      *audit.Recorder
 	maxPerUser int
 	byHash     *coherent.Cache[[32]byte, Principal]
+	// defaultBudget is AiKeys:DefaultMonthlyTokenBudget (0: none).
+	defaultBudget int64
 }
 
 // NewKeys builds the key service; bus keeps its cache coherent (nil: every check reads the row).
@@ -49,6 +52,17 @@ type Principal struct {
 	ExpiresAt     *time.Time
 	// ValidUntil, when set, ends the grace period of the rotated-out text presented.
 	ValidUntil *time.Time
+	// Policy is the key's own narrowing of the platform's caps, and its budgets.
+	Policy KeyPolicy
+}
+
+// KeyPolicy is what a key's owner (or an admin) set for it; zero values leave the platform's.
+type KeyPolicy struct {
+	AllowedModels       []string // a subset of Ai:AllowedModels; empty: the platform's
+	MaxTokensPerRequest int      // at most Ai:MaxTokensPerRequest; 0: the platform's
+	TokenBudget         int64    // tokens per BudgetPeriod; 0: none
+	RequestBudget       int64    // requests per BudgetPeriod; 0: none
+	BudgetPeriod        string   // PeriodDay, PeriodMonth or PeriodNone
 }
 
 func hashKey(k string) [32]byte { return sha256.Sum256([]byte(k)) }
@@ -86,11 +100,15 @@ func (s *Keys) Authenticate(ctx context.Context, presented string) (Principal, e
 // period, hashes to h.
 func (s *Keys) lookup(ctx context.Context, h [32]byte) (Principal, error) {
 	var p Principal
-	err := s.db.NewRaw(`SELECT id, user_id, expires_at, NULL::timestamptz AS valid_until FROM ai_keys WHERE key_hash = ? AND status = ?
-UNION ALL
-SELECT k.id, k.user_id, k.expires_at, r.valid_until FROM ai_key_retired_hashes r JOIN ai_keys k ON k.id = r.key_id
- WHERE r.hash = ? AND r.valid_until > now() AND k.status = ?
-LIMIT 1`, h[:], StatusActive, h[:], StatusActive).Scan(ctx, &p.KeyID, &p.UserID, &p.ExpiresAt, &p.ValidUntil)
+	pol := &p.Policy
+	err := s.db.NewRaw(`SELECT k.id, k.user_id, k.expires_at, v.valid_until, coalesce(k.allowed_models, '{}'),
+  coalesce(k.max_tokens_per_request, 0), coalesce(k.token_budget, 0), coalesce(k.request_budget, 0), k.budget_period
+FROM (SELECT id AS key_id, NULL::timestamptz AS valid_until FROM ai_keys WHERE key_hash = ? AND status = ?
+      UNION ALL
+      SELECT key_id, valid_until FROM ai_key_retired_hashes WHERE hash = ? AND valid_until > now()) v
+JOIN ai_keys k ON k.id = v.key_id AND k.status = ?
+LIMIT 1`, h[:], StatusActive, h[:], StatusActive).Scan(ctx, &p.KeyID, &p.UserID, &p.ExpiresAt, &p.ValidUntil,
+		pgdialect.Array(&pol.AllowedModels), &pol.MaxTokensPerRequest, &pol.TokenBudget, &pol.RequestBudget, &pol.BudgetPeriod)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Principal{}, errUnknownKey
 	}
@@ -128,6 +146,7 @@ type CreateInput struct {
 	UserID    int64
 	Name      string
 	ExpiresAt *time.Time
+	Policy    PolicyBody // checked by the caller (PolicyBody.check)
 }
 
 // Create makes a key; the plain text is in the answer only.
@@ -145,7 +164,12 @@ func (s *Keys) Create(ctx context.Context, in CreateInput) (*View, error) {
 	}
 	text := newKeyText()
 	h := hashKey(text)
-	k := &Key{UserID: in.UserID, Name: name, Prefix: displayPrefix(text), KeyHash: h[:], Status: StatusActive, ExpiresAt: in.ExpiresAt}
+	k := &Key{UserID: in.UserID, Name: name, Prefix: displayPrefix(text), KeyHash: h[:], Status: StatusActive, ExpiresAt: in.ExpiresAt, BudgetPeriod: PeriodNone}
+	if in.Policy.TokenBudget == nil && s.defaultBudget > 0 {
+		b := s.defaultBudget
+		k.TokenBudget, k.BudgetPeriod = &b, PeriodMonth
+	}
+	in.Policy.apply(k)
 	err := db.RunInTx(ctx, s.db, func(ctx context.Context, tx bun.Tx) error {
 		if err := db.LockLiveUser(ctx, tx, in.UserID); err != nil {
 			return err

@@ -23,6 +23,7 @@ type Meter struct {
 
 	mu      sync.Mutex
 	pending map[int64]*delta
+	hours   map[hourKey]*hourDelta // per key and hour, for usage over time (hourly.go)
 
 	stop chan struct{}
 	done chan struct{}
@@ -38,7 +39,7 @@ type delta struct {
 
 // NewMeter builds a Meter.
 func NewMeter(db *bun.DB, log *slog.Logger, interval time.Duration) *Meter {
-	return &Meter{db: db, log: log, interval: interval, pending: map[int64]*delta{}}
+	return &Meter{db: db, log: log, interval: interval, pending: map[int64]*delta{}, hours: map[hourKey]*hourDelta{}}
 }
 
 // satAdd adds two counts (never negative) without wrapping: past math.MaxInt64 it stays there.
@@ -62,11 +63,18 @@ func (m *Meter) Add(keyID int64, prompt, completion int64) {
 	d.PromptTokens = satAdd(d.PromptTokens, max(prompt, 0))
 	d.CompletionTokens = satAdd(d.CompletionTokens, max(completion, 0))
 	d.LastUsedAt = time.Now().UTC()
+	m.addHour(keyID, d.LastUsedAt, 1, max(prompt, 0), max(completion, 0), 0)
 	m.mu.Unlock()
 }
 
-// Flush writes what accumulated; on failure the deltas are kept for the next flush.
+// Flush writes what accumulated, the keys' totals and their hours; on failure the deltas are
+// kept for the next flush.
 func (m *Meter) Flush(ctx context.Context) error {
+	return errors.Join(m.flushTotals(ctx), m.flushHours(ctx))
+}
+
+// flushTotals adds the deltas to the keys' totals (ai_keys).
+func (m *Meter) flushTotals(ctx context.Context) error {
 	m.mu.Lock()
 	if len(m.pending) == 0 {
 		m.mu.Unlock()

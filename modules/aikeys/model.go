@@ -1,6 +1,7 @@
 package aikeys
 
 import (
+	"cmp"
 	"time"
 
 	"github.com/uptrace/bun"
@@ -39,6 +40,12 @@ type Key struct {
 	CreatedAt          time.Time  `bun:"created_at,nullzero,notnull,default:current_timestamp"`
 	UpdatedAt          time.Time  `bun:"updated_at,nullzero,notnull,default:current_timestamp"`
 	RevokedAt          *time.Time `bun:"revoked_at"`
+	// The key's policy (KeyPolicy); NULL: the platform's, no budget.
+	AllowedModels       []string `bun:"allowed_models,array"`
+	MaxTokensPerRequest *int     `bun:"max_tokens_per_request"`
+	TokenBudget         *int64   `bun:"token_budget"`
+	RequestBudget       *int64   `bun:"request_budget"`
+	BudgetPeriod        string   `bun:"budget_period,notnull,default:'none'"`
 }
 
 // Usage counts what a key consumed.
@@ -52,14 +59,15 @@ type Usage struct {
 type View struct {
 	ID         int64      `json:"id" example:"5"`
 	Name       string     `json:"name" example:"ci pipeline"`
-	Prefix     string     `json:"prefix" doc:"The key's first characters, to recognise it." example:"sk-prov-7Hq2"`
-	Status     string     `json:"status" enum:"Active,Revoked,Expired" doc:"Expired: past expiresAt (refused, not counted toward AiKeys:MaxPerUser)."`
+	Prefix     string     `json:"prefix" example:"sk-prov-7Hq2"`
+	Status     string     `json:"status" enum:"Active,Revoked,Expired"`
 	CreatedAt  time.Time  `json:"createdAt"`
 	LastUsedAt *time.Time `json:"lastUsedAt"`
 	ExpiresAt  *time.Time `json:"expiresAt"`
 	Usage      Usage      `json:"usage"`
-	Key        string     `json:"key,omitempty" doc:"The key itself: shown once, in the answers of create and rotate."`
+	Key        string     `json:"key,omitempty" doc:"Shown once."`
 	UserID     int64      `json:"userId"`
+	Policy     PolicyBody `json:"policy"`
 }
 
 func utc(t *time.Time) *time.Time {
@@ -77,5 +85,7 @@ func view(k *Key) View {
 	}
 	return View{ID: k.ID, Name: k.Name, Prefix: k.Prefix, Status: status, CreatedAt: k.CreatedAt.UTC(),
 		LastUsedAt: utc(k.LastUsedAt), ExpiresAt: utc(k.ExpiresAt), UserID: k.UserID,
-		Usage: Usage{Requests: k.Requests, PromptTokens: k.PromptTokens, CompletionTokens: k.CompletionTokens}}
+		Usage: Usage{Requests: k.Requests, PromptTokens: k.PromptTokens, CompletionTokens: k.CompletionTokens},
+		Policy: PolicyBody{AllowedModels: k.AllowedModels, MaxTokensPerRequest: k.MaxTokensPerRequest,
+			TokenBudget: k.TokenBudget, RequestBudget: k.RequestBudget, BudgetPeriod: cmp.Or(k.BudgetPeriod, PeriodNone)}}
 }

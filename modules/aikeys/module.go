@@ -9,12 +9,14 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/uptrace/bun"
 	"go.uber.org/fx"
 
 	"provisioner/modules/aikeys/migrations"
 	"provisioner/platform/audit"
 	"provisioner/platform/coherent"
+	"provisioner/platform/config"
 	"provisioner/platform/db"
 	"provisioner/platform/httpx"
 	"provisioner/platform/module"
@@ -30,26 +32,29 @@ const CacheTTL = 30 * time.Second
 // namespace and its OpenAPI tags.
 var Module = module.Module{Name: "aikeys", Options: wiring, Config: Settings, AuditNamespaces: []string{"aikey"},
 	Tags: map[string]string{
-		"AI keys": "The signed-in user's AI API keys (managed with a JWT).",
-		"AI generation": "Generation with an AI API key (X-API-Key, or Authorization: Bearer on the OpenAI-compatible route). " +
-			"Only a generation the upstream answered counts in the key's usage; the gateway's own `Ai:ApiKey` is redacted from what is relayed.",
+		"AI keys":       "The signed-in user's AI API keys (managed with a JWT).",
+		"AI generation": "Generation with an AI key (X-API-Key, or a Bearer token on the OpenAI-compatible route); see modules/aikeys/README.md.",
 	}}
 
 // wiring is everything the aikeys module contributes to the fx graph.
 var wiring = fx.Module("aikeys",
 	fx.Provide(
 		func(d *bun.DB, cfg Config, a *audit.Recorder, bus *coherent.Bus) *Keys {
-			return NewKeys(d, a, bus, cfg.AiKeys.MaxPerUser)
+			k := NewKeys(d, a, bus, cfg.AiKeys.MaxPerUser)
+			k.defaultBudget = cfg.AiKeys.DefaultMonthlyTokenBudget
+			return k
 		},
 		func(cfg Config) *Upstream {
 			return NewUpstream(cfg.Ai.BaseUrl, cfg.Ai.ApiKey, cfg.Ai.DefaultModel, time.Duration(cfg.Ai.TimeoutSeconds)*time.Second)
 		},
+		func(cfg Config) *Caps { return NewCaps(cfg.Ai) },
 		newMeter,
-		func(k *Keys, u *Upstream, m *Meter, l *ratelimit.Limiter, log *slog.Logger) *Passthrough {
-			return &Passthrough{keys: k, upstream: u, meter: m, limiter: l, log: log}
+		newBudgets,
+		func(k *Keys, c *Caps, b *Budgets, u *Upstream, m *Meter, l *ratelimit.Limiter, log *slog.Logger) *Passthrough {
+			return &Passthrough{keys: k, caps: c, budgets: b, upstream: u, meter: m, limiter: l, log: log}
 		},
-		httpx.AsRoutes(func(k *Keys, u *Upstream, m *Meter, l *ratelimit.Limiter, p *Passthrough) *Handler {
-			return &Handler{keys: k, upstream: u, meter: m, limiter: l, pass: p}
+		httpx.AsRoutes(func(k *Keys, c *Caps, b *Budgets, u *Upstream, m *Meter, l *ratelimit.Limiter, p *Passthrough) *Handler {
+			return &Handler{keys: k, caps: c, budgets: b, upstream: u, meter: m, limiter: l, pass: p}
 		}),
 		provision.AsUserReleaser(func(k *Keys) *Keys { return k }),
 		provision.AsTakeoverRevoker(func(k *Keys) *Keys { return k }),
@@ -71,6 +76,14 @@ func newMeter(lc fx.Lifecycle, d *bun.DB, log *slog.Logger, _ *db.Migrated) *Met
 		OnStop:  m.Stop,
 	})
 	return m
+}
+
+// newBudgets builds the budgets; at shutdown (after the HTTP server: see newMeter) it waits for
+// the settlements in flight.
+func newBudgets(lc fx.Lifecycle, rc *redis.Client, platform *config.Config, log *slog.Logger) *Budgets {
+	b := NewBudgets(rc, platform.Redis.KeyPrefix, log)
+	lc.Append(fx.StopHook(b.Wait))
+	return b
 }
 
 // Summary contributes the dashboard section and the platform counts.

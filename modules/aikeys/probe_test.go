@@ -148,7 +148,7 @@ func TestAmbiguousCredentialsAreRefused(t *testing.T) {
 // characters upstream and echoed it. It is a 400 under model; nothing goes upstream.
 func TestGenerateModelMustBePrintable(t *testing.T) {
 	t.Parallel()
-	a, up := setup(t, nil)
+	a, up := setup(t, map[string]any{"Ai:AllowedModels": "*"})
 	u := a.Register(t)
 	k := newKey(t, a, u.Token, nil)
 	before := upstreamCalls(up)

@@ -1,0 +1,1 @@
+DROP TABLE IF EXISTS ai_key_usage_hourly;
