@@ -55,6 +55,7 @@ var Platform = &Section[Config]{
 			{Name: "PerIp", Default: "300-M", Doc: "every route, per client IP"},
 			{Name: "PerUser", Default: "600-M", Doc: "authenticated routes, per user"},
 			{Name: "Login", Default: "10-M", Doc: "per IP and email"},
+			{Name: "LoginPerIp", Default: "30-M", Doc: "sign-in attempts per client IP, whatever the email, failed and successful alike (password spraying)"},
 			{Name: "Register", Default: "5-M", Doc: "per IP"},
 			{Name: "ForgotPassword", Default: "3-H", Doc: "reset mails per email, silent: past it forgot-password still " +
 				"answers the same 200 and mails nothing (a stranger spending it gets no 429 and learns nothing; the owner then " +
