@@ -8,6 +8,9 @@
 //	benchkit hash                            median of one in-process argon2id hash (OWASP parameters), ms
 //	benchkit limiter -redis URL -rate R      median of one rate-limit check against Redis, µs (a large
 //	                                         rate is taken in shares; a small one is counted hit by hit)
+//	benchkit fairlogin -base URL -email E -password P
+//	                                         p99 of one address's sign-ins without and during another
+//	                                         address's login flood of distinct emails, ms, and their ratio
 package main
 
 import (
@@ -29,13 +32,20 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		log.Fatal("usage: benchkit baseline|upstream|hash|limiter")
+		log.Fatal("usage: benchkit baseline|upstream|proxy|hash|limiter|fairlogin")
 	}
 	fs := flag.NewFlagSet(os.Args[1], flag.ExitOnError)
 	addr := fs.String("addr", "127.0.0.1:7001", "listen address")
 	redisURL := fs.String("redis", "redis://127.0.0.1:6379/0", "Redis URL")
 	upstream := fs.String("upstream", "http://127.0.0.1:7002/chat/completions", "proxy: the URL relayed to")
 	rate := fs.String("rate", "1000000000-M", "limiter: the rate measured")
+	base := fs.String("base", "http://127.0.0.1:5133", "fairlogin: the service")
+	email := fs.String("email", "", "fairlogin: the measured address's account")
+	password := fs.String("password", "", "fairlogin: its password")
+	from := fs.String("from", "127.0.0.1", "fairlogin: the measured address")
+	floodFrom := fs.String("flood-from", "127.0.0.2", "fairlogin: the flooding address")
+	conns := fs.Int("conns", 64, "fairlogin: the flood's connections")
+	duration := fs.Duration("duration", 5*time.Second, "fairlogin: each measurement's length")
 	_ = fs.Parse(os.Args[2:])
 	switch os.Args[1] {
 	case "baseline":
@@ -104,6 +114,8 @@ func main() {
 			d = append(d, time.Since(start))
 		}
 		fmt.Printf("%.1f\n", float64(median(d).Nanoseconds())/1000)
+	case "fairlogin":
+		fairLogin(*base, *from, *floodFrom, *email, *password, *conns, *duration)
 	default:
 		log.Fatalf("unknown command %q", os.Args[1])
 	}

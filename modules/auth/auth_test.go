@@ -159,6 +159,27 @@ func TestLoginRateLimitPerIPAndEmail(t *testing.T) {
 	assert.Equal(t, http.StatusOK, r.Status)
 }
 
+// TestLoginPerIpCountsEveryAttempt: the login limit was per IP and email only, so one address
+// rotating emails could try a password on every account (spraying) and spend the hash capacity.
+// RateLimit:LoginPerIp counts every attempt of an address, failed or successful, whatever the
+// email: past it, a 429 with Retry-After, even for the right password.
+func TestLoginPerIpCountsEveryAttempt(t *testing.T) {
+	a := apptest.Start(t, apptest.With(map[string]any{"RateLimit:LoginPerIp": "3-M"}))
+	u := a.Register(t)
+	login := func(email, password string) *apptest.Resp {
+		return a.Post("/api/auth/login", "", map[string]any{"email": email, "password": password})
+	}
+	require.Equal(t, http.StatusOK, login(u.Email, u.Password).Status)
+	require.Equal(t, http.StatusUnauthorized, login(email(), "wrong-password").Status)
+	require.Equal(t, http.StatusUnauthorized, login(email(), "wrong-password").Status)
+	r := login(u.Email, u.Password)
+	require.Equal(t, http.StatusTooManyRequests, r.Status, string(r.Raw))
+	assert.NotEmpty(t, r.Header.Get("Retry-After"))
+	assert.Equal(t, "3", r.Header.Get("X-RateLimit-Limit"))
+	assert.Contains(t, r.Env.Message, "LoginPerIp")
+	assert.Equal(t, http.StatusTooManyRequests, login(email(), "wrong-password").Status, "any email")
+}
+
 func TestRegisterAndForgotPasswordLimits(t *testing.T) {
 	smtp := testutil.StartSMTP(t)
 	a := apptest.Start(t, apptest.With(map[string]any{"RateLimit:Register": "2-M", "RateLimit:ForgotPassword": "2-H",

@@ -19,7 +19,7 @@ import (
 // "x@xn--bcher-kva.example". Each is now one address: the second spelling is a 409, and login and
 // forgot-password find the account whichever spelling is typed.
 func TestOneMailboxHasOneSpelling(t *testing.T) {
-	a := apptest.Start(t, apptest.With(map[string]any{"RateLimit:Register": "1000-M", "RateLimit:Login": "1000-M", "RateLimit:ForgotPassword": "1000-H", "RateLimit:ForgotPasswordPerIp": "1000-H"}))
+	a := apptest.Start(t, apptest.With(map[string]any{"RateLimit:Register": "1000-M", "RateLimit:Login": "1000-M", "RateLimit:LoginPerIp": "1000-M", "RateLimit:ForgotPassword": "1000-H", "RateLimit:ForgotPasswordPerIp": "1000-H"}))
 	sfx := testutil.RandomSuffix()
 	for _, tc := range []struct{ name, stored, other string }{
 		{"NFC and NFD", "n\u00fc-" + sfx + "@probe.test", "nu\u0308-" + sfx + "@probe.test"},
@@ -59,7 +59,7 @@ func TestStoredEmailsTakeTheOneSpelling(t *testing.T) {
 	url, drop, err := testutil.CreateDatabase("auth_email_forms")
 	require.NoError(t, err)
 	t.Cleanup(drop)
-	cfg := apptest.With(map[string]any{"ConnectionStrings:Control": url, "RateLimit:Login": "1000-M", "RateLimit:Register": "1000-M"})
+	cfg := apptest.With(map[string]any{"ConnectionStrings:Control": url, "RateLimit:Login": "1000-M", "RateLimit:LoginPerIp": "1000-M", "RateLimit:Register": "1000-M"})
 	before := apptest.Start(t, cfg)
 	nfd, ascii, owner, twin := before.Register(t), before.Register(t), before.Register(t), before.Register(t)
 	sfx := testutil.RandomSuffix()

@@ -20,7 +20,7 @@ func TestStoredDisplayNameEmailsBecomeBare(t *testing.T) {
 	url, drop, err := testutil.CreateDatabase("auth_bare_emails")
 	require.NoError(t, err)
 	t.Cleanup(drop)
-	cfg := apptest.With(map[string]any{"ConnectionStrings:Control": url, "RateLimit:Login": "1000-M", "RateLimit:Register": "1000-M"})
+	cfg := apptest.With(map[string]any{"ConnectionStrings:Control": url, "RateLimit:Login": "1000-M", "RateLimit:LoginPerIp": "1000-M", "RateLimit:Register": "1000-M"})
 	before := apptest.Start(t, cfg)
 	bob, carol, ada, eve, odd := before.Register(t), before.Register(t), before.Register(t), before.Register(t), before.Register(t)
 	// What the old code stored (trimmed, lower-cased, as typed), written directly.

@@ -34,7 +34,7 @@ func notBare(victim string) []string {
 func TestEmailMustBeABareAddress(t *testing.T) {
 	smtp := testutil.StartSMTP(t)
 	a := apptest.Start(t, apptest.With(map[string]any{"Smtp:Host": smtp.Host, "Smtp:Port": smtp.Port,
-		"RateLimit:Register": "1000-M", "RateLimit:Login": "1000-M", "RateLimit:ForgotPassword": "1000-H", "RateLimit:ForgotPasswordPerIp": "1000-H"}))
+		"RateLimit:Register": "1000-M", "RateLimit:Login": "1000-M", "RateLimit:LoginPerIp": "1000-M", "RateLimit:ForgotPassword": "1000-H", "RateLimit:ForgotPasswordPerIp": "1000-H"}))
 	victim := a.Register(t)
 	for _, addr := range notBare(victim.Email) {
 		t.Run(addr, func(t *testing.T) {

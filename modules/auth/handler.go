@@ -142,8 +142,11 @@ func (h *Handler) Register(api *httpx.API) {
 			"`Auth:LockoutThreshold` failures per email (a doubling delay).",
 		Errors: []int{http.StatusUnauthorized},
 		Responses: map[string]*huma.Response{"401": {Description: "Wrong email or password; no `WWW-Authenticate` (the credentials travel in the body)."},
-			"429": {Description: "`RateLimit:Login` (per IP and email) reached, or the lockout holds this attempt back."}},
+			"429": {Description: "`RateLimit:LoginPerIp` (per IP) or `RateLimit:Login` (per IP and email) reached, or the lockout holds this attempt back."}},
 	}, func(ctx context.Context, in *loginInput) (*httpx.Response[LoginResult], error) {
+		if err := h.limiter.Check(ctx, "LoginPerIp", httpx.ClientIP(ctx)); err != nil {
+			return nil, err
+		}
 		if err := h.limiter.Check(ctx, "Login", httpx.ClientIP(ctx)+"|"+normalizeEmail(in.Body.Email)); err != nil {
 			return nil, err
 		}

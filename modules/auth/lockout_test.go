@@ -16,8 +16,8 @@ import (
 	"provisioner/platform/testutil"
 )
 
-// noLoginLimit lets the lockout, not RateLimit:Login, decide.
-var noLoginLimit = map[string]any{"RateLimit:Login": "10000-M", "RateLimit:PerIp": "100000-M"}
+// noLoginLimit lets the lockout, not RateLimit:Login or LoginPerIp, decide.
+var noLoginLimit = map[string]any{"RateLimit:Login": "10000-M", "RateLimit:LoginPerIp": "10000-M", "RateLimit:PerIp": "100000-M"}
 
 func retryAfter(t *testing.T, r *apptest.Resp) int {
 	t.Helper()

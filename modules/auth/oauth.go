@@ -36,8 +36,12 @@ import (
 const StateTTL = 10 * time.Minute
 
 // stateCookie carries the flow's state, PKCE verifier and return URL between the login redirect
-// and the callback: signed (HMAC-SHA256), HttpOnly, SameSite=Lax, scoped to /api/auth.
+// and the callback: signed (HMAC-SHA256), HttpOnly, SameSite=Lax, scoped to /api/auth (over https:
+// hostStateCookie).
 const stateCookie = "oauth_flow"
+
+// hostStateCookie is stateCookie's name when Server:PublicUrl is https.
+const hostStateCookie = "__Host-" + stateCookie
 
 // OAuth signs users in with GitHub and Google through goth's providers, without gorilla sessions:
 // the flow's state lives in a signed cookie, goth's Authorize does not check state so this does,
@@ -170,13 +174,17 @@ func (o *OAuth) verify(cookie string) (flow, bool) {
 	return f, true
 }
 
-// allowedReturn keeps a returnUrl only when its origin is one of Frontend:Origins.
+// allowedReturn keeps a returnUrl only when its origin is one of Frontend:Origins and its path is
+// one returnPathAllowed keeps; "" otherwise (the sign-in then lands on the default page).
 func (o *OAuth) allowedReturn(raw string) string {
 	if raw == "" || len(raw) > 2000 {
 		return ""
 	}
 	u, err := url.Parse(raw)
 	if err != nil || u.User != nil || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http") {
+		return ""
+	}
+	if !returnPathAllowed(u, o.cfg.Frontend.ReturnPaths) {
 		return ""
 	}
 	origin := u.Scheme + "://" + u.Host
@@ -187,6 +195,31 @@ func (o *OAuth) allowedReturn(raw string) string {
 		}
 	}
 	return ""
+}
+
+// returnPathAllowed reports whether u's path may be landed on: written without an encoded slash
+// or backslash (%2F, %5C), its decoded form a clean path (config.ReturnPath: no //, backslash,
+// '%', "." or ".." segment) that starts with one of prefixes at a segment boundary ("/app" takes
+// /app and /app/x, not /application). A frontend router that decodes the path again, or resolves
+// it against another base, can then not be steered off the listed paths (to //evil.example).
+func returnPathAllowed(u *url.URL, prefixes []string) bool {
+	escaped := strings.ToLower(u.EscapedPath())
+	if strings.Contains(escaped, "%2f") || strings.Contains(escaped, "%5c") {
+		return false
+	}
+	p := u.Path
+	if p == "" {
+		p = "/"
+	}
+	if !config.ReturnPath(p) {
+		return false
+	}
+	for _, prefix := range prefixes {
+		if p == prefix || (strings.HasPrefix(p, prefix) && (strings.HasSuffix(prefix, "/") || p[len(prefix)] == '/')) {
+			return true
+		}
+	}
+	return false
 }
 
 // Begin starts a flow: the provider's authorization URL and the signed cookie value.

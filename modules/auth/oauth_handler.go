@@ -16,7 +16,7 @@ import (
 
 type oauthLoginInput struct {
 	Provider  string `path:"provider" doc:"github or google (any case)." example:"github"`
-	ReturnURL string `query:"returnUrl" maxLength:"2000" doc:"Where the frontend wants to land after sign-in; kept only when its origin is one of Frontend:Origins, else ignored."`
+	ReturnURL string `query:"returnUrl" maxLength:"2000" doc:"Where the frontend wants to land after sign-in; kept only when its origin is one of Frontend:Origins and its path one of Frontend:ReturnPaths (no encoded slash, dot segment or //), else ignored."`
 }
 
 type oauthCallbackInput struct {
@@ -25,7 +25,8 @@ type oauthCallbackInput struct {
 	State            string `query:"state" maxLength:"512"`
 	Error            string `query:"error" maxLength:"200"`
 	ErrorDescription string `query:"error_description" maxLength:"2000"`
-	Flow             string `cookie:"oauth_flow" doc:"The signed flow cookie set by the login route."`
+	Flow             string `cookie:"oauth_flow" doc:"The signed flow cookie set by the login route (Server:PublicUrl http)."`
+	HostFlow         string `cookie:"__Host-oauth_flow" doc:"The same cookie when Server:PublicUrl is https."`
 }
 
 type redirect struct {
@@ -35,9 +36,29 @@ type redirect struct {
 	CacheControl string      `header:"Cache-Control"`
 }
 
+// flowCookie is the flow cookie holding value. Served over https it is __Host-oauth_flow: Secure,
+// Path=/ and no Domain, so no other host of the zone (a sibling subdomain) can set or replace it.
 func (h *Handler) flowCookie(value string, maxAge int) http.Cookie {
+	if h.secureFlow() {
+		return http.Cookie{Name: hostStateCookie, Value: value, Path: "/", MaxAge: maxAge, HttpOnly: true,
+			SameSite: http.SameSiteLaxMode, Secure: true}
+	}
 	return http.Cookie{Name: stateCookie, Value: value, Path: "/api/auth", MaxAge: maxAge, HttpOnly: true,
-		SameSite: http.SameSiteLaxMode, Secure: strings.HasPrefix(h.oauth.cfg.Server.PublicUrl, "https://")}
+		SameSite: http.SameSiteLaxMode}
+}
+
+// secureFlow reports whether Server:PublicUrl is https (the flow cookie is then __Host-oauth_flow).
+func (h *Handler) secureFlow() bool {
+	return strings.HasPrefix(strings.ToLower(h.oauth.cfg.Server.PublicUrl), "https://")
+}
+
+// flowOf is the flow cookie the callback reads: the __Host- one over https (an oauth_flow cookie
+// a sibling host planted is ignored), oauth_flow otherwise.
+func (h *Handler) flowOf(in *oauthCallbackInput) string {
+	if h.secureFlow() {
+		return in.HostFlow
+	}
+	return in.Flow
 }
 
 // frontendURL is the redirect target: an allowed returnUrl, else {Frontend:BaseUrl}/auth/callback,
@@ -54,7 +75,8 @@ func (h *Handler) registerOAuth(api *httpx.API) {
 	tags := []string{"Auth"}
 	httpx.Register(api, httpx.Public, huma.Operation{OperationID: "oauthLogin", Method: http.MethodGet,
 		Path: "/api/auth/login/{provider}", Tags: tags, Summary: "Start signing in with GitHub or Google",
-		Description: "302 to the provider with a `state` bound to a signed, HttpOnly, SameSite=Lax cookie valid 10 minutes, and PKCE (S256). " +
+		Description: "302 to the provider with a `state` bound to a signed, HttpOnly, SameSite=Lax cookie valid 10 minutes (`__Host-oauth_flow` when " +
+			"`Server:PublicUrl` is https), and PKCE (S256). " +
 			"The provider sends the browser back to `{Server:PublicUrl}/api/auth/callback/{provider}`. Unknown or unconfigured provider: 404.",
 		DefaultStatus: http.StatusFound, Errors: []int{http.StatusNotFound}},
 		func(ctx context.Context, in *oauthLoginInput) (*redirect, error) {
@@ -85,7 +107,7 @@ func (h *Handler) registerOAuth(api *httpx.API) {
 					q.Set(k, v)
 				}
 			}
-			res, returnURL, err := h.oauth.Finish(ctx, name, in.Flow, q, clientOf(ctx))
+			res, returnURL, err := h.oauth.Finish(ctx, name, h.flowOf(in), q, clientOf(ctx))
 			out := &redirect{Status: http.StatusFound, SetCookie: h.flowCookie("", -1), CacheControl: "no-store"}
 			var fe *flowError
 			switch {

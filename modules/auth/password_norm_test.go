@@ -47,7 +47,7 @@ func loginStatus(a *apptest.App, addr, password string) int {
 func TestPasswordSignsInWhicheverUnicodeSpelling(t *testing.T) {
 	require.NotEqual(t, composedPassword, decomposedPassword)
 	require.Equal(t, norm.NFC.String(decomposedPassword), composedPassword)
-	a := apptest.Start(t, apptest.With(map[string]any{"RateLimit:Register": "1000-M", "RateLimit:Login": "1000-M"}))
+	a := apptest.Start(t, apptest.With(map[string]any{"RateLimit:Register": "1000-M", "RateLimit:Login": "1000-M", "RateLimit:LoginPerIp": "1000-M"}))
 	for _, tc := range []struct{ name, registered, typed string }{
 		{"composed, then decomposed", composedPassword, decomposedPassword},
 		{"decomposed, then composed", decomposedPassword, composedPassword},
@@ -107,7 +107,7 @@ func TestPasswordSignsInWhicheverUnicodeSpelling(t *testing.T) {
 // one, which then also accepts the other spellings. Before, the other spelling stayed a 401.
 func TestLegacyPasswordHashIsUpgradedAtSignIn(t *testing.T) {
 	var hasher *secrets.Hasher
-	a := apptest.Start(t, apptest.With(map[string]any{"RateLimit:Login": "1000-M"}), apptest.WithFx(fx.Populate(&hasher)))
+	a := apptest.Start(t, apptest.With(map[string]any{"RateLimit:Login": "1000-M", "RateLimit:LoginPerIp": "1000-M"}), apptest.WithFx(fx.Populate(&hasher)))
 	ctx := context.Background()
 	for _, tc := range []struct{ name, typed, other string }{
 		{"decomposed", decomposedPassword, composedPassword},
@@ -174,7 +174,7 @@ func TestPasswordLengthCountsTheNormalisedText(t *testing.T) {
 // hashes made before), so it costs an unknown email two as well.
 func TestUnknownEmailCostsTheVerificationsOfAWrongPassword(t *testing.T) {
 	var hasher *secrets.Hasher
-	a := apptest.Start(t, apptest.With(map[string]any{"RateLimit:Login": "1000-M"}), apptest.WithFx(fx.Populate(&hasher)))
+	a := apptest.Start(t, apptest.With(map[string]any{"RateLimit:Login": "1000-M", "RateLimit:LoginPerIp": "1000-M"}), apptest.WithFx(fx.Populate(&hasher)))
 	u := a.Register(t)
 	cost := func(addr, password string) uint64 {
 		before := hasher.Taken()
@@ -193,7 +193,7 @@ func TestUnknownEmailCostsTheVerificationsOfAWrongPassword(t *testing.T) {
 // password leaves it alone, and the new hash is not replaced again.
 func TestPasswordHashWithOldParametersIsRehashedAtSignIn(t *testing.T) {
 	var hasher *secrets.Hasher
-	a := apptest.Start(t, apptest.With(map[string]any{"RateLimit:Login": "1000-M"}), apptest.WithFx(fx.Populate(&hasher)))
+	a := apptest.Start(t, apptest.With(map[string]any{"RateLimit:Login": "1000-M", "RateLimit:LoginPerIp": "1000-M"}), apptest.WithFx(fx.Populate(&hasher)))
 	ctx := context.Background()
 	u := a.Register(t)
 	weaker := secrets.NewHasherWithParams(secrets.Params{MemoryKiB: 8192, Iterations: 1, Threads: 1, SaltLen: 16, KeyLen: 32}, 1)

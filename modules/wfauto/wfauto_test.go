@@ -97,6 +97,8 @@ func TestCellFailures(t *testing.T) {
 		status, contains string
 	}{
 		{wfautotest.Refuse400, "Failed", "organization not allowed"},
+		// A reason code is words joined by '_', not a token: it reaches the user.
+		{wfautotest.RefuseCode, "Failed", "organization_not_allowed ask the cell's operator"},
 		{wfautotest.Garbage, "Pending", "malformed"},
 		{wfautotest.MissingURL, "Pending", "malformed"},
 		{wfautotest.Fail500, "Pending", "database is down"},

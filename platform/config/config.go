@@ -75,6 +75,8 @@ func (j Jwt) Expiry() time.Duration { return time.Duration(j.ExpiryMinutes) * ti
 type Frontend struct {
 	BaseUrl string   `koanf:"baseurl"`
 	Origins []string `koanf:"origins"`
+	// ReturnPaths are the path prefixes an OAuth returnUrl may start with (default ["/"]).
+	ReturnPaths []string `koanf:"returnpaths"`
 }
 
 // Secrets holds the sealing keys (base64 of 32 bytes each).
@@ -247,12 +249,32 @@ func (c *Config) Validate() error {
 				"e.g. https://app.example.com; no path, and no wildcard: CORS answers allow credentials, so each origin is listed"}
 		}
 	}
+	for i, p := range c.Frontend.ReturnPaths {
+		if !ReturnPath(p) {
+			return &ValidationError{fmt.Sprintf("Frontend:ReturnPaths:%d", i), "must be a path starting with /, without //, \\, % or a . or .. segment, e.g. /app/"}
+		}
+	}
 	for i, p := range c.Server.TrustedProxies {
 		if _, ok := TrustedProxy(p); !ok {
 			return &ValidationError{fmt.Sprintf("Server:TrustedProxies:%d", i), "must be an IP address or a CIDR prefix, e.g. 10.0.0.0/8"}
 		}
 	}
 	return nil
+}
+
+// ReturnPath reports whether p is a clean absolute path: it starts with '/' and has no "//", no
+// backslash, no '%' (nothing encoded) and no "." or ".." segment. Frontend:ReturnPaths must be
+// such paths, and so must the decoded path of a returnUrl that is kept.
+func ReturnPath(p string) bool {
+	if !strings.HasPrefix(p, "/") || strings.Contains(p, "//") || strings.ContainsAny(p, "\\%") {
+		return false
+	}
+	for _, seg := range strings.Split(p, "/") {
+		if seg == "." || seg == ".." {
+			return false
+		}
+	}
+	return true
 }
 
 // TrustedProxy reads one Server:TrustedProxies entry: an IP address (a prefix of its full length)

@@ -10,7 +10,7 @@ var Platform = &Section[Config]{
 		},
 		Redis:    Redis{KeyPrefix: "prov"},
 		Jwt:      Jwt{Issuer: "provisioner", Audience: "provisioner-clients", ExpiryMinutes: 60},
-		Frontend: Frontend{BaseUrl: "http://localhost:5173"},
+		Frontend: Frontend{BaseUrl: "http://localhost:5173", ReturnPaths: []string{"/"}},
 		Smtp:     Smtp{Port: 587, From: "no-reply@localhost"},
 		Finisher: Finisher{IntervalMillis: 1000, MaxAttempts: 8, BatchSize: 16},
 		Log:      Log{Level: "info"},
@@ -31,6 +31,9 @@ var Platform = &Section[Config]{
 		"Frontend:BaseUrl": "OAuth and reset links point here (an absolute http(s) URL)",
 		"Frontend:Origins": "CORS origins; default = the origin of BaseUrl. Each is scheme://host[:port], no path and no `*` " +
 			"(answers allow credentials): anything else stops the process, naming the item",
+		"Frontend:ReturnPaths": "an OAuth returnUrl on an allowed origin is kept only if its decoded path starts with one of " +
+			"these (whole segments) and has no encoded slash or backslash, no . or .. segment and no //; else the sign-in lands " +
+			"on {BaseUrl}/auth/callback",
 		"Secrets:EncryptionKey": "REQUIRED: base64 of 32 random bytes (`head -c 32 /dev/urandom | base64`)",
 		"Secrets:PreviousKeys":  "older keys still accepted for decryption after a rotation",
 		"Smtp:Host":             "empty: mails (reset links) are written to the log",
@@ -52,6 +55,7 @@ var Platform = &Section[Config]{
 			{Name: "PerIp", Default: "300-M", Doc: "every route, per client IP"},
 			{Name: "PerUser", Default: "600-M", Doc: "authenticated routes, per user"},
 			{Name: "Login", Default: "10-M", Doc: "per IP and email"},
+			{Name: "LoginPerIp", Default: "30-M", Doc: "sign-in attempts per client IP, whatever the email, failed and successful alike (password spraying)"},
 			{Name: "Register", Default: "5-M", Doc: "per IP"},
 			{Name: "ForgotPassword", Default: "3-H", Doc: "reset mails per email, silent: past it forgot-password still " +
 				"answers the same 200 and mails nothing (a stranger spending it gets no 429 and learns nothing; the owner then " +

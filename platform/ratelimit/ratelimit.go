@@ -44,6 +44,7 @@ var DefaultRates = map[string]string{
 	"PerIp":          "300-M",
 	"PerUser":        "600-M",
 	"Login":          "10-M",
+	"LoginPerIp":     "30-M", // every sign-in attempt of a client address, whatever the email
 	"Register":       "5-M",
 	"ForgotPassword": "3-H",
 	// ForgotPasswordPerIp answers forgot-password's 429; ForgotPassword (per email) is silent.

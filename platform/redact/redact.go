@@ -22,7 +22,7 @@ var (
 
 // Message returns msg with every non-empty secret redacted (and every piece of one, a prefix, a
 // suffix or a run inside it, of MinSecretLen bytes or more: a provider may echo it cut short), token-like words (24 or more
-// characters with a digit or one of _-+/=) and credentials after key=, token:, Bearer, Basic,
+// characters, see tokenLike) and credentials after key=, token:, Bearer, Basic,
 // Authorization redacted, control characters replaced by spaces, as one line of at most max bytes
 // (cut on a character boundary, then "…"; max <= 0: no bound).
 func Message(msg string, max int, secrets ...string) string {
@@ -42,7 +42,7 @@ func Message(msg string, max int, secrets ...string) string {
 	msg = bearerRe.ReplaceAllString(msg, "$1 "+Mark)
 	msg = secretKV.ReplaceAllString(msg, "$1$2"+Mark)
 	msg = tokenish.ReplaceAllStringFunc(msg, func(w string) string {
-		if strings.ContainsAny(w, "0123456789") || strings.ContainsAny(w, "_-+/=") {
+		if tokenLike(w) {
 			return Mark
 		}
 		return w

@@ -25,6 +25,16 @@ func TestMessage(t *testing.T) {
 		{"key value", "api_key=xyz password: hunter2", nil, "api_key=[redacted] password: [redacted]"},
 		{"token-like word", "use sk-abcdefghijklmnopqrstuvwxyz0123456789 please", nil, "use [redacted] please"},
 		{"long plain word kept", "Antidisestablishmentarianisms", nil, "Antidisestablishmentarianisms"},
+		// A provider's reason code is joined words, not a token: it reaches the user.
+		{"snake_case reason kept", "organization_not_allowed: ask an admin", nil, "organization_not_allowed: ask an admin"},
+		{"kebab-case reason kept", "invalid-request-parameter-value", nil, "invalid-request-parameter-value"},
+		{"CamelCase reason kept", "ThisAccountIsNotAllowedToCreateZones", nil, "ThisAccountIsNotAllowedToCreateZones"},
+		{"letters and digits", "got abcdefghijklmnopqrstuvw9 back", nil, "got [redacted] back"},
+		{"a long number", "pin 123456789012345678901234", nil, "pin [redacted]"},
+		{"known format without digits", "ghp_abcdefghijklmnopqrstuvwxyzab and xoxb-abcdefghijklmnopqrstuvwxyz", nil, "[redacted] and [redacted]"},
+		{"JWT-like", "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ4In0.c2lnbmF0dXJl", nil, "[redacted]"},
+		{"random letters", "sent hQxRbTLmwKzpYVdNfGsAeJcu here", nil, "sent [redacted] here"},
+		{"base64 without digits", "blob aGVsbG8gd29ybGQgaGVsbG8gd29ybGQ= end", nil, "blob [redacted] end"},
 		{"control characters and lines", "one\ntwo\r\n\tthree\x00", nil, "one two three"},
 		{"invalid utf-8", "bad \xff byte", nil, "bad byte"},
 		// A secret echoed cut short: a piece of 16 bytes or more is redacted, wherever it starts.

@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 
 	"golang.org/x/crypto/argon2"
+
+	"provisioner/platform/reqctx"
 )
 
 // Params are argon2id parameters.
@@ -37,10 +39,11 @@ const (
 var ErrBadHash = errors.New("password hash is not a valid argon2id PHC string")
 
 // Hasher hashes and verifies passwords with a bounded number of hashes in flight, so a login flood
-// waits in line instead of taking every core (and memory) from the rest of the API.
+// waits in line instead of taking every core (and memory) from the rest of the API. The line is
+// fair between client addresses (the request's, reqctx.ClientIP): see slots.
 type Hasher struct {
 	p     Params
-	sem   chan struct{}
+	slots *slots
 	dummy string
 	taken atomic.Uint64 // slots ever taken: hashes and verifications computed or being computed
 }
@@ -54,25 +57,26 @@ func NewHasherWithParams(p Params, maxInFlight int) *Hasher {
 	if maxInFlight <= 0 {
 		maxInFlight = max(1, runtime.GOMAXPROCS(0)/2)
 	}
-	h := &Hasher{p: p, sem: make(chan struct{}, maxInFlight)}
+	h := &Hasher{p: p, slots: newSlots(maxInFlight)}
 	h.dummy = h.encode(RandomToken(24))
 	return h
 }
 
-func (h *Hasher) acquire(ctx context.Context) error {
-	select {
-	case h.sem <- struct{}{}:
-		h.taken.Add(1)
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
+// acquire takes a slot for the client of ctx's request, in its turn; release gives it back.
+func (h *Hasher) acquire(ctx context.Context) (release func(), err error) {
+	key := reqctx.ClientIP(ctx)
+	if err := h.slots.acquire(ctx, key); err != nil {
+		return nil, err
 	}
+	h.taken.Add(1)
+	return func() { h.slots.release(key) }, nil
 }
 
-func (h *Hasher) release() { <-h.sem }
-
 // InFlight is the number of hashes being computed now.
-func (h *Hasher) InFlight() int { return len(h.sem) }
+func (h *Hasher) InFlight() int { return h.slots.inUse() }
+
+// Waiting is the number of hashes waiting for a slot.
+func (h *Hasher) Waiting() int { return h.slots.queued() }
 
 // Taken is the number of hashes and verifications that have taken a slot since the Hasher was
 // made (each computes one argon2id key).
@@ -88,10 +92,11 @@ func (h *Hasher) encode(password string) string {
 
 // Hash returns the PHC string of password.
 func (h *Hasher) Hash(ctx context.Context, password string) (string, error) {
-	if err := h.acquire(ctx); err != nil {
+	release, err := h.acquire(ctx)
+	if err != nil {
 		return "", fmt.Errorf("hash password: %w", err)
 	}
-	defer h.release()
+	defer release()
 	return h.encode(password), nil
 }
 
@@ -138,10 +143,11 @@ func (h *Hasher) Verify(ctx context.Context, password, encoded string) (bool, er
 	if err != nil {
 		return false, err
 	}
-	if err := h.acquire(ctx); err != nil {
+	release, err := h.acquire(ctx)
+	if err != nil {
 		return false, fmt.Errorf("verify password: %w", err)
 	}
-	defer h.release()
+	defer release()
 	key := argon2.IDKey([]byte(password), d.salt, d.p.Iterations, d.p.MemoryKiB, d.p.Threads, d.p.KeyLen)
 	return subtle.ConstantTimeCompare(key, d.key) == 1, nil
 }

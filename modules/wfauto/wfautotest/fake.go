@@ -28,6 +28,7 @@ const (
 	// Error answers, nothing made.
 	Fail500     Mode = "500"       // 500 {"error":"internal","message":"database is down"}
 	Refuse400   Mode = "400"       // 400 {"error":"bad_request","message":"organization not allowed"}
+	RefuseCode  Mode = "403"       // 403 {"error":"organization_not_allowed","message":"ask the cell's operator"}
 	Conflict409 Mode = "409"       // 409: a request with this key is in progress
 	Leak        Mode = "leak"      // a 500 whose message quotes the cell's key and another token, long
 	LeakHTML    Mode = "leak-html" // a proxy's 502 HTML page quoting the key
@@ -217,6 +218,10 @@ func (c *Cell) serve(w http.ResponseWriter, r *http.Request) {
 	case Refuse400:
 		w.WriteHeader(400)
 		_, _ = w.Write([]byte(`{"error":"bad_request","message":"organization not allowed"}`))
+		return
+	case RefuseCode:
+		w.WriteHeader(403)
+		_, _ = w.Write([]byte(`{"error":"organization_not_allowed","message":"ask the cell's operator"}`))
 		return
 	case Conflict409:
 		w.WriteHeader(409)
