@@ -18,18 +18,11 @@ import (
 	"provisioner/platform/ratelimit"
 )
 
-// fastGenerate answers POST /api/ai/generate ahead of its huma operation when the request is plain:
-// a JSON body that decodes strictly into GenerateInput and meets its schema and Resolve as they
-// stand, and one X-API-Key. It runs the operation's own steps (key, per-key limit, upstream,
-// metering) and writes the envelope with huma's own JSON format, so a client cannot tell which
-// answered; it skips what the huma operation pays on every request (the body decoded a second time
-// into a map for the schema check, the validation walk, huma's context and response plumbing), a
-// third of the gateway's own time per request (README § Performance, P2). Anything else (another
-// Content-Type, a missing or repeated key header, a body the checks below do not plainly accept)
-// goes on, untouched, to the huma operation, which answers it with the same checks, order and
-// messages as every other route. The decision is taken before anything has a side effect (the
-// rate limit's hit), so nothing is done twice. TestFastGenerateAnswersAsTheOperationDoes holds the
-// two to the same answers.
+// fastGenerate answers a plain POST /api/ai/generate (a JSON body that decodes strictly into
+// GenerateInput and passes its checks, one X-API-Key) ahead of its huma operation, with the same
+// steps and the same envelope, skipping huma's second decode and validation walk. Anything else
+// goes on untouched to the huma operation; the choice is made before any side effect.
+// TestFastGenerateAnswersAsTheOperationDoes holds the two to the same answers.
 func (h *Handler) fastGenerate(c *fiber.Ctx) error {
 	if h.genLimits == nil || fastGenerateOff.Load() {
 		return c.Next()

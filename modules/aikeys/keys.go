@@ -22,14 +22,10 @@ import (
 	"provisioner/platform/secrets"
 )
 
-// Keys manages AI keys and authenticates them on the hot path.
-//
-// A key check looks the SHA-256 of the presented key up (no password-grade KDF: the keys carry
-// ~190 bits of randomness) in a cache kept coherent with the ai_keys table on every replica
-// (platform/coherent): a rotation, revocation or user deletion drops the entry everywhere once
-// committed (rotated-out texts in their grace period, in ai_key_retired_hashes, are tagged by their
-// key's id too), and the answer to that request waits until every replica has, so the old key is
-// refused on the next request whichever replica serves it. A check costs no network round trip.
+// Keys manages AI keys and authenticates them on the hot path: the SHA-256 of the presented key
+// is looked up in a cache kept coherent with ai_keys (and the rotated-out texts of
+// ai_key_retired_hashes) on every replica (platform/coherent), so a rotation or revocation applies
+// on the next request whichever replica serves it, and a check costs no network round trip.
 type Keys struct {
 	db         *bun.DB
 	audit      *audit.Recorder

@@ -268,21 +268,11 @@ func (p *Passthrough) relayAnswer(c *fiber.Ctx, keyID int64, held *hold, raw []b
 // maxRelayedMessage bounds the upstream's message in a relayed error, in runes.
 const maxRelayedMessage = 2000
 
-// sendAnswer relays a whole upstream answer; what reaches the client is one of the statuses the
-// route documents, and every error is OpenAI's {error: {message, type, param, code}} as JSON:
-//   - 200 with a JSON object: relayed (our Ai:ApiKey redacted) and metered, the only answer that is;
-//   - 429: relayed, with the upstream's Retry-After (1 when it gave none) and not our rate-limit headers;
-//   - 400, 404, 409, 413, 422 (refusedInput: the client's own request refused) with a JSON error: relayed;
-//   - 408 (the upstream timed out): 502 upstream_timeout, as when it does not answer in time;
-//   - anything else (1xx, 3xx such as a wrong Ai:BaseUrl's http→https redirect, a 2xx other than
-//     200, 401/403/407 refusing our credentials, any other 4xx, a 4xx that is no JSON error, 5xx):
-//     502 upstream_error.
-//
-// A relayed error keeps the upstream's message, type, param and code when present and of the
-// right type (strings; param and code may be null), the message on one line, at most
-// maxRelayedMessage runes, without control or bidi characters and with Ai:ApiKey redacted.
-//
-// Only the 200 settles held to its usage; every other answer releases it.
+// sendAnswer relays a whole upstream answer as one of the statuses the route documents, errors in
+// OpenAI's format: a 200 JSON object is relayed (Ai:ApiKey redacted), metered and settles held; a
+// 429 keeps the upstream's Retry-After; 400, 404, 409, 413 and 422 with a JSON error are relayed
+// (message on one line, bounded, redacted); 408 is a 502 upstream_timeout; anything else is a 502
+// upstream_error. Every answer but the 200 releases held.
 func (p *Passthrough) sendAnswer(c *fiber.Ctx, keyID int64, held *hold, a answer) error {
 	if a.status != http.StatusOK {
 		held.release()

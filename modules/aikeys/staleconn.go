@@ -64,21 +64,11 @@ func dialStale(addr string, timeout time.Duration) (net.Conn, error) {
 	return c, nil
 }
 
-// upstreamTransport is fasthttp's transport for plain (non-streamed) upstream calls, rewritten on
-// fasthttp's exported connection API for two things its own cannot do:
-//
-//   - A call whose client left is abandoned: the handler registers the request in calls with the
-//     call that watches its client; when the client turns out gone, the call closes the connection
-//     the request waits on, which ends the wait at once, so the upstream stops generating for nobody
-//     (fasthttp's client has no cancellation). The answer is not read, so nothing is charged.
-//   - A request that failed on a reused connection before any answer byte came back is retried,
-//     once (see NewUpstream): the server had closed that idle connection, so it never saw the
-//     request or dropped it unread, and sending it again on a fresh connection is safe. fasthttp
-//     never retries a POST by itself. A failure on a fresh connection, a timeout, or an answer cut
-//     after its first byte is not retried (the upstream may have generated it).
-//
-// The deadline of a call is the client's ReadTimeout (Ai:TimeoutSeconds; WriteTimeout is the same),
-// from the moment the call starts, for writing the request and reading the answer together.
+// upstreamTransport is fasthttp's transport for plain upstream calls, on its exported connection
+// API, adding two things: a call whose client left is abandoned (its connection is closed, so the
+// upstream stops generating and nothing is charged), and a request that failed on a reused
+// connection before any answer byte is retried once on a fresh one (the server had closed the idle
+// connection). A call's deadline is Ai:TimeoutSeconds for writing and reading together.
 type upstreamTransport struct{ calls *sync.Map } // *fasthttp.Request -> *call
 
 func (t upstreamTransport) RoundTrip(hc *fasthttp.HostClient, req *fasthttp.Request, res *fasthttp.Response) (bool, error) {

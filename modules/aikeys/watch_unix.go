@@ -18,15 +18,10 @@ var (
 	clientCheckEvery = 250 * time.Millisecond
 )
 
-// watchClient calls cancel when the client's connection turns out closed (the client gave up)
-// while the handler waits for the upstream. It never reads the connection: each check is a
-// non-blocking peek (recv with MSG_PEEK|MSG_DONTWAIT through the runtime's raw connection, which
-// neither waits nor touches the deadlines fasthttp set), so it cannot take a byte from fasthttp,
-// and it needs no goroutine of its own between checks. End of file or a reset: gone, cancel.
-// Nothing to read: still there, check again. Bytes waiting (a pipelined request): the client is
-// there, checks end. A connection that is not a plain socket (TLS terminated here) is not watched.
-// The returned stop must be called before the handler returns; a check already running finishes
-// first (a check after the connection closed fails harmlessly: the runtime refuses its use).
+// watchClient calls cancel when the client's connection turns out closed while the handler waits
+// for the upstream. Each check is a non-blocking MSG_PEEK through the raw connection, so it never
+// takes a byte from fasthttp, touches no deadline and needs no goroutine. Sockets that are not
+// plain (TLS terminated here) are not watched. stop must be called before the handler returns.
 func watchClient(c *fiber.Ctx, cancel func()) (stop func()) {
 	sc, ok := c.Context().Conn().(syscall.Conn)
 	if !ok {

@@ -14,19 +14,11 @@ import (
 	"provisioner/platform/emailaddr"
 )
 
-// emailForms is migration 20261124010000_email_forms: emails stored before emailaddr.Normalize put
-// the local part in NFC and the domain in its Unicode form were stored as typed, so one mailbox
-// could hold two accounts ("nü@…" precomposed and with a combining diaeresis; "x@bücher.example"
-// and "x@xn--bcher-kva.example"), and an account stored in a form login no longer produces could
-// not sign in or reset its password. Each users row whose email Normalize spells otherwise gets
-// that spelling, unless another live account already has it: that row is left as it is (a row
-// already spelt that way keeps it, whatever its age; of two rows that both need the rewrite, the
-// older one gets it). Every change and every row left alone is reported,
-// as migration 20261123231500 reports them: a WARNING (in the PostgreSQL log, which the service
-// logs) and an audit event, user.email_normalized {from, to} or user.email_not_normalized
-// {email, address, conflictsWith} ({email, reason} when Normalize refuses the stored value). OAuth
-// identities' emails are rewritten too (they are not unique). It is written in Go, not SQL, so that
-// it spells addresses exactly as login and registration do (IDNA has no SQL implementation here).
+// emailForms is migration 20261124010000_email_forms: every users row (and OAuth identity) whose
+// email emailaddr.Normalize spells otherwise gets that spelling, unless another live account has it
+// (then the row is left, and of two rows needing it the older wins). Each change or refusal is
+// reported as a WARNING and an audit event (user.email_normalized, user.email_not_normalized). In Go
+// so that addresses are spelt exactly as login and registration spell them.
 var emailForms = db.GoMigration{Name: "20261124010000_email_forms", Up: normalizeStoredEmails,
 	// Nothing to undo: every rewritten email is the spelling the service uses, and what each was
 	// before is in its user.email_normalized audit event.

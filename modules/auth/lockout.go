@@ -15,20 +15,12 @@ import (
 	"provisioner/platform/fault"
 )
 
-// Lockout holds back guessing of a secret: an account's password (key "pw:<email>") or a user's
-// second factor (key "mfa:<user id>"). Every attempt is counted as a failure before the secret is
-// checked (Begin), atomically, so parallel attempts cannot all pass a check of the count that none
-// of them has yet added to; a success forgets the failures (Attempt.Succeeded). Once
-// Auth:LockoutThreshold failures are counted, each further attempt must wait a delay that doubles
-// with every failure past the threshold (Auth:LockoutDelaySeconds, then twice that, …, at most
-// Auth:LockoutWindowMinutes); an attempt sent earlier is refused (429 with Retry-After) without
-// being checked or counted. So of any number of parallel attempts at most the threshold's worth
-// are checked. Failures are forgotten Auth:LockoutWindowMinutes after the last one (plus the
-// delay it set).
-//
-// With Redis the counts are shared by every replica (one Lua script per attempt, timed by Redis's
-// clock); without Redis, or while it fails, they are kept in process (per replica), as the rate
-// limits are, so an outage neither opens the door nor locks everyone out.
+// Lockout holds back guessing of a password (key "pw:<email>") or a second factor ("mfa:<user
+// id>"): each attempt is counted as a failure before the secret is checked (Begin), atomically; a
+// success forgets the failures. Past Auth:LockoutThreshold each attempt must wait a doubling delay
+// (from Auth:LockoutDelaySeconds, at most Auth:LockoutWindowMinutes), and one sent earlier is a 429
+// neither checked nor counted. Counts live in Redis (one Lua script per attempt), in process while
+// Redis fails, as the rate limits do.
 type Lockout struct {
 	rc        *redis.Client
 	prefix    string

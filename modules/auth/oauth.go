@@ -421,23 +421,12 @@ type identity struct {
 	CreatedAt      time.Time `bun:"created_at,nullzero,notnull,default:current_timestamp"`
 }
 
-// SignInExternal signs in the account of a provider identity: the same identity → its user; else,
-// when the provider's email is verified, an existing account with that email whose own email is
-// proven (users.email_verified_at) → link it, or a new account (with a tenant database, like any
-// registration; its email proven by the provider). An unverified provider email neither links nor
-// creates an account (email_unverified): created, it would squat the address and collect its
-// owner's identity later. An account whose email is not proven (a password registration, an
-// admin's change) is not linked (account_exists): its maker need not own the mailbox; the owner
-// proves it by a password reset through the mailed link, then signs in with the provider.
-// The identity of a deleted account no longer binds: it is unlinked, and the provider account
-// signs up afresh (a new account with none of the deleted one's resources), as a deleted password
-// account's email may register again. A database failure is an error (temporarily_unavailable at
-// the callback), never taken for an unknown identity or a gone account.
-//
-// Concurrent first sign-ins with one new identity race to create its account (or to link it): the
-// losers hit the unique index of the users' email or of the identity, and try once more, reading
-// what the winner committed, so every one of them signs in to the one account. The sign-in starts
-// a session, or, for an account with TOTP on, stops at the MFA step (LoginResult.MFARequired).
+// SignInExternal signs in the account of a provider identity: its linked user; else, for a
+// verified provider email, the account with that email if its own email is proven (linked), or a
+// new account. An unverified provider email (email_unverified) or an unproven account email
+// (account_exists) neither links nor creates. A deleted account's identity is unlinked and signs up
+// afresh. Concurrent first sign-ins retry once after a unique violation, so all reach one account.
+// An account with TOTP on stops at the MFA step (LoginResult.MFARequired).
 func (s *Service) SignInExternal(ctx context.Context, id Identity, c Client) (*LoginResult, error) {
 	display := providerDisplay(id.Provider)
 	got, err := s.signInExternalTx(ctx, id, true)

@@ -132,15 +132,10 @@ func (s *Service) ProvisionFirstResource(ctx context.Context, u *User) any {
 // background work). Past it a request still gets its 200, and no mail: asking again later works.
 const MaxRecoveryInFlight = 64
 
-// ForgotPassword mails a single-use link to a known account: "reset your password" to one with a
-// password, "set a password" to one without (an account that signs in only through GitHub or
-// Google: the owner of the mailbox can then take the account over alone, see ResetPassword). When
-// send is false (the email's budget of reset mails is spent) nothing is mailed.
-//
-// The answer must not tell whether the account exists, by its body or by its time: the request
-// does the same work either way (parse, one lookup) and returns; for a known account the token's
-// insert, the audit event and the mail happen in the background (at most MaxRecoveryInFlight at
-// once; waited for at shutdown). A crash in between loses that one mail: the owner asks again.
+// ForgotPassword mails a single-use link to a known account ("set a password" to one without);
+// nothing when send is false (the email's reset budget is spent). Its answer and timing do not tell
+// whether the account exists: the token, the audit event and the mail are made in the background
+// (at most MaxRecoveryInFlight, waited for at shutdown).
 func (s *Service) ForgotPassword(ctx context.Context, email string, send bool) error {
 	email, err := parseEmail(email)
 	if err != nil {
@@ -236,25 +231,12 @@ type ResetOutcome struct {
 	userID int64
 }
 
-// ResetPassword spends a reset token and every other outstanding reset token of the account, sets
-// the new password (the first one of an account without any) and invalidates every access token
-// issued before (the security stamp changes). The reset proves the account's email
-// (users.email_verified_at): the link reached that mailbox. A link mailed to an address the account
-// no longer has resets nothing (a change of the email spends the links too; this also covers one
-// mailed while the email was being changed).
-// In the same transaction it unlinks every provider identity of the account that does not prove
-// this mailbox: one whose email the provider had not verified when it was linked, or whose email is
-// not the account's. An account made through a provider's unverified email (before such sign-ups
-// were refused) is so taken from whoever made it: their provider sign-in no longer reaches it, and
-// their tokens die with the stamp. The unlinking is audited (user.identity.unlinked, naming the
-// providers).
-// A reset that so takes the account over (it proves an email the account had not proven, or
-// unlinks identities) also revokes, in the same transaction, what the account handed out that
-// works without its tokens: the TakeoverRevokers (the aikeys module revokes every AI key; the
-// databases module stores a new owner password for every database and the intent to set it on the
-// engine). What they report is in the user.password.reset event's details (takeover, revoked).
-// Once committed, the TakeoverFollowers among them make what they stored as intent (the databases
-// module sets the new passwords and ends the old sessions), so the answer comes after it.
+// ResetPassword spends the token and every other reset token of the account, sets the password,
+// ends every earlier access token (the security stamp) and proves the account's email; a link mailed
+// to an address the account no longer has resets nothing. In the same transaction it unlinks provider
+// identities that do not prove this mailbox (audited user.identity.unlinked) and, when that takes the
+// account over, runs the TakeoverRevokers (AI keys revoked, new database owner passwords stored);
+// after the commit the TakeoverFollowers apply what they stored, before the answer.
 func (s *Service) ResetPassword(ctx context.Context, token, newPassword string) (*ResetOutcome, error) {
 	if msg := secrets.PasswordProblem(newPassword); msg != "" {
 		return nil, httpx.BadRequest("Validation failed", httpx.FieldError{Field: "newPassword", Message: msg})

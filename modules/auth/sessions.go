@@ -23,14 +23,10 @@ import (
 	"provisioner/platform/secrets"
 )
 
-// Sessions keeps the sign-in sessions: every sign-in starts one, its access tokens carry its id
-// (claim sid), and its refresh token is single use: each refresh spends it and answers a
-// successor. The successor of a token is derived from it (HMAC-SHA256 under a key of the
-// service), so only hashes are stored and a spent token presented again within
-// Auth:RefreshReuseSeconds can still be answered its successor (two tabs refreshing at once).
-// Presented later, it ends the session (reuse detection: one of the two holders is not its owner).
-// Sessions also answer the guard (authn.Sessions) from a cache kept coherent with the sessions
-// table on every replica, so an ended session refuses its access tokens on the next request.
+// Sessions keeps the sign-in sessions: access tokens carry the session's id (claim sid); a refresh
+// token is single use, its successor derived from it by HMAC, so only hashes are stored and a spent
+// token presented within Auth:RefreshReuseSeconds gets the same successor, later ends the session.
+// The guard asks Sessions (authn.Sessions) through a cache kept coherent on every replica.
 type Sessions struct {
 	db     *bun.DB
 	tokens *authn.Tokens

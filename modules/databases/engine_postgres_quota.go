@@ -14,14 +14,11 @@ import (
 // quota; it cannot log in.
 func quotaHolder(dbName string) string { return dbName + "_quota" }
 
-// SetReadOnly switches dbName to read-only or back, with privileges the tenant cannot undo
-// (default_transaction_read_only alone is advisory). Read-only: the ownership of the database and
-// everything in it but functions moves to a NOLOGIN holder role (quotaHolder), every privilege that
-// writes or creates is revoked from every other role, PUBLIC included, and the login role keeps
-// SELECT, DELETE and TRUNCATE to free space. Back: the holder's objects go to the login role and the
-// holder is dropped (revoked grants are not restored). One transaction, repeatable; the database's
-// sessions end before and after it, and a lock held by a tenant makes it give up after
-// switchLockWait, retried once, then left to the next usage refresh.
+// SetReadOnly switches dbName to read-only or back with privileges the tenant cannot undo: over the
+// quota everything it owns but functions moves to a NOLOGIN holder (quotaHolder), every writing
+// privilege is revoked from every other role, and the login role keeps SELECT, DELETE and TRUNCATE.
+// Back, the holder's objects return to the login role. One transaction, repeatable; a tenant's lock
+// makes it give up after switchLockWait (tried once more, then at the next usage refresh).
 func (e *postgresEngine) SetReadOnly(ctx context.Context, dbName, role string, readOnly bool) error {
 	if err := checkNames(dbName, role); err != nil {
 		return err
