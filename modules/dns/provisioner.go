@@ -150,15 +150,10 @@ func notAsAsked(created cloudflare.Record, r *Record) string {
 
 var markerRe = regexp.MustCompile(`^provisioner user:(\d+) record:(\d+)(?: ref:[0-9a-f]{32})?$`)
 
-// dropLeftovers deletes, among the provider's records named like r, those that are leftovers of
-// another of our rows that is no longer live (Failed or Revoked: its create reached the provider
-// but its outcome was lost, and its row ended without deleting it, e.g. a deleted user's Failed
-// row revoked at once because r held the label). Such a record is ours and nobody's now; left in
-// place it would block r's name forever. A record is that row's leftover only as findOurs (and so
-// the Sweeper, the revocation and the adoption) judges it: its name, its marker AND the row's
-// content. A record carrying a dead row's marker with another content was changed at the provider
-// by someone else (a row's content never changes here), so it is not deleted: it stays in the
-// returned records and holds the name like any record not ours. It returns the records that remain.
+// dropLeftovers deletes, among the provider's records named like r, the leftovers of our rows that
+// are no longer live (Failed or Revoked with a lost create): a record carrying such a row's marker
+// and its content, as findOurs judges it. One with a dead row's marker but another content was
+// changed by someone else and holds the name like any record not ours. It returns what remains.
 func (p *Provisioner) dropLeftovers(ctx context.Context, tx bun.IDB, r *Record, found []cloudflare.Record) ([]cloudflare.Record, error) {
 	var rest []cloudflare.Record
 	for _, f := range found {
@@ -453,15 +448,9 @@ func (p *Provisioner) GiveUp(ctx context.Context, tx bun.IDB, id int64, lastErr 
 	return queueSweeps(ctx, tx, "r.id = ?", id)
 }
 
-// ReleaseUser marks a deleted user's records for revocation at the provider: live ones, and
-// Failed ones too (their create may have reached the provider; the finisher looks the name up and
-// deletes only a record carrying the row's marker). A Failed record whose label another live
-// record holds now cannot be Revoking (one live row per label): it is Revoked at once and a sweep
-// is queued, so the finisher deletes its leftover at the provider (only a record carrying its
-// marker) whether or not that other record is ever created.
-//
-// Each record so revoked is audited as dns.revoked, as a revoke by its owner is (the actor is
-// whoever deleted the user).
+// ReleaseUser marks a deleted user's live and Failed records for revocation (the finisher deletes
+// only a record carrying the row's marker). A Failed record whose label another live record holds
+// is Revoked at once with a sweep queued for its leftover. Each is audited as dns.revoked.
 func (p *Provisioner) ReleaseUser(ctx context.Context, tx bun.IDB, userID int64) error {
 	var revoking, revoked []releasedRecord
 	if err := tx.NewUpdate().Model((*Record)(nil)).Set("status = ?", StatusRevoking).Set("attempts = 0").

@@ -345,14 +345,9 @@ func WriteError(api huma.API, ctx huma.Context, err error) {
 }
 
 // verifiedTokens remembers the claims of bearer tokens whose signature, algorithm and header were
-// verified, keyed by the whole token text, so a session sending the same token on every request
-// is not decoded and verified each time: base64, HMAC-SHA256 and the JSON of header and claims
-// were a quarter of the CPU an authenticated GET costs. The same text verifies the same way, but
-// for time: only its exp can turn a verified token invalid later (iat and nbf only become more
-// valid), so the claims are validated again on every use, which costs no parsing. Revocation is
-// unaffected: the user's security stamp and role are checked after this, from the users cache. At
-// maxVerified tokens the map starts afresh (tokens are only added once verified, so only holders
-// of valid tokens can fill it).
+// verified, keyed by the token text, so a token sent on every request is verified once. Claims are
+// validated again on every use (exp may pass); the stamp and role are checked after this. At
+// maxVerified tokens the map starts afresh (only valid tokens are ever added).
 type verifiedTokens struct {
 	mu sync.RWMutex
 	m  map[string]*Claims
@@ -485,23 +480,12 @@ func (g *Guard) load(ctx context.Context, id int64) (principalRow, error) {
 
 var sqlErrNoRows = sql.ErrNoRows
 
-// LockCaller checks again, inside tx, what the guard checked when the request came in: the
-// caller is still a live user with the security stamp its token carries, and, on an AdminOnly
-// operation, still an Admin. It locks the caller's users row FOR KEY SHARE until tx ends.
-// The guard's check is made once, at the start of the request, from a cache; a deletion or
-// demotion of the caller that commits while the request is in flight would otherwise not stop a
-// write the request makes afterwards (an Admin deleted in the middle of POST /api/users could
-// still create an Admin). With the lock, such a change (DELETE and PUT /api/users/{id} lock the
-// user's row FOR UPDATE) either waits until the write's transaction has ended, or committed
-// first and is seen here: 401 (deleted, or the stamp changed: the token is no longer valid) or
-// 403 (no longer an Admin), and the transaction writes nothing. A password reset (which changes
-// the stamp) locks the row FOR UPDATE as well: it waits for a write in flight, or committed first
-// and is seen (401). KEY SHARE is shared: the caller's own writes do not wait for each other, and a
-// later db.LockLiveUser of the same row (FOR NO KEY UPDATE) does not conflict with it.
-//
-// Every write transaction of a request calls it first (db.RunInTx does), before it locks any
-// other row. It does nothing for a context without a principal that the guard let in (public
-// operations, background work).
+// LockCaller checks again, inside tx, what the guard checked from its cache when the request came
+// in: the caller is a live user with its token's security stamp and, on an AdminOnly operation,
+// still an Admin; else 401 or 403 and tx writes nothing. It locks the caller's users row FOR KEY
+// SHARE until tx ends, so a deletion, demotion or password reset (which lock it FOR UPDATE) either
+// waits for the write or is seen by it. Every write transaction of a request calls it first
+// (db.RunInTx); it does nothing without a principal (public operations, background work).
 func LockCaller(ctx context.Context, tx bun.IDB) error { return FromContext(ctx).LockCaller(ctx, tx) }
 
 // LockCaller implements reqctx.Caller: see the function LockCaller.

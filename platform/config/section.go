@@ -9,15 +9,11 @@ import (
 	"github.com/knadh/koanf/v2"
 )
 
-// Section declares one part of the configuration and owns it: its keys (the fields of T), their
-// defaults, their documentation and their checks. The platform's keys are the section Platform;
-// a module declares its own (modules/dns/config.go) and lists it in its module.Module, and Load
-// fills every section it is given. config/config.example.yaml and the README's table are
-// generated from the sections (Example, Table).
-//
-// T is a struct whose fields carry koanf tags, each the lower-cased field name: the field's name
-// is the key's as documented (BaseUrl under Key Dns is Dns:BaseUrl, environment Dns__BaseUrl).
-// When T (or *T) implements Validator, Load calls it after decoding.
+// Section declares one part of the configuration: its keys (the fields of T, koanf tags the
+// lower-cased field names: BaseUrl under Key Dns is Dns:BaseUrl, environment Dns__BaseUrl), their
+// defaults, documentation and checks (T or *T implementing Validator). The platform's keys are the
+// section Platform; a module lists its own in its module.Module. Load fills every section;
+// config.example.yaml and docs/configuration.md are generated from them (Example, Table).
 type Section[T any] struct {
 	// Key is the top-level key the fields of T sit under ("Dns"); empty when T's fields are
 	// top-level keys themselves (a section owning several, or adding keys to another's, as the

@@ -47,15 +47,10 @@ type DeleteRequest struct {
 // DeleteResponse reports a deletion.
 type DeleteResponse struct{}
 
-// Provisioner creates and removes one kind of external resource. Safe for concurrent use.
-//
-// Both verbs record their outcome in the row (through req.Tx) and return nil when the row reached
-// a final state, success or final failure. They return an error only when the attempt should be
-// retried later; the Finisher then counts the attempt and schedules the next one with backoff.
-// The Finisher takes a savepoint before each call: when a statement of the attempt fails in req.Tx
-// (which aborts the transaction), everything the attempt wrote in it is rolled back and the
-// attempt counts as failed, recorded and logged like any other, whether or not the verb returned
-// that statement's error.
+// Provisioner creates and removes one kind of external resource; safe for concurrent use. Both
+// verbs record their outcome in the row through req.Tx and return nil once the row is final
+// (success or final failure); an error means "retry later" (counted, backed off). The Finisher takes
+// a savepoint before each call, so a failed statement of the attempt undoes only the attempt.
 type Provisioner interface {
 	// Kind names the resource; no side effects.
 	Kind() Kind

@@ -8,14 +8,9 @@ import (
 )
 
 // Secret finds one secret (an API key we send a provider) in text relayed from that provider, as
-// the text may write it: as it is, or inside a JSON string, where any of its characters may be
-// escaped and escapes and plain characters mix freely (`\/` for `/`, `\u002b` or `\u002B` for
-// `+`, `\"`, `\\`, `\n`, a surrogate pair for a character beyond the BMP). A nil or empty Secret
-// finds nothing.
-//
-// It redacts a whole text or one line at a time; text cut at arbitrary points (network reads)
-// must be framed first (the AI gateway relays a stream line by line, and a secret sent in an HTTP
-// header has no line break).
+// it is or inside a JSON string with any of its characters escaped (`\/`, `\u002B`, surrogate
+// pairs…). It redacts a whole text or one line at a time: a stream must be framed into lines first.
+// A nil or empty Secret finds nothing.
 type Secret struct{ s []byte }
 
 // MinSecretLen is the shortest secret NewSecret looks for. A shorter one is a placeholder, such as
