@@ -8,6 +8,8 @@
 //	benchkit hash                            median of one in-process argon2id hash (OWASP parameters), ms
 //	benchkit limiter -redis URL -rate R      median of one rate-limit check against Redis, µs (a large
 //	                                         rate is taken in shares; a small one is counted hit by hit)
+//	benchkit seed -dsn URL -n N              COPY N users and N databases into a migrated control
+//	                                         database; prints the seconds taken
 package main
 
 import (
@@ -36,6 +38,8 @@ func main() {
 	redisURL := fs.String("redis", "redis://127.0.0.1:6379/0", "Redis URL")
 	upstream := fs.String("upstream", "http://127.0.0.1:7002/chat/completions", "proxy: the URL relayed to")
 	rate := fs.String("rate", "1000000000-M", "limiter: the rate measured")
+	dsn := fs.String("dsn", "", "seed: the control database")
+	n := fs.Int("n", 1_000_000, "seed: users and databases added")
 	_ = fs.Parse(os.Args[2:])
 	switch os.Args[1] {
 	case "baseline":
@@ -104,6 +108,8 @@ func main() {
 			d = append(d, time.Since(start))
 		}
 		fmt.Printf("%.1f\n", float64(median(d).Nanoseconds())/1000)
+	case "seed":
+		seed(*dsn, *n)
 	default:
 		log.Fatalf("unknown command %q", os.Args[1])
 	}
