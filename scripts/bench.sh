@@ -16,6 +16,8 @@
 #    unknown-email login ÷ known-email wrong-password login (p50)           must stay within 0.8–1.2
 # P7 rate-limiter median ÷ one Redis INCR round trip (redis-benchmark)       target ≤ 2
 #    (the hot-path limits, taken in shares; and a small limit, counted hit by hit)
+# Then scripts/bench-scale.sh: how the cost grows (P8 at a million users, the P1 and P2 curves, with
+# plots). SCALE=0 skips it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/lib.sh
@@ -198,3 +200,7 @@ mkdir -p test-output
   echo
   echo "Measured $(date -u +%F) on $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(awk -F: '/model name/ {print $2; exit}' /proc/cpuinfo | xargs); median of $REPEAT runs of ${DURATION}s; \`scripts/bench.sh\`."
 } | tee test-output/bench.md
+
+if [[ ${SCALE:-1} != 0 ]]; then
+  DURATION=$DURATION scripts/bench-scale.sh
+fi
