@@ -10,6 +10,8 @@
 #    Fiber handler at the same points (a curve)
 # P2 the AI gateway's added latency ÷ the bare relay's, p50 and p99, at 500, 1,000, 2,000 req/s
 #                                                   target ≤ 1.15 p50, ≤ 1.5 p99 where the relay holds
+# P11 resident memory per cached user: growth after CACHED (10,000) seeded users each ask
+#    GET /api/me/databases once, ÷ CACHED                                     target ≤ 2 KB
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/lib.sh
@@ -19,6 +21,7 @@ DURATION=${DURATION:-5}
 SEED=${SEED:-1000000}
 CONNS=${CONNS:-1 10 100 1000}
 RATES=${RATES:-500 1000 2000}
+CACHED=${CACHED:-10000}
 
 ensure_postgres
 ensure_redis
@@ -50,14 +53,15 @@ px_port=$(free_port 17501)
 psql -q -h 127.0.0.1 -U postgres -d postgres -c "CREATE DATABASE $dbname" >/dev/null
 dsn="postgres://postgres@127.0.0.1:5432/$dbname?sslmode=disable"
 admin_pw=bench-admin-password-$RANDOM
+jwt_key=$(head -c 48 /dev/urandom | base64 -w0)
 export Environment=Development Server__Port=$port Log__Level=error \
-  Jwt__Key=$(head -c 48 /dev/urandom | base64 -w0) Secrets__EncryptionKey=$(head -c 32 /dev/urandom | base64 -w0) \
+  Jwt__Key=$jwt_key Jwt__Issuer=bench Jwt__Audience=bench Secrets__EncryptionKey=$(head -c 32 /dev/urandom | base64 -w0) \
   ConnectionStrings__Control="$dsn" ConnectionStrings__TenantPostgres="" \
   Redis__Url=redis://127.0.0.1:6379/0 Redis__KeyPrefix="benchscale$RANDOM" Ai__BaseUrl="http://127.0.0.1:$up_port" Ai__DefaultModel=fake \
   Bootstrap__AdminEmail=admin@bench.test Bootstrap__AdminPassword="$admin_pw" \
   RateLimit__PerIp=1000000000-M RateLimit__PerUser=1000000000-M RateLimit__Login=1000000000-M \
   RateLimit__Register=1000000000-M RateLimit__AiGenerate=1000000000-M Auth__LockoutThreshold=1000000
-"$work/provisioner" >"$work/service.log" 2>&1 & pids+=($!)
+"$work/provisioner" >"$work/service.log" 2>&1 & svc=$!; pids+=($svc)
 B=http://127.0.0.1:$port
 wait_for 60 curl -sf "$B/healthz" || { cat "$work/service.log"; exit 1; }
 wait_for 10 curl -sf "http://127.0.0.1:$base_port/"
@@ -70,6 +74,20 @@ attack() { # attack <rate> <targets-file>: vegeta for DURATION s, report in $wor
 
 echo "== P8 admin pages with $SEED users and databases" >&2
 seed_s=$("$work/benchkit" seed -dsn "$dsn" -n "$SEED")
+
+echo "== P11 memory per cached user" >&2
+"$work/benchkit" tokens -dsn "$dsn" -n "$CACHED" -key "$jwt_key" -issuer bench -audience bench >"$work/tokens"
+awk -v b="$B" '{printf "GET %s/api/me/databases\nAuthorization: Bearer %s\n\n", b, $1}' "$work/tokens" >"$work/cached.t"
+rss_kb() { awk '/VmRSS/ {print $2}' "/proc/$svc/status"; }
+sleep 2
+rss0=$(rss_kb)
+# Each target once: vegeta takes the targets in turn, CACHED requests in all.
+vegeta attack -rate=1000 -duration="$((CACHED / 1000))s" -targets="$work/cached.t" -format=http | vegeta report -type=json >"$work/v.json"
+sleep 2
+rss1=$(rss_kb)
+p11a=$(awk -v a="$rss0" -v b="$rss1" -v n="$CACHED" 'BEGIN {printf "%.2f", (b - a) / n}')
+p11a_codes=$(jq -r '.status_codes | to_entries | map("\(.key)×\(.value)") | join(" ")' "$work/v.json")
+
 admin=$(curl -sf "$B/api/auth/login" -H 'Content-Type: application/json' \
   -d "{\"email\":\"admin@bench.test\",\"password\":\"$admin_pw\"}" | jq -r .data.accessToken)
 someone=$(psql -tA -h 127.0.0.1 -U postgres -d "$dbname" -c "SELECT id FROM users WHERE email = 'seed$((SEED * 7 / 10))@scale.test'")
@@ -132,6 +150,7 @@ done
   for k in "the users list" "the users search" "the databases list" "a user's dashboard" "the platform metrics"; do
     echo "| P8 p99 of $k, $SEED users | ${p8[$k]} | ≤ 20 ms |"
   done
+  echo "| P11 resident memory per cached user ($CACHED users, $((rss0 / 1024)) → $((rss1 / 1024)) MB; $p11a_codes) | ${p11a} KB | ≤ 2 KB |"
   while IFS=$'\t' read -r c sr br sp bp; do
     echo "| P1 at $c connections: req/s service ÷ bare; p99 service / bare | $(awk -v a="$sr" -v b="$br" 'BEGIN {printf "%.2f", a/b}') ($sr / $br); $sp ms / $bp ms | (curve) |"
   done < <(tail -n +2 test-output/scale-p1.tsv)

@@ -10,6 +10,9 @@
 //	                                         rate is taken in shares; a small one is counted hit by hit)
 //	benchkit seed -dsn URL -n N              COPY N users and N databases into a migrated control
 //	                                         database; prints the seconds taken
+//	benchkit tokens -dsn URL -n N -key K -issuer I -audience A
+//	                                         a session and an access token for each of N users, one
+//	                                         token a line
 package main
 
 import (
@@ -25,6 +28,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/valyala/fasthttp"
 
+	"provisioner/platform/authn"
 	"provisioner/platform/ratelimit"
 	"provisioner/platform/secrets"
 )
@@ -39,7 +43,10 @@ func main() {
 	upstream := fs.String("upstream", "http://127.0.0.1:7002/chat/completions", "proxy: the URL relayed to")
 	rate := fs.String("rate", "1000000000-M", "limiter: the rate measured")
 	dsn := fs.String("dsn", "", "seed: the control database")
-	n := fs.Int("n", 1_000_000, "seed: users and databases added")
+	n := fs.Int("n", 1_000_000, "seed, tokens: users")
+	key := fs.String("key", "", "tokens: the service's Jwt:Key")
+	issuer := fs.String("issuer", "", "tokens: the service's Jwt:Issuer")
+	audience := fs.String("audience", "", "tokens: the service's Jwt:Audience")
 	_ = fs.Parse(os.Args[2:])
 	switch os.Args[1] {
 	case "baseline":
@@ -110,6 +117,8 @@ func main() {
 		fmt.Printf("%.1f\n", float64(median(d).Nanoseconds())/1000)
 	case "seed":
 		seed(*dsn, *n)
+	case "tokens":
+		tokens(*dsn, *n, authn.Options{Key: []byte(*key), Issuer: *issuer, Audience: *audience, Expiry: time.Hour})
 	default:
 		log.Fatalf("unknown command %q", os.Args[1])
 	}
