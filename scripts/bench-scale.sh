@@ -11,7 +11,9 @@
 # P2 the AI gateway's added latency ÷ the bare relay's, p50 and p99, at 500, 1,000, 2,000 req/s
 #                                                   target ≤ 1.15 p50, ≤ 1.5 p99 where the relay holds
 # P11 resident memory per cached user: growth after CACHED (10,000) seeded users each ask
-#    GET /api/me/databases once, ÷ CACHED                                     target ≤ 2 KB
+#    GET /api/me/databases once (after the same traffic from one user), ÷ CACHED  target ≤ 2 KB
+#    and per open stream: growth with STREAMS (200) streaming generations open, ÷ STREAMS
+#                                                                             target ≤ 64 KB
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/lib.sh
@@ -22,6 +24,7 @@ SEED=${SEED:-1000000}
 CONNS=${CONNS:-1 10 100 1000}
 RATES=${RATES:-500 1000 2000}
 CACHED=${CACHED:-10000}
+STREAMS=${STREAMS:-200}
 
 ensure_postgres
 ensure_redis
@@ -79,6 +82,9 @@ echo "== P11 memory per cached user" >&2
 "$work/benchkit" tokens -dsn "$dsn" -n "$CACHED" -key "$jwt_key" -issuer bench -audience bench >"$work/tokens"
 awk -v b="$B" '{printf "GET %s/api/me/databases\nAuthorization: Bearer %s\n\n", b, $1}' "$work/tokens" >"$work/cached.t"
 rss_kb() { awk '/VmRSS/ {print $2}' "/proc/$svc/status"; }
+# The same traffic from one user first, so the growth after it is what the caches keep.
+head -3 "$work/cached.t" >"$work/one.t"
+vegeta attack -rate=1000 -duration=2s -targets="$work/one.t" -format=http >/dev/null
 sleep 2
 rss0=$(rss_kb)
 # Each target once: vegeta takes the targets in turn, CACHED requests in all.
@@ -142,6 +148,17 @@ for r in $RATES; do
     >>test-output/scale-p2.tsv
 done
 
+echo "== P11 memory per open stream" >&2
+sleep 2
+rss0s=$(rss_kb)
+"$work/benchkit" streams -url "$B/api/ai/v1/chat/completions" -key "$key" -n "$STREAMS" -hold 20s >"$work/streams.out" & streamer=$!
+pids+=($streamer)
+wait_for 15 grep -q open "$work/streams.out" || { echo "the streams did not open" >&2; exit 1; }
+sleep 1
+rss1s=$(rss_kb)
+wait "$streamer" || true
+p11b=$(awk -v a="$rss0s" -v b="$rss1s" -v n="$STREAMS" 'BEGIN {printf "%.1f", (b - a) / n}')
+
 "$work/benchplot" -in test-output -out docs
 {
   echo "| Figure | Measured | Target |"
@@ -151,6 +168,7 @@ done
     echo "| P8 p99 of $k, $SEED users | ${p8[$k]} | ≤ 20 ms |"
   done
   echo "| P11 resident memory per cached user ($CACHED users, $((rss0 / 1024)) → $((rss1 / 1024)) MB; $p11a_codes) | ${p11a} KB | ≤ 2 KB |"
+  echo "| P11 resident memory per open stream ($STREAMS streams, $((rss0s / 1024)) → $((rss1s / 1024)) MB) | ${p11b} KB | ≤ 64 KB |"
   while IFS=$'\t' read -r c sr br sp bp; do
     echo "| P1 at $c connections: req/s service ÷ bare; p99 service / bare | $(awk -v a="$sr" -v b="$br" 'BEGIN {printf "%.2f", a/b}') ($sr / $br); $sp ms / $bp ms | (curve) |"
   done < <(tail -n +2 test-output/scale-p1.tsv)
