@@ -86,18 +86,20 @@ func p1(rows [][]float64, path string) {
 	tput.X.Label.Text = "connections"
 	tput.Y.Label.Text = "requests/s"
 	tput.X.Scale, tput.X.Tick.Marker = plot.LogScale{}, plot.LogTicks{}
+	tput.Legend.Left = true
 	must(plotutil.AddLinePoints(tput, "service", column(rows, 0, 1), "bare Fiber handler", column(rows, 0, 2)))
 	lat := plot.New()
 	lat.Title.Text = "P1 GET /api/me/databases: p99"
 	lat.X.Label.Text = "connections"
 	lat.Y.Label.Text = "p99 ms"
 	lat.X.Scale, lat.X.Tick.Marker = plot.LogScale{}, plot.LogTicks{}
+	lat.Legend.Left = true
 	must(plotutil.AddLinePoints(lat, "service", column(rows, 0, 3), "bare Fiber handler", column(rows, 0, 4)))
 	save(path, tput, lat)
 }
 
 // p2 draws the gateway's added latency ÷ the bare relay's, p50 and p99, by request rate at the
-// rates where the relay held, with the targets as lines.
+// rates where the relay held (at every rate, so titled, when it held at none), with the targets.
 func p2(all [][]float64, path string) {
 	var rows [][]float64
 	for _, r := range all {
@@ -105,11 +107,12 @@ func p2(all [][]float64, path string) {
 			rows = append(rows, r)
 		}
 	}
-	if len(rows) == 0 {
-		return
-	}
 	p := plot.New()
-	p.Title.Text = "P2 AI gateway added latency ÷ bare relay added latency"
+	p.Title.Text = "P2 gateway ÷ bare relay, added latency"
+	if len(rows) == 0 {
+		rows = all
+		p.Title.Text += " (relay held at no rate)"
+	}
 	p.X.Label.Text = "requests/s"
 	p.Y.Label.Text = "ratio"
 	first, last := rows[0][0], rows[len(rows)-1][0]
@@ -124,7 +127,7 @@ func save(path string, plots ...*plot.Plot) {
 	const w, h = 5 * vg.Inch, 3.5 * vg.Inch
 	img := vgimgCanvas(w*vg.Length(len(plots)), h)
 	for i, p := range plots {
-		p.Legend.Top, p.Legend.Left = true, true
+		p.Legend.Top = true
 		p.Draw(img.sub(vg.Length(i)*w, w, h))
 	}
 	must(img.save(path))
