@@ -14,10 +14,15 @@
 #    GET /api/me/databases once (after the same traffic from one user), ÷ CACHED  target ≤ 2 KB
 #    and per open stream: growth with STREAMS (200) streaming generations open, ÷ STREAMS
 #                                                                             target ≤ 64 KB
+# P9 CROWD (300) users each creating a database at once, PostgreSQL and MariaDB: answers that were
+#    5xx (target 0), and the wall time until all are Active ÷ as many bare CREATE ROLE + CREATE
+#    DATABASE one after another (go test -bench CrowdCreate)                  target ≤ 1.2
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/lib.sh
 source scripts/lib.sh
+# shellcheck source=scripts/tenant-pg.sh
+source scripts/tenant-pg.sh
 export PATH="$PATH:/usr/local/go/bin:$HOME/go/bin"
 DURATION=${DURATION:-5}
 SEED=${SEED:-1000000}
@@ -28,6 +33,7 @@ STREAMS=${STREAMS:-200}
 
 ensure_postgres
 ensure_redis
+ensure_mariadb
 command -v wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk >/dev/null; }
 command -v vegeta >/dev/null || go install github.com/tsenart/vegeta/v12@v12.12.0
 command -v jq >/dev/null || { apt-get update -qq && apt-get install -y -qq jq >/dev/null; }
@@ -39,6 +45,7 @@ dbname="benchscale_$RANDOM$RANDOM"
 cleanup() {
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
   psql -q -h 127.0.0.1 -U postgres -d postgres -c "DROP DATABASE IF EXISTS $dbname WITH (FORCE)" >/dev/null 2>&1 || true
+  stop_tenant_pg
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -159,6 +166,17 @@ rss1s=$(rss_kb)
 wait "$streamer" || true
 p11b=$(awk -v a="$rss0s" -v b="$rss1s" -v n="$STREAMS" 'BEGIN {printf "%.1f", (b - a) / n}')
 
+echo "== P9 a crowd creating databases" >&2
+start_tenant_pg
+trap cleanup EXIT # start_tenant_pg set its own trap; cleanup stops the cluster too
+CROWD=${CROWD:-300} go test -run '^$' -bench CrowdCreate -benchtime 1x -timeout 30m ./modules/databases/ >"$work/p9.txt" 2>&1 || true
+p9() { # p9 <postgres|mysql>: "<5xx> <crowd s> <serial s> <ratio>", or why not
+  awk -v e="$1" '$1 ~ "CrowdCreate/" e {for (i = 1; i <= NF; i++) v[$(i+1)] = $i; printf "%s %s %s %s", v["5xx"], v["crowd-s"], v["serial-bare-s"], v["x-serial-bare"]; found = 1}
+    END {if (!found) printf "failed - - -"}' "$work/p9.txt"
+}
+read -r p9pf p9pc p9ps p9pr < <(p9 postgres)
+read -r p9mf p9mc p9ms p9mr < <(p9 mysql)
+
 "$work/benchplot" -in test-output -out docs
 {
   echo "| Figure | Measured | Target |"
@@ -167,6 +185,8 @@ p11b=$(awk -v a="$rss0s" -v b="$rss1s" -v n="$STREAMS" 'BEGIN {printf "%.1f", (b
   for k in "the users list" "the users search" "the databases list" "a user's dashboard" "the platform metrics"; do
     echo "| P8 p99 of $k, $SEED users | ${p8[$k]} | ≤ 20 ms |"
   done
+  echo "| P9 ${CROWD:-300} creates at once on PostgreSQL: 5xx; crowd ÷ serial bare ($p9pc s ÷ $p9ps s) | $p9pf; $p9pr | 0; ≤ 1.2 |"
+  echo "| P9 the same on MariaDB ($p9mc s ÷ $p9ms s) | $p9mf; $p9mr | 0; ≤ 1.2 |"
   echo "| P11 resident memory per cached user ($CACHED users, $((rss0 / 1024)) → $((rss1 / 1024)) MB; $p11a_codes) | ${p11a} KB | ≤ 2 KB |"
   echo "| P11 resident memory per open stream ($STREAMS streams, $((rss0s / 1024)) → $((rss1s / 1024)) MB) | ${p11b} KB | ≤ 64 KB |"
   while IFS=$'\t' read -r c sr br sp bp; do
