@@ -30,7 +30,8 @@ func BenchmarkCrowdCreate(b *testing.B) {
 	for _, engine := range []string{"postgres", "mysql"} {
 		b.Run(engine, func(b *testing.B) {
 			a := apptest.Start(b, apptest.With(map[string]any{"ConnectionStrings:TenantPostgres": testutil.TenantPostgresURL(b),
-				"RateLimit:Register": "1000000-M", "RateLimit:PerUser": "1000000-M", "RateLimit:PerIp": "1000000-M"}))
+				"ConnectionStrings:TenantMysql": testutil.TenantMysqlDSN(),
+				"RateLimit:Register":            "1000000-M", "RateLimit:PerUser": "1000000-M", "RateLimit:PerIp": "1000000-M"}))
 			bare := barePool(b, engine)
 			defer bare.Close()
 			for i := 0; i < b.N; i++ {
@@ -65,7 +66,7 @@ func BenchmarkCrowdCreate(b *testing.B) {
 				// Every database Active (one still in the finisher's hands is driven there).
 				for {
 					var active int
-					if err := a.DB.QueryRow(`SELECT count(*) FROM database_instances WHERE user_id IN (?) AND status = 'Active'`,
+					if err := a.DB.QueryRow(`SELECT count(*) FROM database_instances WHERE user_id IN (?) AND name = 'crowd' AND status = 'Active'`,
 						bun.In(ids)).Scan(&active); err != nil {
 						b.Fatal(err)
 					}
