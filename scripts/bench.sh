@@ -18,6 +18,8 @@
 #    (the hot-path limits, taken in shares; and a small limit, counted hit by hit)
 # P12 p99 of one address's logins during a one-address flood of distinct emails ÷ without   target ≤ 3
 #    (the hash slots are shared fairly between client addresses; 127.0.0.2 floods, 127.0.0.1 signs in)
+# Then scripts/bench-scale.sh: how the cost grows (P8 at a million users, the P1 and P2 curves, with
+# plots). SCALE=0 skips it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/lib.sh
@@ -218,3 +220,7 @@ mkdir -p test-output
   echo
   echo "Measured $(date -u +%F) on $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(awk -F: '/model name/ {print $2; exit}' /proc/cpuinfo | xargs); median of $REPEAT runs of ${DURATION}s; \`scripts/bench.sh\`."
 } | tee test-output/bench.md
+
+if [[ ${SCALE:-1} != 0 ]]; then
+  DURATION=$DURATION scripts/bench-scale.sh
+fi

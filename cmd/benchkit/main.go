@@ -2,7 +2,8 @@
 // run on the same machine:
 //
 //	benchkit baseline -addr 127.0.0.1:7001   a bare Fiber JSON handler (GET /)
-//	benchkit upstream -addr 127.0.0.1:7002   a fake OpenAI-compatible upstream (POST /chat/completions)
+//	benchkit upstream -addr 127.0.0.1:7002   a fake OpenAI-compatible upstream (POST /chat/completions;
+//	                                         "stream":true answers a 30 s event stream)
 //	benchkit proxy -addr … -upstream URL     a bare Fiber handler relaying POST /gen to the upstream with
 //	                                         fasthttp's client: the floor of any gateway's added latency
 //	benchkit hash                            median of one in-process argon2id hash (OWASP parameters), ms
@@ -11,9 +12,18 @@
 //	benchkit fairlogin -base URL -email E -password P
 //	                                         p99 of one address's sign-ins without and during another
 //	                                         address's login flood of distinct emails, ms, and their ratio
+//	benchkit seed -dsn URL -n N              COPY N users and N databases into a migrated control
+//	                                         database; prints the seconds taken
+//	benchkit streams -url URL -key K -n N -hold D
+//	                                         N streaming generations held open D; prints "open"
+//	                                         once every one has its first chunk
+//	benchkit tokens -dsn URL -n N -key K -issuer I -audience A
+//	                                         a session and an access token for each of N users, one
+//	                                         token a line
 package main
 
 import (
+	"bytes"
 	"context"
 	"flag"
 	"fmt"
@@ -26,6 +36,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/valyala/fasthttp"
 
+	"provisioner/platform/authn"
 	"provisioner/platform/ratelimit"
 	"provisioner/platform/secrets"
 )
@@ -46,6 +57,13 @@ func main() {
 	floodFrom := fs.String("flood-from", "127.0.0.2", "fairlogin: the flooding address")
 	conns := fs.Int("conns", 64, "fairlogin: the flood's connections")
 	duration := fs.Duration("duration", 5*time.Second, "fairlogin: each measurement's length")
+	dsn := fs.String("dsn", "", "seed: the control database")
+	n := fs.Int("n", 1_000_000, "seed, tokens: users")
+	key := fs.String("key", "", "tokens: the service's Jwt:Key; streams: the AI key")
+	url := fs.String("url", "", "streams: the gateway's chat completions URL")
+	hold := fs.Duration("hold", 10*time.Second, "streams: how long they stay open")
+	issuer := fs.String("issuer", "", "tokens: the service's Jwt:Issuer")
+	audience := fs.String("audience", "", "tokens: the service's Jwt:Audience")
 	_ = fs.Parse(os.Args[2:])
 	switch os.Args[1] {
 	case "baseline":
@@ -57,6 +75,9 @@ func main() {
 	case "upstream":
 		app := fiber.New(fiber.Config{DisableStartupMessage: true})
 		app.Post("/chat/completions", func(c *fiber.Ctx) error {
+			if bytes.Contains(c.Body(), []byte(`"stream":true`)) {
+				return streamAnswer(c)
+			}
 			c.Set("Content-Type", "application/json")
 			return c.SendString(`{"id":"chatcmpl-1","object":"chat.completion","model":"fake-model","choices":[{"index":0,"message":{"role":"assistant","content":"Hello there"},"finish_reason":"stop"}],"usage":{"prompt_tokens":11,"completion_tokens":2,"total_tokens":13}}`)
 		})
@@ -116,6 +137,12 @@ func main() {
 		fmt.Printf("%.1f\n", float64(median(d).Nanoseconds())/1000)
 	case "fairlogin":
 		fairLogin(*base, *from, *floodFrom, *email, *password, *conns, *duration)
+	case "seed":
+		seed(*dsn, *n)
+	case "streams":
+		streams(*url, *key, *n, *hold)
+	case "tokens":
+		tokens(*dsn, *n, authn.Options{Key: []byte(*key), Issuer: *issuer, Audience: *audience, Expiry: time.Hour})
 	default:
 		log.Fatalf("unknown command %q", os.Args[1])
 	}

@@ -1,0 +1,1 @@
+DROP INDEX IF EXISTS database_instances_status_idx;
