@@ -172,7 +172,8 @@ func newHasher() *secrets.Hasher { return secrets.NewHasher(0) }
 
 func newMailer(cfg *config.Config, log *slog.Logger) mail.Sender {
 	s := cfg.Smtp
-	return mail.New(mail.SMTPConfig{Host: s.Host, Port: s.Port, Username: s.Username, Password: s.Password, From: s.From}, log)
+	return mail.New(mail.SMTPConfig{Host: s.Host, Port: s.Port, Username: s.Username, Password: s.Password, From: s.From,
+		Security: s.Security}, log)
 }
 
 func newTokens(cfg *config.Config) (*authn.Tokens, error) {

@@ -85,13 +85,42 @@ type Secrets struct {
 	PreviousKeys  []string `koanf:"previouskeys"`
 }
 
-// Smtp configures outgoing mail; with no Host, mail is written to the log.
+// Smtp configures outgoing mail; with no Host (Development only), mail is written to the log.
 type Smtp struct {
-	Host     string `koanf:"host"`
+	Host string `koanf:"host"`
+	// Port: 0 is 587, or 465 when Security is tls.
 	Port     int    `koanf:"port"`
 	Username string `koanf:"username"`
 	Password string `koanf:"password"`
 	From     string `koanf:"from"`
+	// Security is starttls (required, the default), tls (implicit TLS) or none.
+	Security string `koanf:"security"`
+}
+
+// SMTP security modes (Smtp:Security).
+const (
+	SmtpStartTLS = "starttls"
+	SmtpTLS      = "tls"
+	SmtpNone     = "none"
+)
+
+// SecurityMode is Security lower-cased, SmtpStartTLS when empty.
+func (s Smtp) SecurityMode() string {
+	m := strings.ToLower(strings.TrimSpace(s.Security))
+	if m == "" {
+		return SmtpStartTLS
+	}
+	return m
+}
+
+// loopbackHost reports whether host names this machine: localhost or a loopback address.
+func loopbackHost(host string) bool {
+	host = strings.TrimSuffix(strings.Trim(strings.TrimSpace(host), "[]"), ".")
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	a, err := netip.ParseAddr(host)
+	return err == nil && a.Unmap().IsLoopback()
 }
 
 // Bootstrap names the admin account made sure of at startup.
@@ -254,6 +283,9 @@ func (c *Config) Validate() error {
 			return &ValidationError{fmt.Sprintf("Frontend:ReturnPaths:%d", i), "must be a path starting with /, without //, \\, % or a . or .. segment, e.g. /app/"}
 		}
 	}
+	if err := c.validateSmtp(strict); err != nil {
+		return err
+	}
 	for i, p := range c.Server.TrustedProxies {
 		if _, ok := TrustedProxy(p); !ok {
 			return &ValidationError{fmt.Sprintf("Server:TrustedProxies:%d", i), "must be an IP address or a CIDR prefix, e.g. 10.0.0.0/8"}
@@ -275,6 +307,29 @@ func ReturnPath(p string) bool {
 		}
 	}
 	return true
+}
+
+// validateSmtp refuses, outside Development, a configuration that would write mails (and the
+// reset links in them) to the log, or send them in clear text over the network.
+func (c *Config) validateSmtp(strict bool) error {
+	switch c.Smtp.SecurityMode() {
+	case SmtpStartTLS, SmtpTLS, SmtpNone:
+	default:
+		return &ValidationError{"Smtp:Security", "must be starttls, tls or none"}
+	}
+	if c.Smtp.Port < 0 || c.Smtp.Port > 65535 {
+		return &ValidationError{"Smtp:Port", "must be between 1 and 65535 (0: 587, or 465 with Smtp:Security tls)"}
+	}
+	if !strict {
+		return nil
+	}
+	if strings.TrimSpace(c.Smtp.Host) == "" {
+		return &ValidationError{"Smtp:Host", "is required outside Development: without it mails, reset links included, are written to the log"}
+	}
+	if c.Smtp.SecurityMode() == SmtpNone && !loopbackHost(c.Smtp.Host) {
+		return &ValidationError{"Smtp:Security", "none is refused outside Development unless Smtp:Host is a loopback address; use starttls or tls"}
+	}
+	return nil
 }
 
 // TrustedProxy reads one Server:TrustedProxies entry: an IP address (a prefix of its full length)

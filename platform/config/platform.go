@@ -11,7 +11,7 @@ var Platform = &Section[Config]{
 		Redis:    Redis{KeyPrefix: "prov"},
 		Jwt:      Jwt{Issuer: "provisioner", Audience: "provisioner-clients", ExpiryMinutes: 60},
 		Frontend: Frontend{BaseUrl: "http://localhost:5173", ReturnPaths: []string{"/"}},
-		Smtp:     Smtp{Port: 587, From: "no-reply@localhost"},
+		Smtp:     Smtp{From: "no-reply@localhost", Security: SmtpStartTLS},
 		Finisher: Finisher{IntervalMillis: 1000, MaxAttempts: 8, BatchSize: 16},
 		Log:      Log{Level: "info"},
 	},
@@ -36,8 +36,11 @@ var Platform = &Section[Config]{
 			"on {BaseUrl}/auth/callback",
 		"Secrets:EncryptionKey": "REQUIRED: base64 of 32 random bytes (`head -c 32 /dev/urandom | base64`)",
 		"Secrets:PreviousKeys":  "older keys still accepted for decryption after a rotation",
-		"Smtp:Host":             "empty: mails (reset links) are written to the log",
-		"Smtp:Password":         "secret",
+		"Smtp:Host":             "REQUIRED outside Development; empty (Development only): mails, reset links included, are written to the log",
+		"Smtp:Port":             "0: 587, or 465 when Smtp:Security is tls",
+		"Smtp:Security": "starttls: STARTTLS required, a server not offering it is an error; tls: implicit TLS (port 465); " +
+			"none: clear text, refused outside Development unless Smtp:Host is a loopback address",
+		"Smtp:Password": "secret",
 		"Bootstrap:AdminEmail": "made sure of at startup: created if missing, promoted to Admin if not; except that an account " +
 			"an Admin deleted or demoted stays so while another Admin exists (one WARN line says why it was skipped); a bare " +
 			"address (`admin@example.com`, no display name)",
