@@ -33,6 +33,7 @@ type Config struct {
 	RateLimit         map[string]string `koanf:"ratelimit"`
 	Finisher          Finisher          `koanf:"finisher"`
 	Log               Log               `koanf:"log"`
+	Ops               Ops               `koanf:"ops"`
 
 	// sections are the values of the modules' sections, by section.
 	sections map[AnySection]any
@@ -139,6 +140,14 @@ type Finisher struct {
 	BatchSize int `koanf:"batchsize"`
 	// Disabled turns the worker off (tests that drive it by hand).
 	Disabled bool `koanf:"disabled"`
+}
+
+// Ops configures the operational endpoints.
+type Ops struct {
+	// MetricsAllowedCidrs may read /metrics besides loopback (addresses or CIDR prefixes).
+	MetricsAllowedCidrs []string `koanf:"metricsallowedcidrs"`
+	// MetricsToken, when set, lets a request with Authorization: Bearer <it> read /metrics.
+	MetricsToken string `koanf:"metricstoken"`
 }
 
 // Log configures logging.
@@ -282,6 +291,14 @@ func (c *Config) Validate() error {
 		if !ReturnPath(p) {
 			return &ValidationError{fmt.Sprintf("Frontend:ReturnPaths:%d", i), "must be a path starting with /, without //, \\, % or a . or .. segment, e.g. /app/"}
 		}
+	}
+	for i, p := range c.Ops.MetricsAllowedCidrs {
+		if _, ok := TrustedProxy(p); !ok {
+			return &ValidationError{fmt.Sprintf("Ops:MetricsAllowedCidrs:%d", i), "must be an IP address or a CIDR prefix, e.g. 10.0.0.0/8"}
+		}
+	}
+	if t := c.Ops.MetricsToken; t != "" && (len(t) < 32 || (strict && weakSecret(t))) {
+		return &ValidationError{"Ops:MetricsToken", "must be at least 32 random characters (e.g. `head -c 32 /dev/urandom | base64`)"}
 	}
 	if err := c.validateSmtp(strict); err != nil {
 		return err

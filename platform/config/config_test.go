@@ -87,6 +87,8 @@ func TestValidationNamesTheKey(t *testing.T) {
 		{"smtp security not a mode", append(required(), "Smtp__Security=ssl"), "Smtp:Security"},
 		{"smtp in clear text to another host", append(required(), "Smtp__Security=none"), "Smtp:Security"},
 		{"smtp port out of range", append(required(), "Smtp__Port=70000"), "Smtp:Port"},
+		{"metrics cidr not a cidr", append(required(), "Ops__MetricsAllowedCidrs__0=10.0.0.0/8", "Ops__MetricsAllowedCidrs__1=office"), "Ops:MetricsAllowedCidrs:1"},
+		{"metrics token short", append(required(), "Ops__MetricsToken=abc123"), "Ops:MetricsToken"},
 		{"log level not a level", append(required(), "Log__Level=verbose"), "Log:Level"},
 		{"admin email with a display name", append(required(), "Bootstrap__AdminEmail=Admin <admin@example.com>"), "Bootstrap:AdminEmail"},
 		{"admin email with a quoted local part", append(required(), `Bootstrap__AdminEmail="admin"@example.com`), "Bootstrap:AdminEmail"},

@@ -51,6 +51,9 @@ var Platform = &Section[Config]{
 		"Finisher:MaxAttempts":    "attempts before a resource is given up (Failed)",
 		"Finisher:Disabled":       "turns the background worker off (tests that drive it by hand)",
 		"Log:Level":               "debug, info, warn, error",
+		"Ops:MetricsAllowedCidrs": "addresses/CIDRs that may read /metrics besides loopback (a request relayed by a proxy is " +
+			"not loopback); everyone else gets 404",
+		"Ops:MetricsToken": "secret; when set, `Authorization: Bearer <token>` reads /metrics from anywhere (at least 32 characters)",
 	},
 	Maps: map[string]MapDoc{
 		// The defaults are ratelimit.DefaultRates (app's tests keep both the same).
