@@ -47,6 +47,15 @@ type Server struct {
 	// ShutdownTimeoutSeconds bounds graceful shutdown, after which open connections are closed;
 	// default 10 (under fx's 15 s stop timeout).
 	ShutdownTimeoutSeconds int `koanf:"shutdowntimeoutseconds"`
+	// Ipv6LimitPrefix: every per-IP limit counts an IPv6 client under its prefix of this many
+	// bits; default 64.
+	Ipv6LimitPrefix int `koanf:"ipv6limitprefix"`
+	// WriteTimeoutSeconds: a client must take each 64 KiB of an answer within it; default 30.
+	WriteTimeoutSeconds int `koanf:"writetimeoutseconds"`
+	// IdleTimeoutSeconds closes a keep-alive connection with no next request; default 60.
+	IdleTimeoutSeconds int `koanf:"idletimeoutseconds"`
+	// MaxConnectionsPerIp is the most connections open at once from one client; default 256, 0 = none.
+	MaxConnectionsPerIp int `koanf:"maxconnectionsperip"`
 }
 
 // ConnectionStrings names the control database (the databases module adds its engines').
@@ -299,6 +308,18 @@ func (c *Config) Validate() error {
 	}
 	if t := c.Ops.MetricsToken; t != "" && (len(t) < 32 || (strict && weakSecret(t))) {
 		return &ValidationError{"Ops:MetricsToken", "must be at least 32 random characters (e.g. `head -c 32 /dev/urandom | base64`)"}
+	}
+	if c.Server.WriteTimeoutSeconds < 1 {
+		return &ValidationError{"Server:WriteTimeoutSeconds", "must be at least 1"}
+	}
+	if c.Server.IdleTimeoutSeconds < 1 {
+		return &ValidationError{"Server:IdleTimeoutSeconds", "must be at least 1"}
+	}
+	if c.Server.MaxConnectionsPerIp < 0 {
+		return &ValidationError{"Server:MaxConnectionsPerIp", "must be 0 (no limit) or more"}
+	}
+	if p := c.Server.Ipv6LimitPrefix; p < 32 || p > 128 {
+		return &ValidationError{"Server:Ipv6LimitPrefix", "must be between 32 and 128 (bits of an IPv6 client's address its per-IP limits count under)"}
 	}
 	if err := c.validateSmtp(strict); err != nil {
 		return err

@@ -4,7 +4,8 @@ package config
 var Platform = &Section[Config]{
 	Defaults: Config{
 		Environment: "Production",
-		Server:      Server{Port: 5133, PublicUrl: "http://localhost:5133", ShutdownTimeoutSeconds: 10},
+		Server: Server{Port: 5133, PublicUrl: "http://localhost:5133", ShutdownTimeoutSeconds: 10, Ipv6LimitPrefix: 64,
+			WriteTimeoutSeconds: 30, IdleTimeoutSeconds: 60, MaxConnectionsPerIp: 256},
 		ConnectionStrings: ConnectionStrings{
 			Control: "postgres://postgres@127.0.0.1:5432/provisioner?sslmode=disable",
 		},
@@ -22,6 +23,13 @@ var Platform = &Section[Config]{
 		"Server:PublicUrl":              "the address clients use (an absolute http(s) URL); OAuth callbacks are built from it",
 		"Server:TrustedProxies":         "addresses/CIDRs whose X-Forwarded-For is believed; anything else stops the process, naming the item",
 		"Server:ShutdownTimeoutSeconds": "then remaining connections are closed",
+		"Server:WriteTimeoutSeconds": "a client must take each 64 KiB of an answer within this; else its connection is " +
+			"reset (slow or non-reading clients; a streamed answer is not cut while its client reads)",
+		"Server:IdleTimeoutSeconds": "a keep-alive connection that sends no next request within this is closed",
+		"Server:MaxConnectionsPerIp": "connections open at once from one client address (an IPv6 client's Ipv6LimitPrefix); " +
+			"past it a connection is reset as it is accepted. 0 = no limit; Server:TrustedProxies are exempt",
+		"Server:Ipv6LimitPrefix": "every per-IP limit (rate limits, connections) counts an IPv6 client under its prefix of this " +
+			"many bits (32–128): a /64 is one subscriber, who may use any of its addresses",
 		"ConnectionStrings:Control": "control database; created when missing if the role may. URLs here and in Redis:Url need " +
 			"special characters of a password percent-encoded (/ as %2F, # as %23, ? as %3F, @ as %40); a malformed URL is " +
 			"refused at startup with a hint that repeats none of it",
