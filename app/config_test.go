@@ -28,7 +28,7 @@ const goodKey = "k9VzL2qP8xR4mT7wY1bN6cF3hJ0sD5gA"
 const goodEnc = "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="
 
 func required() []string {
-	return []string{"Jwt__Key=" + goodKey, "Secrets__EncryptionKey=" + goodEnc}
+	return []string{"Jwt__Key=" + goodKey, "Secrets__EncryptionKey=" + goodEnc, "Smtp__Host=smtp.example.com"}
 }
 
 func writeFile(t *testing.T, body string) string {

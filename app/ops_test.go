@@ -92,3 +92,49 @@ func TestRedisDownReadinessAndNoServerErrors(t *testing.T) {
 	assert.Equal(t, []int{401, 401, 429}, codes, "the login limit still applies while Redis is down")
 	assert.True(t, strings.Contains(a.Get("/healthz", "").Env.Message, "OK"))
 }
+
+// TestMetricsAreServedOnlyToOperators: /metrics answers loopback, Ops:MetricsAllowedCidrs and the
+// bearer Ops:MetricsToken; any other client, and a request a proxy relayed from elsewhere, gets
+// the 404 of a path no route takes.
+func TestMetricsAreServedOnlyToOperators(t *testing.T) {
+	const token = "metrics-4f9c1d7a2b8e6f30c5d9a1e7b3f2c8d6"
+	a := apptest.Start(t, apptest.With(map[string]any{"Server:TrustedProxies": []string{"127.0.0.1"},
+		"Ops:MetricsAllowedCidrs": []string{"198.51.100.0/24"}, "Ops:MetricsToken": token}))
+	get := func(header ...string) (int, string) {
+		req, err := http.NewRequest(http.MethodGet, a.URL+"/metrics", nil)
+		require.NoError(t, err)
+		for i := 0; i+1 < len(header); i += 2 {
+			req.Header.Set(header[i], header[i+1])
+		}
+		res, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer res.Body.Close()
+		body, _ := io.ReadAll(res.Body)
+		return res.StatusCode, string(body)
+	}
+	status, body := get()
+	assert.Equal(t, http.StatusOK, status, "loopback")
+	assert.Contains(t, body, "go_goroutines")
+
+	for name, h := range map[string][]string{
+		"a stranger":                       {"X-Forwarded-For", "203.0.113.7"},
+		"a stranger with a wrong token":    {"X-Forwarded-For", "203.0.113.7", "Authorization", "Bearer " + token + "x"},
+		"a stranger with the token's head": {"X-Forwarded-For", "203.0.113.7", "Authorization", "Bearer " + token[:20]},
+		"a stranger with a basic token":    {"X-Forwarded-For", "203.0.113.7", "Authorization", "Basic " + token},
+		"relayed by a local proxy":         {"X-Forwarded-For", "127.0.0.1"},
+	} {
+		status, body := get(h...)
+		assert.Equal(t, http.StatusNotFound, status, name)
+		assert.False(t, strings.Contains(body, "go_goroutines"), "%s: no metrics", name)
+		assert.True(t, strings.Contains(body, "No route matches GET /metrics"), "%s: %.200s", name, body)
+	}
+	for name, h := range map[string][]string{
+		"an allowed network":           {"X-Forwarded-For", "198.51.100.9"},
+		"a stranger with the token":    {"X-Forwarded-For", "203.0.113.7", "Authorization", "Bearer " + token},
+		"the token, scheme lower-case": {"X-Forwarded-For", "203.0.113.7", "Authorization", "bearer " + token},
+	} {
+		status, body := get(h...)
+		assert.Equal(t, http.StatusOK, status, name)
+		assert.True(t, strings.Contains(body, "go_goroutines"), "%s: %.200s", name, body)
+	}
+}

@@ -172,7 +172,8 @@ func newHasher() *secrets.Hasher { return secrets.NewHasher(0) }
 
 func newMailer(cfg *config.Config, log *slog.Logger) mail.Sender {
 	s := cfg.Smtp
-	return mail.New(mail.SMTPConfig{Host: s.Host, Port: s.Port, Username: s.Username, Password: s.Password, From: s.From}, log)
+	return mail.New(mail.SMTPConfig{Host: s.Host, Port: s.Port, Username: s.Username, Password: s.Password, From: s.From,
+		Security: s.Security}, log)
 }
 
 func newTokens(cfg *config.Config) (*authn.Tokens, error) {
@@ -215,20 +216,24 @@ func newIdempotency(d *bun.DB, s *secrets.Sealer, log *slog.Logger) *idempotency
 func newServer(cfg *config.Config, log *slog.Logger, m *httpx.Metrics, g *authn.Guard, l *ratelimit.Limiter, b *coherent.Bus,
 	idem *idempotency.Store, tags tagDescriptions) (*httpx.Server, error) {
 	return httpx.NewServer(httpx.ServerOptions{
-		Title:          "Resource Provisioning Service",
-		Version:        Version,
-		PublicURL:      cfg.Server.PublicUrl,
-		Origins:        cfg.AllowedOrigins(),
-		TrustedProxies: cfg.Server.TrustedProxies,
-		Logger:         log,
-		Metrics:        m,
-		Guard:          g,
-		Idempotency:    idem,
+		Title:           "Resource Provisioning Service",
+		Version:         Version,
+		PublicURL:       cfg.Server.PublicUrl,
+		Origins:         cfg.AllowedOrigins(),
+		TrustedProxies:  cfg.Server.TrustedProxies,
+		IPv6LimitPrefix: cfg.Server.Ipv6LimitPrefix,
+		WriteTimeout:    time.Duration(cfg.Server.WriteTimeoutSeconds) * time.Second,
+		IdleTimeout:     time.Duration(cfg.Server.IdleTimeoutSeconds) * time.Second,
+		MaxConnsPerIP:   cfg.Server.MaxConnectionsPerIp,
+		Logger:          log,
+		Metrics:         m,
+		Guard:           g,
+		Idempotency:     idem,
 		Before: []fiber.Handler{coherent.Middleware(b), l.Middleware("PerIp", func(c *fiber.Ctx) string {
 			if httpx.Probe(c.Path()) {
 				return ""
 			}
-			return httpx.FiberClientIP(c)
+			return httpx.FiberClientKey(c)
 		})},
 		LimitHeaders: ratelimit.DocHeaders(),
 		Tags:         tags,

@@ -45,7 +45,7 @@ func TestReadinessChecksAtOnceShareOneRoundOfPings(t *testing.T) {
 	t.Cleanup(func() { _ = rc.Close() })
 	pings := &slowPings{}
 	rc.AddHook(pings)
-	o := ops.New(a.DB, rc, nil, nil)
+	o := ops.New(a.DB, rc, nil, nil, nil)
 
 	const callers = 40
 	start := make(chan struct{})

@@ -62,7 +62,7 @@ export Environment=Development Server__Port=$port Log__Level=error \
   ConnectionStrings__Control="postgres://postgres@127.0.0.1:5432/$dbname?sslmode=disable" ConnectionStrings__TenantPostgres="" \
   Redis__Url=redis://127.0.0.1:6379/0 Redis__KeyPrefix="bench$RANDOM" Ai__BaseUrl="http://127.0.0.1:$up_port" Ai__DefaultModel=fake \
   RateLimit__PerIp=1000000000-M RateLimit__PerUser=1000000000-M RateLimit__Login=1000000000-M RateLimit__LoginPerIp=1000000000-M \
-  RateLimit__Register=1000000000-M RateLimit__AiGenerate=1000000000-M \
+  RateLimit__Register=1000000000-M RateLimit__AiGenerate=1000000000-M Server__MaxConnectionsPerIp=0 \
   Auth__LockoutThreshold=1000000
 "$work/provisioner" >"$work/service.log" 2>&1 & svc=$!; pids+=($svc)
 rss_mb() { awk '/VmRSS/ {printf "%.1f", $2/1024}' "/proc/$svc/status"; }

@@ -111,6 +111,8 @@ func buildConfig(t testing.TB, o *options) *config.Config {
 		"RateLimit:Provision": "10000-M",
 		// Tenant engines are off unless a test turns them on (the databases module's tests do).
 		"ConnectionStrings:TenantPostgres": "",
+		// The SMTP fake (testutil.StartSMTP) speaks clear text unless a test offers TLS.
+		"Smtp:Security": "none",
 	}
 	for k, v := range o.overrides {
 		base[k] = v

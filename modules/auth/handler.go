@@ -122,7 +122,7 @@ func (h *Handler) Register(api *httpx.API) {
 			"ignored.",
 		DefaultStatus: http.StatusCreated, Errors: []int{http.StatusConflict},
 	}, func(ctx context.Context, in *registerInput) (*httpx.Response[RegisterResult], error) {
-		if err := h.limiter.Check(ctx, "Register", httpx.ClientIP(ctx)); err != nil {
+		if err := h.limiter.Check(ctx, "Register", httpx.ClientKey(ctx)); err != nil {
 			return nil, err
 		}
 		res, err := h.svc.Register(ctx, RegisterInput{
@@ -144,10 +144,10 @@ func (h *Handler) Register(api *httpx.API) {
 		Responses: map[string]*huma.Response{"401": {Description: "Wrong email or password; no `WWW-Authenticate` (the credentials travel in the body)."},
 			"429": {Description: "`RateLimit:LoginPerIp` (per IP) or `RateLimit:Login` (per IP and email) reached, or the lockout holds this attempt back."}},
 	}, func(ctx context.Context, in *loginInput) (*httpx.Response[LoginResult], error) {
-		if err := h.limiter.Check(ctx, "LoginPerIp", httpx.ClientIP(ctx)); err != nil {
+		if err := h.limiter.Check(ctx, "LoginPerIp", httpx.ClientKey(ctx)); err != nil {
 			return nil, err
 		}
-		if err := h.limiter.Check(ctx, "Login", httpx.ClientIP(ctx)+"|"+normalizeEmail(in.Body.Email)); err != nil {
+		if err := h.limiter.Check(ctx, "Login", httpx.ClientKey(ctx)+"|"+normalizeEmail(in.Body.Email)); err != nil {
 			return nil, err
 		}
 		res, err := h.svc.Login(ctx, LoginInput{Email: in.Body.Email, Password: in.Body.Password, Client: clientOf(ctx)})
@@ -167,7 +167,7 @@ func (h *Handler) Register(api *httpx.API) {
 		Description: "Always the same 200; a known account is mailed a reset link valid 30 minutes. " +
 			"`RateLimit:ForgotPasswordPerIp` answers 429.",
 	}, func(ctx context.Context, in *forgotInput) (*httpx.Response[httpx.NoData], error) {
-		if err := h.limiter.Check(ctx, "ForgotPasswordPerIp", httpx.ClientIP(ctx)); err != nil {
+		if err := h.limiter.Check(ctx, "ForgotPasswordPerIp", httpx.ClientKey(ctx)); err != nil {
 			return nil, err
 		}
 		// The email's budget of mails is silent (no headers, no 429): past it the answer is the same

@@ -33,6 +33,7 @@ type Config struct {
 	RateLimit         map[string]string `koanf:"ratelimit"`
 	Finisher          Finisher          `koanf:"finisher"`
 	Log               Log               `koanf:"log"`
+	Ops               Ops               `koanf:"ops"`
 
 	// sections are the values of the modules' sections, by section.
 	sections map[AnySection]any
@@ -46,6 +47,15 @@ type Server struct {
 	// ShutdownTimeoutSeconds bounds graceful shutdown, after which open connections are closed;
 	// default 10 (under fx's 15 s stop timeout).
 	ShutdownTimeoutSeconds int `koanf:"shutdowntimeoutseconds"`
+	// Ipv6LimitPrefix: every per-IP limit counts an IPv6 client under its prefix of this many
+	// bits; default 64.
+	Ipv6LimitPrefix int `koanf:"ipv6limitprefix"`
+	// WriteTimeoutSeconds: a client must take each 64 KiB of an answer within it; default 30.
+	WriteTimeoutSeconds int `koanf:"writetimeoutseconds"`
+	// IdleTimeoutSeconds closes a keep-alive connection with no next request; default 60.
+	IdleTimeoutSeconds int `koanf:"idletimeoutseconds"`
+	// MaxConnectionsPerIp is the most connections open at once from one client; default 256, 0 = none.
+	MaxConnectionsPerIp int `koanf:"maxconnectionsperip"`
 }
 
 // ConnectionStrings names the control database (the databases module adds its engines').
@@ -85,13 +95,42 @@ type Secrets struct {
 	PreviousKeys  []string `koanf:"previouskeys"`
 }
 
-// Smtp configures outgoing mail; with no Host, mail is written to the log.
+// Smtp configures outgoing mail; with no Host (Development only), mail is written to the log.
 type Smtp struct {
-	Host     string `koanf:"host"`
+	Host string `koanf:"host"`
+	// Port: 0 is 587, or 465 when Security is tls.
 	Port     int    `koanf:"port"`
 	Username string `koanf:"username"`
 	Password string `koanf:"password"`
 	From     string `koanf:"from"`
+	// Security is starttls (required, the default), tls (implicit TLS) or none.
+	Security string `koanf:"security"`
+}
+
+// SMTP security modes (Smtp:Security).
+const (
+	SmtpStartTLS = "starttls"
+	SmtpTLS      = "tls"
+	SmtpNone     = "none"
+)
+
+// SecurityMode is Security lower-cased, SmtpStartTLS when empty.
+func (s Smtp) SecurityMode() string {
+	m := strings.ToLower(strings.TrimSpace(s.Security))
+	if m == "" {
+		return SmtpStartTLS
+	}
+	return m
+}
+
+// loopbackHost reports whether host names this machine: localhost or a loopback address.
+func loopbackHost(host string) bool {
+	host = strings.TrimSuffix(strings.Trim(strings.TrimSpace(host), "[]"), ".")
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	a, err := netip.ParseAddr(host)
+	return err == nil && a.Unmap().IsLoopback()
 }
 
 // Bootstrap names the admin account made sure of at startup.
@@ -110,6 +149,14 @@ type Finisher struct {
 	BatchSize int `koanf:"batchsize"`
 	// Disabled turns the worker off (tests that drive it by hand).
 	Disabled bool `koanf:"disabled"`
+}
+
+// Ops configures the operational endpoints.
+type Ops struct {
+	// MetricsAllowedCidrs may read /metrics besides loopback (addresses or CIDR prefixes).
+	MetricsAllowedCidrs []string `koanf:"metricsallowedcidrs"`
+	// MetricsToken, when set, lets a request with Authorization: Bearer <it> read /metrics.
+	MetricsToken string `koanf:"metricstoken"`
 }
 
 // Log configures logging.
@@ -254,6 +301,29 @@ func (c *Config) Validate() error {
 			return &ValidationError{fmt.Sprintf("Frontend:ReturnPaths:%d", i), "must be a path starting with /, without //, \\, % or a . or .. segment, e.g. /app/"}
 		}
 	}
+	for i, p := range c.Ops.MetricsAllowedCidrs {
+		if _, ok := TrustedProxy(p); !ok {
+			return &ValidationError{fmt.Sprintf("Ops:MetricsAllowedCidrs:%d", i), "must be an IP address or a CIDR prefix, e.g. 10.0.0.0/8"}
+		}
+	}
+	if t := c.Ops.MetricsToken; t != "" && (len(t) < 32 || (strict && weakSecret(t))) {
+		return &ValidationError{"Ops:MetricsToken", "must be at least 32 random characters (e.g. `head -c 32 /dev/urandom | base64`)"}
+	}
+	if c.Server.WriteTimeoutSeconds < 1 {
+		return &ValidationError{"Server:WriteTimeoutSeconds", "must be at least 1"}
+	}
+	if c.Server.IdleTimeoutSeconds < 1 {
+		return &ValidationError{"Server:IdleTimeoutSeconds", "must be at least 1"}
+	}
+	if c.Server.MaxConnectionsPerIp < 0 {
+		return &ValidationError{"Server:MaxConnectionsPerIp", "must be 0 (no limit) or more"}
+	}
+	if p := c.Server.Ipv6LimitPrefix; p < 32 || p > 128 {
+		return &ValidationError{"Server:Ipv6LimitPrefix", "must be between 32 and 128 (bits of an IPv6 client's address its per-IP limits count under)"}
+	}
+	if err := c.validateSmtp(strict); err != nil {
+		return err
+	}
 	for i, p := range c.Server.TrustedProxies {
 		if _, ok := TrustedProxy(p); !ok {
 			return &ValidationError{fmt.Sprintf("Server:TrustedProxies:%d", i), "must be an IP address or a CIDR prefix, e.g. 10.0.0.0/8"}
@@ -275,6 +345,29 @@ func ReturnPath(p string) bool {
 		}
 	}
 	return true
+}
+
+// validateSmtp refuses, outside Development, a configuration that would write mails (and the
+// reset links in them) to the log, or send them in clear text over the network.
+func (c *Config) validateSmtp(strict bool) error {
+	switch c.Smtp.SecurityMode() {
+	case SmtpStartTLS, SmtpTLS, SmtpNone:
+	default:
+		return &ValidationError{"Smtp:Security", "must be starttls, tls or none"}
+	}
+	if c.Smtp.Port < 0 || c.Smtp.Port > 65535 {
+		return &ValidationError{"Smtp:Port", "must be between 1 and 65535 (0: 587, or 465 with Smtp:Security tls)"}
+	}
+	if !strict {
+		return nil
+	}
+	if strings.TrimSpace(c.Smtp.Host) == "" {
+		return &ValidationError{"Smtp:Host", "is required outside Development: without it mails, reset links included, are written to the log"}
+	}
+	if c.Smtp.SecurityMode() == SmtpNone && !loopbackHost(c.Smtp.Host) {
+		return &ValidationError{"Smtp:Security", "none is refused outside Development unless Smtp:Host is a loopback address; use starttls or tls"}
+	}
+	return nil
 }
 
 // TrustedProxy reads one Server:TrustedProxies entry: an IP address (a prefix of its full length)

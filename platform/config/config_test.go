@@ -16,7 +16,7 @@ const goodKey = "k9VzL2qP8xR4mT7wY1bN6cF3hJ0sD5gA"
 const goodEnc = "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="
 
 func required() []string {
-	return []string{"Jwt__Key=" + goodKey, "Secrets__EncryptionKey=" + goodEnc}
+	return []string{"Jwt__Key=" + goodKey, "Secrets__EncryptionKey=" + goodEnc, "Smtp__Host=smtp.example.com"}
 }
 
 func writeFile(t *testing.T, body string) string {
@@ -82,6 +82,17 @@ func TestValidationNamesTheKey(t *testing.T) {
 		{"return path with //", append(required(), "Frontend__ReturnPaths__0=//evil.example"), "Frontend:ReturnPaths:0"},
 		{"trusted proxy not an address", append(required(), "Server__TrustedProxies__0=10.0.0.300"), "Server:TrustedProxies:0"},
 		{"trusted proxy prefix not a prefix", append(required(), "Server__TrustedProxies__0=10.0.0.1", "Server__TrustedProxies__1=10.0.0.0/33"), "Server:TrustedProxies:1"},
+		{"no smtp host outside development", []string{"Jwt__Key=" + goodKey, "Secrets__EncryptionKey=" + goodEnc}, "Smtp:Host"},
+		{"smtp host blank outside development", append(required(), "Smtp__Host= "), "Smtp:Host"},
+		{"smtp security not a mode", append(required(), "Smtp__Security=ssl"), "Smtp:Security"},
+		{"smtp in clear text to another host", append(required(), "Smtp__Security=none"), "Smtp:Security"},
+		{"smtp port out of range", append(required(), "Smtp__Port=70000"), "Smtp:Port"},
+		{"ipv6 limit prefix too short", append(required(), "Server__Ipv6LimitPrefix=16"), "Server:Ipv6LimitPrefix"},
+		{"write timeout zero", append(required(), "Server__WriteTimeoutSeconds=0"), "Server:WriteTimeoutSeconds"},
+		{"idle timeout zero", append(required(), "Server__IdleTimeoutSeconds=0"), "Server:IdleTimeoutSeconds"},
+		{"connections per ip negative", append(required(), "Server__MaxConnectionsPerIp=-1"), "Server:MaxConnectionsPerIp"},
+		{"metrics cidr not a cidr", append(required(), "Ops__MetricsAllowedCidrs__0=10.0.0.0/8", "Ops__MetricsAllowedCidrs__1=office"), "Ops:MetricsAllowedCidrs:1"},
+		{"metrics token short", append(required(), "Ops__MetricsToken=abc123"), "Ops:MetricsToken"},
 		{"log level not a level", append(required(), "Log__Level=verbose"), "Log:Level"},
 		{"admin email with a display name", append(required(), "Bootstrap__AdminEmail=Admin <admin@example.com>"), "Bootstrap:AdminEmail"},
 		{"admin email with a quoted local part", append(required(), `Bootstrap__AdminEmail="admin"@example.com`), "Bootstrap:AdminEmail"},
@@ -111,6 +122,27 @@ func TestDevelopmentAllowsPlaceholderKeyButNotShortOne(t *testing.T) {
 	env[1] = "Jwt__Key=short"
 	_, err = config.Load(config.Source{File: "/dev/null", Env: env})
 	require.Error(t, err)
+}
+
+// TestSmtpRequirementsOutsideDevelopment: Development may leave Smtp:Host empty (mails go to the
+// log) and send in clear text anywhere; elsewhere clear text is only for a relay on this machine.
+func TestSmtpRequirementsOutsideDevelopment(t *testing.T) {
+	dev := []string{"Environment=Development", "Jwt__Key=" + goodKey, "Secrets__EncryptionKey=" + goodEnc}
+	for name, env := range map[string][]string{
+		"development without a host": dev,
+		"development in clear text":  append(dev, "Smtp__Host=smtp.example.com", "Smtp__Security=none"),
+		"clear text to localhost":    append(required(), "Smtp__Host=localhost", "Smtp__Security=none"),
+		"clear text to 127.0.0.1":    append(required(), "Smtp__Host=127.0.0.1", "Smtp__Security=None"),
+		"clear text to ::1":          append(required(), "Smtp__Host=::1", "Smtp__Security=none"),
+		"implicit tls":               append(required(), "Smtp__Security=tls"),
+	} {
+		cfg, err := config.Load(config.Source{File: "/dev/null", Env: env})
+		require.NoError(t, err, name)
+		assert.Contains(t, []string{"starttls", "tls", "none"}, cfg.Smtp.SecurityMode(), name)
+	}
+	cfg, err := config.Load(config.Source{File: "/dev/null", Env: required()})
+	require.NoError(t, err)
+	assert.Equal(t, "starttls", cfg.Smtp.SecurityMode(), "the default")
 }
 
 // The bootstrap admin's password is counted as every account password is: characters (code points)

@@ -4,14 +4,15 @@ package config
 var Platform = &Section[Config]{
 	Defaults: Config{
 		Environment: "Production",
-		Server:      Server{Port: 5133, PublicUrl: "http://localhost:5133", ShutdownTimeoutSeconds: 10},
+		Server: Server{Port: 5133, PublicUrl: "http://localhost:5133", ShutdownTimeoutSeconds: 10, Ipv6LimitPrefix: 64,
+			WriteTimeoutSeconds: 30, IdleTimeoutSeconds: 60, MaxConnectionsPerIp: 256},
 		ConnectionStrings: ConnectionStrings{
 			Control: "postgres://postgres@127.0.0.1:5432/provisioner?sslmode=disable",
 		},
 		Redis:    Redis{KeyPrefix: "prov"},
 		Jwt:      Jwt{Issuer: "provisioner", Audience: "provisioner-clients", ExpiryMinutes: 60},
 		Frontend: Frontend{BaseUrl: "http://localhost:5173", ReturnPaths: []string{"/"}},
-		Smtp:     Smtp{Port: 587, From: "no-reply@localhost"},
+		Smtp:     Smtp{From: "no-reply@localhost", Security: SmtpStartTLS},
 		Finisher: Finisher{IntervalMillis: 1000, MaxAttempts: 8, BatchSize: 16},
 		Log:      Log{Level: "info"},
 	},
@@ -22,6 +23,13 @@ var Platform = &Section[Config]{
 		"Server:PublicUrl":              "the address clients use (an absolute http(s) URL); OAuth callbacks are built from it",
 		"Server:TrustedProxies":         "addresses/CIDRs whose X-Forwarded-For is believed; anything else stops the process, naming the item",
 		"Server:ShutdownTimeoutSeconds": "then remaining connections are closed",
+		"Server:WriteTimeoutSeconds": "a client must take each 64 KiB of an answer within this; else its connection is " +
+			"reset (slow or non-reading clients; a streamed answer is not cut while its client reads)",
+		"Server:IdleTimeoutSeconds": "a keep-alive connection that sends no next request within this is closed",
+		"Server:MaxConnectionsPerIp": "connections open at once from one client address (an IPv6 client's Ipv6LimitPrefix); " +
+			"past it a connection is reset as it is accepted. 0 = no limit; Server:TrustedProxies are exempt",
+		"Server:Ipv6LimitPrefix": "every per-IP limit (rate limits, connections) counts an IPv6 client under its prefix of this " +
+			"many bits (32–128): a /64 is one subscriber, who may use any of its addresses",
 		"ConnectionStrings:Control": "control database; created when missing if the role may. URLs here and in Redis:Url need " +
 			"special characters of a password percent-encoded (/ as %2F, # as %23, ? as %3F, @ as %40); a malformed URL is " +
 			"refused at startup with a hint that repeats none of it",
@@ -36,8 +44,11 @@ var Platform = &Section[Config]{
 			"on {BaseUrl}/auth/callback",
 		"Secrets:EncryptionKey": "REQUIRED: base64 of 32 random bytes (`head -c 32 /dev/urandom | base64`)",
 		"Secrets:PreviousKeys":  "older keys still accepted for decryption after a rotation",
-		"Smtp:Host":             "empty: mails (reset links) are written to the log",
-		"Smtp:Password":         "secret",
+		"Smtp:Host":             "REQUIRED outside Development; empty (Development only): mails, reset links included, are written to the log",
+		"Smtp:Port":             "0: 587, or 465 when Smtp:Security is tls",
+		"Smtp:Security": "starttls: STARTTLS required, a server not offering it is an error; tls: implicit TLS (port 465); " +
+			"none: clear text, refused outside Development unless Smtp:Host is a loopback address",
+		"Smtp:Password": "secret",
 		"Bootstrap:AdminEmail": "made sure of at startup: created if missing, promoted to Admin if not; except that an account " +
 			"an Admin deleted or demoted stays so while another Admin exists (one WARN line says why it was skipped); a bare " +
 			"address (`admin@example.com`, no display name)",
@@ -48,6 +59,9 @@ var Platform = &Section[Config]{
 		"Finisher:MaxAttempts":    "attempts before a resource is given up (Failed)",
 		"Finisher:Disabled":       "turns the background worker off (tests that drive it by hand)",
 		"Log:Level":               "debug, info, warn, error",
+		"Ops:MetricsAllowedCidrs": "addresses/CIDRs that may read /metrics besides loopback (a request relayed by a proxy is " +
+			"not loopback); everyone else gets 404",
+		"Ops:MetricsToken": "secret; when set, `Authorization: Bearer <token>` reads /metrics from anywhere (at least 32 characters)",
 	},
 	Maps: map[string]MapDoc{
 		// The defaults are ratelimit.DefaultRates (app's tests keep both the same).

@@ -13,3 +13,10 @@ func Lingering(s *Server) int {
 	defer s.ln.mu.Unlock()
 	return len(s.ln.lingering)
 }
+
+// OpenConns is how many connections s holds open now.
+func OpenConns(s *Server) int {
+	s.ln.mu.Lock()
+	defer s.ln.mu.Unlock()
+	return len(s.ln.open)
+}

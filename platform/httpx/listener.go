@@ -5,10 +5,13 @@ import (
 	"errors"
 	"io"
 	"net"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"provisioner/platform/ratelimit"
 )
 
 // Lingering close (nginx's lingering_close): a connection the server closes while the client may
@@ -38,43 +41,107 @@ type lingerBounds struct {
 
 var defaultLinger = lingerBounds{time: LingerTime, timeout: LingerTimeout, maxBytes: LingerMaxBytes, maxConns: LingerMaxConns}
 
+// connLimits bound what one client holds: how many connections (MaxConnectionsPerIp), and how
+// long one write to it may wait (WriteTimeout).
+type connLimits struct {
+	// perIP is the most connections open at once from one address (an IPv6 one's prefix of
+	// ipv6Prefix bits); 0 is no limit. Addresses in exempt (trusted proxies) have none.
+	perIP      int
+	ipv6Prefix int
+	exempt     []netip.Prefix
+	// writeTimeout bounds each write of at most writeChunk bytes; 0 is none.
+	writeTimeout time.Duration
+}
+
+// writeChunk is the most one write under one write deadline sends: a client must take each
+// writeChunk bytes within WriteTimeout, so a large answer is not cut while the client reads it.
+const writeChunk = 64 << 10
+
 // serverListener tracks the open connections, so Shutdown can close the ones a client opened but
 // never used (fasthttp's graceful shutdown waits for those until they time out), and closes the
-// server's connections with a lingering close.
+// server's connections with a lingering close. It refuses a client's connection past
+// connLimits.perIP as it accepts it: closed at once, with a reset, before any goroutine or buffer
+// is spent on it.
 type serverListener struct {
 	net.Listener
 	bounds lingerBounds
+	limits connLimits
 
 	mu        sync.Mutex
 	open      map[*serverConn]struct{}
+	perIP     map[netip.Prefix]int // open connections by client (connKey)
 	lingering map[*serverConn]struct{}
 	stopped   bool // no new lingering: Shutdown is closing the lingering ones
 	drains    sync.WaitGroup
 }
 
 func newServerListener(ln net.Listener, b lingerBounds) *serverListener {
-	return &serverListener{Listener: ln, bounds: b, open: map[*serverConn]struct{}{}, lingering: map[*serverConn]struct{}{}}
+	return &serverListener{Listener: ln, bounds: b, open: map[*serverConn]struct{}{}, perIP: map[netip.Prefix]int{},
+		lingering: map[*serverConn]struct{}{}}
 }
 
 type serverConn struct {
 	net.Conn
 	raw     *RawSocket // Read and Write without the scheduler's system-call bookkeeping, when not nil
 	l       *serverListener
+	key     netip.Prefix // the client counted in l.perIP; invalid when not counted
 	reading atomic.Int32 // Reads in progress
 	eof     atomic.Bool  // the client closed its side: it sends nothing more
+	stuck   atomic.Bool  // a write failed (the client took nothing within WriteTimeout, or left)
 	closed  atomic.Bool
 }
 
 func (l *serverListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err != nil {
-		return nil, err
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		key := l.connKey(c)
+		l.mu.Lock()
+		if key.IsValid() && l.perIP[key] >= l.limits.perIP {
+			l.mu.Unlock()
+			abort(c)
+			continue
+		}
+		sc := &serverConn{Conn: c, l: l, key: key}
+		l.open[sc] = struct{}{}
+		if key.IsValid() {
+			l.perIP[key]++
+		}
+		l.mu.Unlock()
+		sc.raw = NewRawSocket(c)
+		return sc, nil
 	}
-	sc := &serverConn{Conn: c, raw: NewRawSocket(c), l: l}
-	l.mu.Lock()
-	l.open[sc] = struct{}{}
-	l.mu.Unlock()
-	return sc, nil
+}
+
+// connKey is the client c counts as under connLimits.perIP: its address, or an IPv6 address's
+// prefix; invalid (not counted) without a limit, for an exempt address, or when c has no IP.
+func (l *serverListener) connKey(c net.Conn) netip.Prefix {
+	if l.limits.perIP <= 0 {
+		return netip.Prefix{}
+	}
+	ta, ok := c.RemoteAddr().(*net.TCPAddr)
+	if !ok {
+		return netip.Prefix{}
+	}
+	a, ok := netip.AddrFromSlice(ta.IP)
+	if !ok {
+		return netip.Prefix{}
+	}
+	a = a.Unmap()
+	if inPrefixes(a, l.limits.exempt) {
+		return netip.Prefix{}
+	}
+	return ratelimit.ClientPrefix(a, l.limits.ipv6Prefix)
+}
+
+// abort closes c with a reset: the kernel drops whatever is queued at once.
+func abort(c net.Conn) {
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.SetLinger(0)
+	}
+	_ = c.Close()
 }
 
 // SyscallConn exposes the socket for a look that reads nothing (the AI gateway peeks whether a
@@ -102,7 +169,30 @@ func (c *serverConn) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// Write writes p; under a WriteTimeout, each writeChunk bytes must be taken within it.
 func (c *serverConn) Write(p []byte) (int, error) {
+	d := c.l.limits.writeTimeout
+	if d <= 0 {
+		return c.write(p)
+	}
+	written := 0
+	for written < len(p) {
+		end := min(len(p), written+writeChunk)
+		if err := c.Conn.SetWriteDeadline(time.Now().Add(d)); err != nil {
+			c.stuck.Store(true)
+			return written, err
+		}
+		n, err := c.write(p[written:end])
+		written += n
+		if err != nil {
+			c.stuck.Store(true)
+			return written, err
+		}
+	}
+	return written, nil
+}
+
+func (c *serverConn) write(p []byte) (int, error) {
 	if c.raw != nil {
 		return c.raw.Write(p)
 	}
@@ -112,8 +202,13 @@ func (c *serverConn) Write(p []byte) (int, error) {
 // Close lingers when the connection's own goroutine closes it (it answered and is done) and the
 // client has not closed its side. A Close while a Read is blocked comes from elsewhere (fasthttp
 // closing idle keep-alive connections on shutdown): nothing is in flight then, so it closes at once.
+// A connection whose write failed is reset: its client takes nothing, so what is queued is dropped.
 func (c *serverConn) Close() error {
 	if !c.claim() {
+		return nil
+	}
+	if c.stuck.Load() {
+		abort(c.Conn)
 		return nil
 	}
 	cw, ok := c.Conn.(interface{ CloseWrite() error })
@@ -135,6 +230,13 @@ func (c *serverConn) claim() bool {
 	}
 	c.l.mu.Lock()
 	delete(c.l.open, c)
+	if c.key.IsValid() {
+		if n := c.l.perIP[c.key] - 1; n > 0 {
+			c.l.perIP[c.key] = n
+		} else {
+			delete(c.l.perIP, c.key)
+		}
+	}
 	c.l.mu.Unlock()
 	return true
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"provisioner/platform/config"
+	"provisioner/platform/ratelimit"
 	"provisioner/platform/reqctx"
 )
 
@@ -29,6 +30,7 @@ type ctxKey string
 const (
 	requestIDKey ctxKey = "requestId"
 	clientIPKey  ctxKey = "clientIp"
+	clientKeyKey ctxKey = "clientKey"
 	userAgentKey ctxKey = "userAgent"
 )
 
@@ -42,6 +44,18 @@ func RequestID(ctx context.Context) string { return reqctx.RequestID(ctx) }
 // ClientIP returns the client address of the request ctx belongs to: the socket peer, or the
 // nearest untrusted address of X-Forwarded-For when the peer is a trusted proxy.
 func ClientIP(ctx context.Context) string { return reqctx.ClientIP(ctx) }
+
+// ClientKey returns the key every per-IP limit of the request ctx belongs to counts under: the
+// client address, or for an IPv6 client its prefix of Server:Ipv6LimitPrefix bits.
+func ClientKey(ctx context.Context) string { return reqctx.ClientKey(ctx) }
+
+// FiberClientKey is ClientKey for Fiber handlers.
+func FiberClientKey(c *fiber.Ctx) string {
+	if s, ok := c.Locals(clientKeyKey).(string); ok {
+		return s
+	}
+	return ratelimit.ClientKey(FiberClientIP(c), ratelimit.DefaultIPv6Prefix)
+}
 
 // UserAgent returns the User-Agent of the request ctx belongs to.
 func UserAgent(ctx context.Context) string { return reqctx.UserAgent(ctx) }
@@ -57,19 +71,21 @@ func FiberClientIP(c *fiber.Ctx) string {
 // requestContext stores the request id, client IP and user agent where both Fiber handlers
 // (Locals) and huma handlers (context values) can read them, and echoes X-Request-Id. A URL whose
 // path or query holds a NUL character (%00) is refused here, for every route.
-func requestContext(trusted []netip.Prefix) fiber.Handler {
+func requestContext(trusted []netip.Prefix, ipv6Prefix int) fiber.Handler {
 	return func(c *fiber.Ctx) error {
 		id := requestID(c)
 		c.Set(fiber.HeaderXRequestID, id)
 		ip := clientIP(c, trusted)
+		key := ratelimit.ClientKey(ip, ipv6Prefix)
 		ua := c.Get(fiber.HeaderUserAgent)
 		if len(ua) > 512 {
 			ua = ua[:512]
 		}
 		c.Locals(requestIDKey, id)
 		c.Locals(clientIPKey, ip)
+		c.Locals(clientKeyKey, key)
 		c.Locals(userAgentKey, ua)
-		c.SetUserContext(reqctx.WithRequest(c.UserContext(), reqctx.Request{ID: id, ClientIP: ip, UserAgent: ua, Fiber: c}))
+		c.SetUserContext(reqctx.WithRequest(c.UserContext(), reqctx.Request{ID: id, ClientIP: ip, ClientKey: key, UserAgent: ua, Fiber: c}))
 		if uri := c.Request().RequestURI(); bytes.Contains(uri, []byte("%00")) || bytes.IndexByte(uri, 0) >= 0 {
 			// Decoded, it would reach handlers and PostgreSQL, whose text cannot hold a NUL.
 			return BadRequest("The URL must not contain NUL characters (%00)")

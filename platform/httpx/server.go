@@ -33,9 +33,20 @@ type ServerOptions struct {
 	PublicURL      string
 	Origins        []string
 	TrustedProxies []string
-	Logger         *slog.Logger
-	Metrics        *Metrics
-	Guard          Guard
+	// IPv6LimitPrefix: an IPv6 client's per-IP limits count under its prefix of this many bits
+	// (Server:Ipv6LimitPrefix; 0 is ratelimit.DefaultIPv6Prefix).
+	IPv6LimitPrefix int
+	// WriteTimeout bounds each write of an answer (each 64 KiB must be taken by the client within
+	// it; a streamed answer is not cut while its client reads); 0 is none.
+	WriteTimeout time.Duration
+	// IdleTimeout closes a keep-alive connection that sends no next request; 0 is 60 s.
+	IdleTimeout time.Duration
+	// MaxConnsPerIP is the most connections open at once from one client address (an IPv6
+	// client's prefix); 0 is none. TrustedProxies are exempt.
+	MaxConnsPerIP int
+	Logger        *slog.Logger
+	Metrics       *Metrics
+	Guard         Guard
 	// Idempotency serves the operations registered as Idempotent.
 	Idempotency Idempotency
 	// Before runs on every request after the request context is set (e.g. the per-IP limit).
@@ -67,6 +78,7 @@ type Server struct {
 	addr        net.Addr
 	ln          *serverListener
 	linger      lingerBounds
+	limits      connLimits
 }
 
 // Addr is the bound listener address once Listen returned.
@@ -86,7 +98,11 @@ func NewServer(o ServerOptions) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{log: o.Logger, linger: defaultLinger, metrics: o.Metrics, limitHeaders: o.LimitHeaders, tags: o.Tags}
+	s := &Server{log: o.Logger, linger: defaultLinger, metrics: o.Metrics, limitHeaders: o.LimitHeaders, tags: o.Tags,
+		limits: connLimits{perIP: o.MaxConnsPerIP, ipv6Prefix: o.IPv6LimitPrefix, exempt: trusted, writeTimeout: o.WriteTimeout}}
+	if o.IdleTimeout <= 0 {
+		o.IdleTimeout = 60 * time.Second
+	}
 	app := fiber.New(fiber.Config{
 		AppName:               o.Title,
 		BodyLimit:             BodyLimit,
@@ -100,10 +116,11 @@ func NewServer(o ServerOptions) (*Server, error) {
 		// bare 400 when it is not one; the API reads only JSON, so such a body reaches the route
 		// and is a 415 like any other type.
 		DisablePreParseMultipartForm: true,
-		// A client must send its request within ReadTimeout (slow-request floods); responses have
-		// no write timeout, so streamed AI answers are not cut.
+		// A client must send its request within ReadTimeout (slow-request floods). The write
+		// timeout is the listener's (connLimits): per 64 KiB written, not per answer, so streamed
+		// AI answers are not cut.
 		ReadTimeout: 30 * time.Second,
-		IdleTimeout: 2 * time.Minute,
+		IdleTimeout: o.IdleTimeout,
 	})
 	s.App = app
 	// Fiber answers a method it does not know (PROPFIND, MKCOL, any token) itself, 400 text/plain
@@ -116,7 +133,7 @@ func NewServer(o ServerOptions) (*Server, error) {
 		}
 		s.unknownMethod(rc)
 	}
-	app.Use(requestContext(trusted))
+	app.Use(requestContext(trusted, o.IPv6LimitPrefix))
 	app.Use(responseHeaders)
 	app.Use(accessLog(o.Logger, o.Metrics, s.errorHandler))
 	app.Use(recoverer(o.Logger))
@@ -301,6 +318,7 @@ func (s *Server) Listen(addr string) error {
 	}
 	s.addr = ln.Addr()
 	s.ln = newServerListener(ln, s.linger)
+	s.ln.limits = s.limits
 	go func() {
 		if err := s.App.Listener(s.ln); err != nil {
 			s.log.Error("http server stopped", "error", err.Error())

@@ -1,5 +1,5 @@
 // Package mail sends the service's mail (password reset links) over SMTP, or writes it to the log
-// when no SMTP host is configured (development).
+// when no SMTP host is configured (Development only: config refuses that anywhere else).
 package mail
 
 import (
@@ -13,6 +13,7 @@ import (
 
 	gomail "github.com/wneessen/go-mail"
 
+	"provisioner/platform/config"
 	"provisioner/platform/emailaddr"
 	"provisioner/platform/redact"
 )
@@ -35,6 +36,8 @@ type SMTPConfig struct {
 	Username string
 	Password string
 	From     string
+	// Security is config.SmtpStartTLS (also when empty), config.SmtpTLS or config.SmtpNone.
+	Security string
 }
 
 // New returns an SMTP sender when cfg.Host is set, else a LogSender.
@@ -45,14 +48,19 @@ func New(cfg SMTPConfig, logger *slog.Logger) Sender {
 	if cfg.Host == "" {
 		return &LogSender{Logger: logger}
 	}
+	cfg.Security = config.Smtp{Security: cfg.Security}.SecurityMode()
 	if cfg.Port == 0 {
 		cfg.Port = 587
+		if cfg.Security == config.SmtpTLS {
+			cfg.Port = 465
+		}
 	}
 	return &SMTPSender{cfg: cfg}
 }
 
-// SMTPSender sends through an SMTP server: STARTTLS when offered, authentication only when a
-// username is set, a 10 s timeout.
+// SMTPSender sends through an SMTP server, by Security: STARTTLS required (a server that does not
+// offer it is an error, nothing is sent), implicit TLS, or clear text; authentication only when a
+// username is set; a 10 s timeout.
 type SMTPSender struct{ cfg SMTPConfig }
 
 // Send delivers m. Errors never include the SMTP password.
@@ -72,7 +80,14 @@ func (s *SMTPSender) Send(ctx context.Context, m Message) error {
 	opts := []gomail.Option{
 		gomail.WithPort(s.cfg.Port),
 		gomail.WithTimeout(10 * time.Second),
-		gomail.WithTLSPolicy(gomail.TLSOpportunistic),
+	}
+	switch s.cfg.Security {
+	case config.SmtpTLS:
+		opts = append(opts, gomail.WithSSL())
+	case config.SmtpNone:
+		opts = append(opts, gomail.WithTLSPolicy(gomail.NoTLS))
+	default:
+		opts = append(opts, gomail.WithTLSPolicy(gomail.TLSMandatory))
 	}
 	if s.cfg.Username != "" {
 		opts = append(opts, gomail.WithSMTPAuth(gomail.SMTPAuthAutoDiscover),

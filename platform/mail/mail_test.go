@@ -42,18 +42,53 @@ func TestMain(m *testing.M) {
 
 func TestSMTPDelivers(t *testing.T) {
 	srv := testutil.StartSMTP(t)
+	srv.OfferTLS(localCert)
 	s := mail.New(mail.SMTPConfig{Host: srv.Host, Port: srv.Port, From: "no-reply@provisioner.test"}, nil)
 	err := s.Send(context.Background(), mail.Message{To: "ada@example.test", Subject: "Reset", Text: "link: https://app.test/x#token=abc"})
 	require.NoError(t, err)
 	body := srv.WaitFor(t, "ada@example.test", 5*time.Second)
 	assert.Contains(t, body, "Subject: Reset")
 	assert.Contains(t, body, "https://app.test/x#token=abc")
+	assert.True(t, srv.OverTLS("ada@example.test"), "STARTTLS by default")
+}
+
+// TestStartTLSIsRequired: with Smtp:Security starttls (the default), a server that does not offer
+// STARTTLS gets nothing: the send is an error and no mail (no reset link) crosses the network in
+// clear text.
+func TestStartTLSIsRequired(t *testing.T) {
+	for _, security := range []string{"", "starttls", "STARTTLS"} {
+		srv := testutil.StartSMTP(t)
+		s := mail.New(mail.SMTPConfig{Host: srv.Host, Port: srv.Port, From: "no-reply@provisioner.test", Security: security}, nil)
+		err := s.Send(context.Background(), mail.Message{To: "ada@example.test", Subject: "Reset", Text: "link"})
+		require.Error(t, err, "security %q", security)
+		assert.Contains(t, err.Error(), "STARTTLS")
+		assert.Zero(t, srv.CountTo("ada@example.test"), "security %q", security)
+	}
+}
+
+// TestImplicitTLS: Smtp:Security tls speaks TLS from the first byte (SMTPS).
+func TestImplicitTLS(t *testing.T) {
+	srv := testutil.StartSMTPS(t, localCert)
+	s := mail.New(mail.SMTPConfig{Host: srv.Host, Port: srv.Port, From: "no-reply@provisioner.test", Security: "tls"}, nil)
+	require.NoError(t, s.Send(context.Background(), mail.Message{To: "ada@example.test", Subject: "Reset", Text: "link"}))
+	assert.Contains(t, srv.WaitFor(t, "ada@example.test", 5*time.Second), "link")
+	assert.True(t, srv.OverTLS("ada@example.test"))
+}
+
+// TestSecurityNoneSendsInClearText: the explicit opt-out talks to a server without STARTTLS and
+// does not start TLS even when offered.
+func TestSecurityNoneSendsInClearText(t *testing.T) {
+	srv := testutil.StartSMTP(t)
+	s := mail.New(mail.SMTPConfig{Host: srv.Host, Port: srv.Port, From: "no-reply@provisioner.test", Security: "none"}, nil)
+	require.NoError(t, s.Send(context.Background(), mail.Message{To: "ada@example.test", Subject: "Reset", Text: "link"}))
+	assert.Contains(t, srv.WaitFor(t, "ada@example.test", 5*time.Second), "link")
+	assert.False(t, srv.OverTLS("ada@example.test"))
 }
 
 func TestSMTPRejectionIsAnError(t *testing.T) {
 	srv := testutil.StartSMTP(t)
 	srv.Reject = true
-	s := mail.New(mail.SMTPConfig{Host: srv.Host, Port: srv.Port, From: "no-reply@provisioner.test"}, nil)
+	s := mail.New(mail.SMTPConfig{Host: srv.Host, Port: srv.Port, From: "no-reply@provisioner.test", Security: "none"}, nil)
 	err := s.Send(context.Background(), mail.Message{To: "ada@example.test", Subject: "x", Text: "y"})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "550")
@@ -80,7 +115,7 @@ func TestRefusedLoginIsAnErrorWithoutThePassword(t *testing.T) {
 // goes to its ASCII form, which every server routes without SMTPUTF8.
 func TestInternationalDomainIsSentInASCII(t *testing.T) {
 	srv := testutil.StartSMTP(t)
-	s := mail.New(mail.SMTPConfig{Host: srv.Host, Port: srv.Port, From: "no-reply@provisioner.test"}, nil)
+	s := mail.New(mail.SMTPConfig{Host: srv.Host, Port: srv.Port, From: "no-reply@provisioner.test", Security: "none"}, nil)
 	require.NoError(t, s.Send(context.Background(), mail.Message{To: "ada@bücher.example", Subject: "Reset", Text: "link"}))
 	assert.Contains(t, srv.WaitFor(t, "ada@xn--bcher-kva.example", 5*time.Second), "link")
 }

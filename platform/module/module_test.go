@@ -17,7 +17,8 @@ type widgetConfig struct {
 
 var widgetSection = &config.Section[widgetConfig]{Key: "Widget", Defaults: widgetConfig{Size: 3}}
 
-var required = []string{"Jwt__Key=k9VzL2qP8xR4mT7wY1bN6cF3hJ0sD5gA", "Secrets__EncryptionKey=MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="}
+var required = []string{"Jwt__Key=k9VzL2qP8xR4mT7wY1bN6cF3hJ0sD5gA", "Secrets__EncryptionKey=MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=",
+	"Smtp__Host=smtp.example.com"}
 
 // A module's graph gets its section's value as the section's type; a configuration loaded without
 // the section stops the graph with an error naming the module.

@@ -13,8 +13,10 @@ import (
 
 // Request is what httpx knows of a request when it starts.
 type Request struct {
-	ID        string
-	ClientIP  string
+	ID       string
+	ClientIP string
+	// ClientKey keys the client's per-IP limits: ClientIP, or its prefix for IPv6 (ratelimit.ClientKey).
+	ClientKey string
 	UserAgent string
 	// Fiber is the request's Fiber context; it must not be kept beyond the request.
 	Fiber *fiber.Ctx
@@ -57,6 +59,9 @@ func RequestID(ctx context.Context) string { return request(ctx).ID }
 
 // ClientIP is the client address of the request ctx belongs to, or "".
 func ClientIP(ctx context.Context) string { return request(ctx).ClientIP }
+
+// ClientKey is the key of the per-IP limits of the request ctx belongs to, or "".
+func ClientKey(ctx context.Context) string { return request(ctx).ClientKey }
 
 // UserAgent is the User-Agent of the request ctx belongs to, or "".
 func UserAgent(ctx context.Context) string { return request(ctx).UserAgent }

@@ -15,7 +15,7 @@ import (
 )
 
 func from(addr string) context.Context {
-	return reqctx.WithRequest(context.Background(), reqctx.Request{ClientIP: addr})
+	return reqctx.WithRequest(context.Background(), reqctx.Request{ClientIP: addr, ClientKey: addr})
 }
 
 // TestHashQueueIsFairBetweenAddresses: the hash slots were one FIFO line, so a second address's

@@ -40,7 +40,7 @@ var ErrBadHash = errors.New("password hash is not a valid argon2id PHC string")
 
 // Hasher hashes and verifies passwords with a bounded number of hashes in flight, so a login flood
 // waits in line instead of taking every core (and memory) from the rest of the API. The line is
-// fair between client addresses (the request's, reqctx.ClientIP): see slots.
+// fair between client addresses (the request's, reqctx.ClientKey: an IPv6 client by its /64): see slots.
 type Hasher struct {
 	p     Params
 	slots *slots
@@ -64,7 +64,7 @@ func NewHasherWithParams(p Params, maxInFlight int) *Hasher {
 
 // acquire takes a slot for the client of ctx's request, in its turn; release gives it back.
 func (h *Hasher) acquire(ctx context.Context) (release func(), err error) {
-	key := reqctx.ClientIP(ctx)
+	key := reqctx.ClientKey(ctx)
 	if err := h.slots.acquire(ctx, key); err != nil {
 		return nil, err
 	}

@@ -41,27 +41,43 @@ func (s *SMTPServer) OfferTLS(cert tls.Certificate) {
 type smtpMessage struct {
 	To   []string
 	Body string
+	// TLS: the message came over TLS (STARTTLS or implicit).
+	TLS bool
 }
 
-// StartSMTP starts the server; it stops when the test ends.
+// StartSMTP starts the server, in clear text until OfferTLS; it stops when the test ends.
 func StartSMTP(t testing.TB) *SMTPServer {
 	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return startSMTP(t, ln)
+}
+
+// StartSMTPS starts a server speaking implicit TLS (SMTPS, as on port 465) with cert.
+func StartSMTPS(t testing.TB, cert tls.Certificate) *SMTPServer {
+	t.Helper()
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return startSMTP(t, ln)
+}
+
+func startSMTP(t testing.TB, ln net.Listener) *SMTPServer {
 	s := &SMTPServer{}
-	srv := smtp.NewServer(smtp.BackendFunc(func(*smtp.Conn) (smtp.Session, error) {
+	srv := smtp.NewServer(smtp.BackendFunc(func(c *smtp.Conn) (smtp.Session, error) {
 		if s.RefuseAuth {
-			return &refusingAuthSession{smtpSession{s: s}}, nil
+			return &refusingAuthSession{smtpSession{s: s, c: c}}, nil
 		}
-		return &smtpSession{s: s}, nil
+		return &smtpSession{s: s, c: c}, nil
 	}))
 	s.srv = srv
 	srv.Domain = "localhost"
 	srv.AllowInsecureAuth = true
 	srv.ReadTimeout = 10 * time.Second
 	srv.WriteTimeout = 10 * time.Second
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { _ = srv.Close() })
 	host, port, _ := net.SplitHostPort(ln.Addr().String())
@@ -134,8 +150,27 @@ func (s *SMTPServer) CountTo(addr string) int {
 	return n
 }
 
+// OverTLS reports whether every message to addr came over TLS (false when there is none).
+func (s *SMTPServer) OverTLS(addr string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, m := range s.msgs {
+		for _, to := range m.To {
+			if strings.EqualFold(to, addr) {
+				if !m.TLS {
+					return false
+				}
+				n++
+			}
+		}
+	}
+	return n > 0
+}
+
 type smtpSession struct {
 	s  *SMTPServer
+	c  *smtp.Conn
 	to []string
 }
 
@@ -179,7 +214,8 @@ func (x *smtpSession) Data(r io.Reader) error {
 		body = d
 	}
 	x.s.mu.Lock()
-	x.s.msgs = append(x.s.msgs, smtpMessage{To: x.to, Body: body})
+	_, overTLS := x.c.TLSConnectionState()
+	x.s.msgs = append(x.s.msgs, smtpMessage{To: x.to, Body: body, TLS: overTLS})
 	x.s.mu.Unlock()
 	return nil
 }
