@@ -19,7 +19,7 @@ export interface paths {
         put?: never;
         /**
          * Add a login role to a database
-         * @description The password is in this answer only; on a Paused database the credential is login-blocked. 409 when the database is not Active or Paused, is being changed, or the username is reserved or taken.
+         * @description The password is in this answer only. 409 when the database is not Active or Paused or is being changed, or the username is taken.
          */
         post: operations["createAccessCredential"];
         delete?: never;
@@ -42,13 +42,13 @@ export interface paths {
         get: operations["getAccessCredential"];
         /**
          * Rotate an access credential's password
-         * @description `{rotatePassword: true}` sets a new password, in this answer only. 409 when the credential is not Active, its role was not made for it, or during another change.
+         * @description `{rotatePassword: true}` sets a new password, in this answer only. 409 when not Active or during another change.
          */
         put: operations["rotateAccessCredential"];
         post?: never;
         /**
          * Remove an access credential
-         * @description Drops the credential's login role if it was made for it. 502 when the engine failed: it stays Deleting and is retried in the background; 409 during another change, a DELETE included.
+         * @description Drops the credential's login role. 502 when the engine failed (retried in the background); 409 during another change.
          */
         delete: operations["deleteAccessCredential"];
         options?: never;
@@ -67,7 +67,7 @@ export interface paths {
         put?: never;
         /**
          * Generate text
-         * @description Runs one chat completion at `{Ai:BaseUrl}/chat/completions` with the key in `X-API-Key`. 400 when the upstream refuses the request itself (the message quotes it); 502 when the upstream fails. See modules/aikeys/README.md.
+         * @description One chat completion at `{Ai:BaseUrl}`. 400 when the upstream refuses the request (its message quoted); 502 when it fails. Caps, budgets: modules/aikeys/README.md.
          */
         post: operations["generate"];
         delete?: never;
@@ -87,7 +87,7 @@ export interface paths {
         put?: never;
         /**
          * OpenAI-compatible chat completions
-         * @description A pass-through to `{Ai:BaseUrl}/chat/completions` in OpenAI's own format, for the OpenAI SDKs (`base_url={base}/api/ai/v1`, the AI key as API key, in `X-API-Key` or `Authorization: Bearer`); `stream: true` is relayed as server-sent events. Every error is OpenAI's `{error: {message, type, param, code}}`. See modules/aikeys/README.md.
+         * @description A pass-through to `{Ai:BaseUrl}/chat/completions` in OpenAI's format, for the OpenAI SDKs (`base_url={base}/api/ai/v1`); streams are relayed as server-sent events; errors are OpenAI's. Caps, budgets: modules/aikeys/README.md.
          */
         post: operations["chatCompletions"];
         delete?: never;
@@ -111,7 +111,7 @@ export interface paths {
         put?: never;
         /**
          * Record a manual note
-         * @description Stored with `details.manual: true`. 400 (naming the field) for an `action` in a namespace the service records itself, `details` too deep or large, or a control or bidirectional character in `action`, `targetType` or `targetId`.
+         * @description Stored with `details.manual: true`. 400 (naming the field) for an `action` of the service's own namespaces, `details` too large, or control characters.
          */
         post: operations["createAuditEvent"];
         delete?: never;
@@ -134,7 +134,7 @@ export interface paths {
         get: operations["getAuditEvent"];
         /**
          * Amend an audit event
-         * @description Recorded as a new `audit.event.updated` event holding the original; the same limits as a new note. The amended event carries `details.amended: true`; a change that changes nothing records nothing.
+         * @description Recorded as a new `audit.event.updated` event holding the original, with the limits of a new note; the event gets `details.amended: true`.
          */
         put: operations["updateAuditEvent"];
         post?: never;
@@ -157,7 +157,7 @@ export interface paths {
         };
         /**
          * Finish signing in with GitHub or Google
-         * @description Checks the state, exchanges the code and signs the user in (their identity's account, an account with the same proven email, or a new one), then 302 to `{Frontend:BaseUrl}/auth/callback` (or the allowed `returnUrl`) with the session's tokens, or `mfa_required`, or `error=<code>` in the fragment. See modules/auth/README.md.
+         * @description Signs the user in, then 302 to `{Frontend:BaseUrl}/auth/callback` (or the allowed `returnUrl`) with the tokens, `mfa_required` or `error=<code>` in the fragment.
          */
         get: operations["oauthCallback"];
         put?: never;
@@ -179,7 +179,7 @@ export interface paths {
         put?: never;
         /**
          * Ask for a password reset link
-         * @description Always the same 200, for an unknown email too; a known account is mailed a reset link valid 30 minutes, at most `RateLimit:ForgotPassword` times (silently). `RateLimit:ForgotPasswordPerIp` answers 429.
+         * @description Always the same 200; a known account is mailed a reset link valid 30 minutes. `RateLimit:ForgotPasswordPerIp` answers 429.
          */
         post: operations["forgotPassword"];
         delete?: never;
@@ -199,7 +199,7 @@ export interface paths {
         put?: never;
         /**
          * Sign in with email and password
-         * @description A correct password starts a session, or answers `mfaRequired` with an `mfaToken` for POST /api/auth/mfa. A wrong password and an unknown email get the same 401; after `Auth:LockoutThreshold` failures per email each attempt waits a doubling delay (429). See modules/auth/README.md.
+         * @description Starts a session, or answers `mfaRequired` with an `mfaToken` for POST /api/auth/mfa. 429 after `Auth:LockoutThreshold` failures per email (a doubling delay).
          */
         post: operations["login"];
         delete?: never;
@@ -217,7 +217,7 @@ export interface paths {
         };
         /**
          * Start signing in with GitHub or Google
-         * @description 302 to the provider with a `state` bound to a signed, HttpOnly, SameSite=Lax cookie valid 10 minutes, and PKCE (S256). The provider sends the browser back to `{Server:PublicUrl}/api/auth/callback/{provider}`. Unknown or unconfigured provider: 404.
+         * @description 302 to the provider with a `state` bound to a signed, HttpOnly, SameSite=Lax cookie valid 10 minutes (`__Host-oauth_flow` when `Server:PublicUrl` is https), and PKCE (S256). The provider sends the browser back to `{Server:PublicUrl}/api/auth/callback/{provider}`. Unknown or unconfigured provider: 404.
          */
         get: operations["oauthLogin"];
         put?: never;
@@ -239,7 +239,7 @@ export interface paths {
         put?: never;
         /**
          * Sign out: end this session
-         * @description Ends the session of the bearer token: its access tokens are refused from the answer on, on every replica, and its refresh token no longer works. Audited as `user.session.ended` with reason `logout`.
+         * @description Ends the session of the bearer token, on every replica.
          */
         post: operations["logout"];
         delete?: never;
@@ -259,7 +259,7 @@ export interface paths {
         put?: never;
         /**
          * Complete a sign-in with the second factor
-         * @description For a sign-in that answered `mfaRequired`: checks the code (TOTP or a recovery code), spends the mfaToken and starts a session. A wrong code is a 401 that leaves the mfaToken for another try.
+         * @description Completes a sign-in that answered `mfaRequired` with a TOTP or recovery code. A wrong code is a 401 that keeps the mfaToken.
          */
         post: operations["completeMfa"];
         delete?: never;
@@ -279,7 +279,7 @@ export interface paths {
         put?: never;
         /**
          * Trade a refresh token for new tokens
-         * @description Spends the refresh token and answers new access and refresh tokens of the same session. A spent token presented again after `Auth:RefreshReuseSeconds` ends the session (401).
+         * @description Spends the refresh token for new tokens of the same session; a spent one presented again later ends the session (401).
          */
         post: operations["refreshSession"];
         delete?: never;
@@ -299,7 +299,7 @@ export interface paths {
         put?: never;
         /**
          * Register with email and password
-         * @description Creates a local account, provisions its first database and signs it in: a new session, with a `refreshToken` (POST /api/auth/refresh). A `role` or `id` in the body is ignored.
+         * @description Creates an account, provisions its first database and starts a session. A `role` or `id` in the body is ignored.
          */
         post: operations["register"];
         delete?: never;
@@ -319,7 +319,7 @@ export interface paths {
         put?: never;
         /**
          * Choose a new password with a reset token
-         * @description Sets the password and spends the account's reset tokens; earlier access tokens are refused. A reset that proves an unproven email or unlinks unverified identities also revokes the account's AI keys and changes its database passwords. An unknown, expired or spent token: 400 on `token`. See modules/auth/README.md.
+         * @description Sets the password; earlier tokens are refused. A reset that proves the email may also revoke AI keys and change database passwords. A bad token: 400 on `token`.
          */
         post: operations["resetPassword"];
         delete?: never;
@@ -372,7 +372,7 @@ export interface paths {
         post?: never;
         /**
          * Delete a database
-         * @description Drops the database, its role and its access credentials on the engine. 502 when the engine failed: it stays Deleting and is retried in the background; 409 during another change, a DELETE included.
+         * @description Drops the database, its roles and credentials. 502 when the engine failed (retried in the background); 409 during another change.
          */
         delete: operations["deleteDatabaseInstance"];
         options?: never;
@@ -435,7 +435,7 @@ export interface paths {
         put?: never;
         /**
          * Retry a failed or stuck DNS record
-         * @description Failed → Pending, driven now; Pending or Revoking → driven now. Other states, a full quota, or a name the provider holds for a record not made here: 409.
+         * @description Drives a Failed, Pending or Revoking record now. 409 in another state, at a full quota, or for a name held by a record not made here.
          */
         post: operations["retryDnsRecord"];
         delete?: never;
@@ -493,13 +493,13 @@ export interface paths {
         };
         /**
          * List my AI keys
-         * @description Never the key text. `status` is `Active`, `Revoked` or `Expired`; ended keys are listed for 30 days (at most 100).
+         * @description Never the key text; ended keys are listed for 30 days (at most 100).
          */
         get: operations["listMyAiKeys"];
         put?: never;
         /**
          * Create an AI key
-         * @description The key text (`sk-prov-…`) is in this answer only. 409 at `AiKeys:MaxPerUser` usable keys.
+         * @description The key text is in this answer only. 409 at `AiKeys:MaxPerUser` usable keys.
          */
         post: operations["createMyAiKey"];
         delete?: never;
@@ -525,7 +525,11 @@ export interface paths {
         delete: operations["revokeMyAiKey"];
         options?: never;
         head?: never;
-        patch?: never;
+        /**
+         * Set an AI key's policy
+         * @description 0 or [] clears; 409 if revoked.
+         */
+        patch: operations["setMyAiKeyPolicy"];
         trace?: never;
     };
     "/api/me/ai-keys/{id}/rotate": {
@@ -539,9 +543,29 @@ export interface paths {
         put?: never;
         /**
          * Rotate an AI key
-         * @description Answers the new key text once; the old text stops working at once or when `gracePeriodSeconds` ends. 409 for a revoked or expired key, or at 10 texts in their grace period.
+         * @description The new key text, once; the old works until `gracePeriodSeconds` ends. 409 for a revoked or expired key, or at 10 texts in grace.
          */
         post: operations["rotateMyAiKey"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/me/ai-keys/{id}/usage": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * An AI key's usage
+         * @description An AI key's usage.
+         */
+        get: operations["getMyAiKeyUsage"];
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -563,7 +587,7 @@ export interface paths {
         put?: never;
         /**
          * Create a database
-         * @description Creates a database and a login role of its own: 201 with the Active database. 409 when `Databases:MaxPerUser` is reached; 502 with the database as stored when the engine failed.
+         * @description 201 with the Active database; 409 at `Databases:MaxPerUser`; 502 with the database as stored when the engine failed.
          */
         post: operations["createMyDatabase"];
         delete?: never;
@@ -584,7 +608,7 @@ export interface paths {
         post?: never;
         /**
          * Delete a database
-         * @description Drops the database and its role on the engine. 502 when the engine failed: it stays Deleting and is retried in the background; 409 during another change, a DELETE included.
+         * @description Drops the database and its role. 502 when the engine failed (retried in the background); 409 during another change.
          */
         delete: operations["deleteMyDatabase"];
         options?: never;
@@ -601,7 +625,7 @@ export interface paths {
         };
         /**
          * Reveal a database's password
-         * @description Limited by `RateLimit:PasswordReveal` per user and audited. 409 while the database is not Active or Paused, or (with `Retry-After`) its password is being changed; 403 without a recent second factor (`Auth:StepUpMinutes`).
+         * @description Limited by `RateLimit:PasswordReveal` and audited. 409 unless Active or Paused, or while its password changes; 403 without a recent second factor.
          */
         get: operations["revealMyDatabasePassword"];
         put?: never;
@@ -623,7 +647,7 @@ export interface paths {
         put?: never;
         /**
          * Pause a database
-         * @description Active → Pausing → Paused: its roles can no longer connect and their sessions end. 502 when the engine failed (finished in the background); 409 in any other state or during another change.
+         * @description Active → Paused: its roles can no longer connect. 502 when the engine failed (finished in the background); 409 in another state or change.
          */
         post: operations["pauseMyDatabase"];
         delete?: never;
@@ -643,7 +667,7 @@ export interface paths {
         put?: never;
         /**
          * Resume a database
-         * @description Paused → Resuming → Active. 502 when the engine failed (finished in the background); 409 in any other state or during another change.
+         * @description Paused → Active. 502 when the engine failed (finished in the background); 409 in another state or change.
          */
         post: operations["resumeMyDatabase"];
         delete?: never;
@@ -661,13 +685,13 @@ export interface paths {
         };
         /**
          * List my DNS records
-         * @description Pending, Active, Revoking and Failed records (a Failed one with its error, until it is revoked), oldest first. Revoked records are not listed (administrators still see them, `GET /api/dns/records?status=Revoked`).
+         * @description Every record but the Revoked ones, oldest first.
          */
         get: operations["listMyDnsRecords"];
         put?: never;
         /**
          * Create a DNS A record
-         * @description Stores the intent as Pending, then calls the provider: 201 with the Active record. 409 when the label is live, the provider holds the name for a record not made here, or `Dns:MaxRecordsPerUser` is reached; 502 with the record as stored (Failed, or Pending and retried in the background) when the provider failed. See modules/dns/README.md.
+         * @description 201 with the Active record. 409 when the label is reserved (Dns:ReservedLabels), live or held at the provider, or at `Dns:MaxRecordsPerUser`; 502 with the record as stored when the provider failed (retried in the background).
          */
         post: operations["createMyDnsRecord"];
         delete?: never;
@@ -688,7 +712,7 @@ export interface paths {
         post?: never;
         /**
          * Revoke a DNS record
-         * @description Revoking, then deleted at the provider (only a record carrying this one's marker), then Revoked (200). 409 when already revoked; 502 when the provider failed: it stays Revoking and is retried in the background.
+         * @description Deleted at the provider, then Revoked. 409 when already revoked; 502 when the provider failed (retried in the background).
          */
         delete: operations["revokeMyDnsRecord"];
         options?: never;
@@ -707,7 +731,7 @@ export interface paths {
         put?: never;
         /**
          * Pass the second factor again in this session
-         * @description Takes a current code or a recovery code; this session may then reveal database passwords for `Auth:StepUpMinutes`. A wrong code: 400 on `code`; TOTP not on: 409.
+         * @description Takes a current or recovery code; the session may then reveal passwords for `Auth:StepUpMinutes`. 409 when TOTP is off.
          */
         post: operations["stepUpMfa"];
         delete?: never;
@@ -751,7 +775,7 @@ export interface paths {
         put?: never;
         /**
          * Turn TOTP on with a code
-         * @description Checks a code of the enrolment's secret and turns TOTP on; answers ten single-use recovery codes, once. A wrong code: 400 on `code`; no enrolment, or TOTP already on: 409.
+         * @description Turns TOTP on with a code of the enrolment's secret; answers ten recovery codes, once. 409 without an enrolment or when on.
          */
         post: operations["verifyTotp"];
         delete?: never;
@@ -833,7 +857,7 @@ export interface paths {
         };
         /**
          * My sign-in sessions
-         * @description The live sessions of the account, newest first: not ended, refresh token not expired, started since the last password reset. The one of this request's token has `current: true`.
+         * @description The account's live sessions, newest first; the caller's has `current: true`.
          */
         get: operations["listMySessions"];
         put?: never;
@@ -860,7 +884,7 @@ export interface paths {
         post?: never;
         /**
          * End one of my sessions
-         * @description Its tokens are refused from the answer on, on every replica; the current session may be ended too. Another user's, an ended or an unknown session: 404.
+         * @description Its tokens are refused at once, on every replica. Another user's, ended or unknown: 404.
          */
         delete: operations["endMySession"];
         options?: never;
@@ -899,7 +923,7 @@ export interface paths {
         put?: never;
         /**
          * Provision my workflow-automation account
-         * @description Stores the account as Pending, then asks the cell with an `Idempotency-Key`: 201 with the Active account. 409 while one is Pending or Active (after Failed it tries again); 502 with the account as stored when the cell failed; 503 when no cell is configured. See modules/wfauto/README.md.
+         * @description 201 with the Active account. 409 while one is Pending or Active (after Failed it tries again); 502 with the account as stored when the cell failed; 503 when no cell is configured.
          */
         post: operations["provisionMyWfautoAccount"];
         delete?: never;
@@ -1034,15 +1058,35 @@ export interface paths {
         get: operations["getUser"];
         /**
          * Update a user
-         * @description Absent fields are left alone; a role change applies on the user's next request. A new email spends the user's reset links and is unproven. The last Admin cannot be demoted (409).
+         * @description Absent fields are left alone; a role change applies on the user's next request. The last Admin cannot be demoted (409).
          */
         put: operations["updateUser"];
         post?: never;
         /**
          * Delete a user
-         * @description The user can no longer sign in (earlier tokens are refused at once); their resources are deprovisioned in the background. The last Admin cannot be deleted (409).
+         * @description The user can no longer sign in; their resources are deprovisioned in the background. The last Admin cannot be deleted (409).
          */
         delete: operations["deleteUser"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/users/{id}/ai-usage": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A user's AI usage
+         * @description A user's AI usage.
+         */
+        get: operations["getUserAiUsage"];
+        put?: never;
+        post?: never;
+        delete?: never;
         options?: never;
         head?: never;
         patch?: never;
@@ -1107,7 +1151,7 @@ export interface paths {
         put?: never;
         /**
          * Provision an account for a user
-         * @description As `POST /api/me/wfauto/provision`.
+         * @description 201 with the Active account. 409 while one is Pending or Active (after Failed it tries again); 502 with the account as stored when the cell failed; 503 when no cell is configured.
          */
         post: operations["provisionWfautoAccount"];
         delete?: never;
@@ -1185,7 +1229,7 @@ export interface paths {
         };
         /**
          * Prometheus metrics
-         * @description The service's metrics in the Prometheus text exposition format (not the envelope), for a scraper: `http_requests_total` and `http_request_duration_seconds` by method, route and status, and the Go runtime and process collectors. Public, like /healthz and /readyz: keep it off the public network (a reverse proxy) if its figures should stay private.
+         * @description The service's metrics in the Prometheus text exposition format (not the envelope), for a scraper: `http_requests_total` and `http_request_duration_seconds` by method, route and status, and the Go runtime and process collectors. Served to loopback (not relayed by a proxy), to `Ops:MetricsAllowedCidrs`, or with `Authorization: Bearer` and `Ops:MetricsToken`.
          */
         get: operations["metrics"];
         put?: never;
@@ -1363,11 +1407,12 @@ export interface components {
         AiKeyCreateInputBody: {
             /**
              * Format: date-time
-             * @description After this instant the key is refused (ISO 8601; in the future, and before 10000-01-01T00:00:00Z).
+             * @description Refused after this instant (before year 10000).
              */
             expiresAt?: string;
             /** @example ci pipeline */
             name: string;
+            policy?: components["schemas"]["AikeysPolicyBody"];
         } & {
             [key: string]: unknown;
         };
@@ -1379,6 +1424,18 @@ export interface components {
             gracePeriodSeconds?: number;
         } & {
             [key: string]: unknown;
+        };
+        AikeysBucket: {
+            /** Format: int64 */
+            completionTokens: number;
+            /** Format: int64 */
+            promptTokens: number;
+            /** Format: int64 */
+            refused: number;
+            /** Format: int64 */
+            requests: number;
+            /** Format: date-time */
+            start: string;
         };
         AikeysGenerateInput: {
             /** Format: int64 */
@@ -1402,7 +1459,7 @@ export interface components {
         };
         AikeysOpenAIErrorObject: {
             /**
-             * @description A machine-readable code, say invalid_api_key, rate_limit_exceeded, upstream_error; null in some relayed answers.
+             * @description Say invalid_api_key; null in some relayed answers.
              * @example invalid_api_key
              */
             code: string | null;
@@ -1414,10 +1471,21 @@ export interface components {
              */
             param: string | null;
             /**
-             * @description invalid_request_error, requests (rate limit) or server_error, or the upstream's own.
+             * @description invalid_request_error, requests or server_error, or the upstream's.
              * @example invalid_request_error
              */
             type: string;
+        };
+        AikeysPolicyBody: {
+            allowedModels?: string[] | null;
+            /** @enum {string} */
+            budgetPeriod?: "day" | "month" | "none";
+            /** Format: int64 */
+            maxTokensPerRequest?: number;
+            /** Format: int64 */
+            requestBudget?: number;
+            /** Format: int64 */
+            tokenBudget?: number;
         };
         AikeysTokenUsage: {
             /** Format: int64 */
@@ -1445,21 +1513,16 @@ export interface components {
              * @example 5
              */
             id: number;
-            /** @description The key itself: shown once, in the answers of create and rotate. */
+            /** @description Shown once. */
             key?: string;
             /** Format: date-time */
             lastUsedAt: string | null;
             /** @example ci pipeline */
             name: string;
-            /**
-             * @description The key's first characters, to recognise it.
-             * @example sk-prov-7Hq2
-             */
+            policy: components["schemas"]["AikeysPolicyBody"];
+            /** @example sk-prov-7Hq2 */
             prefix: string;
-            /**
-             * @description Expired: past expiresAt (refused, not counted toward AiKeys:MaxPerUser).
-             * @enum {string}
-             */
+            /** @enum {string} */
             status: "Active" | "Revoked" | "Expired";
             usage: components["schemas"]["AikeysUsage"];
             /** Format: int64 */
@@ -1897,7 +1960,7 @@ export interface components {
         };
         DnsAdminCreateInputBody: {
             /**
-             * @description IPv4 address (dotted decimal) the record points to, not in 0.0.0.0/8, 127.0.0.0/8, 169.254.0.0/16, 224.0.0.0/4 or 240.0.0.0/4. Default Dns:DefaultContent.
+             * @description IPv4 address (dotted decimal) the record points to, not in 0.0.0.0/8, 127.0.0.0/8, 169.254.0.0/16, 224.0.0.0/4 or 240.0.0.0/4, nor private or shared (unless Dns:AllowPrivateContent). Default Dns:DefaultContent.
              * @example 203.0.113.10
              */
             content?: string;
@@ -1921,7 +1984,7 @@ export interface components {
         };
         DnsRecordBody: {
             /**
-             * @description IPv4 address (dotted decimal) the record points to, not in 0.0.0.0/8, 127.0.0.0/8, 169.254.0.0/16, 224.0.0.0/4 or 240.0.0.0/4. Default Dns:DefaultContent.
+             * @description IPv4 address (dotted decimal) the record points to, not in 0.0.0.0/8, 127.0.0.0/8, 169.254.0.0/16, 224.0.0.0/4 or 240.0.0.0/4, nor private or shared (unless Dns:AllowPrivateContent). Default Dns:DefaultContent.
              * @example 203.0.113.10
              */
             content?: string;
@@ -1981,230 +2044,197 @@ export interface components {
         };
         EnvelopeAdminDashboard: {
             data: components["schemas"]["AdminDashboard"];
-            /** @example OK */
             message: string;
             success: boolean;
         };
         EnvelopeAdminPlatformMetrics: {
             data: components["schemas"]["AdminPlatformMetrics"];
-            /** @example OK */
             message: string;
             success: boolean;
         };
         EnvelopeAdminUser: {
             data: components["schemas"]["AdminUser"];
-            /** @example OK */
             message: string;
             success: boolean;
         };
         EnvelopeAikeysGeneration: {
             data: components["schemas"]["AikeysGeneration"];
-            /** @example OK */
             message: string;
             success: boolean;
         };
         EnvelopeAikeysView: {
             data: components["schemas"]["AikeysView"];
-            /** @example OK */
             message: string;
             success: boolean;
         };
         EnvelopeAuthEnded: {
             data: components["schemas"]["AuthEnded"];
-            /** @example OK */
             message: string;
             success: boolean;
         };
         EnvelopeAuthLoginResult: {
             data: components["schemas"]["AuthLoginResult"];
-            /** @example OK */
             message: string;
             success: boolean;
         };
         EnvelopeAuthRecoveryCodes: {
             data: components["schemas"]["AuthRecoveryCodes"];
-            /** @example OK */
             message: string;
             success: boolean;
         };
         EnvelopeAuthRegisterResult: {
             data: components["schemas"]["AuthRegisterResult"];
-            /** @example OK */
             message: string;
             success: boolean;
         };
         EnvelopeAuthResult: {
             data: components["schemas"]["AuthResult"];
-            /** @example OK */
             message: string;
             success: boolean;
         };
         EnvelopeAuthStepUpResult: {
             data: components["schemas"]["AuthStepUpResult"];
-            /** @example OK */
             message: string;
             success: boolean;
         };
         EnvelopeAuthTOTPEnrolment: {
             data: components["schemas"]["AuthTOTPEnrolment"];
-            /** @example OK */
             message: string;
             success: boolean;
         };
         EnvelopeAuthUserView: {
             data: components["schemas"]["AuthUserView"];
-            /** @example OK */
             message: string;
             success: boolean;
         };
         EnvelopeDatabasesCredentialView: {
             data: components["schemas"]["DatabasesCredentialView"];
-            /** @example OK */
             message: string;
             success: boolean;
         };
         EnvelopeDatabasesItem: {
             data: components["schemas"]["DatabasesItem"];
-            /** @example OK */
             message: string;
             success: boolean;
         };
         EnvelopeDatabasesReveal: {
             data: components["schemas"]["DatabasesReveal"];
-            /** @example OK */
             message: string;
             success: boolean;
         };
         EnvelopeDnsView: {
             data: components["schemas"]["DnsView"];
-            /** @example OK */
             message: string;
             success: boolean;
         };
         EnvelopeEvent: {
             data: components["schemas"]["Event"];
-            /** @example OK */
             message: string;
             success: boolean;
         };
         EnvelopeHealth: {
             data: components["schemas"]["Health"];
-            /** @example OK */
+            message: string;
+            success: boolean;
+        };
+        EnvelopeListAikeysBucket: {
+            data: components["schemas"]["AikeysBucket"][] | null;
             message: string;
             success: boolean;
         };
         EnvelopeListAikeysView: {
             data: components["schemas"]["AikeysView"][] | null;
-            /** @example OK */
             message: string;
             success: boolean;
         };
         EnvelopeListAuthSessionView: {
             data: components["schemas"]["AuthSessionView"][] | null;
-            /** @example OK */
             message: string;
             success: boolean;
         };
         EnvelopeListDatabasesEngineInfo: {
             data: components["schemas"]["DatabasesEngineInfo"][] | null;
-            /** @example OK */
             message: string;
             success: boolean;
         };
         EnvelopeListDatabasesItem: {
             data: components["schemas"]["DatabasesItem"][] | null;
-            /** @example OK */
             message: string;
             success: boolean;
         };
         EnvelopeListDnsView: {
             data: components["schemas"]["DnsView"][] | null;
-            /** @example OK */
             message: string;
             success: boolean;
         };
         EnvelopeListQueuesView: {
             data: components["schemas"]["QueuesView"][] | null;
-            /** @example OK */
             message: string;
             success: boolean;
         };
         EnvelopeListWfautoView: {
             data: components["schemas"]["WfautoView"][] | null;
-            /** @example OK */
             message: string;
             success: boolean;
         };
         EnvelopeNoData: {
             /** @description Always null: this answer carries no data. */
             data: null;
-            /** @example OK */
             message: string;
             success: boolean;
         };
         EnvelopePageAdminUser: {
             data: components["schemas"]["PageAdminUser"];
-            /** @example OK */
             message: string;
             success: boolean;
         };
         EnvelopePageAuthSessionView: {
             data: components["schemas"]["PageAuthSessionView"];
-            /** @example OK */
             message: string;
             success: boolean;
         };
         EnvelopePageDatabasesCredentialView: {
             data: components["schemas"]["PageDatabasesCredentialView"];
-            /** @example OK */
             message: string;
             success: boolean;
         };
         EnvelopePageDatabasesItem: {
             data: components["schemas"]["PageDatabasesItem"];
-            /** @example OK */
             message: string;
             success: boolean;
         };
         EnvelopePageDnsView: {
             data: components["schemas"]["PageDnsView"];
-            /** @example OK */
             message: string;
             success: boolean;
         };
         EnvelopePageEvent: {
             data: components["schemas"]["PageEvent"];
-            /** @example OK */
             message: string;
             success: boolean;
         };
         EnvelopePageQueuesView: {
             data: components["schemas"]["PageQueuesView"];
-            /** @example OK */
             message: string;
             success: boolean;
         };
         EnvelopePageWfautoView: {
             data: components["schemas"]["PageWfautoView"];
-            /** @example OK */
             message: string;
             success: boolean;
         };
         EnvelopeQueuesReveal: {
             data: components["schemas"]["QueuesReveal"];
-            /** @example OK */
             message: string;
             success: boolean;
         };
         EnvelopeQueuesView: {
             data: components["schemas"]["QueuesView"];
-            /** @example OK */
             message: string;
             success: boolean;
         };
         EnvelopeWfautoView: {
             data: components["schemas"]["WfautoView"];
-            /** @example OK */
             message: string;
             success: boolean;
         };
@@ -2300,146 +2330,74 @@ export interface components {
         };
         PageAdminUser: {
             items: components["schemas"]["AdminUser"][] | null;
-            /**
-             * Format: int64
-             * @example 1
-             */
+            /** Format: int64 */
             page: number;
-            /**
-             * Format: int64
-             * @example 20
-             */
+            /** Format: int64 */
             pageSize: number;
-            /**
-             * Format: int64
-             * @example 42
-             */
+            /** Format: int64 */
             totalCount: number;
         };
         PageAuthSessionView: {
             items: components["schemas"]["AuthSessionView"][] | null;
-            /**
-             * Format: int64
-             * @example 1
-             */
+            /** Format: int64 */
             page: number;
-            /**
-             * Format: int64
-             * @example 20
-             */
+            /** Format: int64 */
             pageSize: number;
-            /**
-             * Format: int64
-             * @example 42
-             */
+            /** Format: int64 */
             totalCount: number;
         };
         PageDatabasesCredentialView: {
             items: components["schemas"]["DatabasesCredentialView"][] | null;
-            /**
-             * Format: int64
-             * @example 1
-             */
+            /** Format: int64 */
             page: number;
-            /**
-             * Format: int64
-             * @example 20
-             */
+            /** Format: int64 */
             pageSize: number;
-            /**
-             * Format: int64
-             * @example 42
-             */
+            /** Format: int64 */
             totalCount: number;
         };
         PageDatabasesItem: {
             items: components["schemas"]["DatabasesItem"][] | null;
-            /**
-             * Format: int64
-             * @example 1
-             */
+            /** Format: int64 */
             page: number;
-            /**
-             * Format: int64
-             * @example 20
-             */
+            /** Format: int64 */
             pageSize: number;
-            /**
-             * Format: int64
-             * @example 42
-             */
+            /** Format: int64 */
             totalCount: number;
         };
         PageDnsView: {
             items: components["schemas"]["DnsView"][] | null;
-            /**
-             * Format: int64
-             * @example 1
-             */
+            /** Format: int64 */
             page: number;
-            /**
-             * Format: int64
-             * @example 20
-             */
+            /** Format: int64 */
             pageSize: number;
-            /**
-             * Format: int64
-             * @example 42
-             */
+            /** Format: int64 */
             totalCount: number;
         };
         PageEvent: {
             items: components["schemas"]["Event"][] | null;
-            /**
-             * Format: int64
-             * @example 1
-             */
+            /** Format: int64 */
             page: number;
-            /**
-             * Format: int64
-             * @example 20
-             */
+            /** Format: int64 */
             pageSize: number;
-            /**
-             * Format: int64
-             * @example 42
-             */
+            /** Format: int64 */
             totalCount: number;
         };
         PageQueuesView: {
             items: components["schemas"]["QueuesView"][] | null;
-            /**
-             * Format: int64
-             * @example 1
-             */
+            /** Format: int64 */
             page: number;
-            /**
-             * Format: int64
-             * @example 20
-             */
+            /** Format: int64 */
             pageSize: number;
-            /**
-             * Format: int64
-             * @example 42
-             */
+            /** Format: int64 */
             totalCount: number;
         };
         PageWfautoView: {
             items: components["schemas"]["WfautoView"][] | null;
-            /**
-             * Format: int64
-             * @example 1
-             */
+            /** Format: int64 */
             page: number;
-            /**
-             * Format: int64
-             * @example 20
-             */
+            /** Format: int64 */
             pageSize: number;
-            /**
-             * Format: int64
-             * @example 42
-             */
+            /** Format: int64 */
             totalCount: number;
         };
         QueueSpaceBody: {
@@ -2588,11 +2546,11 @@ export interface components {
                 "Cache-Control"?: string;
                 Location?: string;
                 RateLimit: components["headers"]["RateLimit"];
-                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                "RateLimit-Policy": components["headers"]["Policy"];
                 "Set-Cookie"?: string;
-                "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                "X-RateLimit-Limit": components["headers"]["Limit"];
+                "X-RateLimit-Remaining": components["headers"]["Remaining"];
+                "X-RateLimit-Reset": components["headers"]["Reset"];
                 [name: string]: unknown;
             };
             content?: never;
@@ -2655,7 +2613,7 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
-        /** @description A duplicate, a quota reached, or a state that does not allow the change. */
+        /** @description A duplicate, a quota reached, a state that does not allow the change, or the first request with the same `Idempotency-Key` still being answered. */
         409: {
             headers: {
                 RateLimit?: string;
@@ -2669,7 +2627,7 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
-        /** @description A body over 1 MiB. */
+        /** @description A body over 1 MiB, refused before routing (even by an operation that takes no body). */
         413: {
             headers: {
                 RateLimit?: string;
@@ -2683,8 +2641,22 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
-        /** @description A compressed body, a `charset` other than `utf-8`, or a `Content-Type` other than JSON. */
+        /** @description A compressed body (a `Content-Encoding` other than `identity`; the answer carries `Accept-Encoding: identity`) or a `Content-Type` whose `charset` is not `utf-8`, refused before routing (even by an operation that takes no body); and, to an operation that takes a body, a `Content-Type` other than JSON. */
         415: {
+            headers: {
+                RateLimit?: string;
+                "RateLimit-Policy"?: string;
+                "X-RateLimit-Limit"?: number;
+                "X-RateLimit-Remaining"?: number;
+                "X-RateLimit-Reset"?: number;
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description The `Idempotency-Key` was already used with another request (path or body): use a new key. */
+        422: {
             headers: {
                 RateLimit?: string;
                 "RateLimit-Policy"?: string;
@@ -2779,7 +2751,7 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
-        /** @description A body over 1 MiB. */
+        /** @description A body over 1 MiB, refused before routing (even by an operation that takes no body). */
         "413.healthz": {
             headers: {
                 [name: string]: unknown;
@@ -2788,7 +2760,7 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
-        /** @description A compressed body, a `charset` other than `utf-8`, or a `Content-Type` other than JSON. */
+        /** @description A compressed body (a `Content-Encoding` other than `identity`; the answer carries `Accept-Encoding: identity`) or a `Content-Type` whose `charset` is not `utf-8`, refused before routing (even by an operation that takes no body); and, to an operation that takes a body, a `Content-Type` other than JSON. */
         "415.healthz": {
             headers: {
                 [name: string]: unknown;
@@ -2811,7 +2783,7 @@ export interface components {
             headers: {
                 RateLimit?: string;
                 "RateLimit-Policy"?: string;
-                /** @description Only while the record is Pending or Revoking: seconds until the background finisher tries the provider again (at least the provider's own `Retry-After`, honoured up to a day). Nothing needs to be sent again: read the record after it. */
+                /** @description Only while the record is Pending or Revoking: seconds until the background retry (at least the provider's `Retry-After`). */
                 "Retry-After"?: number;
                 "X-RateLimit-Limit"?: number;
                 "X-RateLimit-Remaining"?: number;
@@ -2843,7 +2815,7 @@ export interface components {
             headers: {
                 RateLimit?: string;
                 "RateLimit-Policy"?: string;
-                /** @description Only while the account is Pending or Deprovisioning: seconds until the background finisher tries the cell again (at least the cell's own `Retry-After`, honoured up to a day). Nothing needs to be sent again: read the account (`GET /api/me/wfauto`) after it. */
+                /** @description Only while the account is Pending or Deprovisioning: seconds until the background retry (at least the cell's `Retry-After`). */
                 "Retry-After"?: number;
                 "X-RateLimit-Limit"?: number;
                 "X-RateLimit-Remaining"?: number;
@@ -2881,10 +2853,10 @@ export interface components {
         EnvelopeAdminUser: {
             headers: {
                 RateLimit: components["headers"]["RateLimit"];
-                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
-                "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                "RateLimit-Policy": components["headers"]["Policy"];
+                "X-RateLimit-Limit": components["headers"]["Limit"];
+                "X-RateLimit-Remaining": components["headers"]["Remaining"];
+                "X-RateLimit-Reset": components["headers"]["Reset"];
                 [name: string]: unknown;
             };
             content: {
@@ -2895,10 +2867,10 @@ export interface components {
         EnvelopeAikeysView: {
             headers: {
                 RateLimit: components["headers"]["RateLimit"];
-                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
-                "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                "RateLimit-Policy": components["headers"]["Policy"];
+                "X-RateLimit-Limit": components["headers"]["Limit"];
+                "X-RateLimit-Remaining": components["headers"]["Remaining"];
+                "X-RateLimit-Reset": components["headers"]["Reset"];
                 [name: string]: unknown;
             };
             content: {
@@ -2909,10 +2881,10 @@ export interface components {
         EnvelopeAuthEnded: {
             headers: {
                 RateLimit: components["headers"]["RateLimit"];
-                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
-                "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                "RateLimit-Policy": components["headers"]["Policy"];
+                "X-RateLimit-Limit": components["headers"]["Limit"];
+                "X-RateLimit-Remaining": components["headers"]["Remaining"];
+                "X-RateLimit-Reset": components["headers"]["Reset"];
                 [name: string]: unknown;
             };
             content: {
@@ -2923,10 +2895,10 @@ export interface components {
         EnvelopeAuthResult: {
             headers: {
                 RateLimit: components["headers"]["RateLimit"];
-                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
-                "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                "RateLimit-Policy": components["headers"]["Policy"];
+                "X-RateLimit-Limit": components["headers"]["Limit"];
+                "X-RateLimit-Remaining": components["headers"]["Remaining"];
+                "X-RateLimit-Reset": components["headers"]["Reset"];
                 [name: string]: unknown;
             };
             content: {
@@ -2937,10 +2909,10 @@ export interface components {
         EnvelopeDatabasesCredentialView: {
             headers: {
                 RateLimit: components["headers"]["RateLimit"];
-                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
-                "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                "RateLimit-Policy": components["headers"]["Policy"];
+                "X-RateLimit-Limit": components["headers"]["Limit"];
+                "X-RateLimit-Remaining": components["headers"]["Remaining"];
+                "X-RateLimit-Reset": components["headers"]["Reset"];
                 [name: string]: unknown;
             };
             content: {
@@ -2951,10 +2923,10 @@ export interface components {
         EnvelopeDatabasesItem: {
             headers: {
                 RateLimit: components["headers"]["RateLimit"];
-                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
-                "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                "RateLimit-Policy": components["headers"]["Policy"];
+                "X-RateLimit-Limit": components["headers"]["Limit"];
+                "X-RateLimit-Remaining": components["headers"]["Remaining"];
+                "X-RateLimit-Reset": components["headers"]["Reset"];
                 [name: string]: unknown;
             };
             content: {
@@ -2965,10 +2937,10 @@ export interface components {
         "EnvelopeDatabasesItem.Created": {
             headers: {
                 RateLimit: components["headers"]["RateLimit"];
-                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
-                "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                "RateLimit-Policy": components["headers"]["Policy"];
+                "X-RateLimit-Limit": components["headers"]["Limit"];
+                "X-RateLimit-Remaining": components["headers"]["Remaining"];
+                "X-RateLimit-Reset": components["headers"]["Reset"];
                 [name: string]: unknown;
             };
             content: {
@@ -2979,10 +2951,10 @@ export interface components {
         EnvelopeDnsView: {
             headers: {
                 RateLimit: components["headers"]["RateLimit"];
-                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
-                "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                "RateLimit-Policy": components["headers"]["Policy"];
+                "X-RateLimit-Limit": components["headers"]["Limit"];
+                "X-RateLimit-Remaining": components["headers"]["Remaining"];
+                "X-RateLimit-Reset": components["headers"]["Reset"];
                 [name: string]: unknown;
             };
             content: {
@@ -2993,10 +2965,10 @@ export interface components {
         "EnvelopeDnsView.Created": {
             headers: {
                 RateLimit: components["headers"]["RateLimit"];
-                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
-                "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                "RateLimit-Policy": components["headers"]["Policy"];
+                "X-RateLimit-Limit": components["headers"]["Limit"];
+                "X-RateLimit-Remaining": components["headers"]["Remaining"];
+                "X-RateLimit-Reset": components["headers"]["Reset"];
                 [name: string]: unknown;
             };
             content: {
@@ -3007,10 +2979,10 @@ export interface components {
         EnvelopeEvent: {
             headers: {
                 RateLimit: components["headers"]["RateLimit"];
-                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
-                "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                "RateLimit-Policy": components["headers"]["Policy"];
+                "X-RateLimit-Limit": components["headers"]["Limit"];
+                "X-RateLimit-Remaining": components["headers"]["Remaining"];
+                "X-RateLimit-Reset": components["headers"]["Reset"];
                 [name: string]: unknown;
             };
             content: {
@@ -3027,13 +2999,27 @@ export interface components {
             };
         };
         /** @description OK */
+        EnvelopeListAikeysBucket: {
+            headers: {
+                RateLimit: components["headers"]["RateLimit"];
+                "RateLimit-Policy": components["headers"]["Policy"];
+                "X-RateLimit-Limit": components["headers"]["Limit"];
+                "X-RateLimit-Remaining": components["headers"]["Remaining"];
+                "X-RateLimit-Reset": components["headers"]["Reset"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["EnvelopeListAikeysBucket"];
+            };
+        };
+        /** @description OK */
         EnvelopeNoData: {
             headers: {
                 RateLimit: components["headers"]["RateLimit"];
-                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
-                "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                "RateLimit-Policy": components["headers"]["Policy"];
+                "X-RateLimit-Limit": components["headers"]["Limit"];
+                "X-RateLimit-Remaining": components["headers"]["Remaining"];
+                "X-RateLimit-Reset": components["headers"]["Reset"];
                 [name: string]: unknown;
             };
             content: {
@@ -3044,10 +3030,10 @@ export interface components {
         EnvelopeQueuesView: {
             headers: {
                 RateLimit: components["headers"]["RateLimit"];
-                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
-                "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                "RateLimit-Policy": components["headers"]["Policy"];
+                "X-RateLimit-Limit": components["headers"]["Limit"];
+                "X-RateLimit-Remaining": components["headers"]["Remaining"];
+                "X-RateLimit-Reset": components["headers"]["Reset"];
                 [name: string]: unknown;
             };
             content: {
@@ -3058,10 +3044,10 @@ export interface components {
         "EnvelopeQueuesView.Created": {
             headers: {
                 RateLimit: components["headers"]["RateLimit"];
-                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
-                "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                "RateLimit-Policy": components["headers"]["Policy"];
+                "X-RateLimit-Limit": components["headers"]["Limit"];
+                "X-RateLimit-Remaining": components["headers"]["Remaining"];
+                "X-RateLimit-Reset": components["headers"]["Reset"];
                 [name: string]: unknown;
             };
             content: {
@@ -3072,10 +3058,10 @@ export interface components {
         EnvelopeWfautoView: {
             headers: {
                 RateLimit: components["headers"]["RateLimit"];
-                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
-                "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                "RateLimit-Policy": components["headers"]["Policy"];
+                "X-RateLimit-Limit": components["headers"]["Limit"];
+                "X-RateLimit-Remaining": components["headers"]["Remaining"];
+                "X-RateLimit-Reset": components["headers"]["Reset"];
                 [name: string]: unknown;
             };
             content: {
@@ -3086,10 +3072,10 @@ export interface components {
         "EnvelopeWfautoView.Created": {
             headers: {
                 RateLimit: components["headers"]["RateLimit"];
-                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
-                "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                "RateLimit-Policy": components["headers"]["Policy"];
+                "X-RateLimit-Limit": components["headers"]["Limit"];
+                "X-RateLimit-Remaining": components["headers"]["Remaining"];
+                "X-RateLimit-Reset": components["headers"]["Reset"];
                 [name: string]: unknown;
             };
             content: {
@@ -3098,6 +3084,10 @@ export interface components {
         };
     };
     parameters: {
+        /** @description Makes a retry safe (Stripe's semantics): the first answer to a key is kept 24 hours per user and operation; a retry with the same key, path and body gets that answer again, with `Idempotent-Replayed: true`, and changes nothing. The same key with another path or body: 422; while the first request is still being answered: 409 (retry later). Answers refused before the operation ran (400, 401, 403, 429, 503) are not kept. 1 to 255 printable ASCII characters, e.g. a UUID. */
+        "Idempotency-Key": string;
+        from: string;
+        granularity: "hour" | "day";
         id: number;
         /** @description databaseInstanceId */
         "id.deleteAccessCredential": number;
@@ -3111,30 +3101,31 @@ export interface components {
         page: number;
         /** @description Items per page, at most 100. */
         pageSize: number;
+        to: string;
         userId: number;
     };
     requestBodies: never;
     headers: {
+        /** @description Hits allowed per window of the tightest limit that applied. */
+        Limit: number;
+        /**
+         * @description IETF draft: `<limit>;w=<window seconds>` of the tightest limit that applied.
+         * @example 100;w=60
+         */
+        Policy: string;
         /**
          * @description IETF draft: `limit=<n>, remaining=<n>, reset=<seconds>` of the tightest limit that applied.
          * @example limit=100, remaining=99, reset=60
          */
         RateLimit: string;
-        /**
-         * @description IETF draft: `<limit>;w=<window seconds>` of the tightest limit that applied.
-         * @example 100;w=60
-         */
-        "RateLimit-Policy": string;
+        /** @description Hits left in the current window of the tightest limit that applied. Hits other instances reserved count as spent. */
+        Remaining: number;
+        /** @description Seconds until the window resets of the tightest limit that applied. */
+        Reset: number;
         /** @description Seconds until the limit reached lets a request through. */
         "Retry-After": number;
         /** @description Seconds to wait; always sent with this 429. */
         "Retry-After.chatCompletions": number;
-        /** @description Hits allowed per window of the tightest limit that applied. */
-        "X-RateLimit-Limit": number;
-        /** @description Hits left in the current window of the tightest limit that applied. Hits other instances reserved count as spent. */
-        "X-RateLimit-Remaining": number;
-        /** @description Seconds until the window resets of the tightest limit that applied. */
-        "X-RateLimit-Reset": number;
     };
     pathItems: never;
 }
@@ -3159,10 +3150,10 @@ export interface operations {
             200: {
                 headers: {
                     RateLimit: components["headers"]["RateLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "RateLimit-Policy": components["headers"]["Policy"];
+                    "X-RateLimit-Limit": components["headers"]["Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3182,7 +3173,10 @@ export interface operations {
     createAccessCredential: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a retry safe (Stripe's semantics): the first answer to a key is kept 24 hours per user and operation; a retry with the same key, path and body gets that answer again, with `Idempotent-Replayed: true`, and changes nothing. The same key with another path or body: 422; while the first request is still being answered: 409 (retry later). Answers refused before the operation ran (400, 401, 403, 429, 503) are not kept. 1 to 255 printable ASCII characters, e.g. a UUID. */
+                "Idempotency-Key"?: components["parameters"]["Idempotency-Key"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -3196,10 +3190,10 @@ export interface operations {
             201: {
                 headers: {
                     RateLimit: components["headers"]["RateLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "RateLimit-Policy": components["headers"]["Policy"];
+                    "X-RateLimit-Limit": components["headers"]["Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3213,6 +3207,7 @@ export interface operations {
             409: components["responses"]["409"];
             413: components["responses"]["413"];
             415: components["responses"]["415"];
+            422: components["responses"]["422"];
             429: components["responses"]["429"];
             500: components["responses"]["500"];
             502: components["responses"]["502"];
@@ -3246,7 +3241,10 @@ export interface operations {
     rotateAccessCredential: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a retry safe (Stripe's semantics): the first answer to a key is kept 24 hours per user and operation; a retry with the same key, path and body gets that answer again, with `Idempotent-Replayed: true`, and changes nothing. The same key with another path or body: 422; while the first request is still being answered: 409 (retry later). Answers refused before the operation ran (400, 401, 403, 429, 503) are not kept. 1 to 255 printable ASCII characters, e.g. a UUID. */
+                "Idempotency-Key"?: components["parameters"]["Idempotency-Key"];
+            };
             path: {
                 id: components["parameters"]["id"];
             };
@@ -3266,6 +3264,7 @@ export interface operations {
             409: components["responses"]["409"];
             413: components["responses"]["413"];
             415: components["responses"]["415"];
+            422: components["responses"]["422"];
             429: components["responses"]["429"];
             500: components["responses"]["500"];
             502: components["responses"]["502"];
@@ -3315,10 +3314,10 @@ export interface operations {
             200: {
                 headers: {
                     RateLimit: components["headers"]["RateLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "RateLimit-Policy": components["headers"]["Policy"];
+                    "X-RateLimit-Limit": components["headers"]["Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3329,7 +3328,7 @@ export interface operations {
             401: components["responses"]["401.completeMfa"];
             413: components["responses"]["413"];
             415: components["responses"]["415"];
-            /** @description Past `RateLimit:AiGenerate` for this key, or the upstream's own 429 (its `Retry-After`, without our rate-limit headers). */
+            /** @description Past `RateLimit:AiGenerate` or the key's budget, or the upstream's own 429 (its `Retry-After`, without our rate-limit headers). */
             429: {
                 headers: {
                     RateLimit?: string;
@@ -3371,10 +3370,10 @@ export interface operations {
             200: {
                 headers: {
                     RateLimit: components["headers"]["RateLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "RateLimit-Policy": components["headers"]["Policy"];
+                    "X-RateLimit-Limit": components["headers"]["Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3382,7 +3381,7 @@ export interface operations {
                     "text/event-stream": string;
                 };
             };
-            /** @description A malformed body: not a JSON object, `messages` missing or empty, a member of the wrong type (`invalid_type`), not UTF-8 (`invalid_utf8`), a duplicate member (`duplicate_member`); or the upstream's 400, relayed. */
+            /** @description A malformed body: not a JSON object, `messages` missing or empty, a member of the wrong type (`invalid_type`), not UTF-8 (`invalid_utf8`), a duplicate member (`duplicate_member`); a model or `n` past the caps; or the upstream's 400, relayed. */
             400: components["responses"]["AikeysOpenAIErrorDoc"];
             /** @description Bad, revoked, expired or ambiguous key (`invalid_api_key`). */
             401: components["responses"]["AikeysOpenAIErrorDoc"];
@@ -3396,7 +3395,7 @@ export interface operations {
             415: components["responses"]["AikeysOpenAIErrorDoc"];
             /** @description The upstream's own 422 with a JSON error, relayed. */
             422: components["responses"]["AikeysOpenAIErrorDoc"];
-            /** @description The per-key or per-IP rate limit, or the upstream's 429, relayed with its `Retry-After` and without our rate-limit headers. */
+            /** @description The per-key or per-IP rate limit, the key's budget (`budget_exceeded`), or the upstream's 429, relayed with its `Retry-After` and without our rate-limit headers. */
             429: {
                 headers: {
                     RateLimit?: string;
@@ -3444,10 +3443,10 @@ export interface operations {
             200: {
                 headers: {
                     RateLimit: components["headers"]["RateLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "RateLimit-Policy": components["headers"]["Policy"];
+                    "X-RateLimit-Limit": components["headers"]["Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3481,10 +3480,10 @@ export interface operations {
             201: {
                 headers: {
                     RateLimit: components["headers"]["RateLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "RateLimit-Policy": components["headers"]["Policy"];
+                    "X-RateLimit-Limit": components["headers"]["Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3589,8 +3588,10 @@ export interface operations {
                 provider: string;
             };
             cookie?: {
-                /** @description The signed flow cookie set by the login route. */
+                /** @description The signed flow cookie set by the login route (Server:PublicUrl http). */
                 oauth_flow?: string;
+                /** @description The same cookie when Server:PublicUrl is https. */
+                "__Host-oauth_flow"?: string;
             };
         };
         requestBody?: never;
@@ -3644,10 +3645,10 @@ export interface operations {
             200: {
                 headers: {
                     RateLimit: components["headers"]["RateLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "RateLimit-Policy": components["headers"]["Policy"];
+                    "X-RateLimit-Limit": components["headers"]["Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3659,7 +3660,7 @@ export interface operations {
             401: components["responses"]["401.completeMfa"];
             413: components["responses"]["413"];
             415: components["responses"]["415"];
-            /** @description `RateLimit:Login` (per IP and email) reached, or the lockout holds this attempt back. */
+            /** @description `RateLimit:LoginPerIp` (per IP) or `RateLimit:Login` (per IP and email) reached, or the lockout holds this attempt back. */
             429: components["responses"]["429"];
             500: components["responses"]["500"];
             503: components["responses"]["503"];
@@ -3668,7 +3669,7 @@ export interface operations {
     oauthLogin: {
         parameters: {
             query?: {
-                /** @description Where the frontend wants to land after sign-in; kept only when its origin is one of Frontend:Origins, else ignored. */
+                /** @description Where the frontend wants to land after sign-in; kept only when its origin is one of Frontend:Origins and its path one of Frontend:ReturnPaths (no encoded slash, dot segment or //), else ignored. */
                 returnUrl?: string;
             };
             header?: never;
@@ -3778,10 +3779,10 @@ export interface operations {
             201: {
                 headers: {
                     RateLimit: components["headers"]["RateLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "RateLimit-Policy": components["headers"]["Policy"];
+                    "X-RateLimit-Limit": components["headers"]["Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3842,10 +3843,10 @@ export interface operations {
             200: {
                 headers: {
                     RateLimit: components["headers"]["RateLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "RateLimit-Policy": components["headers"]["Policy"];
+                    "X-RateLimit-Limit": components["headers"]["Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3865,7 +3866,10 @@ export interface operations {
     createDatabaseInstance: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a retry safe (Stripe's semantics): the first answer to a key is kept 24 hours per user and operation; a retry with the same key, path and body gets that answer again, with `Idempotent-Replayed: true`, and changes nothing. The same key with another path or body: 422; while the first request is still being answered: 409 (retry later). Answers refused before the operation ran (400, 401, 403, 429, 503) are not kept. 1 to 255 printable ASCII characters, e.g. a UUID. */
+                "Idempotency-Key"?: components["parameters"]["Idempotency-Key"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -3880,8 +3884,10 @@ export interface operations {
             401: components["responses"]["401"];
             403: components["responses"]["403"];
             404: components["responses"]["404"];
+            409: components["responses"]["409"];
             413: components["responses"]["413"];
             415: components["responses"]["415"];
+            422: components["responses"]["422"];
             429: components["responses"]["429"];
             500: components["responses"]["500"];
             502: components["responses"]["502"];
@@ -3986,10 +3992,10 @@ export interface operations {
             200: {
                 headers: {
                     RateLimit: components["headers"]["RateLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "RateLimit-Policy": components["headers"]["Policy"];
+                    "X-RateLimit-Limit": components["headers"]["Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4009,7 +4015,10 @@ export interface operations {
     createDnsRecord: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a retry safe (Stripe's semantics): the first answer to a key is kept 24 hours per user and operation; a retry with the same key, path and body gets that answer again, with `Idempotent-Replayed: true`, and changes nothing. The same key with another path or body: 422; while the first request is still being answered: 409 (retry later). Answers refused before the operation ran (400, 401, 403, 429, 503) are not kept. 1 to 255 printable ASCII characters, e.g. a UUID. */
+                "Idempotency-Key"?: components["parameters"]["Idempotency-Key"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -4027,6 +4036,7 @@ export interface operations {
             409: components["responses"]["409"];
             413: components["responses"]["413"];
             415: components["responses"]["415"];
+            422: components["responses"]["422"];
             429: components["responses"]["429"];
             500: components["responses"]["500"];
             502: components["responses"]["502.createDnsRecord"];
@@ -4059,7 +4069,10 @@ export interface operations {
     retryDnsRecord: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a retry safe (Stripe's semantics): the first answer to a key is kept 24 hours per user and operation; a retry with the same key, path and body gets that answer again, with `Idempotent-Replayed: true`, and changes nothing. The same key with another path or body: 422; while the first request is still being answered: 409 (retry later). Answers refused before the operation ran (400, 401, 403, 429, 503) are not kept. 1 to 255 printable ASCII characters, e.g. a UUID. */
+                "Idempotency-Key"?: components["parameters"]["Idempotency-Key"];
+            };
             path: {
                 id: components["parameters"]["id"];
             };
@@ -4075,6 +4088,7 @@ export interface operations {
             409: components["responses"]["409"];
             413: components["responses"]["413"];
             415: components["responses"]["415"];
+            422: components["responses"]["422"];
             429: components["responses"]["429"];
             500: components["responses"]["500"];
             502: components["responses"]["502.createDnsRecord"];
@@ -4094,10 +4108,10 @@ export interface operations {
             200: {
                 headers: {
                     RateLimit: components["headers"]["RateLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "RateLimit-Policy": components["headers"]["Policy"];
+                    "X-RateLimit-Limit": components["headers"]["Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4125,10 +4139,10 @@ export interface operations {
             200: {
                 headers: {
                     RateLimit: components["headers"]["RateLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "RateLimit-Policy": components["headers"]["Policy"];
+                    "X-RateLimit-Limit": components["headers"]["Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4157,10 +4171,10 @@ export interface operations {
             200: {
                 headers: {
                     RateLimit: components["headers"]["RateLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "RateLimit-Policy": components["headers"]["Policy"];
+                    "X-RateLimit-Limit": components["headers"]["Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4179,7 +4193,10 @@ export interface operations {
     createMyAiKey: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a retry safe (Stripe's semantics): the first answer to a key is kept 24 hours per user and operation; a retry with the same key, path and body gets that answer again, with `Idempotent-Replayed: true`, and changes nothing. The same key with another path or body: 422; while the first request is still being answered: 409 (retry later). Answers refused before the operation ran (400, 401, 403, 429, 503) are not kept. 1 to 255 printable ASCII characters, e.g. a UUID. */
+                "Idempotency-Key"?: components["parameters"]["Idempotency-Key"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -4193,10 +4210,10 @@ export interface operations {
             201: {
                 headers: {
                     RateLimit: components["headers"]["RateLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "RateLimit-Policy": components["headers"]["Policy"];
+                    "X-RateLimit-Limit": components["headers"]["Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4208,6 +4225,7 @@ export interface operations {
             409: components["responses"]["409"];
             413: components["responses"]["413"];
             415: components["responses"]["415"];
+            422: components["responses"]["422"];
             429: components["responses"]["429"];
             500: components["responses"]["500"];
             503: components["responses"]["503"];
@@ -4236,10 +4254,40 @@ export interface operations {
             503: components["responses"]["503"];
         };
     };
-    rotateMyAiKey: {
+    setMyAiKeyPolicy: {
         parameters: {
             query?: never;
             header?: never;
+            path: {
+                id: components["parameters"]["id"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["AikeysPolicyBody"];
+            };
+        };
+        responses: {
+            200: components["responses"]["EnvelopeAikeysView"];
+            400: components["responses"]["400"];
+            401: components["responses"]["401"];
+            404: components["responses"]["404"];
+            409: components["responses"]["409"];
+            413: components["responses"]["413"];
+            415: components["responses"]["415"];
+            429: components["responses"]["429"];
+            500: components["responses"]["500"];
+            503: components["responses"]["503"];
+        };
+    };
+    rotateMyAiKey: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes a retry safe (Stripe's semantics): the first answer to a key is kept 24 hours per user and operation; a retry with the same key, path and body gets that answer again, with `Idempotent-Replayed: true`, and changes nothing. The same key with another path or body: 422; while the first request is still being answered: 409 (retry later). Answers refused before the operation ran (400, 401, 403, 429, 503) are not kept. 1 to 255 printable ASCII characters, e.g. a UUID. */
+                "Idempotency-Key"?: components["parameters"]["Idempotency-Key"];
+            };
             path: {
                 id: components["parameters"]["id"];
             };
@@ -4256,6 +4304,33 @@ export interface operations {
             401: components["responses"]["401"];
             404: components["responses"]["404"];
             409: components["responses"]["409"];
+            413: components["responses"]["413"];
+            415: components["responses"]["415"];
+            422: components["responses"]["422"];
+            429: components["responses"]["429"];
+            500: components["responses"]["500"];
+            503: components["responses"]["503"];
+        };
+    };
+    getMyAiKeyUsage: {
+        parameters: {
+            query?: {
+                from?: components["parameters"]["from"];
+                to?: components["parameters"]["to"];
+                granularity?: components["parameters"]["granularity"];
+            };
+            header?: never;
+            path: {
+                id: components["parameters"]["id"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: components["responses"]["EnvelopeListAikeysBucket"];
+            400: components["responses"]["400"];
+            401: components["responses"]["401"];
+            404: components["responses"]["404"];
             413: components["responses"]["413"];
             415: components["responses"]["415"];
             429: components["responses"]["429"];
@@ -4276,10 +4351,10 @@ export interface operations {
             200: {
                 headers: {
                     RateLimit: components["headers"]["RateLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "RateLimit-Policy": components["headers"]["Policy"];
+                    "X-RateLimit-Limit": components["headers"]["Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4298,7 +4373,10 @@ export interface operations {
     createMyDatabase: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a retry safe (Stripe's semantics): the first answer to a key is kept 24 hours per user and operation; a retry with the same key, path and body gets that answer again, with `Idempotent-Replayed: true`, and changes nothing. The same key with another path or body: 422; while the first request is still being answered: 409 (retry later). Answers refused before the operation ran (400, 401, 403, 429, 503) are not kept. 1 to 255 printable ASCII characters, e.g. a UUID. */
+                "Idempotency-Key"?: components["parameters"]["Idempotency-Key"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -4314,6 +4392,7 @@ export interface operations {
             409: components["responses"]["409"];
             413: components["responses"]["413"];
             415: components["responses"]["415"];
+            422: components["responses"]["422"];
             429: components["responses"]["429"];
             500: components["responses"]["500"];
             502: components["responses"]["502"];
@@ -4361,10 +4440,10 @@ export interface operations {
             200: {
                 headers: {
                     RateLimit: components["headers"]["RateLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "RateLimit-Policy": components["headers"]["Policy"];
+                    "X-RateLimit-Limit": components["headers"]["Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4375,7 +4454,7 @@ export interface operations {
             401: components["responses"]["401"];
             403: components["responses"]["403"];
             404: components["responses"]["404"];
-            /** @description The database is Provisioning, Failed or Deleting (no `Retry-After`: it depends on the database, read it again), or its owner password is being changed on the engine (with `Retry-After`). */
+            /** @description Provisioning, Failed or Deleting; or, with `Retry-After`, its password is being changed on the engine. */
             409: {
                 headers: {
                     RateLimit?: string;
@@ -4401,7 +4480,10 @@ export interface operations {
     pauseMyDatabase: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a retry safe (Stripe's semantics): the first answer to a key is kept 24 hours per user and operation; a retry with the same key, path and body gets that answer again, with `Idempotent-Replayed: true`, and changes nothing. The same key with another path or body: 422; while the first request is still being answered: 409 (retry later). Answers refused before the operation ran (400, 401, 403, 429, 503) are not kept. 1 to 255 printable ASCII characters, e.g. a UUID. */
+                "Idempotency-Key"?: components["parameters"]["Idempotency-Key"];
+            };
             path: {
                 /** @description databaseInstanceId */
                 id: components["parameters"]["id.deleteAccessCredential"];
@@ -4417,6 +4499,7 @@ export interface operations {
             409: components["responses"]["409"];
             413: components["responses"]["413"];
             415: components["responses"]["415"];
+            422: components["responses"]["422"];
             429: components["responses"]["429"];
             500: components["responses"]["500"];
             502: components["responses"]["502"];
@@ -4426,7 +4509,10 @@ export interface operations {
     resumeMyDatabase: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a retry safe (Stripe's semantics): the first answer to a key is kept 24 hours per user and operation; a retry with the same key, path and body gets that answer again, with `Idempotent-Replayed: true`, and changes nothing. The same key with another path or body: 422; while the first request is still being answered: 409 (retry later). Answers refused before the operation ran (400, 401, 403, 429, 503) are not kept. 1 to 255 printable ASCII characters, e.g. a UUID. */
+                "Idempotency-Key"?: components["parameters"]["Idempotency-Key"];
+            };
             path: {
                 /** @description databaseInstanceId */
                 id: components["parameters"]["id.deleteAccessCredential"];
@@ -4442,6 +4528,7 @@ export interface operations {
             409: components["responses"]["409"];
             413: components["responses"]["413"];
             415: components["responses"]["415"];
+            422: components["responses"]["422"];
             429: components["responses"]["429"];
             500: components["responses"]["500"];
             502: components["responses"]["502"];
@@ -4461,10 +4548,10 @@ export interface operations {
             200: {
                 headers: {
                     RateLimit: components["headers"]["RateLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "RateLimit-Policy": components["headers"]["Policy"];
+                    "X-RateLimit-Limit": components["headers"]["Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4483,7 +4570,10 @@ export interface operations {
     createMyDnsRecord: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a retry safe (Stripe's semantics): the first answer to a key is kept 24 hours per user and operation; a retry with the same key, path and body gets that answer again, with `Idempotent-Replayed: true`, and changes nothing. The same key with another path or body: 422; while the first request is still being answered: 409 (retry later). Answers refused before the operation ran (400, 401, 403, 429, 503) are not kept. 1 to 255 printable ASCII characters, e.g. a UUID. */
+                "Idempotency-Key"?: components["parameters"]["Idempotency-Key"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -4499,6 +4589,7 @@ export interface operations {
             409: components["responses"]["409"];
             413: components["responses"]["413"];
             415: components["responses"]["415"];
+            422: components["responses"]["422"];
             429: components["responses"]["429"];
             500: components["responses"]["500"];
             502: components["responses"]["502.createDnsRecord"];
@@ -4546,10 +4637,10 @@ export interface operations {
             200: {
                 headers: {
                     RateLimit: components["headers"]["RateLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "RateLimit-Policy": components["headers"]["Policy"];
+                    "X-RateLimit-Limit": components["headers"]["Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4583,10 +4674,10 @@ export interface operations {
             201: {
                 headers: {
                     RateLimit: components["headers"]["RateLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "RateLimit-Policy": components["headers"]["Policy"];
+                    "X-RateLimit-Limit": components["headers"]["Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4644,10 +4735,10 @@ export interface operations {
             200: {
                 headers: {
                     RateLimit: components["headers"]["RateLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "RateLimit-Policy": components["headers"]["Policy"];
+                    "X-RateLimit-Limit": components["headers"]["Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4677,10 +4768,10 @@ export interface operations {
             200: {
                 headers: {
                     RateLimit: components["headers"]["RateLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "RateLimit-Policy": components["headers"]["Policy"];
+                    "X-RateLimit-Limit": components["headers"]["Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4759,10 +4850,10 @@ export interface operations {
             200: {
                 headers: {
                     RateLimit: components["headers"]["RateLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "RateLimit-Policy": components["headers"]["Policy"];
+                    "X-RateLimit-Limit": components["headers"]["Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4794,10 +4885,10 @@ export interface operations {
             200: {
                 headers: {
                     RateLimit: components["headers"]["RateLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "RateLimit-Policy": components["headers"]["Policy"];
+                    "X-RateLimit-Limit": components["headers"]["Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4868,10 +4959,10 @@ export interface operations {
             200: {
                 headers: {
                     RateLimit: components["headers"]["RateLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "RateLimit-Policy": components["headers"]["Policy"];
+                    "X-RateLimit-Limit": components["headers"]["Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4890,7 +4981,10 @@ export interface operations {
     provisionMyWfautoAccount: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a retry safe (Stripe's semantics): the first answer to a key is kept 24 hours per user and operation; a retry with the same key, path and body gets that answer again, with `Idempotent-Replayed: true`, and changes nothing. The same key with another path or body: 422; while the first request is still being answered: 409 (retry later). Answers refused before the operation ran (400, 401, 403, 429, 503) are not kept. 1 to 255 printable ASCII characters, e.g. a UUID. */
+                "Idempotency-Key"?: components["parameters"]["Idempotency-Key"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -4906,6 +5000,7 @@ export interface operations {
             409: components["responses"]["409"];
             413: components["responses"]["413"];
             415: components["responses"]["415"];
+            422: components["responses"]["422"];
             429: components["responses"]["429"];
             500: components["responses"]["500"];
             502: components["responses"]["502.provisionMyWfautoAccount"];
@@ -4925,10 +5020,10 @@ export interface operations {
             200: {
                 headers: {
                     RateLimit: components["headers"]["RateLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "RateLimit-Policy": components["headers"]["Policy"];
+                    "X-RateLimit-Limit": components["headers"]["Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4963,10 +5058,10 @@ export interface operations {
             200: {
                 headers: {
                     RateLimit: components["headers"]["RateLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "RateLimit-Policy": components["headers"]["Policy"];
+                    "X-RateLimit-Limit": components["headers"]["Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5104,10 +5199,10 @@ export interface operations {
             200: {
                 headers: {
                     RateLimit: components["headers"]["RateLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "RateLimit-Policy": components["headers"]["Policy"];
+                    "X-RateLimit-Limit": components["headers"]["Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5141,10 +5236,10 @@ export interface operations {
             201: {
                 headers: {
                     RateLimit: components["headers"]["RateLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "RateLimit-Policy": components["headers"]["Policy"];
+                    "X-RateLimit-Limit": components["headers"]["Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5239,6 +5334,32 @@ export interface operations {
             503: components["responses"]["503"];
         };
     };
+    getUserAiUsage: {
+        parameters: {
+            query?: {
+                from?: components["parameters"]["from"];
+                to?: components["parameters"]["to"];
+                granularity?: components["parameters"]["granularity"];
+            };
+            header?: never;
+            path: {
+                id: components["parameters"]["id"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: components["responses"]["EnvelopeListAikeysBucket"];
+            400: components["responses"]["400"];
+            401: components["responses"]["401"];
+            403: components["responses"]["403"];
+            413: components["responses"]["413"];
+            415: components["responses"]["415"];
+            429: components["responses"]["429"];
+            500: components["responses"]["500"];
+            503: components["responses"]["503"];
+        };
+    };
     listUserSessions: {
         parameters: {
             query?: {
@@ -5260,10 +5381,10 @@ export interface operations {
             200: {
                 headers: {
                     RateLimit: components["headers"]["RateLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "RateLimit-Policy": components["headers"]["Policy"];
+                    "X-RateLimit-Limit": components["headers"]["Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5320,10 +5441,10 @@ export interface operations {
             200: {
                 headers: {
                     RateLimit: components["headers"]["RateLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "RateLimit-Policy": components["headers"]["Policy"];
+                    "X-RateLimit-Limit": components["headers"]["Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5361,10 +5482,10 @@ export interface operations {
             200: {
                 headers: {
                     RateLimit: components["headers"]["RateLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "RateLimit-Policy": components["headers"]["Policy"];
+                    "X-RateLimit-Limit": components["headers"]["Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5384,7 +5505,10 @@ export interface operations {
     provisionWfautoAccount: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a retry safe (Stripe's semantics): the first answer to a key is kept 24 hours per user and operation; a retry with the same key, path and body gets that answer again, with `Idempotent-Replayed: true`, and changes nothing. The same key with another path or body: 422; while the first request is still being answered: 409 (retry later). Answers refused before the operation ran (400, 401, 403, 429, 503) are not kept. 1 to 255 printable ASCII characters, e.g. a UUID. */
+                "Idempotency-Key"?: components["parameters"]["Idempotency-Key"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -5402,6 +5526,7 @@ export interface operations {
             409: components["responses"]["409"];
             413: components["responses"]["413"];
             415: components["responses"]["415"];
+            422: components["responses"]["422"];
             429: components["responses"]["429"];
             500: components["responses"]["500"];
             502: components["responses"]["502.provisionMyWfautoAccount"];
@@ -5434,7 +5559,10 @@ export interface operations {
     retryWfautoAccount: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a retry safe (Stripe's semantics): the first answer to a key is kept 24 hours per user and operation; a retry with the same key, path and body gets that answer again, with `Idempotent-Replayed: true`, and changes nothing. The same key with another path or body: 422; while the first request is still being answered: 409 (retry later). Answers refused before the operation ran (400, 401, 403, 429, 503) are not kept. 1 to 255 printable ASCII characters, e.g. a UUID. */
+                "Idempotency-Key"?: components["parameters"]["Idempotency-Key"];
+            };
             path: {
                 id: components["parameters"]["id"];
             };
@@ -5450,6 +5578,7 @@ export interface operations {
             409: components["responses"]["409"];
             413: components["responses"]["413"];
             415: components["responses"]["415"];
+            422: components["responses"]["422"];
             429: components["responses"]["429"];
             500: components["responses"]["500"];
             502: components["responses"]["502.provisionMyWfautoAccount"];
@@ -5492,6 +5621,15 @@ export interface operations {
                 };
             };
             400: components["responses"]["400.healthz"];
+            /** @description Any other client: answered as a path no route takes. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             413: components["responses"]["413.healthz"];
             415: components["responses"]["415.healthz"];
         };

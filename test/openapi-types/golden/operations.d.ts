@@ -240,19 +240,25 @@ export interface components {
         } & {
             [key: string]: unknown;
         };
-        EnvelopeAuthResult: {
-            data: components["schemas"]["AuthResult"];
+        EnvelopeAuthLoginResult: {
+            data: components["schemas"]["AuthLoginResult"];
             message: string;
             success: boolean;
         };
-        AuthResult: {
-            accessToken: string;
-            expiresAt: string;
-            provider: string;
-            token: string;
-            tokenType: string;
-            user: components["schemas"]["AuthUserView"];
-            userId: number;
+        AuthLoginResult: {
+            accessToken?: string;
+            expiresAt?: string;
+            mfaExpiresAt?: string;
+            mfaRequired: boolean;
+            mfaToken?: string;
+            provider?: string;
+            refreshExpiresAt?: string;
+            refreshToken?: string;
+            sessionId?: number;
+            token?: string;
+            tokenType?: string;
+            user?: components["schemas"]["AuthUserView"];
+            userId?: number;
         };
         AuthUserView: {
             createdAt: string;
@@ -334,10 +340,324 @@ export interface components {
             redis: "ok" | "down" | "disabled";
         };
     };
-    responses: never;
-    parameters: never;
+    responses: {
+        302: {
+            headers: {
+                "Cache-Control"?: string;
+                Location?: string;
+                RateLimit: components["headers"]["RateLimit"];
+                "RateLimit-Policy": components["headers"]["Policy"];
+                "Set-Cookie"?: string;
+                "X-RateLimit-Limit": components["headers"]["Limit"];
+                "X-RateLimit-Remaining": components["headers"]["Remaining"];
+                "X-RateLimit-Reset": components["headers"]["Reset"];
+                [name: string]: unknown;
+            };
+            content?: never;
+        };
+        400: {
+            headers: {
+                RateLimit?: string;
+                "RateLimit-Policy"?: string;
+                "X-RateLimit-Limit"?: number;
+                "X-RateLimit-Remaining"?: number;
+                "X-RateLimit-Reset"?: number;
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        401: {
+            headers: {
+                RateLimit?: string;
+                "RateLimit-Policy"?: string;
+                "WWW-Authenticate"?: string;
+                "X-RateLimit-Limit"?: number;
+                "X-RateLimit-Remaining"?: number;
+                "X-RateLimit-Reset"?: number;
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        403: {
+            headers: {
+                RateLimit?: string;
+                "RateLimit-Policy"?: string;
+                "X-RateLimit-Limit"?: number;
+                "X-RateLimit-Remaining"?: number;
+                "X-RateLimit-Reset"?: number;
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        404: {
+            headers: {
+                RateLimit?: string;
+                "RateLimit-Policy"?: string;
+                "X-RateLimit-Limit"?: number;
+                "X-RateLimit-Remaining"?: number;
+                "X-RateLimit-Reset"?: number;
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        409: {
+            headers: {
+                RateLimit?: string;
+                "RateLimit-Policy"?: string;
+                "X-RateLimit-Limit"?: number;
+                "X-RateLimit-Remaining"?: number;
+                "X-RateLimit-Reset"?: number;
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        413: {
+            headers: {
+                RateLimit?: string;
+                "RateLimit-Policy"?: string;
+                "X-RateLimit-Limit"?: number;
+                "X-RateLimit-Remaining"?: number;
+                "X-RateLimit-Reset"?: number;
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        415: {
+            headers: {
+                RateLimit?: string;
+                "RateLimit-Policy"?: string;
+                "X-RateLimit-Limit"?: number;
+                "X-RateLimit-Remaining"?: number;
+                "X-RateLimit-Reset"?: number;
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        422: {
+            headers: {
+                RateLimit?: string;
+                "RateLimit-Policy"?: string;
+                "X-RateLimit-Limit"?: number;
+                "X-RateLimit-Remaining"?: number;
+                "X-RateLimit-Reset"?: number;
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        429: {
+            headers: {
+                RateLimit?: string;
+                "RateLimit-Policy"?: string;
+                "Retry-After": components["headers"]["Retry-After"];
+                "X-RateLimit-Limit"?: number;
+                "X-RateLimit-Remaining"?: number;
+                "X-RateLimit-Reset"?: number;
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        500: {
+            headers: {
+                RateLimit?: string;
+                "RateLimit-Policy"?: string;
+                "X-RateLimit-Limit"?: number;
+                "X-RateLimit-Remaining"?: number;
+                "X-RateLimit-Reset"?: number;
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        502: {
+            headers: {
+                RateLimit?: string;
+                "RateLimit-Policy"?: string;
+                "X-RateLimit-Limit"?: number;
+                "X-RateLimit-Remaining"?: number;
+                "X-RateLimit-Reset"?: number;
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        503: {
+            headers: {
+                RateLimit?: string;
+                "RateLimit-Policy"?: string;
+                "Retry-After"?: number;
+                "X-RateLimit-Limit"?: number;
+                "X-RateLimit-Remaining"?: number;
+                "X-RateLimit-Reset"?: number;
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        "EnvelopeDatabasesItem.Created": {
+            headers: {
+                RateLimit: components["headers"]["RateLimit"];
+                "RateLimit-Policy": components["headers"]["Policy"];
+                "X-RateLimit-Limit": components["headers"]["Limit"];
+                "X-RateLimit-Remaining": components["headers"]["Remaining"];
+                "X-RateLimit-Reset": components["headers"]["Reset"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["EnvelopeDatabasesItem"];
+            };
+        };
+        EnvelopeDatabasesItem: {
+            headers: {
+                RateLimit: components["headers"]["RateLimit"];
+                "RateLimit-Policy": components["headers"]["Policy"];
+                "X-RateLimit-Limit": components["headers"]["Limit"];
+                "X-RateLimit-Remaining": components["headers"]["Remaining"];
+                "X-RateLimit-Reset": components["headers"]["Reset"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["EnvelopeDatabasesItem"];
+            };
+        };
+        "EnvelopeDnsView.Created": {
+            headers: {
+                RateLimit: components["headers"]["RateLimit"];
+                "RateLimit-Policy": components["headers"]["Policy"];
+                "X-RateLimit-Limit": components["headers"]["Limit"];
+                "X-RateLimit-Remaining": components["headers"]["Remaining"];
+                "X-RateLimit-Reset": components["headers"]["Reset"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["EnvelopeDnsView"];
+            };
+        };
+        "502.createDnsRecord": {
+            headers: {
+                RateLimit?: string;
+                "RateLimit-Policy"?: string;
+                "Retry-After"?: number;
+                "X-RateLimit-Limit"?: number;
+                "X-RateLimit-Remaining"?: number;
+                "X-RateLimit-Reset"?: number;
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        "401.completeMfa": {
+            headers: {
+                RateLimit?: string;
+                "RateLimit-Policy"?: string;
+                "X-RateLimit-Limit"?: number;
+                "X-RateLimit-Remaining"?: number;
+                "X-RateLimit-Reset"?: number;
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        AikeysOpenAIErrorDoc: {
+            headers: {
+                RateLimit?: string;
+                "RateLimit-Policy"?: string;
+                "X-RateLimit-Limit"?: number;
+                "X-RateLimit-Remaining"?: number;
+                "X-RateLimit-Reset"?: number;
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["AikeysOpenAIErrorDoc"];
+            };
+        };
+        EnvelopeHealth: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["EnvelopeHealth"];
+            };
+        };
+        "400.healthz": {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        "413.healthz": {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        "415.healthz": {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        "500.healthz": {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        "503.healthz": {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+    };
+    parameters: {
+        "Idempotency-Key": string;
+        "id.deleteAccessCredential": number;
+        page: number;
+        pageSize: number;
+    };
     requestBodies: never;
-    headers: never;
+    headers: {
+        RateLimit: string;
+        Policy: string;
+        Limit: number;
+        Remaining: number;
+        Reset: number;
+        "Retry-After": number;
+        "Retry-After.chatCompletions": number;
+    };
     pathItems: never;
 }
 export type $defs = Record<string, never>;
@@ -353,117 +673,32 @@ export interface operations {
         responses: {
             200: {
                 headers: {
-                    RateLimit: string;
-                    "RateLimit-Policy": string;
-                    "X-RateLimit-Limit": number;
-                    "X-RateLimit-Remaining": number;
-                    "X-RateLimit-Reset": number;
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["Policy"];
+                    "X-RateLimit-Limit": components["headers"]["Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["Reset"];
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": components["schemas"]["EnvelopeListDatabasesItem"];
                 };
             };
-            400: {
-                headers: {
-                    RateLimit?: string;
-                    "RateLimit-Policy"?: string;
-                    "X-RateLimit-Limit"?: number;
-                    "X-RateLimit-Remaining"?: number;
-                    "X-RateLimit-Reset"?: number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            401: {
-                headers: {
-                    RateLimit?: string;
-                    "RateLimit-Policy"?: string;
-                    "WWW-Authenticate"?: string;
-                    "X-RateLimit-Limit"?: number;
-                    "X-RateLimit-Remaining"?: number;
-                    "X-RateLimit-Reset"?: number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            413: {
-                headers: {
-                    RateLimit?: string;
-                    "RateLimit-Policy"?: string;
-                    "X-RateLimit-Limit"?: number;
-                    "X-RateLimit-Remaining"?: number;
-                    "X-RateLimit-Reset"?: number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            415: {
-                headers: {
-                    RateLimit?: string;
-                    "RateLimit-Policy"?: string;
-                    "X-RateLimit-Limit"?: number;
-                    "X-RateLimit-Remaining"?: number;
-                    "X-RateLimit-Reset"?: number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            429: {
-                headers: {
-                    RateLimit?: string;
-                    "RateLimit-Policy"?: string;
-                    "Retry-After": number;
-                    "X-RateLimit-Limit"?: number;
-                    "X-RateLimit-Remaining"?: number;
-                    "X-RateLimit-Reset"?: number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            500: {
-                headers: {
-                    RateLimit?: string;
-                    "RateLimit-Policy"?: string;
-                    "X-RateLimit-Limit"?: number;
-                    "X-RateLimit-Remaining"?: number;
-                    "X-RateLimit-Reset"?: number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            503: {
-                headers: {
-                    RateLimit?: string;
-                    "RateLimit-Policy"?: string;
-                    "Retry-After"?: number;
-                    "X-RateLimit-Limit"?: number;
-                    "X-RateLimit-Remaining"?: number;
-                    "X-RateLimit-Reset"?: number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
+            400: components["responses"]["400"];
+            401: components["responses"]["401"];
+            413: components["responses"]["413"];
+            415: components["responses"]["415"];
+            429: components["responses"]["429"];
+            500: components["responses"]["500"];
+            503: components["responses"]["503"];
         };
     };
     createMyDatabase: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                "Idempotency-Key"?: components["parameters"]["Idempotency-Key"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -473,139 +708,17 @@ export interface operations {
             };
         };
         responses: {
-            201: {
-                headers: {
-                    RateLimit: string;
-                    "RateLimit-Policy": string;
-                    "X-RateLimit-Limit": number;
-                    "X-RateLimit-Remaining": number;
-                    "X-RateLimit-Reset": number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["EnvelopeDatabasesItem"];
-                };
-            };
-            400: {
-                headers: {
-                    RateLimit?: string;
-                    "RateLimit-Policy"?: string;
-                    "X-RateLimit-Limit"?: number;
-                    "X-RateLimit-Remaining"?: number;
-                    "X-RateLimit-Reset"?: number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            401: {
-                headers: {
-                    RateLimit?: string;
-                    "RateLimit-Policy"?: string;
-                    "WWW-Authenticate"?: string;
-                    "X-RateLimit-Limit"?: number;
-                    "X-RateLimit-Remaining"?: number;
-                    "X-RateLimit-Reset"?: number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            409: {
-                headers: {
-                    RateLimit?: string;
-                    "RateLimit-Policy"?: string;
-                    "X-RateLimit-Limit"?: number;
-                    "X-RateLimit-Remaining"?: number;
-                    "X-RateLimit-Reset"?: number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            413: {
-                headers: {
-                    RateLimit?: string;
-                    "RateLimit-Policy"?: string;
-                    "X-RateLimit-Limit"?: number;
-                    "X-RateLimit-Remaining"?: number;
-                    "X-RateLimit-Reset"?: number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            415: {
-                headers: {
-                    RateLimit?: string;
-                    "RateLimit-Policy"?: string;
-                    "X-RateLimit-Limit"?: number;
-                    "X-RateLimit-Remaining"?: number;
-                    "X-RateLimit-Reset"?: number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            429: {
-                headers: {
-                    RateLimit?: string;
-                    "RateLimit-Policy"?: string;
-                    "Retry-After": number;
-                    "X-RateLimit-Limit"?: number;
-                    "X-RateLimit-Remaining"?: number;
-                    "X-RateLimit-Reset"?: number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            500: {
-                headers: {
-                    RateLimit?: string;
-                    "RateLimit-Policy"?: string;
-                    "X-RateLimit-Limit"?: number;
-                    "X-RateLimit-Remaining"?: number;
-                    "X-RateLimit-Reset"?: number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            502: {
-                headers: {
-                    RateLimit?: string;
-                    "RateLimit-Policy"?: string;
-                    "X-RateLimit-Limit"?: number;
-                    "X-RateLimit-Remaining"?: number;
-                    "X-RateLimit-Reset"?: number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            503: {
-                headers: {
-                    RateLimit?: string;
-                    "RateLimit-Policy"?: string;
-                    "Retry-After"?: number;
-                    "X-RateLimit-Limit"?: number;
-                    "X-RateLimit-Remaining"?: number;
-                    "X-RateLimit-Reset"?: number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
+            201: components["responses"]["EnvelopeDatabasesItem.Created"];
+            400: components["responses"]["400"];
+            401: components["responses"]["401"];
+            409: components["responses"]["409"];
+            413: components["responses"]["413"];
+            415: components["responses"]["415"];
+            422: components["responses"]["422"];
+            429: components["responses"]["429"];
+            500: components["responses"]["500"];
+            502: components["responses"]["502"];
+            503: components["responses"]["503"];
         };
     };
     deleteMyDatabase: {
@@ -613,164 +726,31 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                id: number;
+                id: components["parameters"]["id.deleteAccessCredential"];
             };
             cookie?: never;
         };
         requestBody?: never;
         responses: {
-            200: {
-                headers: {
-                    RateLimit: string;
-                    "RateLimit-Policy": string;
-                    "X-RateLimit-Limit": number;
-                    "X-RateLimit-Remaining": number;
-                    "X-RateLimit-Reset": number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["EnvelopeDatabasesItem"];
-                };
-            };
-            400: {
-                headers: {
-                    RateLimit?: string;
-                    "RateLimit-Policy"?: string;
-                    "X-RateLimit-Limit"?: number;
-                    "X-RateLimit-Remaining"?: number;
-                    "X-RateLimit-Reset"?: number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            401: {
-                headers: {
-                    RateLimit?: string;
-                    "RateLimit-Policy"?: string;
-                    "WWW-Authenticate"?: string;
-                    "X-RateLimit-Limit"?: number;
-                    "X-RateLimit-Remaining"?: number;
-                    "X-RateLimit-Reset"?: number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            404: {
-                headers: {
-                    RateLimit?: string;
-                    "RateLimit-Policy"?: string;
-                    "X-RateLimit-Limit"?: number;
-                    "X-RateLimit-Remaining"?: number;
-                    "X-RateLimit-Reset"?: number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            409: {
-                headers: {
-                    RateLimit?: string;
-                    "RateLimit-Policy"?: string;
-                    "X-RateLimit-Limit"?: number;
-                    "X-RateLimit-Remaining"?: number;
-                    "X-RateLimit-Reset"?: number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            413: {
-                headers: {
-                    RateLimit?: string;
-                    "RateLimit-Policy"?: string;
-                    "X-RateLimit-Limit"?: number;
-                    "X-RateLimit-Remaining"?: number;
-                    "X-RateLimit-Reset"?: number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            415: {
-                headers: {
-                    RateLimit?: string;
-                    "RateLimit-Policy"?: string;
-                    "X-RateLimit-Limit"?: number;
-                    "X-RateLimit-Remaining"?: number;
-                    "X-RateLimit-Reset"?: number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            429: {
-                headers: {
-                    RateLimit?: string;
-                    "RateLimit-Policy"?: string;
-                    "Retry-After": number;
-                    "X-RateLimit-Limit"?: number;
-                    "X-RateLimit-Remaining"?: number;
-                    "X-RateLimit-Reset"?: number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            500: {
-                headers: {
-                    RateLimit?: string;
-                    "RateLimit-Policy"?: string;
-                    "X-RateLimit-Limit"?: number;
-                    "X-RateLimit-Remaining"?: number;
-                    "X-RateLimit-Reset"?: number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            502: {
-                headers: {
-                    RateLimit?: string;
-                    "RateLimit-Policy"?: string;
-                    "X-RateLimit-Limit"?: number;
-                    "X-RateLimit-Remaining"?: number;
-                    "X-RateLimit-Reset"?: number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            503: {
-                headers: {
-                    RateLimit?: string;
-                    "RateLimit-Policy"?: string;
-                    "Retry-After"?: number;
-                    "X-RateLimit-Limit"?: number;
-                    "X-RateLimit-Remaining"?: number;
-                    "X-RateLimit-Reset"?: number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
+            200: components["responses"]["EnvelopeDatabasesItem"];
+            400: components["responses"]["400"];
+            401: components["responses"]["401"];
+            404: components["responses"]["404"];
+            409: components["responses"]["409"];
+            413: components["responses"]["413"];
+            415: components["responses"]["415"];
+            429: components["responses"]["429"];
+            500: components["responses"]["500"];
+            502: components["responses"]["502"];
+            503: components["responses"]["503"];
         };
     };
     createMyDnsRecord: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                "Idempotency-Key"?: components["parameters"]["Idempotency-Key"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -780,140 +760,17 @@ export interface operations {
             };
         };
         responses: {
-            201: {
-                headers: {
-                    RateLimit: string;
-                    "RateLimit-Policy": string;
-                    "X-RateLimit-Limit": number;
-                    "X-RateLimit-Remaining": number;
-                    "X-RateLimit-Reset": number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["EnvelopeDnsView"];
-                };
-            };
-            400: {
-                headers: {
-                    RateLimit?: string;
-                    "RateLimit-Policy"?: string;
-                    "X-RateLimit-Limit"?: number;
-                    "X-RateLimit-Remaining"?: number;
-                    "X-RateLimit-Reset"?: number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            401: {
-                headers: {
-                    RateLimit?: string;
-                    "RateLimit-Policy"?: string;
-                    "WWW-Authenticate"?: string;
-                    "X-RateLimit-Limit"?: number;
-                    "X-RateLimit-Remaining"?: number;
-                    "X-RateLimit-Reset"?: number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            409: {
-                headers: {
-                    RateLimit?: string;
-                    "RateLimit-Policy"?: string;
-                    "X-RateLimit-Limit"?: number;
-                    "X-RateLimit-Remaining"?: number;
-                    "X-RateLimit-Reset"?: number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            413: {
-                headers: {
-                    RateLimit?: string;
-                    "RateLimit-Policy"?: string;
-                    "X-RateLimit-Limit"?: number;
-                    "X-RateLimit-Remaining"?: number;
-                    "X-RateLimit-Reset"?: number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            415: {
-                headers: {
-                    RateLimit?: string;
-                    "RateLimit-Policy"?: string;
-                    "X-RateLimit-Limit"?: number;
-                    "X-RateLimit-Remaining"?: number;
-                    "X-RateLimit-Reset"?: number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            429: {
-                headers: {
-                    RateLimit?: string;
-                    "RateLimit-Policy"?: string;
-                    "Retry-After": number;
-                    "X-RateLimit-Limit"?: number;
-                    "X-RateLimit-Remaining"?: number;
-                    "X-RateLimit-Reset"?: number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            500: {
-                headers: {
-                    RateLimit?: string;
-                    "RateLimit-Policy"?: string;
-                    "X-RateLimit-Limit"?: number;
-                    "X-RateLimit-Remaining"?: number;
-                    "X-RateLimit-Reset"?: number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            502: {
-                headers: {
-                    RateLimit?: string;
-                    "RateLimit-Policy"?: string;
-                    "Retry-After"?: number;
-                    "X-RateLimit-Limit"?: number;
-                    "X-RateLimit-Remaining"?: number;
-                    "X-RateLimit-Reset"?: number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            503: {
-                headers: {
-                    RateLimit?: string;
-                    "RateLimit-Policy"?: string;
-                    "Retry-After"?: number;
-                    "X-RateLimit-Limit"?: number;
-                    "X-RateLimit-Remaining"?: number;
-                    "X-RateLimit-Reset"?: number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
+            201: components["responses"]["EnvelopeDnsView.Created"];
+            400: components["responses"]["400"];
+            401: components["responses"]["401"];
+            409: components["responses"]["409"];
+            413: components["responses"]["413"];
+            415: components["responses"]["415"];
+            422: components["responses"]["422"];
+            429: components["responses"]["429"];
+            500: components["responses"]["500"];
+            502: components["responses"]["502.createDnsRecord"];
+            503: components["responses"]["503"];
         };
     };
     login: {
@@ -931,110 +788,24 @@ export interface operations {
         responses: {
             200: {
                 headers: {
-                    RateLimit: string;
-                    "RateLimit-Policy": string;
-                    "X-RateLimit-Limit": number;
-                    "X-RateLimit-Remaining": number;
-                    "X-RateLimit-Reset": number;
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["Policy"];
+                    "X-RateLimit-Limit": components["headers"]["Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["Reset"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["EnvelopeAuthResult"];
+                    "application/json": components["schemas"]["EnvelopeAuthLoginResult"];
                 };
             };
-            400: {
-                headers: {
-                    RateLimit?: string;
-                    "RateLimit-Policy"?: string;
-                    "X-RateLimit-Limit"?: number;
-                    "X-RateLimit-Remaining"?: number;
-                    "X-RateLimit-Reset"?: number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            401: {
-                headers: {
-                    RateLimit?: string;
-                    "RateLimit-Policy"?: string;
-                    "X-RateLimit-Limit"?: number;
-                    "X-RateLimit-Remaining"?: number;
-                    "X-RateLimit-Reset"?: number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            413: {
-                headers: {
-                    RateLimit?: string;
-                    "RateLimit-Policy"?: string;
-                    "X-RateLimit-Limit"?: number;
-                    "X-RateLimit-Remaining"?: number;
-                    "X-RateLimit-Reset"?: number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            415: {
-                headers: {
-                    RateLimit?: string;
-                    "RateLimit-Policy"?: string;
-                    "X-RateLimit-Limit"?: number;
-                    "X-RateLimit-Remaining"?: number;
-                    "X-RateLimit-Reset"?: number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            429: {
-                headers: {
-                    RateLimit?: string;
-                    "RateLimit-Policy"?: string;
-                    "Retry-After": number;
-                    "X-RateLimit-Limit"?: number;
-                    "X-RateLimit-Remaining"?: number;
-                    "X-RateLimit-Reset"?: number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            500: {
-                headers: {
-                    RateLimit?: string;
-                    "RateLimit-Policy"?: string;
-                    "X-RateLimit-Limit"?: number;
-                    "X-RateLimit-Remaining"?: number;
-                    "X-RateLimit-Reset"?: number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            503: {
-                headers: {
-                    RateLimit?: string;
-                    "RateLimit-Policy"?: string;
-                    "Retry-After"?: number;
-                    "X-RateLimit-Limit"?: number;
-                    "X-RateLimit-Remaining"?: number;
-                    "X-RateLimit-Reset"?: number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
+            400: components["responses"]["400"];
+            401: components["responses"]["401.completeMfa"];
+            413: components["responses"]["413"];
+            415: components["responses"]["415"];
+            429: components["responses"]["429"];
+            500: components["responses"]["500"];
+            503: components["responses"]["503"];
         };
     };
     oauthLogin: {
@@ -1050,120 +821,21 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            302: {
-                headers: {
-                    "Cache-Control"?: string;
-                    Location?: string;
-                    RateLimit: string;
-                    "RateLimit-Policy": string;
-                    "Set-Cookie"?: string;
-                    "X-RateLimit-Limit": number;
-                    "X-RateLimit-Remaining": number;
-                    "X-RateLimit-Reset": number;
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
-            400: {
-                headers: {
-                    RateLimit?: string;
-                    "RateLimit-Policy"?: string;
-                    "X-RateLimit-Limit"?: number;
-                    "X-RateLimit-Remaining"?: number;
-                    "X-RateLimit-Reset"?: number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            404: {
-                headers: {
-                    RateLimit?: string;
-                    "RateLimit-Policy"?: string;
-                    "X-RateLimit-Limit"?: number;
-                    "X-RateLimit-Remaining"?: number;
-                    "X-RateLimit-Reset"?: number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            413: {
-                headers: {
-                    RateLimit?: string;
-                    "RateLimit-Policy"?: string;
-                    "X-RateLimit-Limit"?: number;
-                    "X-RateLimit-Remaining"?: number;
-                    "X-RateLimit-Reset"?: number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            415: {
-                headers: {
-                    RateLimit?: string;
-                    "RateLimit-Policy"?: string;
-                    "X-RateLimit-Limit"?: number;
-                    "X-RateLimit-Remaining"?: number;
-                    "X-RateLimit-Reset"?: number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            429: {
-                headers: {
-                    RateLimit?: string;
-                    "RateLimit-Policy"?: string;
-                    "Retry-After": number;
-                    "X-RateLimit-Limit"?: number;
-                    "X-RateLimit-Remaining"?: number;
-                    "X-RateLimit-Reset"?: number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            500: {
-                headers: {
-                    RateLimit?: string;
-                    "RateLimit-Policy"?: string;
-                    "X-RateLimit-Limit"?: number;
-                    "X-RateLimit-Remaining"?: number;
-                    "X-RateLimit-Reset"?: number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            503: {
-                headers: {
-                    RateLimit?: string;
-                    "RateLimit-Policy"?: string;
-                    "Retry-After"?: number;
-                    "X-RateLimit-Limit"?: number;
-                    "X-RateLimit-Remaining"?: number;
-                    "X-RateLimit-Reset"?: number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
+            302: components["responses"]["302"];
+            400: components["responses"]["400"];
+            404: components["responses"]["404"];
+            413: components["responses"]["413"];
+            415: components["responses"]["415"];
+            429: components["responses"]["429"];
+            500: components["responses"]["500"];
+            503: components["responses"]["503"];
         };
     };
     listUsers: {
         parameters: {
             query?: {
-                page?: number;
-                pageSize?: number;
+                page?: components["parameters"]["page"];
+                pageSize?: components["parameters"]["pageSize"];
                 search?: string;
                 role?: "User" | "Admin";
             };
@@ -1175,124 +847,25 @@ export interface operations {
         responses: {
             200: {
                 headers: {
-                    RateLimit: string;
-                    "RateLimit-Policy": string;
-                    "X-RateLimit-Limit": number;
-                    "X-RateLimit-Remaining": number;
-                    "X-RateLimit-Reset": number;
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["Policy"];
+                    "X-RateLimit-Limit": components["headers"]["Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["Reset"];
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": components["schemas"]["EnvelopePageAdminUser"];
                 };
             };
-            400: {
-                headers: {
-                    RateLimit?: string;
-                    "RateLimit-Policy"?: string;
-                    "X-RateLimit-Limit"?: number;
-                    "X-RateLimit-Remaining"?: number;
-                    "X-RateLimit-Reset"?: number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            401: {
-                headers: {
-                    RateLimit?: string;
-                    "RateLimit-Policy"?: string;
-                    "WWW-Authenticate"?: string;
-                    "X-RateLimit-Limit"?: number;
-                    "X-RateLimit-Remaining"?: number;
-                    "X-RateLimit-Reset"?: number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            403: {
-                headers: {
-                    RateLimit?: string;
-                    "RateLimit-Policy"?: string;
-                    "X-RateLimit-Limit"?: number;
-                    "X-RateLimit-Remaining"?: number;
-                    "X-RateLimit-Reset"?: number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            413: {
-                headers: {
-                    RateLimit?: string;
-                    "RateLimit-Policy"?: string;
-                    "X-RateLimit-Limit"?: number;
-                    "X-RateLimit-Remaining"?: number;
-                    "X-RateLimit-Reset"?: number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            415: {
-                headers: {
-                    RateLimit?: string;
-                    "RateLimit-Policy"?: string;
-                    "X-RateLimit-Limit"?: number;
-                    "X-RateLimit-Remaining"?: number;
-                    "X-RateLimit-Reset"?: number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            429: {
-                headers: {
-                    RateLimit?: string;
-                    "RateLimit-Policy"?: string;
-                    "Retry-After": number;
-                    "X-RateLimit-Limit"?: number;
-                    "X-RateLimit-Remaining"?: number;
-                    "X-RateLimit-Reset"?: number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            500: {
-                headers: {
-                    RateLimit?: string;
-                    "RateLimit-Policy"?: string;
-                    "X-RateLimit-Limit"?: number;
-                    "X-RateLimit-Remaining"?: number;
-                    "X-RateLimit-Reset"?: number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            503: {
-                headers: {
-                    RateLimit?: string;
-                    "RateLimit-Policy"?: string;
-                    "Retry-After"?: number;
-                    "X-RateLimit-Limit"?: number;
-                    "X-RateLimit-Remaining"?: number;
-                    "X-RateLimit-Reset"?: number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
+            400: components["responses"]["400"];
+            401: components["responses"]["401"];
+            403: components["responses"]["403"];
+            413: components["responses"]["413"];
+            415: components["responses"]["415"];
+            429: components["responses"]["429"];
+            500: components["responses"]["500"];
+            503: components["responses"]["503"];
         };
     };
     generate: {
@@ -1310,74 +883,26 @@ export interface operations {
         responses: {
             200: {
                 headers: {
-                    RateLimit: string;
-                    "RateLimit-Policy": string;
-                    "X-RateLimit-Limit": number;
-                    "X-RateLimit-Remaining": number;
-                    "X-RateLimit-Reset": number;
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["Policy"];
+                    "X-RateLimit-Limit": components["headers"]["Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["Reset"];
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": components["schemas"]["EnvelopeAikeysGeneration"];
                 };
             };
-            400: {
-                headers: {
-                    RateLimit?: string;
-                    "RateLimit-Policy"?: string;
-                    "X-RateLimit-Limit"?: number;
-                    "X-RateLimit-Remaining"?: number;
-                    "X-RateLimit-Reset"?: number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            401: {
-                headers: {
-                    RateLimit?: string;
-                    "RateLimit-Policy"?: string;
-                    "X-RateLimit-Limit"?: number;
-                    "X-RateLimit-Remaining"?: number;
-                    "X-RateLimit-Reset"?: number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            413: {
-                headers: {
-                    RateLimit?: string;
-                    "RateLimit-Policy"?: string;
-                    "X-RateLimit-Limit"?: number;
-                    "X-RateLimit-Remaining"?: number;
-                    "X-RateLimit-Reset"?: number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            415: {
-                headers: {
-                    RateLimit?: string;
-                    "RateLimit-Policy"?: string;
-                    "X-RateLimit-Limit"?: number;
-                    "X-RateLimit-Remaining"?: number;
-                    "X-RateLimit-Reset"?: number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
+            400: components["responses"]["400"];
+            401: components["responses"]["401.completeMfa"];
+            413: components["responses"]["413"];
+            415: components["responses"]["415"];
             429: {
                 headers: {
                     RateLimit?: string;
                     "RateLimit-Policy"?: string;
-                    "Retry-After": number;
+                    "Retry-After": components["headers"]["Retry-After.chatCompletions"];
                     "X-RateLimit-Limit"?: number;
                     "X-RateLimit-Remaining"?: number;
                     "X-RateLimit-Reset"?: number;
@@ -1387,46 +912,9 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            500: {
-                headers: {
-                    RateLimit?: string;
-                    "RateLimit-Policy"?: string;
-                    "X-RateLimit-Limit"?: number;
-                    "X-RateLimit-Remaining"?: number;
-                    "X-RateLimit-Reset"?: number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            502: {
-                headers: {
-                    RateLimit?: string;
-                    "RateLimit-Policy"?: string;
-                    "X-RateLimit-Limit"?: number;
-                    "X-RateLimit-Remaining"?: number;
-                    "X-RateLimit-Reset"?: number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            503: {
-                headers: {
-                    RateLimit?: string;
-                    "RateLimit-Policy"?: string;
-                    "Retry-After"?: number;
-                    "X-RateLimit-Limit"?: number;
-                    "X-RateLimit-Remaining"?: number;
-                    "X-RateLimit-Reset"?: number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
+            500: components["responses"]["500"];
+            502: components["responses"]["502"];
+            503: components["responses"]["503"];
         };
     };
     chatCompletions: {
@@ -1448,11 +936,11 @@ export interface operations {
         responses: {
             200: {
                 headers: {
-                    RateLimit: string;
-                    "RateLimit-Policy": string;
-                    "X-RateLimit-Limit": number;
-                    "X-RateLimit-Remaining": number;
-                    "X-RateLimit-Reset": number;
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["Policy"];
+                    "X-RateLimit-Limit": components["headers"]["Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1460,102 +948,18 @@ export interface operations {
                     "text/event-stream": string;
                 };
             };
-            400: {
-                headers: {
-                    RateLimit?: string;
-                    "RateLimit-Policy"?: string;
-                    "X-RateLimit-Limit"?: number;
-                    "X-RateLimit-Remaining"?: number;
-                    "X-RateLimit-Reset"?: number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["AikeysOpenAIErrorDoc"];
-                };
-            };
-            401: {
-                headers: {
-                    RateLimit?: string;
-                    "RateLimit-Policy"?: string;
-                    "X-RateLimit-Limit"?: number;
-                    "X-RateLimit-Remaining"?: number;
-                    "X-RateLimit-Reset"?: number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["AikeysOpenAIErrorDoc"];
-                };
-            };
-            404: {
-                headers: {
-                    RateLimit?: string;
-                    "RateLimit-Policy"?: string;
-                    "X-RateLimit-Limit"?: number;
-                    "X-RateLimit-Remaining"?: number;
-                    "X-RateLimit-Reset"?: number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["AikeysOpenAIErrorDoc"];
-                };
-            };
-            409: {
-                headers: {
-                    RateLimit?: string;
-                    "RateLimit-Policy"?: string;
-                    "X-RateLimit-Limit"?: number;
-                    "X-RateLimit-Remaining"?: number;
-                    "X-RateLimit-Reset"?: number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["AikeysOpenAIErrorDoc"];
-                };
-            };
-            413: {
-                headers: {
-                    RateLimit?: string;
-                    "RateLimit-Policy"?: string;
-                    "X-RateLimit-Limit"?: number;
-                    "X-RateLimit-Remaining"?: number;
-                    "X-RateLimit-Reset"?: number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["AikeysOpenAIErrorDoc"];
-                };
-            };
-            415: {
-                headers: {
-                    RateLimit?: string;
-                    "RateLimit-Policy"?: string;
-                    "X-RateLimit-Limit"?: number;
-                    "X-RateLimit-Remaining"?: number;
-                    "X-RateLimit-Reset"?: number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["AikeysOpenAIErrorDoc"];
-                };
-            };
-            422: {
-                headers: {
-                    RateLimit?: string;
-                    "RateLimit-Policy"?: string;
-                    "X-RateLimit-Limit"?: number;
-                    "X-RateLimit-Remaining"?: number;
-                    "X-RateLimit-Reset"?: number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["AikeysOpenAIErrorDoc"];
-                };
-            };
+            400: components["responses"]["AikeysOpenAIErrorDoc"];
+            401: components["responses"]["AikeysOpenAIErrorDoc"];
+            404: components["responses"]["AikeysOpenAIErrorDoc"];
+            409: components["responses"]["AikeysOpenAIErrorDoc"];
+            413: components["responses"]["AikeysOpenAIErrorDoc"];
+            415: components["responses"]["AikeysOpenAIErrorDoc"];
+            422: components["responses"]["AikeysOpenAIErrorDoc"];
             429: {
                 headers: {
                     RateLimit?: string;
                     "RateLimit-Policy"?: string;
-                    "Retry-After": number;
+                    "Retry-After": components["headers"]["Retry-After.chatCompletions"];
                     "X-RateLimit-Limit"?: number;
                     "X-RateLimit-Remaining"?: number;
                     "X-RateLimit-Reset"?: number;
@@ -1565,45 +969,9 @@ export interface operations {
                     "application/json": components["schemas"]["AikeysOpenAIErrorDoc"];
                 };
             };
-            500: {
-                headers: {
-                    RateLimit?: string;
-                    "RateLimit-Policy"?: string;
-                    "X-RateLimit-Limit"?: number;
-                    "X-RateLimit-Remaining"?: number;
-                    "X-RateLimit-Reset"?: number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["AikeysOpenAIErrorDoc"];
-                };
-            };
-            502: {
-                headers: {
-                    RateLimit?: string;
-                    "RateLimit-Policy"?: string;
-                    "X-RateLimit-Limit"?: number;
-                    "X-RateLimit-Remaining"?: number;
-                    "X-RateLimit-Reset"?: number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["AikeysOpenAIErrorDoc"];
-                };
-            };
-            503: {
-                headers: {
-                    RateLimit?: string;
-                    "RateLimit-Policy"?: string;
-                    "X-RateLimit-Limit"?: number;
-                    "X-RateLimit-Remaining"?: number;
-                    "X-RateLimit-Reset"?: number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["AikeysOpenAIErrorDoc"];
-                };
-            };
+            500: components["responses"]["AikeysOpenAIErrorDoc"];
+            502: components["responses"]["AikeysOpenAIErrorDoc"];
+            503: components["responses"]["AikeysOpenAIErrorDoc"];
         };
     };
     healthz: {
@@ -1615,54 +983,12 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            200: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["EnvelopeHealth"];
-                };
-            };
-            400: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            413: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            415: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            500: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            503: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
+            200: components["responses"]["EnvelopeHealth"];
+            400: components["responses"]["400.healthz"];
+            413: components["responses"]["413.healthz"];
+            415: components["responses"]["415.healthz"];
+            500: components["responses"]["500.healthz"];
+            503: components["responses"]["503.healthz"];
         };
     };
     metrics: {
@@ -1682,7 +1008,8 @@ export interface operations {
                     "text/plain": string;
                 };
             };
-            400: {
+            400: components["responses"]["400.healthz"];
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -1690,22 +1017,8 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            413: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            415: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
+            413: components["responses"]["413.healthz"];
+            415: components["responses"]["415.healthz"];
         };
     };
 }
