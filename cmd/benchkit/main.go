@@ -1,25 +1,9 @@
 // Command benchkit holds the baselines scripts/bench.sh measures the service against, in the same
-// run on the same machine:
-//
-//	benchkit baseline -addr 127.0.0.1:7001   a bare Fiber JSON handler (GET /)
-//	benchkit upstream -addr 127.0.0.1:7002   a fake OpenAI-compatible upstream (POST /chat/completions;
-//	                                         "stream":true answers a 30 s event stream)
-//	benchkit proxy -addr … -upstream URL     a bare Fiber handler relaying POST /gen to the upstream with
-//	                                         fasthttp's client: the floor of any gateway's added latency
-//	benchkit hash                            median of one in-process argon2id hash (OWASP parameters), ms
-//	benchkit limiter -redis URL -rate R      median of one rate-limit check against Redis, µs (a large
-//	                                         rate is taken in shares; a small one is counted hit by hit)
-//	benchkit fairlogin -base URL -email E -password P
-//	                                         p99 of one address's sign-ins without and during another
-//	                                         address's login flood of distinct emails, ms, and their ratio
-//	benchkit seed -dsn URL -n N              COPY N users and N databases into a migrated control
-//	                                         database; prints the seconds taken
-//	benchkit streams -url URL -key K -n N -hold D
-//	                                         N streaming generations held open D; prints "open"
-//	                                         once every one has its first chunk
-//	benchkit tokens -dsn URL -n N -key K -issuer I -audience A
-//	                                         a session and an access token for each of N users, one
-//	                                         token a line
+// run on the same machine, and its load helpers: baseline (a bare Fiber JSON handler), upstream
+// (a fake OpenAI-compatible upstream), proxy (a bare fasthttp relay: the floor of a gateway's
+// added latency), hash (one argon2id hash), limiter (one rate-limit check), fairlogin (logins of
+// one address during another's flood), seed (COPY users and databases), streams (open streaming
+// generations) and tokens (access tokens for seeded users). `benchkit -h` lists their flags.
 package main
 
 import (

@@ -13,29 +13,13 @@ import (
 // jsonObject is an object of the OpenAPI document as JSON values.
 type jsonObject = map[string]any
 
-// shareComponents rewrites doc, the OpenAPI document as JSON values, so that what its operations
-// repeat is written once under components and referred to with $ref. Nothing an operation
-// answers changes, only where it is written:
-//
-//   - a required response header defined alike on two responses or more (the rate-limit headers
-//     of a success, the 429's Retry-After) goes under components/headers. An optional one stays
-//     inline: generators type a $ref'd header as always sent;
-//   - a response that two operations or more give alike (headers and content: the 429 of every
-//     operation, a 200 with the same envelope) goes under components/responses, with the
-//     description most of them give; an operation whose own description differs keeps it next
-//     to the $ref (OpenAPI 3.1 lets it override the component's). Then the error responses left,
-//     each given once, that are alike but for their status (an error format of a route's own)
-//     are shared the same way;
-//   - a parameter defined alike on two operations or more goes under components/parameters, and
-//     a parameter's schema no longer repeats the parameter's description;
-//   - a long operation description that another operation gives word for word is kept on one of
-//     them (one no role restricts, first by path) and the others refer to it ("As `POST /api/me/dns`.").
-//
-// A component is named after the header (the rate-limit ones by their last word) or parameter, the schema of a success's body
-// ("EnvelopeDnsView", with ".Created" for a 201), or else the status ("429": the names are written
-// in every operation, short ones keep the document small), when it is the most used part of
-// that name; another part that would take the same name has the first operation using it (by
-// operationId) added ("502.createMyDnsRecord").
+// shareComponents rewrites doc (the OpenAPI document as JSON values) so that what operations
+// repeat is written once under components and referred to with $ref, without changing any answer:
+// required response headers defined alike (optional ones stay inline), responses given alike (an
+// operation's own description kept beside the $ref), parameters defined alike, and long operation
+// descriptions given word for word ("As `POST /api/me/dns`."). Components are named after the header,
+// parameter, success body schema (".Created" for a 201) or status, with the first operationId added
+// when two parts would share a name ("502.createMyDnsRecord").
 func shareComponents(doc jsonObject) {
 	ops := documentOperations(doc)
 	components := member(doc, "components")

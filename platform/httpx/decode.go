@@ -12,14 +12,10 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 )
 
-// requestJSON is the JSON format of the API. Responses are encoded as huma encodes them; request
-// bodies are decoded strictly, because huma decodes every body twice: once into an `any` that the
-// JSON schema validates, then into the operation's struct. encoding/json matches member names
-// case-insensitively and keeps the last of duplicate names, so the struct could receive a value the
-// validation never saw ({"password":"long enough","PASSWORD":"x"} stored "x"). Here both passes
-// read the same members: names match exactly (a "PASSWORD" member is an unknown member, never the
-// "password" field), a name given twice is refused, and so is invalid UTF-8. The validation pass
-// also refuses a NUL character in any string, which PostgreSQL text cannot hold.
+// requestJSON is the JSON format of the API. huma decodes a body twice (into an `any` for the schema,
+// then into the struct); both passes here read the same members: names match exactly, a name given
+// twice and invalid UTF-8 are refused, and the validation pass refuses a NUL in any string (which
+// PostgreSQL text cannot hold). Responses are encoded as huma encodes them.
 var requestJSON = huma.Format{
 	Marshal:   huma.DefaultJSONFormat.Marshal,
 	Unmarshal: decodeJSON,

@@ -8,14 +8,10 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 )
 
-// Names users give things (an AI key's name, an audit note's action) are shown to other people, in
-// lists, tables and logs. A control character (C0, DEL, C1: a line break, an escape sequence) can
-// break the line or the terminal showing it, a bidirectional override or isolate can reorder
-// what is shown ("\u202Egnp.exe" reads as "exe.png"), and an invisible format character (Unicode
-// category Cf: U+200B zero width space, U+2060 word joiner, U+FEFF, U+00AD soft hyphen, …) makes
-// two names that look the same differ ("data\u200Bbase"). All are refused in such names, except
-// the zero-width joiner and non-joiner (U+200D, U+200C) right after a non-ASCII character, where
-// emoji sequences and Persian or Indic spellings need them.
+// Names users give things (an AI key's name, an audit note's action) are shown to others, so
+// control characters, bidirectional overrides and isolates, and invisible format characters
+// (category Cf) are refused in them, except the zero-width joiner and non-joiner right after a
+// non-ASCII character (emoji sequences, Persian and Indic spellings).
 
 // Deceptive reports whether r is a control character (C0, DEL or C1), a bidirectional override
 // or isolate (U+202A–U+202E, U+2066–U+2069), or another format character (category Cf).

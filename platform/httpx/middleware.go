@@ -131,14 +131,10 @@ func responseHeaders(c *fiber.Ctx) error {
 	return c.Next()
 }
 
-// identityBodies refuses, 415, a request whose Content-Encoding is anything but identity, or whose
-// Content-Type declares a charset other than UTF-8 (see bodyCharset), before
-// any handler runs. Fiber's c.Body() (what huma's adapter and the Fiber routes read) inflates a
-// gzip, deflate or brotli body without bound: BodyLimit counts the compressed bytes, so 300 KB of
-// gzip became 300 MB in memory before the 413. The API accepts plain bodies only; the answer
-// carries Accept-Encoding: identity (RFC 7694). Every Content-Encoding header is checked, each
-// coding of its list; a request without a body is let through whatever it says, as there is
-// nothing to inflate (Request().Body() is the body as received, never inflated).
+// identityBodies refuses (415, with Accept-Encoding: identity) a request whose Content-Encoding is
+// anything but identity, in any coding of any such header, or whose Content-Type declares a charset
+// other than UTF-8, before any handler runs: Fiber would inflate a compressed body without bound
+// past BodyLimit. A request without a body is let through.
 func identityBodies(c *fiber.Ctx) error {
 	if len(c.Request().Body()) == 0 {
 		return c.Next()

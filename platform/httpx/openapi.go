@@ -44,14 +44,10 @@ func finishDocument(doc *huma.OpenAPI, limitHeaders map[string]*huma.Param, tags
 	}
 }
 
-// documentBadRequest makes the error responses of op say what the server answers: validation
-// failures are 400, never 422 (a 422 an operation describes itself is kept). Every operation
-// documents 400, 413 and 415, since the middleware answers them before routing whatever the
-// operation: a URL holding a NUL character (%00) is a 400, a body over BodyLimit a 413 (as soon as
-// the headers announce it), and a compressed body or one declared in a charset other than UTF-8 a
-// 415, even to an operation that takes no body (a body sent anyway). An operation with a body
-// also answers 415 for a Content-Type other than JSON. An error huma describes by its reason
-// phrase alone ("Bad Request") is described by errorDescriptions.
+// documentBadRequest makes op's error responses say what the server answers: validation failures
+// are 400, never 422 (a 422 the operation describes itself is kept); every operation documents 400,
+// 413 and 415, which the middleware answers before routing (a NUL in the URL, a body over
+// BodyLimit, a compressed or non-UTF-8 body), and one with a body the 415 of a non-JSON type.
 func documentBadRequest(op *huma.Operation) {
 	if op.Responses == nil {
 		op.Responses = map[string]*huma.Response{}
@@ -102,14 +98,10 @@ var errorDescriptions = map[int]string{
 	http.StatusServiceUnavailable:  "A dependency is unavailable, or a concurrent change got in the way.",
 }
 
-// documentLimitHeaders declares the rate-limit headers on every response of op, as Register
-// declares Retry-After on its 429; here, after every route is registered, so that the operations
-// documented by hand (the AI pass-through) have them too. An answer below 400 has passed every
-// limit, which sent them: they are required there. An error may have been answered before any
-// limit counted (a URL holding %00, a body over BodyLimit, a compressed one) or without them (the
-// AI pass-through relaying its upstream's 429): optional, and declared by their schema alone: the
-// successes describe them, once in the served document (shareComponents). Headers a response
-// already declares are kept. Each response gets a map of its own (responses may share theirs).
+// documentLimitHeaders declares the rate-limit headers on every response of op, after every route
+// is registered (so the hand-documented AI pass-through has them too): required below 400 (the
+// answer passed every limit), optional on errors (some are answered before any limit counts, or
+// relay the upstream's 429). Headers a response already declares are kept.
 func documentLimitHeaders(op *huma.Operation, headers map[string]*huma.Param) {
 	if len(headers) == 0 {
 		return

@@ -11,22 +11,12 @@ import (
 	"unsafe"
 )
 
-// RawSocket reads and writes a TCP connection with raw system calls, through the runtime's
-// network poller as net.Conn does (same deadlines, same waiting for readiness, same errors), but
-// without telling the scheduler that a system call is under way.
-//
-// Why: the socket is non-blocking, so each read or write returns at once; the scheduler's
-// bookkeeping around a system call is there for calls that may block. Every system call made
-// through it after the process had been idle woke the runtime's monitor thread (sysmon), which then
-// polled every 20 µs for as long as the request ran: at 1,000 AI generate requests/s, 2.2 of the
-// service's 5.3–6.4 context switches per request were the monitor's, on two cores shared with the
-// client and the upstream (README § Performance, P2). The gateway's hot path makes four socket calls
-// per request (the client's request and answer, the upstream's request and answer); through
-// RawSocket they wake nothing.
-//
-// Under the race detector (build tag race) the plain net.Conn calls are used instead: the
-// standard calls tell the detector that bytes written to a socket happen before they are read,
-// which raw calls cannot.
+// RawSocket reads and writes a TCP connection with raw system calls through the runtime's network
+// poller, as net.Conn does (same deadlines, readiness waits and errors), but without the
+// scheduler's system-call bookkeeping: the socket is non-blocking, and that bookkeeping woke the
+// runtime's monitor thread after every idle moment (docs/performance.md, P2). Under the race
+// detector the plain net.Conn calls are used, which tell the detector that written bytes happen
+// before they are read.
 type RawSocket struct {
 	conn net.Conn
 	rc   syscall.RawConn
