@@ -146,8 +146,7 @@ func (c *Credentials) make(ctx context.Context, inst *Instance, engine Engine, c
 	// The database's row, shared: no pause or resume runs meanwhile (theirs is 409), and none
 	// started since the status was read. A refused lock (55P03, the row is being changed) aborts
 	// the transaction: the savepoint keeps it usable for the undo below, so the answer is 409 and
-	// the row is Deleted at once (before, the undo failed in the aborted transaction: 500, and
-	// the row stayed Creating until the finisher undid it).
+	// the row is Deleted at once.
 	if _, err := tx.ExecContext(dctx, "SAVEPOINT lock_database"); err != nil {
 		return fmt.Errorf("savepoint: %w", err)
 	}
