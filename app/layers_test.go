@@ -16,7 +16,8 @@ import (
 // package imports only packages of lower layers. Every platform package is listed, so a new one
 // is placed on purpose.
 var platformLayers = [][]string{
-	{"fault", "redact", "emailaddr", "secrets", "docs", "summary", "provision", "coherent", "reqctx", "paging"},
+	{"fault", "redact", "emailaddr", "docs", "summary", "provision", "coherent", "reqctx", "paging"},
+	{"secrets"},
 	{"config"},
 	{"redisx", "mail", "db", "ratelimit", "audit", "module"},
 	{"httpx"},

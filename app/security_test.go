@@ -183,7 +183,7 @@ func TestEveryMeRouteHidesOtherUsersResources(t *testing.T) {
 		}
 		t.Run(op.Method+" "+op.Path, func(t *testing.T) {
 			req := apptest.Request{Method: op.Method, Path: op.concrete("987654321"), Token: u.Token}
-			if op.Method == http.MethodPost || op.Method == http.MethodPut {
+			if op.Method == http.MethodPost || op.Method == http.MethodPut || op.Method == http.MethodPatch {
 				req.Body = map[string]any{}
 			}
 			r := a.Do(req)

@@ -4,7 +4,8 @@
 # cluster for tenant databases.
 #   scripts/test.sh                      everything
 #   scripts/test.sh -run TestX ./modules/dns/...   arguments go to `go test` instead of ./...
-# FAST=1 skips the fuzz, OpenAPI lint and types, vulncheck, chaos and browser stages.
+# FAST=1, or any argument, skips the fuzz, OpenAPI lint and types, TypeScript client, vulncheck,
+# chaos and browser stages.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/lib.sh
@@ -54,7 +55,7 @@ else
   [[ $rc == 0 ]] || exit "$rc"
 fi
 
-if [[ ${FAST:-0} != 1 ]]; then
+if [[ ${FAST:-0} != 1 && $# -eq 0 ]]; then
   for stage in fuzz openapi-lint openapi-types ts-client vulncheck chaos browser-test; do
     if [[ -x scripts/$stage.sh ]]; then
       if [[ $stage == openapi-* || $stage == ts-client ]] && ! command -v npm >/dev/null 2>&1; then

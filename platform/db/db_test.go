@@ -55,7 +55,7 @@ func TestOpenCreatesTheDatabaseAndMigrationsRoundTrip(t *testing.T) {
 
 	applied, err := m.Up(ctx)
 	require.NoError(t, err)
-	assert.Equal(t, []string{"20260101000000_platform", "20260101000500_widgets", "20261123000000_coherent"}, applied,
+	assert.Equal(t, []string{"20260101000000_platform", "20260101000500_widgets", "20261123000000_coherent", "20261129004800_idempotency"}, applied,
 		"timestamp order across modules")
 	_, pending, err := m.Status(ctx)
 	require.NoError(t, err)
@@ -65,14 +65,14 @@ func TestOpenCreatesTheDatabaseAndMigrationsRoundTrip(t *testing.T) {
 
 	rolled, err := m.Down(ctx)
 	require.NoError(t, err)
-	assert.Len(t, rolled, 3)
+	assert.Len(t, rolled, 4)
 	var n int
 	require.NoError(t, bdb.QueryRowContext(ctx, "SELECT count(*) FROM information_schema.tables WHERE table_name IN ('users','widgets','audit_events')").Scan(&n))
 	assert.Zero(t, n, "down removes the tables")
 
 	again, err := m.Up(ctx)
 	require.NoError(t, err)
-	assert.Len(t, again, 3)
+	assert.Len(t, again, 4)
 	require.NoError(t, bdb.QueryRowContext(ctx, "SELECT count(*) FROM information_schema.tables WHERE table_name IN ('users','widgets','audit_events')").Scan(&n))
 	assert.Equal(t, 3, n)
 }
