@@ -14,12 +14,21 @@ import (
 // BenchmarkGatewayAddedLatency calls the fake upstream directly and through POST /api/ai/generate
 // alternately, in the same run, and reports the latency the gateway adds at the median and p99
 // (targets: under 0.2 ms and 1 ms).
-func BenchmarkGatewayAddedLatency(b *testing.B) {
+func BenchmarkGatewayAddedLatency(b *testing.B) { benchAddedLatency(b, nil) }
+
+// BenchmarkGatewayAddedLatencyBudgeted is the same with a budgeted key (never reached): each
+// generation reserves in Redis (one round trip) and settles.
+func BenchmarkGatewayAddedLatencyBudgeted(b *testing.B) {
+	benchAddedLatency(b, map[string]any{"name": "budgeted", "policy": map[string]any{
+		"tokenBudget": int64(1e15), "requestBudget": int64(1e12), "budgetPeriod": "month"}})
+}
+
+func benchAddedLatency(b *testing.B, keyBody map[string]any) {
 	up := newUpstream(b)
 	a := apptest.Start(b, apptest.With(map[string]any{"Ai:BaseUrl": up.URL, "Ai:ApiKey": upstreamKey,
 		"RateLimit:AiGenerate": "100000000-M", "RateLimit:PerIp": "100000000-M", "Log:Level": "error"}))
 	u := a.Register(b)
-	k := newKey(b, a, u.Token, nil)
+	k := newKey(b, a, u.Token, keyBody)
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 8}}
 	direct := []byte(`{"model":"fake-model","messages":[{"role":"user","content":"Say hello"}]}`)
 	via := []byte(`{"prompt":"Say hello"}`)
