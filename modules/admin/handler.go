@@ -65,6 +65,9 @@ type updateUserInput struct {
 		Organization *string         `json:"organization,omitempty" maxLength:"200"`
 		Email        *string         `json:"email,omitempty" format:"idn-email" maxLength:"254"`
 		Role         *string         `json:"role,omitempty" enum:"User,Admin"`
+		// AiMonthlyTokenBudget is a users column the aikeys module reads (modules do not import
+		// each other): see modules/admin/README.md.
+		AiMonthlyTokenBudget *int64 `json:"aiMonthlyTokenBudget,omitempty" minimum:"0" doc:"Tokens per calendar month (UTC) all the user's AI keys may spend together; 0 clears."`
 	}
 }
 
@@ -190,11 +193,12 @@ func (h *Handler) Register(api *httpx.API) {
 	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "updateUser", Method: http.MethodPut, Path: "/api/users/{id}",
 		Tags: users, Summary: "Update a user",
 		Description: "Absent fields are left alone; a role change applies on the user's next request. The last Admin cannot be " +
-			"demoted (409).",
+			"demoted (409). `aiMonthlyTokenBudget` caps the user's AI keys together (in force once answered).",
 		Errors: []int{http.StatusNotFound, http.StatusConflict}},
 		func(ctx context.Context, in *updateUserInput) (*httpx.Response[User], error) {
 			b := in.Body
-			u, err := h.users.Update(ctx, in.ID, UpdateUserInput{FullName: (*string)(b.FullName), Organization: b.Organization, Email: b.Email, Role: b.Role})
+			u, err := h.users.Update(ctx, in.ID, UpdateUserInput{FullName: (*string)(b.FullName), Organization: b.Organization, Email: b.Email, Role: b.Role,
+				AiMonthlyTokenBudget: b.AiMonthlyTokenBudget})
 			if err != nil {
 				return nil, err
 			}

@@ -133,6 +133,8 @@ func (s *Users) Create(ctx context.Context, in CreateUserInput) (*userRow, error
 // UpdateUserInput holds the fields to change; nil means no change.
 type UpdateUserInput struct {
 	FullName, Organization, Email, Role *string
+	// AiMonthlyTokenBudget: 0 clears the ceiling.
+	AiMonthlyTokenBudget *int64
 }
 
 // Update changes an account. A role change applies on the user's next request (the guard reads
@@ -180,6 +182,12 @@ func (s *Users) Update(ctx context.Context, id int64, in UpdateUserInput) (*user
 			}
 			u.Role = *in.Role
 		}
+		if in.AiMonthlyTokenBudget != nil {
+			u.AiMonthlyTokenBudget = nil
+			if *in.AiMonthlyTokenBudget > 0 {
+				u.AiMonthlyTokenBudget = in.AiMonthlyTokenBudget
+			}
+		}
 		changed := changes(&before, u)
 		if len(changed) == 0 {
 			out = u // nothing to change: updatedAt and the audit log stay as they are
@@ -188,7 +196,7 @@ func (s *Users) Update(ctx context.Context, id int64, in UpdateUserInput) (*user
 		// The row as stored, scanned into a fresh value: a column the update's triggers set to NULL
 		// (a change of the email clears email_verified_at) is not left at its old value in u.
 		stored := new(userRow)
-		if _, err := tx.NewUpdate().Model(u).Column("full_name", "organization", "email", "role").
+		if _, err := tx.NewUpdate().Model(u).Column("full_name", "organization", "email", "role", "ai_monthly_token_budget").
 			Set("updated_at = now()").WherePK().Returning("*").Exec(ctx, stored); err != nil {
 			if db.IsUniqueViolation(err) {
 				return httpx.Conflict("An account with this email already exists")
@@ -223,8 +231,13 @@ func changes(a, b *userRow) map[string]any {
 	if a.Role != b.Role {
 		d["role"] = map[string]string{"from": a.Role, "to": b.Role}
 	}
+	if !equalBudget(a.AiMonthlyTokenBudget, b.AiMonthlyTokenBudget) {
+		d["aiMonthlyTokenBudget"] = map[string]*int64{"from": a.AiMonthlyTokenBudget, "to": b.AiMonthlyTokenBudget}
+	}
 	return d
 }
+
+func equalBudget(a, b *int64) bool { return (a == nil) == (b == nil) && (a == nil || *a == *b) }
 
 // Delete removes an account: it can no longer sign in (its tokens die with the security stamp),
 // and every module marks the user's resources for deprovisioning in the same transaction; the

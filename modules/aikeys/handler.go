@@ -50,6 +50,12 @@ type aiKeyPatchInput struct {
 	Body PolicyBody
 }
 
+type userAiKeyPatchInput struct {
+	UserID int64 `path:"userId" minimum:"1" doc:"The key's owner."`
+	ID     int64 `path:"id" minimum:"1"`
+	Body   PolicyBody
+}
+
 // Resolve checks what the schema cannot, alongside it.
 func (in *aiKeyCreateInput) Resolve(huma.Context) []error {
 	var errs []error
@@ -239,8 +245,21 @@ func (h *Handler) Register(api *httpx.API) {
 			if err := in.Body.check(h.caps); err != nil {
 				return nil, err
 			}
-			me := authn.FromContext(ctx).UserID
-			v, err := h.keys.SetPolicy(ctx, in.ID, me, me, in.Body)
+			v, err := h.keys.SetPolicy(ctx, in.ID, authn.FromContext(ctx).UserID, in.Body)
+			if err != nil {
+				return nil, err
+			}
+			return httpx.OK("AI key policy set", *v), nil
+		})
+	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "setUserAiKeyPolicy", Method: http.MethodPatch,
+		Path: "/api/users/{userId}/ai-keys/{id}", Tags: tags, Summary: "Set a user's AI key policy",
+		Description: "As PATCH /api/me/ai-keys/{id}, for an admin; audited. The user's own ceiling is `aiMonthlyTokenBudget` of PUT /api/users/{id}.",
+		Errors:      []int{http.StatusNotFound, http.StatusConflict}},
+		func(ctx context.Context, in *userAiKeyPatchInput) (*httpx.Response[View], error) {
+			if err := in.Body.check(h.caps); err != nil {
+				return nil, err
+			}
+			v, err := h.keys.SetPolicy(ctx, in.ID, in.UserID, in.Body)
 			if err != nil {
 				return nil, err
 			}

@@ -31,6 +31,8 @@ type Keys struct {
 	audit      *audit.Recorder
 	maxPerUser int
 	byHash     *coherent.Cache[[32]byte, Principal]
+	// ceilings caches each key owner's monthly token ceiling (users.ai_monthly_token_budget).
+	ceilings *coherent.Cache[int64, int64]
 	// defaultBudget is AiKeys:DefaultMonthlyTokenBudget (0: none).
 	defaultBudget int64
 }
@@ -39,6 +41,8 @@ type Keys struct {
 func NewKeys(d *bun.DB, a *audit.Recorder, bus *coherent.Bus, maxPerUser int) *Keys {
 	return &Keys{db: d, audit: a, maxPerUser: maxPerUser, byHash: coherent.NewCache(bus, coherent.CacheOptions[[32]byte, Principal]{
 		Table: "ai_keys", Also: []string{"ai_key_retired_hashes"}, Tag: func(_ [32]byte, p Principal) string { return strconv.FormatInt(p.KeyID, 10) }, TTL: CacheTTL,
+	}), ceilings: coherent.NewCache(bus, coherent.CacheOptions[int64, int64]{
+		Table: "users", Tag: func(id, _ int64) string { return strconv.FormatInt(id, 10) }, TTL: CacheTTL,
 	})}
 }
 
@@ -50,6 +54,9 @@ type Principal struct {
 	ValidUntil *time.Time
 	// Policy is the key's own narrowing of the platform's caps, and its budgets.
 	Policy KeyPolicy
+	// UserTokenBudget is the owner's ceiling in tokens per calendar month (UTC) across all their
+	// keys, set by admins (users.ai_monthly_token_budget); 0: none.
+	UserTokenBudget int64
 }
 
 // KeyPolicy is what a key's owner (or an admin) set for it; zero values leave the platform's.
@@ -89,7 +96,20 @@ func (s *Keys) Authenticate(ctx context.Context, presented string) (Principal, e
 	if (p.ExpiresAt != nil && now.After(*p.ExpiresAt)) || (p.ValidUntil != nil && now.After(*p.ValidUntil)) {
 		return Principal{}, bad
 	}
+	if p.UserTokenBudget, err = s.ceilings.Get(ctx, p.UserID, func(ctx context.Context) (int64, error) { return s.ceiling(ctx, p.UserID) }); err != nil {
+		return Principal{}, err
+	}
 	return p, nil
+}
+
+// ceiling reads a user's monthly token ceiling (0: none).
+func (s *Keys) ceiling(ctx context.Context, userID int64) (int64, error) {
+	var n int64
+	err := s.db.NewRaw("SELECT coalesce(ai_monthly_token_budget, 0) FROM users WHERE id = ?", userID).Scan(ctx, &n)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return 0, fmt.Errorf("read the ai budget of user %d: %w", userID, errors.Join(httpx.ErrUnavailable, err))
+	}
+	return n, nil
 }
 
 // lookup reads the active key whose current text, or a rotated-out text still in its grace

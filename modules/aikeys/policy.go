@@ -81,15 +81,13 @@ func (b PolicyBody) apply(k *Key) []string {
 }
 
 // SetPolicy changes a key's policy (what body names); in force on every replica once answered,
-// spending so far in the period kept. ownerID 0: any owner (an admin's change).
-func (s *Keys) SetPolicy(ctx context.Context, id, ownerID, actorID int64, body PolicyBody) (*View, error) {
+// spending so far in the period kept: the key id of ownerID's (another's is not found). Audited as
+// about the owner, by whoever asked (the owner, or an admin).
+func (s *Keys) SetPolicy(ctx context.Context, id, ownerID int64, body PolicyBody) (*View, error) {
 	var out *Key
 	err := db.RunInTx(ctx, s.db, func(ctx context.Context, tx bun.Tx) error {
 		k := new(Key)
-		q := tx.NewSelect().Model(k).Where("id = ?", id)
-		if ownerID != 0 {
-			q = q.Where("user_id = ?", ownerID)
-		}
+		q := tx.NewSelect().Model(k).Where("id = ?", id).Where("user_id = ?", ownerID)
 		if err := q.For("UPDATE").Scan(ctx); errors.Is(err, sql.ErrNoRows) {
 			return httpx.NotFound("AI key not found")
 		} else if err != nil {
@@ -105,7 +103,7 @@ func (s *Keys) SetPolicy(ctx context.Context, id, ownerID, actorID int64, body P
 			}
 		}
 		out = k
-		return s.audit.RecordTx(ctx, tx, audit.Event{Action: "aikey.policy_changed", UserID: audit.Int64(actorID), TargetType: "aiKey",
+		return s.audit.RecordTx(ctx, tx, audit.Event{Action: "aikey.policy_changed", UserID: audit.Int64(ownerID), TargetType: "aiKey",
 			TargetID: fmt.Sprint(id), Details: map[string]any{"allowedModels": k.AllowedModels, "maxTokensPerRequest": k.MaxTokensPerRequest,
 				"tokenBudget": k.TokenBudget, "requestBudget": k.RequestBudget, "budgetPeriod": k.BudgetPeriod}})
 	})

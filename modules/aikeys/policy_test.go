@@ -96,3 +96,65 @@ func TestDefaultMonthlyTokenBudget(t *testing.T) {
 	assert.Nil(t, p.TokenBudget)
 	assert.Equal(t, "none", p.BudgetPeriod)
 }
+
+// TestAdminSetsAUsersKeyPolicy: PATCH /api/users/{userId}/ai-keys/{id} changes another user's key
+// policy for admins (403 for users, 404 for a key of someone else), audited as about the owner by
+// the admin; an admin's aiMonthlyTokenBudget on PUT /api/users/{id} refuses the user's keys at
+// the ceiling from the next request, and 0 clears it.
+func TestAdminSetsAUsersKeyPolicy(t *testing.T) {
+	t.Parallel()
+	a, _ := setup(t, nil)
+	u, other := a.Register(t), a.Register(t)
+	k := newKey(t, a, u.Token, nil)
+	admin := a.AdminToken(t)
+	patch := func(token string, userID int64, body map[string]any) *apptest.Resp {
+		return a.Do(apptest.Request{Method: http.MethodPatch, Path: fmt.Sprintf("/api/users/%d/ai-keys/%d", userID, k.ID), Token: token, Body: body})
+	}
+	r := patch(u.Token, u.ID, map[string]any{"requestBudget": 1})
+	assert.Equal(t, http.StatusForbidden, r.Status, string(r.Raw))
+	r = patch(admin, other.ID, map[string]any{"requestBudget": 1})
+	assert.Equal(t, http.StatusNotFound, r.Status, "not the key of that user: %s", string(r.Raw))
+	r = patch(admin, u.ID, map[string]any{"requestBudget": 1, "budgetPeriod": "day"})
+	require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
+	var kv struct {
+		Policy struct {
+			RequestBudget *int64 `json:"requestBudget"`
+		} `json:"policy"`
+	}
+	r.Decode(t, &kv)
+	require.NotNil(t, kv.Policy.RequestBudget)
+	assert.Equal(t, int64(1), *kv.Policy.RequestBudget)
+
+	r = a.Get(fmt.Sprintf("/api/audit-events?action=aikey.policy_changed&userId=%d", u.ID), admin)
+	require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
+	var events struct {
+		Items []struct {
+			UserID      int64          `json:"userId"`
+			ActorUserID int64          `json:"actorUserId"`
+			Details     map[string]any `json:"details"`
+		} `json:"items"`
+	}
+	r.Decode(t, &events)
+	require.Len(t, events.Items, 1)
+	assert.NotEqual(t, u.ID, events.Items[0].ActorUserID, "the admin changed it")
+	assert.EqualValues(t, 1, events.Items[0].Details["requestBudget"])
+
+	// The user's ceiling: a key without a budget of its own is refused once the month's tokens
+	// would pass it (a generate's worst case is 24 + the 10 max tokens).
+	k2 := newKey(t, a, u.Token, map[string]any{"name": "free"})
+	put := func(budget int64) {
+		r := a.Do(apptest.Request{Method: http.MethodPut, Path: fmt.Sprintf("/api/users/%d", u.ID), Token: admin,
+			Body: map[string]any{"aiMonthlyTokenBudget": budget}})
+		require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
+	}
+	put(40)
+	require.Equal(t, http.StatusOK, generate(a, k2.Key).Status)
+	r = generate(a, k2.Key)
+	require.Equal(t, http.StatusTooManyRequests, r.Status, string(r.Raw))
+	assert.Contains(t, r.Env.Message, "Monthly token budget of this user reached: 40 tokens")
+	assert.NotEmpty(t, r.Header.Get("Retry-After"))
+	put(0)
+	r = a.Get(fmt.Sprintf("/api/users/%d", u.ID), admin)
+	assert.Contains(t, string(r.Raw), `"aiMonthlyTokenBudget":null`)
+	assert.Equal(t, http.StatusOK, generate(a, k2.Key).Status, "no ceiling any more")
+}
