@@ -13,7 +13,8 @@ import (
 
 	"provisioner/platform/audit"
 	"provisioner/platform/db"
-	"provisioner/platform/httpx"
+	"provisioner/platform/fault"
+	"provisioner/platform/paging"
 )
 
 // AuditEvents lets administrators read and curate the audit log. Every change to an event is
@@ -29,11 +30,11 @@ type AuditFilter struct {
 	Action   string
 	From, To time.Time
 	ToGiven  bool // To applies even when it is the zero time (0001-01-01T00:00:00Z: nothing is before it)
-	httpx.PageQuery
+	paging.PageQuery
 }
 
 // List returns one page of events, newest first.
-func (s *AuditEvents) List(ctx context.Context, f AuditFilter) (httpx.Page[audit.Event], error) {
+func (s *AuditEvents) List(ctx context.Context, f AuditFilter) (paging.Page[audit.Event], error) {
 	var rows []audit.Event
 	q := s.db.NewSelect().Model(&rows)
 	if f.UserID > 0 {
@@ -50,9 +51,9 @@ func (s *AuditEvents) List(ctx context.Context, f AuditFilter) (httpx.Page[audit
 	}
 	total, err := q.OrderExpr("occurred_at DESC, id DESC").Limit(f.Limit()).Offset(f.Offset()).ScanAndCount(ctx)
 	if err != nil {
-		return httpx.Page[audit.Event]{}, fmt.Errorf("list audit events: %w", err)
+		return paging.Page[audit.Event]{}, fmt.Errorf("list audit events: %w", err)
 	}
-	return httpx.NewPage(f.PageQuery, rows, total), nil
+	return paging.NewPage(f.PageQuery, rows, total), nil
 }
 
 // Get returns one event or 404.
@@ -71,7 +72,7 @@ func (s *AuditEvents) get(ctx context.Context, db bun.IDB, id int64, lock bool) 
 	}
 	if err := q.Scan(ctx); err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
-			return nil, httpx.NotFound("Audit event not found")
+			return nil, fault.NotFound("Audit event not found")
 		}
 		return nil, fmt.Errorf("get audit event %d: %w", id, err)
 	}
@@ -92,21 +93,21 @@ type NoteInput struct {
 // Cyrillic а; renaming is left alone when the action does not change) and details
 // nested too deeply or too long.
 func (s *AuditEvents) validate(in NoteInput, current string) error {
-	var invalid []httpx.FieldError
+	var invalid []fault.FieldError
 	if in.Action != nil && *in.Action != current {
 		if msg := audit.ClientActionProblem(*in.Action); msg != "" {
-			invalid = append(invalid, httpx.FieldError{Field: "action", Message: msg})
+			invalid = append(invalid, fault.FieldError{Field: "action", Message: msg})
 		} else if s.audit.Reserved(*in.Action) {
-			invalid = append(invalid, httpx.FieldError{Field: "action", Message: s.audit.ReservedMessage()})
+			invalid = append(invalid, fault.FieldError{Field: "action", Message: s.audit.ReservedMessage()})
 		}
 	}
 	if in.Details != nil {
 		if msg := audit.ClientDetailsProblem(in.Details); msg != "" {
-			invalid = append(invalid, httpx.FieldError{Field: "details", Message: msg})
+			invalid = append(invalid, fault.FieldError{Field: "details", Message: msg})
 		}
 	}
 	if len(invalid) > 0 {
-		return httpx.BadRequest("Validation failed", invalid...)
+		return fault.Invalid("Validation failed", invalid...)
 	}
 	return nil
 }
@@ -131,7 +132,7 @@ func (s *AuditEvents) Create(ctx context.Context, in NoteInput) (*audit.Event, e
 				return fmt.Errorf("look up user %d: %w", *in.UserID, err)
 			}
 			if !exists {
-				return httpx.BadRequest("Validation failed", httpx.FieldError{Field: "userId", Message: "names no user"})
+				return fault.Invalid("Validation failed", fault.FieldError{Field: "userId", Message: "names no user"})
 			}
 		}
 		stored, err = s.audit.StoredNote(ctx, tx, e)

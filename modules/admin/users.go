@@ -13,7 +13,8 @@ import (
 	"provisioner/platform/authn"
 	"provisioner/platform/db"
 	"provisioner/platform/emailaddr"
-	"provisioner/platform/httpx"
+	"provisioner/platform/fault"
+	"provisioner/platform/paging"
 	"provisioner/platform/provision"
 	"provisioner/platform/secrets"
 )
@@ -30,11 +31,11 @@ type Users struct {
 type UserFilter struct {
 	Search string
 	Role   string
-	httpx.PageQuery
+	paging.PageQuery
 }
 
 // List returns one page of live users, newest first.
-func (s *Users) List(ctx context.Context, f UserFilter) (httpx.Page[User], error) {
+func (s *Users) List(ctx context.Context, f UserFilter) (paging.Page[User], error) {
 	var rows []userRow
 	q := s.db.NewSelect().Model(&rows).Where("deleted_at IS NULL")
 	if f.Search != "" {
@@ -50,13 +51,13 @@ func (s *Users) List(ctx context.Context, f UserFilter) (httpx.Page[User], error
 
 // errBlankName refuses a fullName of white space, stored trimmed as the empty name the schema
 // refuses.
-var errBlankName = httpx.BadRequest("Validation failed", httpx.FieldError{Field: "fullName", Message: "must not be blank (white space only)"})
+var errBlankName = fault.Invalid("Validation failed", fault.FieldError{Field: "fullName", Message: "must not be blank (white space only)"})
 
 // parseEmail is a bare address as stored (emailaddr.Normalize), or a 400 naming the field.
 func parseEmail(s string) (string, error) {
 	email, err := emailaddr.Normalize(s)
 	if err != nil {
-		return "", httpx.BadRequest("Validation failed", httpx.FieldError{Field: "email", Message: emailaddr.Message})
+		return "", fault.Invalid("Validation failed", fault.FieldError{Field: "email", Message: emailaddr.Message})
 	}
 	return email, nil
 }
@@ -102,7 +103,7 @@ func (s *Users) Create(ctx context.Context, in CreateUserInput) (*userRow, error
 		return nil, err
 	}
 	if msg := secrets.PasswordProblem(in.Password); msg != "" {
-		return nil, httpx.BadRequest("Validation failed", httpx.FieldError{Field: "password", Message: msg})
+		return nil, fault.Invalid("Validation failed", fault.FieldError{Field: "password", Message: msg})
 	}
 	hash, err := s.hasher.HashPassword(ctx, in.Password)
 	if err != nil {
@@ -117,7 +118,7 @@ func (s *Users) Create(ctx context.Context, in CreateUserInput) (*userRow, error
 	err = db.RunInTx(ctx, s.db, func(ctx context.Context, tx bun.Tx) error {
 		if _, err := tx.NewInsert().Model(u).Returning("*").Exec(ctx); err != nil {
 			if db.IsUniqueViolation(err) {
-				return httpx.Conflict("An account with this email already exists")
+				return fault.Conflict("An account with this email already exists")
 			}
 			return fmt.Errorf("insert user: %w", err)
 		}
@@ -199,7 +200,7 @@ func (s *Users) Update(ctx context.Context, id int64, in UpdateUserInput) (*user
 		if _, err := tx.NewUpdate().Model(u).Column("full_name", "organization", "email", "role", "ai_monthly_token_budget").
 			Set("updated_at = now()").WherePK().Returning("*").Exec(ctx, stored); err != nil {
 			if db.IsUniqueViolation(err) {
-				return httpx.Conflict("An account with this email already exists")
+				return fault.Conflict("An account with this email already exists")
 			}
 			return fmt.Errorf("update user %d: %w", id, err)
 		}
@@ -299,7 +300,7 @@ func ensureAnotherAdmin(ctx context.Context, tx bun.Tx, except int64) error {
 		return fmt.Errorf("count admins: %w", err)
 	}
 	if n == 0 {
-		return httpx.Conflict("The last Admin cannot be demoted or deleted")
+		return fault.Conflict("The last Admin cannot be demoted or deleted")
 	}
 	return nil
 }

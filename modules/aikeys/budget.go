@@ -13,7 +13,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"provisioner/platform/fault"
-	"provisioner/platform/httpx"
 )
 
 // Budget periods of a key.
@@ -167,7 +166,7 @@ func (b *Budgets) Reserve(ctx context.Context, p Principal, worst int64) (*hold,
 }
 
 // errBudgetUnavailable: Redis cannot be reached, so a budget cannot be checked (503).
-var errBudgetUnavailable = httpx.Unavailable("The key's budget cannot be checked; try again")
+var errBudgetUnavailable = fault.Unavailable("The key's budget cannot be checked; try again")
 
 // refusal is the 429 of a budget reached: which one, and Retry-After at its period's end.
 func refusal(c counter, tokens bool, spent, worst int64, now time.Time) error {

@@ -18,7 +18,7 @@ import (
 	"provisioner/platform/audit"
 	"provisioner/platform/coherent"
 	"provisioner/platform/db"
-	"provisioner/platform/httpx"
+	"provisioner/platform/fault"
 	"provisioner/platform/secrets"
 )
 
@@ -80,7 +80,7 @@ var errUnknownKey = errors.New("unknown ai key")
 
 // Authenticate returns the principal of a presented key, or 401.
 func (s *Keys) Authenticate(ctx context.Context, presented string) (Principal, error) {
-	bad := httpx.Unauthorized("Invalid, revoked or expired API key")
+	bad := fault.Unauthorized("Invalid, revoked or expired API key")
 	if !strings.HasPrefix(presented, KeyPrefix) || len(presented) > 128 {
 		return Principal{}, bad
 	}
@@ -107,7 +107,7 @@ func (s *Keys) ceiling(ctx context.Context, userID int64) (int64, error) {
 	var n int64
 	err := s.db.NewRaw("SELECT coalesce(ai_monthly_token_budget, 0) FROM users WHERE id = ?", userID).Scan(ctx, &n)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
-		return 0, fmt.Errorf("read the ai budget of user %d: %w", userID, errors.Join(httpx.ErrUnavailable, err))
+		return 0, fmt.Errorf("read the ai budget of user %d: %w", userID, errors.Join(fault.ErrUnavailable, err))
 	}
 	return n, nil
 }
@@ -129,7 +129,7 @@ LIMIT 1`, h[:], StatusActive, h[:], StatusActive).Scan(ctx, &p.KeyID, &p.UserID,
 		return Principal{}, errUnknownKey
 	}
 	if err != nil {
-		return Principal{}, fmt.Errorf("look up ai key: %w", errors.Join(httpx.ErrUnavailable, err))
+		return Principal{}, fmt.Errorf("look up ai key: %w", errors.Join(fault.ErrUnavailable, err))
 	}
 	return p, nil
 }
@@ -168,15 +168,15 @@ type CreateInput struct {
 // Create makes a key; the plain text is in the answer only.
 func (s *Keys) Create(ctx context.Context, in CreateInput) (*View, error) {
 	name := strings.TrimSpace(in.Name)
-	var invalid []httpx.FieldError
+	var invalid []fault.FieldError
 	if name == "" {
-		invalid = append(invalid, httpx.FieldError{Field: "name", Message: "must not be blank"})
+		invalid = append(invalid, fault.FieldError{Field: "name", Message: "must not be blank"})
 	}
 	if msg := expiresAtProblem(in.ExpiresAt); msg != "" {
-		invalid = append(invalid, httpx.FieldError{Field: "expiresAt", Message: msg})
+		invalid = append(invalid, fault.FieldError{Field: "expiresAt", Message: msg})
 	}
 	if len(invalid) > 0 {
-		return nil, httpx.BadRequest("Validation failed", invalid...)
+		return nil, fault.Invalid("Validation failed", invalid...)
 	}
 	text := newKeyText()
 	h := hashKey(text)
@@ -196,7 +196,7 @@ func (s *Keys) Create(ctx context.Context, in CreateInput) (*View, error) {
 			return fmt.Errorf("count ai keys: %w", err)
 		}
 		if n >= int64(s.maxPerUser) {
-			return httpx.Conflict(fmt.Sprintf("Quota reached: at most %d active AI keys per user (expired and revoked keys do not count)", s.maxPerUser))
+			return fault.Conflict(fmt.Sprintf("Quota reached: at most %d active AI keys per user (expired and revoked keys do not count)", s.maxPerUser))
 		}
 		if _, err := tx.NewInsert().Model(k).Returning("*").Exec(ctx); err != nil {
 			return fmt.Errorf("store ai key: %w", err)
@@ -216,7 +216,7 @@ func (s *Keys) lockOwn(ctx context.Context, tx bun.Tx, id, userID int64) (*Key, 
 	k := new(Key)
 	if err := tx.NewSelect().Model(k).Where("id = ?", id).Where("user_id = ?", userID).For("UPDATE").Scan(ctx); err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
-			return nil, httpx.NotFound("AI key not found")
+			return nil, fault.NotFound("AI key not found")
 		}
 		return nil, fmt.Errorf("lock ai key %d: %w", id, err)
 	}
@@ -250,10 +250,10 @@ func (s *Keys) Rotate(ctx context.Context, id, userID int64, grace time.Duration
 			return err
 		}
 		if k.Status != StatusActive {
-			return httpx.Conflict("A revoked key cannot be rotated")
+			return fault.Conflict("A revoked key cannot be rotated")
 		}
 		if k.ExpiresAt != nil && !time.Now().Before(*k.ExpiresAt) {
-			return httpx.Conflict("An expired key cannot be rotated (its new text would be refused too)")
+			return fault.Conflict("An expired key cannot be rotated (its new text would be refused too)")
 		}
 		// Texts whose grace ended are refused already; forget them.
 		if _, err := tx.NewDelete().Model((*retiredHash)(nil)).Where("key_id = ?", id).Where("valid_until <= now()").Exec(ctx); err != nil {
@@ -265,7 +265,7 @@ func (s *Keys) Rotate(ctx context.Context, id, userID int64, grace time.Duration
 				return fmt.Errorf("count rotated-out texts of ai key %d: %w", id, err)
 			}
 			if n >= MaxGraceTexts {
-				return httpx.Conflict(fmt.Sprintf("At most %d rotated-out texts of a key can be in their grace period at once: "+
+				return fault.Conflict(fmt.Sprintf("At most %d rotated-out texts of a key can be in their grace period at once: "+
 					"rotate with gracePeriodSeconds 0, or wait until a grace period ends", MaxGraceTexts))
 			}
 			r := &retiredHash{Hash: k.KeyHash, KeyID: id, ValidUntil: time.Now().Add(grace)}
@@ -298,7 +298,7 @@ func (s *Keys) Revoke(ctx context.Context, id, userID int64) (*View, error) {
 			return err
 		}
 		if k.Status == StatusRevoked {
-			return httpx.Conflict("The key is already revoked")
+			return fault.Conflict("The key is already revoked")
 		}
 		if _, err := tx.NewUpdate().Model(k).Set("status = ?", StatusRevoked).Set("revoked_at = now()").
 			Set("updated_at = now()").WherePK().Returning("*").Exec(ctx); err != nil {

@@ -11,7 +11,7 @@ import (
 
 	"provisioner/platform/audit"
 	"provisioner/platform/db"
-	"provisioner/platform/httpx"
+	"provisioner/platform/fault"
 )
 
 // PolicyBody is a key's policy as create and PATCH take it; on PATCH a member left out is kept.
@@ -26,18 +26,18 @@ type PolicyBody struct {
 // check refuses what the platform does not allow: a model outside Ai:AllowedModels, a
 // maxTokensPerRequest above Ai:MaxTokensPerRequest (400 naming the member).
 func (b PolicyBody) check(c *Caps) error {
-	var invalid []httpx.FieldError
+	var invalid []fault.FieldError
 	for _, m := range b.AllowedModels {
 		if !c.platformAllows(m) {
-			invalid = append(invalid, httpx.FieldError{Field: "allowedModels", Message: fmt.Sprintf("%q is not in Ai:AllowedModels", m)})
+			invalid = append(invalid, fault.FieldError{Field: "allowedModels", Message: fmt.Sprintf("%q is not in Ai:AllowedModels", m)})
 			break
 		}
 	}
 	if b.MaxTokensPerRequest != nil && int64(*b.MaxTokensPerRequest) > c.maxTokens {
-		invalid = append(invalid, httpx.FieldError{Field: "maxTokensPerRequest", Message: fmt.Sprintf("must be at most %d (Ai:MaxTokensPerRequest)", c.maxTokens)})
+		invalid = append(invalid, fault.FieldError{Field: "maxTokensPerRequest", Message: fmt.Sprintf("must be at most %d (Ai:MaxTokensPerRequest)", c.maxTokens)})
 	}
 	if len(invalid) > 0 {
-		return httpx.BadRequest("Validation failed", invalid...)
+		return fault.Invalid("Validation failed", invalid...)
 	}
 	return nil
 }
@@ -89,12 +89,12 @@ func (s *Keys) SetPolicy(ctx context.Context, id, ownerID int64, body PolicyBody
 		k := new(Key)
 		q := tx.NewSelect().Model(k).Where("id = ?", id).Where("user_id = ?", ownerID)
 		if err := q.For("UPDATE").Scan(ctx); errors.Is(err, sql.ErrNoRows) {
-			return httpx.NotFound("AI key not found")
+			return fault.NotFound("AI key not found")
 		} else if err != nil {
 			return fmt.Errorf("lock ai key %d: %w", id, err)
 		}
 		if k.Status != StatusActive {
-			return httpx.Conflict("A revoked key cannot be changed")
+			return fault.Conflict("A revoked key cannot be changed")
 		}
 		cols := body.apply(k)
 		if len(cols) > 0 {

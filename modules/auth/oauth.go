@@ -28,6 +28,7 @@ import (
 	"provisioner/platform/config"
 	"provisioner/platform/db"
 	"provisioner/platform/emailaddr"
+	"provisioner/platform/fault"
 	"provisioner/platform/httpx"
 	"provisioner/platform/secrets"
 )
@@ -474,7 +475,7 @@ func (s *Service) signInExternalTx(ctx context.Context, id Identity, retry bool)
 				return err
 			}
 		case !errors.Is(err, sql.ErrNoRows):
-			return fmt.Errorf("find identity: %w", errors.Join(httpx.ErrUnavailable, err))
+			return fmt.Errorf("find identity: %w", errors.Join(fault.ErrUnavailable, err))
 		}
 		if strings.TrimSpace(id.Email) == "" {
 			return &flowError{"email_missing"}
@@ -543,7 +544,7 @@ func (s *Service) liveUser(ctx context.Context, db bun.IDB, id int64) (*User, er
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("find user %d: %w", id, errors.Join(httpx.ErrUnavailable, err))
+		return nil, fmt.Errorf("find user %d: %w", id, errors.Join(fault.ErrUnavailable, err))
 	}
 	return u, nil
 }

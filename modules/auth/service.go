@@ -20,7 +20,7 @@ import (
 	"provisioner/platform/config"
 	"provisioner/platform/db"
 	"provisioner/platform/emailaddr"
-	"provisioner/platform/httpx"
+	"provisioner/platform/fault"
 	"provisioner/platform/mail"
 	"provisioner/platform/provision"
 	"provisioner/platform/secrets"
@@ -54,10 +54,10 @@ type Service struct {
 
 // Errors a caller may match.
 var (
-	errEmailTaken   = httpx.Conflict("An account with this email already exists")
-	errBadLogin     = httpx.Unauthorized("Invalid email or password")
-	errBadResetCode = httpx.BadRequest("Invalid or expired reset token",
-		httpx.FieldError{Field: "token", Message: "is invalid, expired or already used"})
+	errEmailTaken   = fault.Conflict("An account with this email already exists")
+	errBadLogin     = fault.Unauthorized("Invalid email or password")
+	errBadResetCode = fault.Invalid("Invalid or expired reset token",
+		fault.FieldError{Field: "token", Message: "is invalid, expired or already used"})
 )
 
 // RegisterInput is what registration needs.
@@ -71,14 +71,14 @@ type RegisterInput struct {
 func (s *Service) Register(ctx context.Context, in RegisterInput) (*RegisterResult, error) {
 	if strings.TrimSpace(in.FullName) == "" {
 		// Stored trimmed, a name of white space would be the empty name the schema refuses.
-		return nil, httpx.BadRequest("Validation failed", httpx.FieldError{Field: "fullName", Message: "must not be blank (white space only)"})
+		return nil, fault.Invalid("Validation failed", fault.FieldError{Field: "fullName", Message: "must not be blank (white space only)"})
 	}
 	email, err := parseEmail(in.Email)
 	if err != nil {
 		return nil, err
 	}
 	if msg := secrets.PasswordProblem(in.Password); msg != "" {
-		return nil, httpx.BadRequest("Validation failed", httpx.FieldError{Field: "password", Message: msg})
+		return nil, fault.Invalid("Validation failed", fault.FieldError{Field: "password", Message: msg})
 	}
 	hash, err := s.hasher.HashPassword(ctx, in.Password)
 	if err != nil {
@@ -239,7 +239,7 @@ type ResetOutcome struct {
 // after the commit the TakeoverFollowers apply what they stored, before the answer.
 func (s *Service) ResetPassword(ctx context.Context, token, newPassword string) (*ResetOutcome, error) {
 	if msg := secrets.PasswordProblem(newPassword); msg != "" {
-		return nil, httpx.BadRequest("Validation failed", httpx.FieldError{Field: "newPassword", Message: msg})
+		return nil, fault.Invalid("Validation failed", fault.FieldError{Field: "newPassword", Message: msg})
 	}
 	sum := sha256.Sum256([]byte(token))
 	// An unknown, expired or spent token, or one mailed to an address the account no longer has,
@@ -249,7 +249,7 @@ func (s *Service) ResetPassword(ctx context.Context, token, newPassword string) 
 		Join("JOIN users AS u ON u.id = rt.user_id AND u.email = rt.email AND u.deleted_at IS NULL").
 		Where("rt.token_hash = ?", sum[:]).Where("rt.used_at IS NULL").Where("rt.expires_at > now()").Exists(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("find reset token: %w", errors.Join(httpx.ErrUnavailable, err))
+		return nil, fmt.Errorf("find reset token: %w", errors.Join(fault.ErrUnavailable, err))
 	}
 	if !live {
 		return nil, errBadResetCode
@@ -486,7 +486,7 @@ func (s *Service) findByEmail(ctx context.Context, db bun.IDB, email string) (*U
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("find user: %w", errors.Join(httpx.ErrUnavailable, err))
+		return nil, fmt.Errorf("find user: %w", errors.Join(fault.ErrUnavailable, err))
 	}
 	return u, nil
 }
@@ -505,7 +505,7 @@ func normalizeEmail(s string) string {
 func parseEmail(s string) (string, error) {
 	email, err := emailaddr.Normalize(s)
 	if err != nil {
-		return "", httpx.BadRequest("Validation failed", httpx.FieldError{Field: "email", Message: emailaddr.Message})
+		return "", fault.Invalid("Validation failed", fault.FieldError{Field: "email", Message: emailaddr.Message})
 	}
 	return email, nil
 }
