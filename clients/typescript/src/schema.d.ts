@@ -1058,7 +1058,7 @@ export interface paths {
         get: operations["getUser"];
         /**
          * Update a user
-         * @description Absent fields are left alone; a role change applies on the user's next request. The last Admin cannot be demoted (409).
+         * @description Absent fields are left alone; a role change applies on the user's next request. The last Admin cannot be demoted (409). `aiMonthlyTokenBudget` caps the user's AI keys together (in force once answered).
          */
         put: operations["updateUser"];
         post?: never;
@@ -1114,6 +1114,26 @@ export interface paths {
         options?: never;
         head?: never;
         patch?: never;
+        trace?: never;
+    };
+    "/api/users/{userId}/ai-keys/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        /**
+         * Set a user's AI key policy
+         * @description As PATCH /api/me/ai-keys/{id}, for an admin; audited. The user's own ceiling is `aiMonthlyTokenBudget` of PUT /api/users/{id}.
+         */
+        patch: operations["setUserAiKeyPolicy"];
         trace?: never;
     };
     "/api/users/{userId}/dashboard": {
@@ -1371,6 +1391,12 @@ export interface components {
             [key: string]: unknown;
         };
         AdminUser: {
+            /**
+             * Format: int64
+             * @description Tokens per calendar month (UTC) all the user's AI keys may spend together; null: no ceiling.
+             * @example 1000000
+             */
+            aiMonthlyTokenBudget: number | null;
             /** Format: date-time */
             createdAt: string;
             /**
@@ -2490,6 +2516,11 @@ export interface components {
             [key: string]: unknown;
         };
         UpdateUserInputBody: {
+            /**
+             * Format: int64
+             * @description Tokens per calendar month (UTC) all the user's AI keys may spend together; 0 clears.
+             */
+            aiMonthlyTokenBudget?: number;
             /** Format: idn-email */
             email?: string;
             fullName?: string;
@@ -5419,6 +5450,36 @@ export interface operations {
             401: components["responses"]["401"];
             403: components["responses"]["403"];
             404: components["responses"]["404"];
+            413: components["responses"]["413"];
+            415: components["responses"]["415"];
+            429: components["responses"]["429"];
+            500: components["responses"]["500"];
+            503: components["responses"]["503"];
+        };
+    };
+    setUserAiKeyPolicy: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The key's owner. */
+                userId: number;
+                id: components["parameters"]["id"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["AikeysPolicyBody"];
+            };
+        };
+        responses: {
+            200: components["responses"]["EnvelopeAikeysView"];
+            400: components["responses"]["400"];
+            401: components["responses"]["401"];
+            403: components["responses"]["403"];
+            404: components["responses"]["404"];
+            409: components["responses"]["409"];
             413: components["responses"]["413"];
             415: components["responses"]["415"];
             429: components["responses"]["429"];

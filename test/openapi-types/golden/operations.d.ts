@@ -283,6 +283,7 @@ export interface components {
             totalCount: number;
         };
         AdminUser: {
+            aiMonthlyTokenBudget: number | null;
             createdAt: string;
             email: string;
             readonly emailVerified: boolean;
