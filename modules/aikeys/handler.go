@@ -242,28 +242,14 @@ func (h *Handler) Register(api *httpx.API) {
 		Description: "0 or [] clears; 409 if revoked.",
 		Errors:      []int{http.StatusNotFound, http.StatusConflict}},
 		func(ctx context.Context, in *aiKeyPatchInput) (*httpx.Response[View], error) {
-			if err := in.Body.check(h.caps); err != nil {
-				return nil, err
-			}
-			v, err := h.keys.SetPolicy(ctx, in.ID, authn.FromContext(ctx).UserID, in.Body)
-			if err != nil {
-				return nil, err
-			}
-			return httpx.OK("AI key policy set", *v), nil
+			return h.setPolicy(ctx, in.ID, authn.FromContext(ctx).UserID, in.Body)
 		})
 	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "setUserAiKeyPolicy", Method: http.MethodPatch,
 		Path: "/api/users/{userId}/ai-keys/{id}", Tags: tags, Summary: "Set a user's AI key policy",
 		Description: "As PATCH /api/me/ai-keys/{id}, for an admin; audited. The user's own ceiling is `aiMonthlyTokenBudget` of PUT /api/users/{id}.",
 		Errors:      []int{http.StatusNotFound, http.StatusConflict}},
 		func(ctx context.Context, in *userAiKeyPatchInput) (*httpx.Response[View], error) {
-			if err := in.Body.check(h.caps); err != nil {
-				return nil, err
-			}
-			v, err := h.keys.SetPolicy(ctx, in.ID, in.UserID, in.Body)
-			if err != nil {
-				return nil, err
-			}
-			return httpx.OK("AI key policy set", *v), nil
+			return h.setPolicy(ctx, in.ID, in.UserID, in.Body)
 		})
 
 	h.registerUsage(api)
@@ -345,6 +331,18 @@ func (h *Handler) Register(api *httpx.API) {
 			r.Content = map[string]*huma.MediaType{"application/json": {Schema: errSchema}}
 		}
 	}
+}
+
+// setPolicy checks body against the platform's caps and sets it on owner's key id.
+func (h *Handler) setPolicy(ctx context.Context, id, owner int64, body PolicyBody) (*httpx.Response[View], error) {
+	if err := body.check(h.caps); err != nil {
+		return nil, err
+	}
+	v, err := h.keys.SetPolicy(ctx, id, owner, body)
+	if err != nil {
+		return nil, err
+	}
+	return httpx.OK("AI key policy set", *v), nil
 }
 
 // capsDoc documents the caps (Caps) on both generation routes.

@@ -102,10 +102,11 @@ func (s *Keys) Authenticate(ctx context.Context, presented string) (Principal, e
 	return p, nil
 }
 
-// ceiling reads a user's monthly token ceiling (0: none).
+// ceiling reads a user's monthly token ceiling (0: none). The column is the admin module's (its
+// migration adds it); read by name from the row, so keys work without it (no ceiling).
 func (s *Keys) ceiling(ctx context.Context, userID int64) (int64, error) {
 	var n int64
-	err := s.db.NewRaw("SELECT coalesce(ai_monthly_token_budget, 0) FROM users WHERE id = ?", userID).Scan(ctx, &n)
+	err := s.db.NewRaw("SELECT coalesce((to_jsonb(u) ->> 'ai_monthly_token_budget')::bigint, 0) FROM users u WHERE id = ?", userID).Scan(ctx, &n)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return 0, fmt.Errorf("read the ai budget of user %d: %w", userID, errors.Join(fault.ErrUnavailable, err))
 	}

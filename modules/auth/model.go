@@ -22,8 +22,9 @@ type User struct {
 	// from a provider's verified email, a reset through the mailed link); nil while it is not. A
 	// change of the email clears it (trigger users_email_changed).
 	EmailVerifiedAt *time.Time `bun:"email_verified_at"`
-	// AiMonthlyTokenBudget is the admins' AI ceiling (the aikeys module's); scanned, never used here.
-	AiMonthlyTokenBudget *int64     `bun:"ai_monthly_token_budget"`
+	// AiMonthlyTokenBudget is the admin module's column (an AI ceiling), only so that RETURNING *
+	// scans: never written or used here.
+	AiMonthlyTokenBudget *int64     `bun:"ai_monthly_token_budget,scanonly"`
 	CreatedAt            time.Time  `bun:"created_at,nullzero,notnull,default:current_timestamp"`
 	UpdatedAt            time.Time  `bun:"updated_at,nullzero,notnull,default:current_timestamp"`
 	DeletedAt            *time.Time `bun:"deleted_at"`
