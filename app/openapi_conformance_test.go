@@ -592,7 +592,13 @@ func TestEveryAnswerMatchesTheOpenAPIDocument(t *testing.T) {
 	get(http.StatusNotFound, "/api/users/"+missing, admin)
 	put(http.StatusOK, "/api/users/"+other, admin, map[string]any{"organization": "Elsewhere"})
 	put(http.StatusNotFound, "/api/users/"+missing, admin, map[string]any{"organization": "Elsewhere"})
+	put(http.StatusOK, "/api/users/"+other, admin, map[string]any{"aiMonthlyTokenBudget": 5000000})
 	get(http.StatusOK, "/api/users/"+other+"/ai-usage", admin)
+	uid := strconv.FormatInt(u.ID, 10)
+	want(http.StatusOK, apptest.Request{Method: http.MethodPatch, Path: "/api/users/" + uid + "/ai-keys/" + keyID, Token: admin,
+		Body: map[string]any{"requestBudget": 1000000, "budgetPeriod": "month"}})
+	want(http.StatusNotFound, apptest.Request{Method: http.MethodPatch, Path: "/api/users/" + other + "/ai-keys/" + keyID, Token: admin,
+		Body: map[string]any{"requestBudget": 1}})
 	get(http.StatusBadRequest, "/api/users/"+other+"/ai-usage?from=2026-01-02T00:00:00Z&to=2026-01-01T00:00:00Z", admin)
 	get(http.StatusOK, "/api/users/"+strconv.FormatInt(u.ID, 10)+"/dashboard", admin)
 	get(http.StatusOK, "/api/users/"+strconv.FormatInt(u.ID, 10)+"/sessions?pageSize=5", admin)

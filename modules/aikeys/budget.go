@@ -129,7 +129,7 @@ func (b *Budgets) Reserve(ctx context.Context, p Principal, worst int64) (*hold,
 		return nil, nil
 	}
 	if b == nil || b.rc == nil {
-		return nil, errBudgetUnavailable
+		return nil, fault.Unavailable("The key's budget cannot be checked (no Redis); try again")
 	}
 	now := time.Now()
 	cs := make([]counter, 0, 2)
