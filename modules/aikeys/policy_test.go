@@ -148,6 +148,8 @@ func TestAdminSetsAUsersKeyPolicy(t *testing.T) {
 		require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
 	}
 	put(40)
+	r = a.Get(fmt.Sprintf("/api/audit-events?action=user.updated&userId=%d", u.ID), admin)
+	assert.Contains(t, string(r.Raw), `"aiMonthlyTokenBudget":{"from":null,"to":40}`, "audited")
 	require.Equal(t, http.StatusOK, generate(a, k2.Key).Status)
 	r = generate(a, k2.Key)
 	require.Equal(t, http.StatusTooManyRequests, r.Status, string(r.Raw))
