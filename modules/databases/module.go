@@ -73,8 +73,8 @@ func newEngines(lc fx.Lifecycle, cfg Config) (*Engines, error) {
 	return e, nil
 }
 
-func newProvisioner(e *Engines, s *secrets.Sealer, a *audit.Recorder, log *slog.Logger) *Provisioner {
-	return &Provisioner{engines: e, sealer: s, audit: a, log: log}
+func newProvisioner(cfg Config, e *Engines, s *secrets.Sealer, a *audit.Recorder, log *slog.Logger) *Provisioner {
+	return &Provisioner{recovery: recoveryWindow(cfg), engines: e, sealer: s, audit: a, log: log}
 }
 
 func newService(d *bun.DB, cfg Config, e *Engines, s *secrets.Sealer, a *audit.Recorder,
@@ -152,7 +152,7 @@ func (s *Summary) PlatformCounts(ctx context.Context) (map[string]int64, error) 
 		Active int64 `bun:"active"`
 	}
 	err := s.svc.db.NewSelect().Table("database_instances").
-		ColumnExpr("count(*) FILTER (WHERE status <> 'Deleted') AS total").
+		ColumnExpr("count(*) FILTER (WHERE status NOT IN ('Deleted', 'Recoverable')) AS total").
 		ColumnExpr("count(*) FILTER (WHERE status = 'Active') AS active").Scan(ctx, &c)
 	if err != nil {
 		return nil, fmt.Errorf("count databases: %w", err)
