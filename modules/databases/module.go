@@ -152,7 +152,7 @@ func (s *Summary) PlatformCounts(ctx context.Context) (map[string]int64, error) 
 		Active int64 `bun:"active"`
 	}
 	err := s.svc.db.NewSelect().Table("database_instances").
-		ColumnExpr("count(*) FILTER (WHERE status NOT IN ('Deleted', 'Recoverable')) AS total").
+		ColumnExpr("count(*) FILTER (WHERE status <> 'Deleted') AS total").
 		ColumnExpr("count(*) FILTER (WHERE status = 'Active') AS active").Scan(ctx, &c)
 	if err != nil {
 		return nil, fmt.Errorf("count databases: %w", err)

@@ -410,7 +410,7 @@ type AdminFilter struct {
 	httpx.PageQuery
 }
 
-// AdminList pages through every database (deleted ones only when asked by status or recoverable).
+// AdminList pages through every database (dropped ones only when asked by status).
 func (s *Service) AdminList(ctx context.Context, f AdminFilter) (httpx.Page[Item], error) {
 	var rows []Instance
 	q := s.db.NewSelect().Model(&rows)
@@ -424,8 +424,8 @@ func (s *Service) AdminList(ctx context.Context, f AdminFilter) (httpx.Page[Item
 		q = q.Where("status IN (?)", bun.In([]string{StatusDeleted, StatusRecoverable}))
 	case f.Status != "":
 		q = q.Where("status = ?", f.Status)
-	default:
-		q = q.Where("status NOT IN (?)", bun.In([]string{StatusDeleted, StatusRecoverable}))
+	default: // those in their recovery window too: they are still on their engines
+		q = q.Where("status <> ?", StatusDeleted)
 	}
 	if f.Engine != "" {
 		q = q.Where("engine = ?", strings.ToLower(f.Engine))
