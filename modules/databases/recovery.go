@@ -147,18 +147,9 @@ const errWindowOver = "Database not found (its recovery window is over)"
 // 0 is an administrator's restore, which skips the quota and may give the database to toUserID
 // (0: its owner). It returns the row as it then stands and the attempt's error.
 func (s *Service) Restore(ctx context.Context, id, userID, toUserID int64) (*Instance, error) {
-	release, err := s.waits.acquire(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer release()
-	err = db.RunInTx(ctx, s.db, func(ctx context.Context, tx bun.Tx) error {
-		inst, err := s.lock(ctx, tx, id, userID)
-		if err != nil {
-			return err
-		}
+	return s.change(ctx, id, userID, func(ctx context.Context, tx bun.Tx, inst *Instance) error {
 		if inst.Status == StatusRestoring {
-			return nil // unfinished: driven again below
+			return nil // unfinished: driven again
 		}
 		if inst.Status != StatusRecoverable {
 			return httpx.Conflict(fmt.Sprintf("Database is %s; only a deleted database can be restored, within its recovery window",
@@ -202,13 +193,4 @@ func (s *Service) Restore(ctx context.Context, id, userID, toUserID int64) (*Ins
 		return s.audit.RecordTx(ctx, tx, audit.Event{Action: "database.restored", UserID: audit.Int64(owner),
 			TargetType: "database", TargetID: fmt.Sprint(id), Details: details})
 	})
-	if err != nil {
-		return nil, err
-	}
-	driveErr := s.finisher.DriveNow(ctx, Kind, id)
-	inst := new(Instance)
-	if err := s.db.NewSelect().Model(inst).Where("id = ?", id).Scan(context.WithoutCancel(ctx)); err != nil {
-		return nil, fmt.Errorf("reload database %d: %w", id, err)
-	}
-	return inst, driveErr
 }

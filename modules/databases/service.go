@@ -200,18 +200,9 @@ func (s *Service) SetPaused(ctx context.Context, id, userID int64, pause bool) (
 	if !pause {
 		from, via, action = StatusPaused, StatusResuming, "database.resumed"
 	}
-	release, err := s.waits.acquire(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer release()
-	err = db.RunInTx(ctx, s.db, func(ctx context.Context, tx bun.Tx) error {
-		inst, err := s.lock(ctx, tx, id, userID)
-		if err != nil {
-			return err
-		}
+	return s.change(ctx, id, userID, func(ctx context.Context, tx bun.Tx, inst *Instance) error {
 		if inst.Status == via {
-			return nil // unfinished: driven again below
+			return nil // unfinished: driven again
 		}
 		if inst.Status != from {
 			return httpx.Conflict(fmt.Sprintf("Database is %s; only %s database can be %s", apiStatus(inst.Status), httpx.WithArticle(string(from)),
@@ -223,6 +214,24 @@ func (s *Service) SetPaused(ctx context.Context, id, userID int64, pause bool) (
 		}
 		return s.audit.RecordTx(ctx, tx, audit.Event{Action: action, UserID: audit.Int64(inst.UserID),
 			TargetType: "database", TargetID: fmt.Sprint(id)})
+	})
+}
+
+// change runs a request's change of database id (of userID; 0: any owner): it takes an
+// engine-wait slot, stores the intent through step in a transaction holding the row's lock (lock),
+// then drives it through the finisher. It returns the row as it then stands and the attempt's error.
+func (s *Service) change(ctx context.Context, id, userID int64, step func(ctx context.Context, tx bun.Tx, inst *Instance) error) (*Instance, error) {
+	release, err := s.waits.acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	err = db.RunInTx(ctx, s.db, func(ctx context.Context, tx bun.Tx) error {
+		inst, err := s.lock(ctx, tx, id, userID)
+		if err != nil {
+			return err
+		}
+		return step(ctx, tx, inst)
 	})
 	if err != nil {
 		return nil, err
@@ -294,16 +303,7 @@ func lockErr(err error, notFound, busy, what string) error {
 // refused and it is kept (Recoverable) until purge_at, else (or with purge) it is dropped; the
 // finisher retries if the engine fails. It returns the row as it then stands and the attempt's error.
 func (s *Service) Delete(ctx context.Context, id, userID int64, purge bool) (*Instance, error) {
-	release, err := s.waits.acquire(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer release()
-	err = db.RunInTx(ctx, s.db, func(ctx context.Context, tx bun.Tx) error {
-		inst, err := s.lock(ctx, tx, id, userID)
-		if err != nil {
-			return err
-		}
+	return s.change(ctx, id, userID, func(ctx context.Context, tx bun.Tx, inst *Instance) error {
 		if inst.Status == StatusDeleting {
 			return deleteInProgress(ctx, tx, "database_instances", id, errDatabaseBusy)
 		}
@@ -317,15 +317,6 @@ func (s *Service) Delete(ctx context.Context, id, userID int64, purge bool) (*In
 		}
 		return s.audit.RecordTx(ctx, tx, ev)
 	})
-	if err != nil {
-		return nil, err
-	}
-	driveErr := s.finisher.DriveNow(ctx, Kind, id)
-	inst := new(Instance)
-	if err := s.db.NewSelect().Model(inst).Where("id = ?", id).Scan(ctx); err != nil {
-		return nil, fmt.Errorf("reload database %d: %w", id, err)
-	}
-	return inst, driveErr
 }
 
 // Reveal returns the password of an own database and audits it.
