@@ -106,6 +106,20 @@ func (s *Service) deleteIntent(inst *Instance, purge bool) (*time.Time, audit.Ev
 	return at, ev, nil
 }
 
+// purgeDeleting makes an administrator's purge of a database whose delete is still being driven
+// (Deleting with a recovery window) a drop: the window is cleared and the purge audited. Without
+// purge, or without a window, the delete is driven again as it was.
+func (s *Service) purgeDeleting(ctx context.Context, tx bun.Tx, inst *Instance, purge bool) error {
+	if !purge || inst.PurgeAt == nil {
+		return nil
+	}
+	if _, err := tx.NewUpdate().Model(inst).Set("purge_at = NULL").Set("updated_at = now()").WherePK().Exec(ctx); err != nil {
+		return fmt.Errorf("clear the recovery window of database %d: %w", inst.ID, err)
+	}
+	return s.audit.RecordTx(ctx, tx, audit.Event{Action: "database.purged", UserID: audit.Int64(inst.UserID),
+		TargetType: "database", TargetID: fmt.Sprint(inst.ID), Details: map[string]any{"reason": "purged by an administrator"}})
+}
+
 // retire finishes the delete of inst while its recovery window is open: the logins of its
 // credentials and owner roles are refused and their sessions ended, as a pause does, and the row
 // is Recoverable until purge_at, when the finisher claims it again and drops it. It reports

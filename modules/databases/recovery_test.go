@@ -227,6 +227,16 @@ func TestAdminListsPurgesAndRestoresDeletedDatabases(t *testing.T) {
 	assert.Equal(t, 1, audited(t, a, "database.purged", it.ID))
 	assert.NotContains(t, ids("&recoverable=true"), it.ID)
 
+	// One whose delete failed on the engine (Deleting, its window set) is purged as well.
+	failing := create(t, a, u.Token, "postgres")
+	_, err := a.DB.Exec("UPDATE database_instances SET status = 'Deleting', attempts = 1, purge_at = now() + interval '72 hours', "+
+		"next_attempt_at = now() + interval '1 hour' WHERE id = ?", failing.ID)
+	require.NoError(t, err)
+	assert.Equal(t, "Deleted", deleteDatabase(t, a, fmt.Sprintf("/api/database-instances/%d?purge=true", failing.ID), admin).Status)
+	assert.Equal(t, "Deleted", storedStatus(t, a, failing.ID))
+	assert.False(t, existsOnEngine(t, "postgres", failing.DatabaseName), "dropped, not kept for the window")
+	assert.Equal(t, 1, audited(t, a, "database.purged", failing.ID))
+
 	// A deleted user's databases keep the window; the admin gives one to another user.
 	gone := a.Register(t)
 	kept := create(t, a, gone.Token, "postgres")
@@ -236,7 +246,7 @@ func TestAdminListsPurgesAndRestoresDeletedDatabases(t *testing.T) {
 	a.Finisher.RunOnce(context.Background())
 	assert.Equal(t, "Recoverable", storedStatus(t, a, kept.ID))
 	assert.True(t, existsOnEngine(t, "postgres", kept.DatabaseName))
-	_, err := connect(t, "postgres", kept, rv.DatabaseUser, rv.Password)
+	_, err = connect(t, "postgres", kept, rv.DatabaseUser, rv.Password)
 	assert.Error(t, err, "a deleted user's database is unreachable")
 	path := fmt.Sprintf("/api/database-instances/%d/restore", kept.ID)
 	r = a.Post(path, admin, nil)

@@ -305,7 +305,10 @@ func lockErr(err error, notFound, busy, what string) error {
 func (s *Service) Delete(ctx context.Context, id, userID int64, purge bool) (*Instance, error) {
 	return s.change(ctx, id, userID, func(ctx context.Context, tx bun.Tx, inst *Instance) error {
 		if inst.Status == StatusDeleting {
-			return deleteInProgress(ctx, tx, "database_instances", id, errDatabaseBusy)
+			if err := deleteInProgress(ctx, tx, "database_instances", id, errDatabaseBusy); err != nil {
+				return err
+			}
+			return s.purgeDeleting(ctx, tx, inst, purge)
 		}
 		purgeAt, ev, err := s.deleteIntent(inst, purge)
 		if err != nil {
