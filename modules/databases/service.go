@@ -49,7 +49,7 @@ func (s *Service) item(in *Instance) Item {
 		it.Host, it.Port = e.Host(), e.Port()
 	}
 	switch in.Status {
-	case StatusFailed, StatusProvisioning, StatusPausing, StatusResuming, StatusDeleting:
+	case StatusFailed, StatusProvisioning, StatusPausing, StatusResuming, StatusDeleting, StatusRestoring:
 		it.ErrorMessage = in.LastError
 	}
 	if it.LastActivity != nil {
