@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"provisioner/app/apptest"
+	"provisioner/platform/testutil"
 )
 
 // recoveryItem is a database as the API shows it, with its recovery window.
@@ -301,4 +302,30 @@ func TestRestoreTakesAnIdempotencyKey(t *testing.T) {
 	assert.Equal(t, http.StatusOK, again.Status, string(again.Raw))
 	assert.Equal(t, "true", again.Header.Get("Idempotent-Replayed"))
 	assert.Equal(t, 1, audited(t, a, "database.restored", it.ID))
+}
+
+// TestTakeoverRotatesADeletedDatabase: a password reset that takes the account over gives a
+// database in its recovery window a new owner password too, so restoring it brings back the new
+// password, not the one the old holder revealed.
+func TestTakeoverRotatesADeletedDatabase(t *testing.T) {
+	smtp := testutil.StartSMTP(t)
+	kv := mailed(smtp)
+	kv["Databases:RecoveryHours"] = 72
+	a := start(t, kv)
+	eve := a.Register(t)
+	it := create(t, a, eve.Token, "postgres")
+	old := revealPassword(t, a, eve.Token, it.ID)
+	deleteDatabase(t, a, fmt.Sprintf("/api/me/databases/%d", it.ID), eve.Token)
+
+	const ownerPassword = "the-mailbox-owners-passphrase-8"
+	resetThroughMail(t, a, smtp, eve, ownerPassword)
+	assert.Contains(t, rotatedInAudit(t, a, eve.ID), it.ID)
+	owner := signIn(t, a, eve.Email, ownerPassword)
+	assert.Equal(t, "Active", restore(t, a, fmt.Sprintf("/api/me/databases/%d/restore", it.ID), owner, nil).Status)
+	_, err := connect(t, "postgres", it, old.DatabaseUser, old.Password)
+	assert.Error(t, err, "the old holder's password does not log in")
+	now := revealPassword(t, a, owner, it.ID)
+	assert.NotEqual(t, old.Password, now.Password)
+	_, err = connect(t, "postgres", it, now.DatabaseUser, now.Password)
+	assert.NoError(t, err, "the new password does")
 }
