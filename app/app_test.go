@@ -79,6 +79,7 @@ func TestOpenAPIDocument(t *testing.T) {
 	}
 	// Every POST that creates or changes a resource takes an Idempotency-Key (register excepted).
 	assert.ElementsMatch(t, []string{"createMyDatabase", "pauseMyDatabase", "resumeMyDatabase", "createDatabaseInstance",
+		"restoreMyDatabase", "restoreDatabaseInstance",
 		"createAccessCredential", "rotateAccessCredential", "createMyDnsRecord", "createDnsRecord", "retryDnsRecord",
 		"provisionMyWfautoAccount", "provisionWfautoAccount", "retryWfautoAccount", "createMyAiKey", "rotateMyAiKey"}, idempotentOps)
 	assert.Contains(t, doc.Paths["/api/ai/v1/chat/completions"]["post"]["responses"], "422",

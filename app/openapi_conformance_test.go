@@ -634,6 +634,9 @@ func TestEveryAnswerMatchesTheOpenAPIDocument(t *testing.T) {
 		a.Settle(10 * time.Second)
 		del(http.StatusOK, "/api/database-instances/"+inst, admin)
 		a.Settle(10 * time.Second)
+		post(http.StatusOK, "/api/database-instances/"+inst+"/restore", admin, map[string]any{"userId": num(other)})
+		del(http.StatusOK, "/api/database-instances/"+inst+"?purge=true", admin)
+		a.Settle(10 * time.Second)
 	}
 
 	// DNS records: one the provider refuses to create (Failed), retried once it accepts.
@@ -746,6 +749,12 @@ func TestEveryAnswerMatchesTheOpenAPIDocument(t *testing.T) {
 	for _, id := range dbIDs {
 		del(http.StatusOK, "/api/me/databases/"+id, u.Token)
 	}
+	post(http.StatusNotFound, "/api/me/databases/"+missing+"/restore", u.Token, nil)
+	post(http.StatusNotFound, "/api/database-instances/"+missing+"/restore", admin, nil)
+	if len(dbIDs) > 0 {
+		post(http.StatusOK, "/api/me/databases/"+dbIDs[0]+"/restore", u.Token, nil)
+		del(http.StatusOK, "/api/me/databases/"+dbIDs[0], u.Token)
+	}
 	del(http.StatusOK, "/api/me/ai-keys/"+keyID, u.Token)
 	del(http.StatusNotFound, "/api/me/ai-keys/"+missing, u.Token)
 	a.Settle(10 * time.Second)
@@ -791,7 +800,7 @@ func TestEveryAnswerMatchesTheOpenAPIDocument(t *testing.T) {
 			"POST /api/me/databases/{id}/resume", "DELETE /api/me/databases/{id}", "POST /api/database-instances",
 			"GET /api/database-instances/{id}", "PUT /api/database-instances/{id}", "DELETE /api/database-instances/{id}",
 			"POST /api/access-credentials", "GET /api/access-credentials/{id}", "PUT /api/access-credentials/{id}",
-			"DELETE /api/access-credentials/{id}"} {
+			"DELETE /api/access-credentials/{id}", "POST /api/me/databases/{id}/restore", "POST /api/database-instances/{id}/restore"} {
 			noSuccess[op] = "no tenant engine in this environment"
 		}
 	}

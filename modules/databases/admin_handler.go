@@ -12,8 +12,15 @@ import (
 type adminListInput struct {
 	httpx.PageQuery
 	UserID int64  `query:"userId" minimum:"0" doc:"Only this user's databases."`
-	Status string `query:"status" enum:"Provisioning,Active,Pausing,Paused,Resuming,Failed,Deleting,Deleted" doc:"Only this status (Deleted ones are listed only when asked for)."`
+	Status string `query:"status" enum:"Provisioning,Active,Pausing,Paused,Resuming,Failed,Deleting,Deleted,Restoring" doc:"Only this status (Deleted ones are listed only when asked for)."`
 	Engine string `query:"engine" enum:"postgres,mysql"`
+	// Recoverable narrows to the deleted databases still in their recovery window.
+	Recoverable bool `query:"recoverable" doc:"Only deleted databases still in their recovery window (restorable, with purgeAt)."`
+}
+
+type adminDeleteInput struct {
+	ID    int64 `path:"id" minimum:"1" doc:"databaseInstanceId"`
+	Purge bool  `query:"purge" doc:"Drop it now, with no recovery window (one already deleted too)."`
 }
 
 type adminCreateInput struct {
@@ -70,7 +77,8 @@ func (h *Handler) registerAdmin(api *httpx.API) {
 	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "listDatabaseInstances", Method: http.MethodGet,
 		Path: "/api/database-instances", Tags: tags, Summary: "List database instances"},
 		func(ctx context.Context, in *adminListInput) (*httpx.Response[httpx.Page[Item]], error) {
-			p, err := h.svc.AdminList(ctx, AdminFilter{UserID: in.UserID, Status: in.Status, Engine: in.Engine, PageQuery: in.PageQuery})
+			p, err := h.svc.AdminList(ctx, AdminFilter{UserID: in.UserID, Status: in.Status, Engine: in.Engine,
+				Recoverable: in.Recoverable, PageQuery: in.PageQuery})
 			if err != nil {
 				return nil, err
 			}
@@ -106,11 +114,11 @@ func (h *Handler) registerAdmin(api *httpx.API) {
 		})
 	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "deleteDatabaseInstance", Metadata: httpx.PerUserLimit("Provision"), Method: http.MethodDelete,
 		Path: "/api/database-instances/{id}", Tags: tags, Summary: "Delete a database",
-		Description: "Drops the database, its roles and credentials. 502 when the engine failed (retried in the background); " +
-			"409 during another change.",
+		Description: "As the owner's DELETE; `purge=true` drops it, its roles and credentials at once, one in its recovery " +
+			"window too (audited). 502 when the engine failed (retried in the background); 409 during another change.",
 		Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusBadGateway}},
-		func(ctx context.Context, in *idInput) (*httpx.Response[Item], error) {
-			return h.deleted(ctx, in.ID, 0)
+		func(ctx context.Context, in *adminDeleteInput) (*httpx.Response[Item], error) {
+			return h.deleted(ctx, in.ID, 0, in.Purge)
 		})
 
 	ctags := []string{"Admin: access credentials"}

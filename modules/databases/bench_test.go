@@ -66,7 +66,7 @@ func BenchmarkCreateToUsable(b *testing.B) {
 		p2.Close()
 
 		b.StopTimer()
-		a.Do(apptest.Request{Method: "DELETE", Path: fmt.Sprintf("/api/database-instances/%d", it.ID), Token: admin})
+		a.Do(apptest.Request{Method: "DELETE", Path: fmt.Sprintf("/api/database-instances/%d?purge=true", it.ID), Token: admin})
 		_, _ = bare.Exec(fmt.Sprintf("DROP DATABASE %s WITH (FORCE)", name))
 		_, _ = bare.Exec(fmt.Sprintf("DROP ROLE %s", name))
 		b.StartTimer()

@@ -75,7 +75,7 @@ func (c *Credentials) Create(ctx context.Context, dbID int64, username string, r
 		return nil, err
 	}
 	if inst.Status != StatusActive && inst.Status != StatusPaused {
-		return nil, httpx.Conflict(fmt.Sprintf("Database is %s; credentials can be added to Active or Paused databases", inst.Status))
+		return nil, httpx.Conflict(fmt.Sprintf("Database is %s; credentials can be added to Active or Paused databases", apiStatus(inst.Status)))
 	}
 	engine := c.engines.Get(inst.Engine)
 	if engine == nil {

@@ -91,6 +91,8 @@ func engines(t *testing.T) map[string]any {
 		"ConnectionStrings:TenantPostgres": testutil.TenantPostgresURL(t),
 		"ConnectionStrings:TenantMysql":    testutil.TenantMysqlDSN(),
 		"RateLimit:PasswordReveal":         "1000-M",
+		// Deletes drop at once unless a test opens a recovery window (recovery_test.go).
+		"Databases:RecoveryHours": 0,
 	}
 }
 

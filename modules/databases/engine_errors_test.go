@@ -35,6 +35,7 @@ func TestEngineErrorsShownAreSanitised(t *testing.T) {
 	down := apptest.Start(t, apptest.With(map[string]any{
 		"ConnectionStrings:TenantPostgres": "postgres://postgres@127.0.0.1:1/postgres?sslmode=disable&connect_timeout=2",
 		"ConnectionStrings:TenantMysql":    "root@tcp(127.0.0.1:1)/?timeout=2s",
+		"Databases:RecoveryHours":          0, // a DELETE drops at once
 	}))
 	for _, engine := range []string{"postgres", "mysql"} {
 		t.Run(engine, func(t *testing.T) {

@@ -78,7 +78,8 @@ func (h *Handler) Register(api *httpx.API) {
 		})
 
 	httpx.Register(api, httpx.Authenticated, huma.Operation{OperationID: "listMyDatabases", Method: http.MethodGet,
-		Path: "/api/me/databases", Tags: tags, Summary: "List my databases", Description: "Deleted databases are not listed."},
+		Path: "/api/me/databases", Tags: tags, Summary: "List my databases",
+		Description: "A deleted database is listed as Deleted with purgeAt until its recovery window ends, then no more."},
 		func(ctx context.Context, _ *struct{}) (*httpx.Response[[]Item], error) {
 			items, err := h.svc.ListMine(ctx, authn.FromContext(ctx).UserID)
 			if err != nil {
@@ -127,11 +128,12 @@ func (h *Handler) Register(api *httpx.API) {
 
 	httpx.Register(api, httpx.Authenticated, huma.Operation{OperationID: "deleteMyDatabase", Metadata: httpx.PerUserLimit("Provision"), Method: http.MethodDelete,
 		Path: "/api/me/databases/{id}", Tags: tags, Summary: "Delete a database",
-		Description: "Drops the database and its role. 502 when the engine failed (retried in the background); 409 during " +
-			"another change.",
+		Description: "Deleted at once: logins refused, sessions ended; dropped at purgeAt (`Databases:RecoveryHours`), " +
+			"restorable until then. 502 when the engine failed (retried in the background); 409 during another change or if " +
+			"already deleted.",
 		Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusBadGateway}},
 		func(ctx context.Context, in *idInput) (*httpx.Response[Item], error) {
-			return h.deleted(ctx, in.ID, authn.FromContext(ctx).UserID)
+			return h.deleted(ctx, in.ID, authn.FromContext(ctx).UserID, false)
 		})
 
 	httpx.Register(api, httpx.Authenticated, huma.Operation{OperationID: "revealMyDatabasePassword", Method: http.MethodGet,
@@ -159,6 +161,7 @@ func (h *Handler) Register(api *httpx.API) {
 			return httpx.OK("OK", *r), nil
 		})
 
+	h.registerRecovery(api)
 	h.registerAdmin(api)
 }
 
@@ -176,14 +179,17 @@ func (h *Handler) created(ctx context.Context, in CreateInput) (*httpx.Response[
 	return httpx.Created("Database created", item), nil
 }
 
-func (h *Handler) deleted(ctx context.Context, id, userID int64) (*httpx.Response[Item], error) {
-	inst, err := h.svc.Delete(ctx, id, userID)
+func (h *Handler) deleted(ctx context.Context, id, userID int64, purge bool) (*httpx.Response[Item], error) {
+	inst, err := h.svc.Delete(ctx, id, userID, purge)
 	if inst == nil {
 		return nil, err
 	}
 	item := h.svc.item(inst)
-	if inst.Status != StatusDeleted {
-		return nil, httpx.BadGateway("The database engine failed; the database stays Deleting and is retried in the background", item)
+	switch inst.Status {
+	case StatusDeleted:
+		return httpx.OK("Database deleted", item), nil
+	case StatusRecoverable:
+		return httpx.OK("Database deleted; it can be restored until purgeAt", item), nil
 	}
-	return httpx.OK("Database deleted", item), nil
+	return nil, httpx.BadGateway("The database engine failed; the database stays Deleting and is retried in the background", item)
 }

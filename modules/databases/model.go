@@ -16,6 +16,10 @@ const (
 	StatusFailed       = "Failed"
 	StatusDeleting     = "Deleting" // in-between: the finisher drops it on the engine
 	StatusDeleted      = "Deleted"
+	// StatusRecoverable is a deleted database in its recovery window (shown as Deleted, with
+	// purgeAt): logins refused, kept on its engine, dropped by the finisher at purge_at.
+	StatusRecoverable = "Recoverable"
+	StatusRestoring   = "Restoring" // in-between: the finisher allows the logins of a restored database again
 )
 
 // Instance is a tenant database as stored.
@@ -41,6 +45,9 @@ type Instance struct {
 	CreatedAt      time.Time  `bun:"created_at,nullzero,notnull,default:current_timestamp"`
 	UpdatedAt      time.Time  `bun:"updated_at,nullzero,notnull,default:current_timestamp"`
 	DeletedAt      *time.Time `bun:"deleted_at"`
+	// PurgeAt is when a deleted database is dropped (its recovery window ends); nil once dropped or
+	// when deleted without a window.
+	PurgeAt *time.Time `bun:"purge_at"`
 }
 
 // Item is a database as the API shows it. The password is never part of it.
@@ -52,7 +59,7 @@ type Item struct {
 	Port               int        `json:"port" example:"5432"`
 	DatabaseName       string     `json:"databaseName" example:"u7_k3x9q2ab5mw"`
 	DatabaseUser       string     `json:"databaseUser" example:"u7_k3x9q2ab5mw"`
-	Status             string     `json:"status" enum:"Provisioning,Active,Pausing,Paused,Resuming,Failed,Deleting,Deleted" example:"Active" doc:"Pausing, Resuming and Deleting: the change is being made on the engine, or retried in the background."`
+	Status             string     `json:"status" enum:"Provisioning,Active,Pausing,Paused,Resuming,Failed,Deleting,Deleted,Restoring" example:"Active" doc:"Pausing, Resuming, Deleting and Restoring: the change is being made on the engine, or retried in the background. Deleted with purgeAt: restorable until then."`
 	UsedSpaceBytes     int64      `json:"usedSpaceBytes" example:"8404992" doc:"Space the database takes (data, indexes and its catalogue text), measured every usage refresh."`
 	MaxSpaceBytes      int64      `json:"maxSpaceBytes" example:"536870912"`
 	ReadOnly           bool       `json:"readOnly" doc:"True while over its quota (until back under 90%) or, on MySQL/MariaDB, while it has a table whose size the server does not report; readOnlyReason says which."`
@@ -61,6 +68,7 @@ type Item struct {
 	ErrorMessage       string     `json:"errorMessage,omitempty" doc:"Why the last attempt failed, by its class only (e.g. \"drop: engine timed out\"); details are in the server log."`
 	CreatedAt          time.Time  `json:"createdAt"`
 	UserID             int64      `json:"userId" doc:"The owner."`
+	PurgeAt            *time.Time `json:"purgeAt,omitempty" doc:"A deleted database's end of recovery: until then POST …/restore brings it back, then it is dropped."`
 }
 
 // Statuses of an access credential. Creating and Deleting are in-between: the request that set

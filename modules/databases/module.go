@@ -73,8 +73,8 @@ func newEngines(lc fx.Lifecycle, cfg Config) (*Engines, error) {
 	return e, nil
 }
 
-func newProvisioner(e *Engines, s *secrets.Sealer, a *audit.Recorder, log *slog.Logger) *Provisioner {
-	return &Provisioner{engines: e, sealer: s, audit: a, log: log}
+func newProvisioner(cfg Config, e *Engines, s *secrets.Sealer, a *audit.Recorder, log *slog.Logger) *Provisioner {
+	return &Provisioner{recovery: recoveryWindow(cfg), engines: e, sealer: s, audit: a, log: log}
 }
 
 func newService(d *bun.DB, cfg Config, e *Engines, s *secrets.Sealer, a *audit.Recorder,

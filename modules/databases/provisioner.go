@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/uptrace/bun"
 
@@ -17,10 +18,12 @@ import (
 // Provisioner creates and drops tenant databases on their engines. It reads the intent from the
 // row the finisher has locked and records the outcome through the same transaction.
 type Provisioner struct {
-	engines *Engines
-	sealer  *secrets.Sealer
-	audit   *audit.Recorder
-	log     *slog.Logger
+	// recovery is Databases:RecoveryHours: how long a deleted user's databases stay recoverable.
+	recovery time.Duration
+	engines  *Engines
+	sealer   *secrets.Sealer
+	audit    *audit.Recorder
+	log      *slog.Logger
 }
 
 // Kind implements provision.Provisioner.
@@ -32,7 +35,8 @@ func (p *Provisioner) Table() string { return "database_instances" }
 // InFlight implements provision.Queue.
 func (p *Provisioner) InFlight() map[string]provision.Verb {
 	return map[string]provision.Verb{StatusProvisioning: provision.VerbCreate, StatusDeleting: provision.VerbDelete,
-		StatusPausing: provision.VerbSuspend, StatusResuming: provision.VerbResume}
+		StatusPausing: provision.VerbSuspend, StatusResuming: provision.VerbResume,
+		StatusRecoverable: provision.VerbDelete, StatusRestoring: provision.VerbResume}
 }
 
 func (p *Provisioner) load(ctx context.Context, tx bun.IDB, id int64) (*Instance, Engine, error) {
@@ -76,7 +80,8 @@ func (p *Provisioner) Create(ctx context.Context, req provision.CreateRequest) (
 }
 
 // Delete drops the database, its role and its extra credentials on the engine, then marks the
-// row Deleted. Dropping what is already gone is not an error.
+// row Deleted; within its recovery window it only refuses their logins (retire). Dropping what is
+// already gone is not an error.
 func (p *Provisioner) Delete(ctx context.Context, req provision.DeleteRequest) (provision.DeleteResponse, error) {
 	inst, engine, err := p.load(ctx, req.Tx, req.ResourceID)
 	if err != nil {
@@ -84,6 +89,9 @@ func (p *Provisioner) Delete(ctx context.Context, req provision.DeleteRequest) (
 	}
 	ectx, cancel := context.WithTimeout(ctx, engineTimeout)
 	defer cancel()
+	if retired, err := p.retire(ectx, req.Tx, inst, engine); retired || err != nil {
+		return provision.DeleteResponse{}, err
+	}
 	var creds []Credential
 	if err := req.Tx.NewSelect().Model(&creds).Where("database_instance_id = ?", inst.ID).
 		Where("status <> 'Deleted'").Scan(ctx); err != nil {
@@ -110,11 +118,11 @@ func (p *Provisioner) Delete(ctx context.Context, req provision.DeleteRequest) (
 			return provision.DeleteResponse{}, err
 		}
 	}
-	if _, err := req.Tx.NewUpdate().Model(inst).Set("status = ?", StatusDeleted).Set("deleted_at = now()").
+	if _, err := req.Tx.NewUpdate().Model(inst).Set("status = ?", StatusDeleted).Set("deleted_at = now()").Set("purge_at = NULL").
 		Set("last_error = ''").Set("updated_at = now()").WherePK().Exec(ctx); err != nil {
 		return provision.DeleteResponse{}, fmt.Errorf("record database %d deleted: %w", inst.ID, err)
 	}
-	return provision.DeleteResponse{}, nil
+	return provision.DeleteResponse{}, p.purged(ctx, req.Tx, inst)
 }
 
 // ErrorText implements provision.ErrorTexter: a failed attempt's last_error is the database's
@@ -141,13 +149,14 @@ func (p *Provisioner) GiveUp(ctx context.Context, tx bun.IDB, id int64, lastErr 
 	return err
 }
 
-// ReleaseUser marks every database of a deleted user for dropping and records database.deleted
-// for each (as a delete by its owner does; the actor is whoever deleted the user).
+// ReleaseUser marks every database of a deleted user for deleting, with the recovery window a
+// delete by its owner has (an administrator may restore one to another user meanwhile), and
+// records database.deleted for each (the actor is whoever deleted the user).
 func (p *Provisioner) ReleaseUser(ctx context.Context, tx bun.IDB, userID int64) error {
 	var released []int64
 	err := tx.NewUpdate().Model((*Instance)(nil)).Set("status = ?", StatusDeleting).Set("attempts = 0").
-		Set("next_attempt_at = now()").Set("updated_at = now()").
-		Where("user_id = ?", userID).Where("status NOT IN (?)", bun.In([]string{StatusDeleted, StatusDeleting})).
+		Set("next_attempt_at = now()").Set("updated_at = now()").Set("purge_at = CASE WHEN status IN (?) THEN ?::timestamptz END", bun.In(recoverable), p.purgeAt()).
+		Where("user_id = ?", userID).Where("status NOT IN (?)", bun.In(notCounted)).
 		Returning("id").Scan(ctx, &released)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return fmt.Errorf("release databases of user %d: %w", userID, err)
@@ -191,7 +200,7 @@ func (p *Provisioner) setLogin(ctx context.Context, tx bun.IDB, id int64, enable
 	ectx, cancel := context.WithTimeout(ctx, engineTimeout)
 	defer cancel()
 	op := map[bool]string{true: "resume", false: "pause"}[enabled]
-	owner := func() error { return engine.SetLogin(ectx, inst.DatabaseName, inst.DatabaseUser, enabled) }
+	owner := func() error { return ownerLogins(ectx, engine, inst, enabled) }
 	creds := func() error { return setCredentialsLogin(ectx, tx, engine, inst, enabled) }
 	// Pausing refuses the credentials first: the owner's step then closes the database to every
 	// other role (PostgreSQL revokes CONNECT), after the credentials' roles were checked and marked.
@@ -209,7 +218,7 @@ func (p *Provisioner) setLogin(ctx context.Context, tx bun.IDB, id int64, enable
 		status = StatusActive
 	}
 	_, err = tx.NewUpdate().Model(inst).Set("status = ?", status).Set("last_error = ''").Set("updated_at = now()").
-		Where("status IN (?)", bun.In([]string{StatusPausing, StatusResuming})).WherePK().Exec(ctx)
+		Where("status IN (?)", bun.In([]string{StatusPausing, StatusResuming, StatusRestoring})).WherePK().Exec(ctx)
 	return err
 }
 

@@ -49,13 +49,14 @@ func (s *Service) item(in *Instance) Item {
 		it.Host, it.Port = e.Host(), e.Port()
 	}
 	switch in.Status {
-	case StatusFailed, StatusProvisioning, StatusPausing, StatusResuming, StatusDeleting:
+	case StatusFailed, StatusProvisioning, StatusPausing, StatusResuming, StatusDeleting, StatusRestoring:
 		it.ErrorMessage = in.LastError
 	}
 	if it.LastActivity != nil {
 		t := it.LastActivity.UTC()
 		it.LastActivity = &t
 	}
+	recoveryView(&it, in)
 	return it
 }
 
@@ -125,10 +126,9 @@ func (s *Service) Create(ctx context.Context, in CreateInput) (*Instance, error)
 			return err
 		}
 		if !in.SkipQuota {
-			n, err := tx.NewSelect().Model((*Instance)(nil)).Where("user_id = ?", in.UserID).
-				Where("status NOT IN (?)", bun.In([]string{StatusDeleted, StatusDeleting})).Count(ctx)
+			n, err := countTowardQuota(ctx, tx, in.UserID)
 			if err != nil {
-				return fmt.Errorf("count databases: %w", err)
+				return err
 			}
 			if n >= int64(s.cfg.Databases.MaxPerUser) {
 				return httpx.Conflict(fmt.Sprintf("Quota reached: at most %d databases per user", s.cfg.Databases.MaxPerUser))
@@ -200,6 +200,27 @@ func (s *Service) SetPaused(ctx context.Context, id, userID int64, pause bool) (
 	if !pause {
 		from, via, action = StatusPaused, StatusResuming, "database.resumed"
 	}
+	return s.change(ctx, id, userID, func(ctx context.Context, tx bun.Tx, inst *Instance) error {
+		if inst.Status == via {
+			return nil // unfinished: driven again
+		}
+		if inst.Status != from {
+			return httpx.Conflict(fmt.Sprintf("Database is %s; only %s database can be %s", apiStatus(inst.Status), httpx.WithArticle(string(from)),
+				map[bool]string{true: "paused", false: "resumed"}[pause]))
+		}
+		if _, err := tx.NewUpdate().Model(inst).Set("status = ?", via).Set("attempts = 0").Set("next_attempt_at = now()").
+			Set("last_error = ''").Set("updated_at = now()").WherePK().Exec(ctx); err != nil {
+			return fmt.Errorf("mark database %d %s: %w", id, strings.ToLower(via), err)
+		}
+		return s.audit.RecordTx(ctx, tx, audit.Event{Action: action, UserID: audit.Int64(inst.UserID),
+			TargetType: "database", TargetID: fmt.Sprint(id)})
+	})
+}
+
+// change runs a request's change of database id (of userID; 0: any owner): it takes an
+// engine-wait slot, stores the intent through step in a transaction holding the row's lock (lock),
+// then drives it through the finisher. It returns the row as it then stands and the attempt's error.
+func (s *Service) change(ctx context.Context, id, userID int64, step func(ctx context.Context, tx bun.Tx, inst *Instance) error) (*Instance, error) {
 	release, err := s.waits.acquire(ctx)
 	if err != nil {
 		return nil, err
@@ -210,19 +231,7 @@ func (s *Service) SetPaused(ctx context.Context, id, userID int64, pause bool) (
 		if err != nil {
 			return err
 		}
-		if inst.Status == via {
-			return nil // unfinished: driven again below
-		}
-		if inst.Status != from {
-			return httpx.Conflict(fmt.Sprintf("Database is %s; only %s database can be %s", inst.Status, httpx.WithArticle(string(from)),
-				map[bool]string{true: "paused", false: "resumed"}[pause]))
-		}
-		if _, err := tx.NewUpdate().Model(inst).Set("status = ?", via).Set("attempts = 0").Set("next_attempt_at = now()").
-			Set("last_error = ''").Set("updated_at = now()").WherePK().Exec(ctx); err != nil {
-			return fmt.Errorf("mark database %d %s: %w", id, strings.ToLower(via), err)
-		}
-		return s.audit.RecordTx(ctx, tx, audit.Event{Action: action, UserID: audit.Int64(inst.UserID),
-			TargetType: "database", TargetID: fmt.Sprint(id)})
+		return step(ctx, tx, inst)
 	})
 	if err != nil {
 		return nil, err
@@ -290,38 +299,27 @@ func lockErr(err error, notFound, busy, what string) error {
 	}
 }
 
-// Delete marks the database Deleting and drives the drop; the finisher retries if the engine
-// fails. It returns the row as it then stands and the attempt's error.
-func (s *Service) Delete(ctx context.Context, id, userID int64) (*Instance, error) {
-	release, err := s.waits.acquire(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer release()
-	err = db.RunInTx(ctx, s.db, func(ctx context.Context, tx bun.Tx) error {
-		inst, err := s.lock(ctx, tx, id, userID)
+// Delete marks the database Deleting and drives it: within Databases:RecoveryHours its logins are
+// refused and it is kept (Recoverable) until purge_at, else (or with purge) it is dropped; the
+// finisher retries if the engine fails. It returns the row as it then stands and the attempt's error.
+func (s *Service) Delete(ctx context.Context, id, userID int64, purge bool) (*Instance, error) {
+	return s.change(ctx, id, userID, func(ctx context.Context, tx bun.Tx, inst *Instance) error {
+		if inst.Status == StatusDeleting {
+			if err := deleteInProgress(ctx, tx, "database_instances", id, errDatabaseBusy); err != nil {
+				return err
+			}
+			return s.purgeDeleting(ctx, tx, inst, purge)
+		}
+		purgeAt, ev, err := s.deleteIntent(inst, purge)
 		if err != nil {
 			return err
 		}
-		if inst.Status == StatusDeleting {
-			return deleteInProgress(ctx, tx, "database_instances", id, errDatabaseBusy)
-		}
-		if _, err := tx.NewUpdate().Model(inst).Set("status = ?", StatusDeleting).Set("attempts = 0").
+		if _, err := tx.NewUpdate().Model(inst).Set("status = ?", StatusDeleting).Set("attempts = 0").Set("purge_at = ?", purgeAt).
 			Set("next_attempt_at = now() + ?::interval", deleteLease).Set("updated_at = now()").WherePK().Exec(ctx); err != nil {
 			return fmt.Errorf("mark database %d deleting: %w", id, err)
 		}
-		return s.audit.RecordTx(ctx, tx, audit.Event{Action: "database.deleted", UserID: audit.Int64(inst.UserID),
-			TargetType: "database", TargetID: fmt.Sprint(id)})
+		return s.audit.RecordTx(ctx, tx, ev)
 	})
-	if err != nil {
-		return nil, err
-	}
-	driveErr := s.finisher.DriveNow(ctx, Kind, id)
-	inst := new(Instance)
-	if err := s.db.NewSelect().Model(inst).Where("id = ?", id).Scan(ctx); err != nil {
-		return nil, fmt.Errorf("reload database %d: %w", id, err)
-	}
-	return inst, driveErr
 }
 
 // Reveal returns the password of an own database and audits it.
@@ -330,8 +328,9 @@ func (s *Service) Reveal(ctx context.Context, id, userID int64) (*Reveal, error)
 	if err != nil {
 		return nil, err
 	}
-	if inst.Status == StatusProvisioning || inst.Status == StatusFailed || inst.Status == StatusDeleting {
-		return nil, httpx.Conflict(fmt.Sprintf("Database is %s; its password is available once it is Active", inst.Status))
+	switch inst.Status {
+	case StatusProvisioning, StatusFailed, StatusDeleting, StatusRecoverable, StatusRestoring:
+		return nil, httpx.Conflict(fmt.Sprintf("Database is %s; its password is available once it is Active", apiStatus(inst.Status)))
 	}
 	// The new password of a rotation not yet made on the engine would not log in: none is shown
 	// until it is (the old one no longer is the stored one).
@@ -400,19 +399,26 @@ func (s *Service) Update(ctx context.Context, id int64, name *string, maxSpace *
 type AdminFilter struct {
 	UserID         int64
 	Status, Engine string
+	// Recoverable lists only deleted databases still in their recovery window.
+	Recoverable bool
 	httpx.PageQuery
 }
 
-// AdminList pages through every database (deleted ones only when asked by status).
+// AdminList pages through every database (dropped ones only when asked by status).
 func (s *Service) AdminList(ctx context.Context, f AdminFilter) (httpx.Page[Item], error) {
 	var rows []Instance
 	q := s.db.NewSelect().Model(&rows)
 	if f.UserID > 0 {
 		q = q.Where("user_id = ?", f.UserID)
 	}
-	if f.Status != "" {
+	switch {
+	case f.Recoverable:
+		q = q.Where("status = ?", StatusRecoverable)
+	case f.Status == StatusDeleted:
+		q = q.Where("status IN (?)", bun.In([]string{StatusDeleted, StatusRecoverable}))
+	case f.Status != "":
 		q = q.Where("status = ?", f.Status)
-	} else {
+	default: // those in their recovery window too: they are still on their engines
 		q = q.Where("status <> ?", StatusDeleted)
 	}
 	if f.Engine != "" {

@@ -225,7 +225,7 @@ func TestChaos(t *testing.T) {
 		"Secrets__EncryptionKey=MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=",
 		"ConnectionStrings__Control=" + testutil.PackageDatabase(t),
 		"ConnectionStrings__TenantPostgres=" + testutil.TenantPostgresURL(t),
-		"ConnectionStrings__TenantMysql=",
+		"ConnectionStrings__TenantMysql=", "Databases__RecoveryHours=0", // a DELETE drops at once
 		"Redis__Url=" + testutil.RedisURL(), "Redis__KeyPrefix=chaos" + testutil.RandomSuffix(),
 		"Dns__BaseUrl=" + fake.URL, "Dns__ZoneId=zone-chaos", "Dns__ApiToken=cf-token", "Dns__ZoneName=example.com",
 		"Dns__DefaultContent=203.0.113.9", "Dns__TimeoutSeconds=1", "Dns__MaxRecordsPerUser=1000", "Dns__OutboundRate=100000-M",

@@ -372,9 +372,29 @@ export interface paths {
         post?: never;
         /**
          * Delete a database
-         * @description Drops the database, its roles and credentials. 502 when the engine failed (retried in the background); 409 during another change.
+         * @description As the owner's DELETE; `purge=true` drops it, its roles and credentials at once, one in its recovery window too (audited). 502 when the engine failed (retried in the background); 409 during another change.
          */
         delete: operations["deleteDatabaseInstance"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/database-instances/{id}/restore": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Restore a deleted database
+         * @description Within its recovery window (purgeAt): back Active with its data, password and credentials. 404 once the window is over (dropped or being dropped); 409 unless deleted, during another change, or when its owner is deleted and no userId is given; no quota. 502 when the engine failed (finished in the background).
+         */
+        post: operations["restoreDatabaseInstance"];
+        delete?: never;
         options?: never;
         head?: never;
         patch?: never;
@@ -581,7 +601,7 @@ export interface paths {
         };
         /**
          * List my databases
-         * @description Deleted databases are not listed.
+         * @description A deleted database is listed as Deleted with purgeAt until its recovery window ends, then no more.
          */
         get: operations["listMyDatabases"];
         put?: never;
@@ -608,7 +628,7 @@ export interface paths {
         post?: never;
         /**
          * Delete a database
-         * @description Drops the database and its role. 502 when the engine failed (retried in the background); 409 during another change.
+         * @description Deleted at once: logins refused, sessions ended; dropped at purgeAt (`Databases:RecoveryHours`), restorable until then. 502 when the engine failed (retried in the background); 409 during another change or if already deleted.
          */
         delete: operations["deleteMyDatabase"];
         options?: never;
@@ -650,6 +670,26 @@ export interface paths {
          * @description Active → Paused: its roles can no longer connect. 502 when the engine failed (finished in the background); 409 in another state or change.
          */
         post: operations["pauseMyDatabase"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/me/databases/{id}/restore": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Restore a deleted database
+         * @description Within its recovery window (purgeAt): back Active with its data, password and credentials. 404 once the window is over (dropped or being dropped); 409 unless deleted, during another change or at `Databases:MaxPerUser`; 502 when the engine failed (finished in the background).
+         */
+        post: operations["restoreMyDatabase"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1379,6 +1419,15 @@ export interface components {
              */
             wfautoAccounts: number;
         };
+        AdminRestoreInputBody: {
+            /**
+             * Format: int64
+             * @description Give the database to this user (default: its owner; required when the owner's account is deleted).
+             */
+            userId?: number;
+        } & {
+            [key: string]: unknown;
+        };
         AdminUpdateInputBody: {
             /**
              * Format: int64
@@ -1954,6 +2003,11 @@ export interface components {
              * @example 5432
              */
             port: number;
+            /**
+             * Format: date-time
+             * @description A deleted database's end of recovery: until then POST …/restore brings it back, then it is dropped.
+             */
+            purgeAt?: string;
             /** @description True while over its quota (until back under 90%) or, on MySQL/MariaDB, while it has a table whose size the server does not report; readOnlyReason says which. */
             readOnly: boolean;
             /**
@@ -1962,11 +2016,11 @@ export interface components {
              */
             readOnlyReason?: string;
             /**
-             * @description Pausing, Resuming and Deleting: the change is being made on the engine, or retried in the background.
+             * @description Pausing, Resuming, Deleting and Restoring: the change is being made on the engine, or retried in the background. Deleted with purgeAt: restorable until then.
              * @example Active
              * @enum {string}
              */
-            status: "Provisioning" | "Active" | "Pausing" | "Paused" | "Resuming" | "Failed" | "Deleting" | "Deleted";
+            status: "Provisioning" | "Active" | "Pausing" | "Paused" | "Resuming" | "Failed" | "Deleting" | "Deleted" | "Restoring";
             /**
              * Format: int64
              * @description Space the database takes (data, indexes and its catalogue text), measured every usage refresh.
@@ -3861,8 +3915,10 @@ export interface operations {
                 /** @description Only this user's databases. */
                 userId?: number;
                 /** @description Only this status (Deleted ones are listed only when asked for). */
-                status?: "Provisioning" | "Active" | "Pausing" | "Paused" | "Resuming" | "Failed" | "Deleting" | "Deleted";
+                status?: "Provisioning" | "Active" | "Pausing" | "Paused" | "Resuming" | "Failed" | "Deleting" | "Deleted" | "Restoring";
                 engine?: "postgres" | "mysql";
+                /** @description Only deleted databases still in their recovery window (restorable, with purgeAt). */
+                recoverable?: boolean;
             };
             header?: never;
             path?: never;
@@ -3979,7 +4035,10 @@ export interface operations {
     };
     deleteDatabaseInstance: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description Drop it now, with no recovery window (one already deleted too). */
+                purge?: boolean;
+            };
             header?: never;
             path: {
                 /** @description databaseInstanceId */
@@ -3997,6 +4056,40 @@ export interface operations {
             409: components["responses"]["409"];
             413: components["responses"]["413"];
             415: components["responses"]["415"];
+            429: components["responses"]["429"];
+            500: components["responses"]["500"];
+            502: components["responses"]["502"];
+            503: components["responses"]["503"];
+        };
+    };
+    restoreDatabaseInstance: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes a retry safe (Stripe's semantics): the first answer to a key is kept 24 hours per user and operation; a retry with the same key, path and body gets that answer again, with `Idempotent-Replayed: true`, and changes nothing. The same key with another path or body: 422; while the first request is still being answered: 409 (retry later). Answers refused before the operation ran (400, 401, 403, 429, 503) are not kept. 1 to 255 printable ASCII characters, e.g. a UUID. */
+                "Idempotency-Key"?: components["parameters"]["Idempotency-Key"];
+            };
+            path: {
+                /** @description databaseInstanceId */
+                id: components["parameters"]["id.deleteAccessCredential"];
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["AdminRestoreInputBody"];
+            };
+        };
+        responses: {
+            200: components["responses"]["EnvelopeDatabasesItem"];
+            400: components["responses"]["400"];
+            401: components["responses"]["401"];
+            403: components["responses"]["403"];
+            404: components["responses"]["404"];
+            409: components["responses"]["409"];
+            413: components["responses"]["413"];
+            415: components["responses"]["415"];
+            422: components["responses"]["422"];
             429: components["responses"]["429"];
             500: components["responses"]["500"];
             502: components["responses"]["502"];
@@ -4509,6 +4602,35 @@ export interface operations {
         };
     };
     pauseMyDatabase: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes a retry safe (Stripe's semantics): the first answer to a key is kept 24 hours per user and operation; a retry with the same key, path and body gets that answer again, with `Idempotent-Replayed: true`, and changes nothing. The same key with another path or body: 422; while the first request is still being answered: 409 (retry later). Answers refused before the operation ran (400, 401, 403, 429, 503) are not kept. 1 to 255 printable ASCII characters, e.g. a UUID. */
+                "Idempotency-Key"?: components["parameters"]["Idempotency-Key"];
+            };
+            path: {
+                /** @description databaseInstanceId */
+                id: components["parameters"]["id.deleteAccessCredential"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: components["responses"]["EnvelopeDatabasesItem"];
+            400: components["responses"]["400"];
+            401: components["responses"]["401"];
+            404: components["responses"]["404"];
+            409: components["responses"]["409"];
+            413: components["responses"]["413"];
+            415: components["responses"]["415"];
+            422: components["responses"]["422"];
+            429: components["responses"]["429"];
+            500: components["responses"]["500"];
+            502: components["responses"]["502"];
+            503: components["responses"]["503"];
+        };
+    };
+    restoreMyDatabase: {
         parameters: {
             query?: never;
             header?: {
