@@ -40,6 +40,9 @@ type DatabasesConfig struct {
 	// stored nothing. It keeps a hung engine from taking the control pool (32 connections) that
 	// every route needs. Default 8; 1 to 16.
 	MaxEngineWaits int `koanf:"maxenginewaits"`
+	// RotationGraceSeconds is how long the old password of a scheduled rotation (rotationDays)
+	// keeps working; 0 to 86400. Default 3600.
+	RotationGraceSeconds int `koanf:"rotationgraceseconds"`
 }
 
 // Settings declares the section: its defaults and the documentation of its keys.
@@ -47,7 +50,8 @@ var Settings = &config.Section[Config]{
 	Defaults: Config{
 		ConnectionStrings: TenantConnections{TenantPostgres: "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"},
 		Databases: DatabasesConfig{MaxPerUser: 3, DefaultMaxSpaceBytes: 536870912, DefaultEngine: "postgres",
-			UsageRefreshSeconds: 30, MaxConnectionsPerRole: 10, MaxEngineWaits: 8},
+			UsageRefreshSeconds: 30, MaxConnectionsPerRole: 10, MaxEngineWaits: 8,
+			RotationGraceSeconds: 3600},
 	},
 	Doc: map[string]string{
 		"ConnectionStrings:TenantPostgres": "admin connection to the PostgreSQL server hosting tenant databases",
@@ -61,6 +65,8 @@ var Settings = &config.Section[Config]{
 		"Databases:MaxConnectionsPerRole": "sessions each tenant login role may have open at once; 0 = no limit",
 		"Databases:MaxEngineWaits": "requests of one process that may wait for an engine at once (each holds a control " +
 			"database connection meanwhile); one more is 503 with `Retry-After`, having stored nothing; 1 to 16 (see databases)",
+		"Databases:RotationGraceSeconds": "how long the old password keeps working after a scheduled rotation (a database's " +
+			"`rotationDays`); 0 to 86400",
 	},
 	Maps: map[string]config.MapDoc{
 		"Engines": {Placeholder: "<engine>", Entries: []config.MapEntry{{Name: "postgres"}, {Name: "mysql"}}},
@@ -78,6 +84,9 @@ func (c Config) Validate() error {
 	}
 	if d.MaxEngineWaits < 1 || d.MaxEngineWaits > 16 {
 		return &config.ValidationError{Key: "Databases:MaxEngineWaits", Reason: "must be between 1 and 16 (the control database pool has 32 connections, which every route needs)"}
+	}
+	if d.RotationGraceSeconds < 0 || d.RotationGraceSeconds > MaxGraceSeconds {
+		return &config.ValidationError{Key: "Databases:RotationGraceSeconds", Reason: "must be between 0 and 86400"}
 	}
 	if d.DefaultMaxSpaceBytes <= 0 {
 		return &config.ValidationError{Key: "Databases:DefaultMaxSpaceBytes", Reason: "must be positive"}

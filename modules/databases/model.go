@@ -41,6 +41,10 @@ type Instance struct {
 	CreatedAt      time.Time  `bun:"created_at,nullzero,notnull,default:current_timestamp"`
 	UpdatedAt      time.Time  `bun:"updated_at,nullzero,notnull,default:current_timestamp"`
 	DeletedAt      *time.Time `bun:"deleted_at"`
+	// LoginUser is the login role whose password is stored ("" = DatabaseUser; see Login).
+	LoginUser string `bun:"login_user,notnull"`
+	// RotationDays > 0 rotates the password on that schedule (a Scheduled rotation row).
+	RotationDays int `bun:"rotation_days,notnull"`
 }
 
 // Item is a database as the API shows it. The password is never part of it.
@@ -61,6 +65,7 @@ type Item struct {
 	ErrorMessage       string     `json:"errorMessage,omitempty" doc:"Why the last attempt failed, by its class only (e.g. \"drop: engine timed out\"); details are in the server log."`
 	CreatedAt          time.Time  `json:"createdAt"`
 	UserID             int64      `json:"userId" doc:"The owner."`
+	RotationDays       int        `json:"rotationDays" doc:"Days between automatic password rotations; 0: off."`
 }
 
 // Statuses of an access credential. Creating and Deleting are in-between: the request that set
