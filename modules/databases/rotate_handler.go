@@ -25,7 +25,7 @@ type rotateInput struct {
 	ID   int64 `path:"id" minimum:"1" doc:"databaseInstanceId"`
 	Body struct {
 		_                  struct{} `additionalProperties:"true"`
-		GracePeriodSeconds int      `json:"gracePeriodSeconds" minimum:"0" maximum:"86400" doc:"How long the old password keeps working (its open sessions too)."`
+		GracePeriodSeconds *int     `json:"gracePeriodSeconds,omitempty" minimum:"0" maximum:"86400" doc:"How long the old password keeps working (its open sessions too); default: the setting Databases:RotationGraceSeconds."`
 	}
 }
 
@@ -45,7 +45,11 @@ func (h *Handler) registerRotation(api *httpx.API) {
 			if err := h.limiter.Check(ctx, "PasswordReveal", fmt.Sprint(uid)); err != nil {
 				return nil, err
 			}
-			r, err := h.svc.RotatePassword(ctx, in.ID, uid, in.Body.GracePeriodSeconds)
+			grace := h.svc.cfg.Databases.RotationGraceSeconds
+			if in.Body.GracePeriodSeconds != nil {
+				grace = *in.Body.GracePeriodSeconds
+			}
+			r, err := h.svc.RotatePassword(ctx, in.ID, uid, grace)
 			if err != nil {
 				return nil, err
 			}

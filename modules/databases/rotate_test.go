@@ -248,4 +248,13 @@ func TestRotationRefusesBadInput(t *testing.T) {
 	assert.Zero(t, n)
 	r := a.Post("/api/me/databases", u.Token, map[string]any{"engine": "postgres", "rotationDays": 3651})
 	assert.Equal(t, http.StatusBadRequest, r.Status, string(r.Raw))
+
+	// Without a grace period the configured one applies (Databases:RotationGraceSeconds, an hour).
+	r = a.Post(path, u.Token, map[string]any{})
+	require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
+	var rot rotated
+	r.Decode(t, &rot)
+	if assert.NotNil(t, rot.PreviousValidUntil) {
+		assert.True(t, rot.PreviousValidUntil.After(time.Now().Add(59*time.Minute)))
+	}
 }
