@@ -9,8 +9,10 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/fx"
 
 	"provisioner/app/apptest"
+	"provisioner/modules/databases"
 )
 
 type rotated struct {
@@ -256,5 +258,32 @@ func TestRotationRefusesBadInput(t *testing.T) {
 	r.Decode(t, &rot)
 	if assert.NotNil(t, rot.PreviousValidUntil) {
 		assert.True(t, rot.PreviousValidUntil.After(time.Now().Add(59*time.Minute)))
+	}
+}
+
+// TestRetirementInterruptedIsFinishedOnce: the process dies after the old login was retired on
+// the engine but before the rotation was recorded Done: the finisher retires it again (a no-op
+// on the engine), records it once, and the new login is untouched.
+func TestRetirementInterruptedIsFinishedOnce(t *testing.T) {
+	var engines *databases.Engines
+	a := start(t, nil, apptest.WithFx(fx.Populate(&engines)))
+	for _, engine := range []string{"postgres", "mysql"} {
+		t.Run(engine, func(t *testing.T) {
+			u := a.Register(t)
+			it := create(t, a, u.Token, engine)
+			old := revealPassword(t, a, u.Token, it.ID)
+			rot := rotate(t, a, u.Token, it.ID, 3600)
+			require.NoError(t, databases.RetireLogin(context.Background(), engines, engine, it.DatabaseName, it.DatabaseUser, old.DatabaseUser))
+			_, err := connect(t, engine, it, old.DatabaseUser, old.Password)
+			require.Error(t, err)
+			endGrace(t, a, it.ID)
+			var status string
+			require.NoError(t, a.DB.QueryRow("SELECT status FROM database_password_rotations WHERE database_instance_id = ? AND status <> 'Scheduled'",
+				it.ID).Scan(&status))
+			assert.Equal(t, "Done", status)
+			assert.Equal(t, 1, countAudit(t, a, "database.password.retired", it.ID))
+			_, err = connect(t, engine, it, rot.DatabaseUser, rot.Password)
+			assert.NoError(t, err, "the new login is untouched")
+		})
 	}
 }
