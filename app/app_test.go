@@ -81,7 +81,7 @@ func TestOpenAPIDocument(t *testing.T) {
 	assert.ElementsMatch(t, []string{"createMyDatabase", "pauseMyDatabase", "resumeMyDatabase", "createDatabaseInstance",
 		"restoreMyDatabase", "restoreDatabaseInstance",
 		"createAccessCredential", "rotateAccessCredential", "createMyDnsRecord", "createDnsRecord", "retryDnsRecord",
-		"provisionMyWfautoAccount", "provisionWfautoAccount", "retryWfautoAccount", "createMyAiKey", "rotateMyAiKey"}, idempotentOps)
+		"provisionMyWfautoAccount", "provisionWfautoAccount", "retryWfautoAccount", "createMyAiKey", "rotateMyAiKey", "rotateMyDatabasePassword"}, idempotentOps)
 	assert.Contains(t, doc.Paths["/api/ai/v1/chat/completions"]["post"]["responses"], "422",
 		"the pass-through relays the upstream's 422 and says so")
 	// What the docs page downloads on each visit: shared parts written once (components), and

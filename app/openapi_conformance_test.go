@@ -456,6 +456,8 @@ func TestEveryAnswerMatchesTheOpenAPIDocument(t *testing.T) {
 		post(http.StatusOK, "/api/me/databases/"+id+"/pause", u.Token, nil)
 		post(http.StatusConflict, "/api/me/databases/"+id+"/pause", u.Token, nil)
 		post(http.StatusOK, "/api/me/databases/"+id+"/resume", u.Token, nil)
+		post(http.StatusOK, "/api/me/databases/"+id+"/rotate-password", u.Token, map[string]any{"gracePeriodSeconds": 60})
+		post(http.StatusBadRequest, "/api/me/databases/"+id+"/rotate-password", u.Token, map[string]any{"gracePeriodSeconds": 86401})
 	}
 	if len(dbIDs) > 0 {
 		// An owner password being changed on the engine (what a password reset that took the account
@@ -470,6 +472,7 @@ func TestEveryAnswerMatchesTheOpenAPIDocument(t *testing.T) {
 	get(http.StatusNotFound, "/api/me/databases/"+missing+"/password", u.Token)
 	post(http.StatusNotFound, "/api/me/databases/"+missing+"/pause", u.Token, nil)
 	post(http.StatusNotFound, "/api/me/databases/"+missing+"/resume", u.Token, nil)
+	post(http.StatusNotFound, "/api/me/databases/"+missing+"/rotate-password", u.Token, map[string]any{})
 	del(http.StatusNotFound, "/api/me/databases/"+missing, u.Token)
 
 	// DNS, the user's side.
@@ -797,7 +800,7 @@ func TestEveryAnswerMatchesTheOpenAPIDocument(t *testing.T) {
 	noSuccess := map[string]string{}
 	if len(engines) == 0 {
 		for _, op := range []string{"GET /api/me/databases/{id}/password", "POST /api/me/databases/{id}/pause",
-			"POST /api/me/databases/{id}/resume", "DELETE /api/me/databases/{id}", "POST /api/database-instances",
+			"POST /api/me/databases/{id}/resume", "POST /api/me/databases/{id}/rotate-password", "DELETE /api/me/databases/{id}", "POST /api/database-instances",
 			"GET /api/database-instances/{id}", "PUT /api/database-instances/{id}", "DELETE /api/database-instances/{id}",
 			"POST /api/access-credentials", "GET /api/access-credentials/{id}", "PUT /api/access-credentials/{id}",
 			"DELETE /api/access-credentials/{id}", "POST /api/me/databases/{id}/restore", "POST /api/database-instances/{id}/restore"} {

@@ -25,10 +25,11 @@ type adminDeleteInput struct {
 
 type adminCreateInput struct {
 	Body struct {
-		_      struct{} `additionalProperties:"true"`
-		UserID int64    `json:"userId" minimum:"1"`
-		Engine string   `json:"engine,omitempty" enum:"postgres,mysql"`
-		Name   string   `json:"name,omitempty" maxLength:"63" pattern:"^[A-Za-z0-9 _.-]*$" doc:"A display name; by default the generated database name."`
+		_            struct{} `additionalProperties:"true"`
+		UserID       int64    `json:"userId" minimum:"1"`
+		Engine       string   `json:"engine,omitempty" enum:"postgres,mysql"`
+		Name         string   `json:"name,omitempty" maxLength:"63" pattern:"^[A-Za-z0-9 _.-]*$" doc:"A display name; by default the generated database name."`
+		RotationDays int      `json:"rotationDays,omitempty" minimum:"0" maximum:"3650" doc:"Days between automatic password rotations; 0 (default): off."`
 	}
 }
 
@@ -38,6 +39,7 @@ type adminUpdateInput struct {
 		_             struct{} `additionalProperties:"true"`
 		Name          *string  `json:"name,omitempty" minLength:"1" maxLength:"63" pattern:"^[A-Za-z0-9 _.-]*[A-Za-z0-9_.-][A-Za-z0-9 _.-]*$" patternDescription:"letters, digits, spaces and _.-, not blank" doc:"A display name; not blank (absent: left alone)."`
 		MaxSpaceBytes *int64   `json:"maxSpaceBytes,omitempty" minimum:"1048576" doc:"The quota; over it the database becomes read-only."`
+		RotationDays  *int     `json:"rotationDays,omitempty" minimum:"0" maximum:"3650" doc:"Days between automatic password rotations, counted from now; 0: off."`
 	}
 }
 
@@ -98,15 +100,16 @@ func (h *Handler) registerAdmin(api *httpx.API) {
 		Description: "Like POST /api/me/databases on the user's behalf, without the per-user quota.",
 		Errors:      []int{http.StatusNotFound, http.StatusBadGateway}},
 		func(ctx context.Context, in *adminCreateInput) (*httpx.Response[Item], error) {
-			return h.created(ctx, CreateInput{UserID: in.Body.UserID, Engine: in.Body.Engine, Name: in.Body.Name, SkipQuota: true})
+			return h.created(ctx, CreateInput{UserID: in.Body.UserID, Engine: in.Body.Engine, Name: in.Body.Name, SkipQuota: true,
+				RotationDays: in.Body.RotationDays})
 		})
 	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "updateDatabaseInstance", Metadata: httpx.PerUserLimit("Provision"), Method: http.MethodPut,
-		Path: "/api/database-instances/{id}", Tags: tags, Summary: "Rename a database or change its quota",
+		Path: "/api/database-instances/{id}", Tags: tags, Summary: "Rename a database, change its quota or rotation schedule",
 		Description: "Absent fields are left alone; a new `maxSpaceBytes` applies at the next usage refresh. 409 during another " +
 			"change.",
 		Errors: []int{http.StatusNotFound, http.StatusConflict}},
 		func(ctx context.Context, in *adminUpdateInput) (*httpx.Response[Item], error) {
-			inst, err := h.svc.Update(ctx, in.ID, in.Body.Name, in.Body.MaxSpaceBytes)
+			inst, err := h.svc.Update(ctx, in.ID, in.Body.Name, in.Body.MaxSpaceBytes, in.Body.RotationDays)
 			if err != nil {
 				return nil, err
 			}

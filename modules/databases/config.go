@@ -43,6 +43,9 @@ type DatabasesConfig struct {
 	// RecoveryHours is how long a deleted database stays recoverable (logins refused, kept on its
 	// engine) before the finisher drops it; 0 drops it at once. Default 72.
 	RecoveryHours int `koanf:"recoveryhours"`
+	// RotationGraceSeconds is how long the old password of a scheduled rotation (rotationDays)
+	// keeps working; 0 to 86400. Default 3600.
+	RotationGraceSeconds int `koanf:"rotationgraceseconds"`
 }
 
 // Settings declares the section: its defaults and the documentation of its keys.
@@ -50,7 +53,8 @@ var Settings = &config.Section[Config]{
 	Defaults: Config{
 		ConnectionStrings: TenantConnections{TenantPostgres: "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"},
 		Databases: DatabasesConfig{MaxPerUser: 3, DefaultMaxSpaceBytes: 536870912, DefaultEngine: "postgres",
-			UsageRefreshSeconds: 30, MaxConnectionsPerRole: 10, MaxEngineWaits: 8, RecoveryHours: 72},
+			UsageRefreshSeconds: 30, MaxConnectionsPerRole: 10, MaxEngineWaits: 8,
+			RotationGraceSeconds: 3600, RecoveryHours: 72},
 	},
 	Doc: map[string]string{
 		"ConnectionStrings:TenantPostgres": "admin connection to the PostgreSQL server hosting tenant databases",
@@ -66,6 +70,8 @@ var Settings = &config.Section[Config]{
 			"database connection meanwhile); one more is 503 with `Retry-After`, having stored nothing; 1 to 16 (see databases)",
 		"Databases:RecoveryHours": "a deleted database stays recoverable this long (logins refused, restorable with " +
 			"`POST /api/me/databases/{id}/restore`), then it is dropped; 0 = dropped at once; 0 to 8760",
+		"Databases:RotationGraceSeconds": "how long the old password keeps working after a scheduled rotation (a database's " +
+			"`rotationDays`); 0 to 86400",
 	},
 	Maps: map[string]config.MapDoc{
 		"Engines": {Placeholder: "<engine>", Entries: []config.MapEntry{{Name: "postgres"}, {Name: "mysql"}}},
@@ -86,6 +92,9 @@ func (c Config) Validate() error {
 	}
 	if d.RecoveryHours < 0 || d.RecoveryHours > maxRecoveryHours {
 		return &config.ValidationError{Key: "Databases:RecoveryHours", Reason: "must be between 0 (no recovery window) and 8760 (a year)"}
+	}
+	if d.RotationGraceSeconds < 0 || d.RotationGraceSeconds > MaxGraceSeconds {
+		return &config.ValidationError{Key: "Databases:RotationGraceSeconds", Reason: "must be between 0 and 86400"}
 	}
 	if d.DefaultMaxSpaceBytes <= 0 {
 		return &config.ValidationError{Key: "Databases:DefaultMaxSpaceBytes", Reason: "must be positive"}

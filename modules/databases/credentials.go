@@ -227,7 +227,7 @@ func reservedUsername(name string) bool {
 	if reservedNames[name] {
 		return true
 	}
-	if strings.HasSuffix(name, "_quota") { // the PostgreSQL engine's quota holders
+	if strings.HasSuffix(name, "_quota") || strings.HasSuffix(name, secondLoginSuffix) { // quota holders, second logins
 		return true
 	}
 	for _, p := range reservedPrefixes {

@@ -285,7 +285,8 @@ const maxRoleSettingBytes = 64 << 10
 
 // GuardOverQuota resets every setting a role of one of dbs has on itself (ALTER ROLE … RESET,
 // role-wide and in each database) when their text is over maxRoleSettingBytes, but the
-// service's own default_transaction_read_only (read-only credentials). Read-only takes
+// service's own default_transaction_read_only (read-only credentials) and role (second logins,
+// a role name). Read-only takes
 // the database's ownership away, so its comment and settings cannot grow, but a role may always
 // set its own defaults: without this a read-only tenant went on filling the shared catalogue
 // pg_db_role_setting. Settings of the database itself are left alone (counted, see pgSharedBytes).
@@ -301,7 +302,7 @@ func (e *postgresEngine) GuardOverQuota(ctx context.Context, dbs []string) error
 		FROM pg_catalog.pg_db_role_setting s CROSS JOIN LATERAL pg_catalog.unnest(s.setconfig) c(setting)
 		  JOIN roles r ON r.oid = s.setrole LEFT JOIN pg_catalog.pg_database o ON o.oid = s.setdatabase
 		WHERE s.setrole IN (SELECT setrole FROM big) AND (s.setdatabase = 0 OR o.oid IS NOT NULL)
-		  AND pg_catalog.split_part(c.setting, '=', 1) <> 'default_transaction_read_only'`,
+		  AND pg_catalog.split_part(c.setting, '=', 1) NOT IN ('default_transaction_read_only', 'role')`,
 		"{"+strings.Join(dbs, ",")+"}", maxRoleSettingBytes)
 	if err != nil {
 		return fmt.Errorf("postgres: list role settings: %w", err)

@@ -1,6 +1,9 @@
 package databases
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // SetTenantIdleTime sets how long the PostgreSQL engine's admin sessions into tenant databases
 // stay open unused, for pools opened from now on; the returned func restores it.
@@ -8,4 +11,10 @@ func SetTenantIdleTime(d time.Duration) func() {
 	old := tenantIdleTime
 	tenantIdleTime = d
 	return func() { tenantIdleTime = old }
+}
+
+// RetireLogin retires login of database dbName (owned by owner) on engine, as the finisher does
+// at the end of a grace period.
+func RetireLogin(ctx context.Context, e *Engines, engine, dbName, owner, login string) error {
+	return e.Get(engine).(loginRotator).RetireLogin(ctx, dbName, owner, login)
 }

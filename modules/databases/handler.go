@@ -39,9 +39,10 @@ type EngineInfo struct {
 
 type createInput struct {
 	Body *struct {
-		_      struct{} `additionalProperties:"true"`
-		Engine string   `json:"engine,omitempty" enum:"postgres,mysql" doc:"Default: the configured default engine."`
-		Name   string   `json:"name,omitempty" maxLength:"63" pattern:"^[A-Za-z0-9 _.-]*$" doc:"A display name; by default the generated database name."`
+		_            struct{} `additionalProperties:"true"`
+		Engine       string   `json:"engine,omitempty" enum:"postgres,mysql" doc:"Default: the configured default engine."`
+		Name         string   `json:"name,omitempty" maxLength:"63" pattern:"^[A-Za-z0-9 _.-]*$" doc:"A display name; by default the generated database name."`
+		RotationDays int      `json:"rotationDays,omitempty" minimum:"0" maximum:"3650" doc:"Days between automatic password rotations; 0 (default): off."`
 	}
 }
 
@@ -96,7 +97,7 @@ func (h *Handler) Register(api *httpx.API) {
 		func(ctx context.Context, in *createInput) (*httpx.Response[Item], error) {
 			ci := CreateInput{UserID: authn.FromContext(ctx).UserID}
 			if in.Body != nil {
-				ci.Engine, ci.Name = in.Body.Engine, in.Body.Name
+				ci.Engine, ci.Name, ci.RotationDays = in.Body.Engine, in.Body.Name, in.Body.RotationDays
 			}
 			return h.created(ctx, ci)
 		})
@@ -162,6 +163,7 @@ func (h *Handler) Register(api *httpx.API) {
 		})
 
 	h.registerRecovery(api)
+	h.registerRotation(api)
 	h.registerAdmin(api)
 }
 

@@ -48,6 +48,10 @@ type Instance struct {
 	// PurgeAt is when a deleted database is dropped (its recovery window ends); nil once dropped or
 	// when deleted without a window.
 	PurgeAt *time.Time `bun:"purge_at"`
+	// LoginUser is the login role whose password is stored ("" = DatabaseUser; see Login).
+	LoginUser string `bun:"login_user,notnull"`
+	// RotationDays > 0 rotates the password on that schedule (a Scheduled rotation row).
+	RotationDays int `bun:"rotation_days,notnull"`
 }
 
 // Item is a database as the API shows it. The password is never part of it.
@@ -69,6 +73,7 @@ type Item struct {
 	CreatedAt          time.Time  `json:"createdAt"`
 	UserID             int64      `json:"userId" doc:"The owner."`
 	PurgeAt            *time.Time `json:"purgeAt,omitempty" doc:"A deleted database's end of recovery: until then POST …/restore brings it back, then it is dropped."`
+	RotationDays       int        `json:"rotationDays" doc:"Days between automatic password rotations; 0: off."`
 }
 
 // Statuses of an access credential. Creating and Deleting are in-between: the request that set

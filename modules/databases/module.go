@@ -45,8 +45,8 @@ var wiring = fx.Module("databases",
 		func(e *Engines) *CredentialProvisioner { return &CredentialProvisioner{engines: e} },
 		provision.AsProvisioner(func(p *CredentialProvisioner) *CredentialProvisioner { return p }),
 		provision.AsUserReleaser(func(p *Provisioner) *Provisioner { return p }),
-		func(e *Engines, s *secrets.Sealer, log *slog.Logger) *RotationProvisioner {
-			return &RotationProvisioner{engines: e, sealer: s, log: log}
+		func(e *Engines, s *secrets.Sealer, a *audit.Recorder, cfg Config, log *slog.Logger) *RotationProvisioner {
+			return &RotationProvisioner{engines: e, sealer: s, audit: a, log: log, grace: cfg.Databases.RotationGraceSeconds}
 		},
 		provision.AsProvisioner(func(p *RotationProvisioner) *RotationProvisioner { return p }),
 		func(d *bun.DB, s *secrets.Sealer, a *audit.Recorder, f *provision.Finisher, log *slog.Logger) *Takeover {

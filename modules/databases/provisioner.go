@@ -103,6 +103,9 @@ func (p *Provisioner) Delete(ctx context.Context, req provision.DeleteRequest) (
 			return provision.DeleteResponse{}, engineError(ctx, p.log, "drop", inst.ID, fmt.Errorf("drop credential %s: %w", c.Username, err))
 		}
 	}
+	if err := dropSecondLogin(ectx, engine, inst); err != nil {
+		return provision.DeleteResponse{}, engineError(ctx, p.log, "drop", inst.ID, err)
+	}
 	if err := engine.Drop(ectx, inst.DatabaseName, inst.DatabaseUser); err != nil {
 		return provision.DeleteResponse{}, engineError(ctx, p.log, "drop", inst.ID, err)
 	}
@@ -202,11 +205,12 @@ func (p *Provisioner) setLogin(ctx context.Context, tx bun.IDB, id int64, enable
 	op := map[bool]string{true: "resume", false: "pause"}[enabled]
 	owner := func() error { return ownerLogins(ectx, engine, inst, enabled) }
 	creds := func() error { return setCredentialsLogin(ectx, tx, engine, inst, enabled) }
+	second := func() error { return setSecondLogin(ectx, engine, inst, enabled) }
 	// Pausing refuses the credentials first: the owner's step then closes the database to every
 	// other role (PostgreSQL revokes CONNECT), after the credentials' roles were checked and marked.
-	steps := []func() error{owner, creds}
+	steps := []func() error{owner, second, creds}
 	if !enabled {
-		steps = []func() error{creds, owner}
+		steps = []func() error{creds, second, owner}
 	}
 	for _, step := range steps {
 		if err := step(); err != nil {

@@ -18,11 +18,15 @@ import (
 // RotationKind is the finisher's name for owner password rotations.
 const RotationKind provision.Kind = "database-password"
 
-// Statuses of an owner password rotation. Pending is in-between: the new password is stored
-// (the database's password_sealed) and the finisher is setting it on the engine.
+// Statuses of a password rotation. Scheduled waits for its time (rotationDays); Pending is
+// in-between: the new password is stored (the database's password_sealed, for its login_user)
+// and the finisher is setting it on the engine; Retiring: the old login keeps working until
+// retire_at, when the finisher takes it away.
 const (
-	RotationPending = "Pending"
-	RotationDone    = "Done"
+	RotationScheduled = "Scheduled"
+	RotationPending   = "Pending"
+	RotationRetiring  = "Retiring"
+	RotationDone      = "Done"
 )
 
 // Rotation is the stored intent to set a database's owner password on its engine to the one
@@ -39,6 +43,12 @@ type Rotation struct {
 	LastError          string    `bun:"last_error,notnull"`
 	CreatedAt          time.Time `bun:"created_at,nullzero,notnull,default:current_timestamp"`
 	UpdatedAt          time.Time `bun:"updated_at,nullzero,notnull,default:current_timestamp"`
+	// NewLogin gets the stored password ("": the current login, in place); OldLogin loses its
+	// password at RetireAt, GraceSeconds after NewLogin got the new one ("": none).
+	NewLogin     string     `bun:"new_login,notnull"`
+	OldLogin     string     `bun:"old_login,notnull"`
+	GraceSeconds int        `bun:"grace_seconds,notnull"`
+	RetireAt     *time.Time `bun:"retire_at"`
 }
 
 // passwordAAD is what a database's sealed owner password is bound to.
@@ -46,13 +56,17 @@ func passwordAAD(engine, databaseName string) string {
 	return "database:" + engine + ":" + databaseName
 }
 
-// RotationProvisioner finishes owner password rotations: it sets the password stored in the
-// database's row on the engine and ends the role's sessions, then marks the rotation Done. A
-// rotation is never given up: it is retried at the finisher's capped backoff.
+// RotationProvisioner finishes password rotations (rotate.go): it starts a Scheduled one when
+// due, sets a Pending one's password on the engine and retires the old login at the end of a
+// Retiring one's grace. A rotation is never given up: it is retried at the finisher's capped
+// backoff.
 type RotationProvisioner struct {
 	engines *Engines
 	sealer  *secrets.Sealer
+	audit   *audit.Recorder
 	log     *slog.Logger
+	// grace is the grace period of scheduled rotations, in seconds.
+	grace int
 }
 
 // Kind implements provision.Provisioner.
@@ -63,59 +77,43 @@ func (p *RotationProvisioner) Table() string { return "database_password_rotatio
 
 // InFlight implements provision.Queue.
 func (p *RotationProvisioner) InFlight() map[string]provision.Verb {
-	return map[string]provision.Verb{RotationPending: provision.VerbCreate}
+	return map[string]provision.Verb{RotationScheduled: provision.VerbCreate, RotationPending: provision.VerbCreate,
+		RotationRetiring: provision.VerbDelete}
 }
 
-// Create applies a Pending rotation under the database row's lock (never beside its own
-// transitions): it sets the newest stored password on the engine, ends the role's sessions and,
-// where a tenant can give other roles a way in (PostgreSQL), revokes those as a pause does, keeping
-// the database's access credentials. A database being deleted or a role not yet created needs
-// nothing. Repeatable.
+// Create starts a due Scheduled rotation and applies it, or applies a Pending one (apply).
 func (p *RotationProvisioner) Create(ctx context.Context, req provision.CreateRequest) (provision.CreateResponse, error) {
+	rot, inst, err := p.load(ctx, req.Tx, req.ResourceID)
+	if err != nil {
+		return provision.CreateResponse{}, err
+	}
+	if rot.Status == RotationScheduled {
+		return provision.CreateResponse{}, p.startScheduled(ctx, req.Tx, rot, inst)
+	}
+	return provision.CreateResponse{ExternalID: inst.Login()}, p.apply(ctx, req.Tx, rot, inst)
+}
+
+// Delete retires a Retiring rotation's old login (retire).
+func (p *RotationProvisioner) Delete(ctx context.Context, req provision.DeleteRequest) (provision.DeleteResponse, error) {
+	rot, inst, err := p.load(ctx, req.Tx, req.ResourceID)
+	if err != nil {
+		return provision.DeleteResponse{}, err
+	}
+	return provision.DeleteResponse{}, p.retire(ctx, req.Tx, rot, inst)
+}
+
+// load reads the rotation (the finisher holds its lock) and locks its database's row, so a
+// rotation never runs beside the database's own transitions.
+func (p *RotationProvisioner) load(ctx context.Context, tx bun.IDB, id int64) (*Rotation, *Instance, error) {
 	rot := new(Rotation)
-	if err := req.Tx.NewSelect().Model(rot).Where("id = ?", req.ResourceID).Scan(ctx); err != nil {
-		return provision.CreateResponse{}, fmt.Errorf("load password rotation %d: %w", req.ResourceID, err)
+	if err := tx.NewSelect().Model(rot).Where("id = ?", id).Scan(ctx); err != nil {
+		return nil, nil, fmt.Errorf("load password rotation %d: %w", id, err)
 	}
 	inst := new(Instance)
-	if err := req.Tx.NewSelect().Model(inst).Where("id = ?", rot.DatabaseInstanceID).For("UPDATE").Scan(ctx); err != nil {
-		return provision.CreateResponse{}, fmt.Errorf("lock database %d: %w", rot.DatabaseInstanceID, err)
+	if err := tx.NewSelect().Model(inst).Where("id = ?", rot.DatabaseInstanceID).For("UPDATE").Scan(ctx); err != nil {
+		return nil, nil, fmt.Errorf("lock database %d: %w", rot.DatabaseInstanceID, err)
 	}
-	if inst.Status != StatusDeleted && inst.Status != StatusDeleting {
-		engine := p.engines.Get(inst.Engine)
-		if engine == nil {
-			return provision.CreateResponse{}, &EngineError{Msg: "rotate: engine not configured",
-				err: fmt.Errorf("engine %q is not configured", inst.Engine)}
-		}
-		pw, err := p.sealer.Open(inst.PasswordSealed, passwordAAD(inst.Engine, inst.DatabaseName))
-		if err != nil {
-			return provision.CreateResponse{}, fmt.Errorf("open password of database %d: %w", inst.ID, err)
-		}
-		ectx, cancel := context.WithTimeout(ctx, engineTimeout)
-		defer cancel()
-		if err := engine.SetOwnerPassword(ectx, inst.DatabaseName, inst.DatabaseUser, string(pw)); err != nil {
-			return provision.CreateResponse{}, engineError(ctx, p.log, "rotate", inst.ID, err)
-		}
-		if r, ok := engine.(foreignAccessRevoker); ok {
-			var keep []string
-			if err := req.Tx.NewSelect().Model((*Credential)(nil)).Column("username").Where("database_instance_id = ?", inst.ID).
-				Where("status <> ?", CredentialDeleted).OrderExpr("id").Scan(ctx, &keep); err != nil {
-				return provision.CreateResponse{}, fmt.Errorf("list credentials of database %d: %w", inst.ID, err)
-			}
-			if err := r.RevokeForeignAccess(ectx, inst.DatabaseName, inst.DatabaseUser, keep); err != nil {
-				return provision.CreateResponse{}, engineError(ctx, p.log, "rotate", inst.ID, err)
-			}
-		}
-	}
-	if _, err := req.Tx.NewUpdate().Model(rot).Set("status = ?", RotationDone).Set("last_error = ''").
-		Set("updated_at = now()").WherePK().Exec(ctx); err != nil {
-		return provision.CreateResponse{}, fmt.Errorf("record password rotation %d done: %w", rot.ID, err)
-	}
-	return provision.CreateResponse{ExternalID: inst.DatabaseUser}, nil
-}
-
-// Delete is never called (no status maps to it).
-func (p *RotationProvisioner) Delete(context.Context, provision.DeleteRequest) (provision.DeleteResponse, error) {
-	return provision.DeleteResponse{}, errors.New("password rotations are not deleted")
+	return rot, inst, nil
 }
 
 var (
@@ -136,11 +134,12 @@ type Takeover struct {
 // takeoverReason is the reason of the rotations and of their audit events.
 const takeoverReason = "password reset took the account over"
 
-// RevokeOnTakeover gives every database of the account that is not being deleted a new owner
-// password, in the reset's transaction: the new password is stored sealed (as create stores it)
-// and a Pending rotation row asks the finisher to set it on the engine and end the sessions of
-// whoever logged in with the old one. Each database's rotation is audited
-// (database.password.rotated). It returns the ids (databasePasswordsRotated).
+// RevokeOnTakeover gives every database of the account that is not being deleted a new
+// password, in the reset's transaction, with no grace: a rotation (startRotation) whose old login
+// is retired as soon as the finisher sets the new one, and which also ends the sessions of
+// whoever logged in with the old one and takes back what the old holder granted others. Each
+// database's rotation is audited (database.password.rotated). It returns the ids
+// (databasePasswordsRotated).
 func (t *Takeover) RevokeOnTakeover(ctx context.Context, tx bun.IDB, userID int64) (map[string]any, error) {
 	var insts []Instance
 	if err := tx.NewSelect().Model(&insts).Where("user_id = ?", userID).
@@ -152,18 +151,10 @@ func (t *Takeover) RevokeOnTakeover(ctx context.Context, tx bun.IDB, userID int6
 		return map[string]any{}, nil
 	}
 	ids := make([]int64, 0, len(insts))
-	for _, inst := range insts {
-		sealed, err := t.sealer.Seal([]byte(secrets.RandomPassword()), passwordAAD(inst.Engine, inst.DatabaseName))
-		if err != nil {
+	for i := range insts {
+		inst := &insts[i]
+		if _, _, err := startRotation(ctx, tx, t.sealer, inst, nil, 0, takeoverReason, true); err != nil {
 			return nil, err
-		}
-		if _, err := tx.NewUpdate().Model((*Instance)(nil)).Set("password_sealed = ?", sealed).Set("updated_at = now()").
-			Where("id = ?", inst.ID).Exec(ctx); err != nil {
-			return nil, fmt.Errorf("store the new password of database %d: %w", inst.ID, err)
-		}
-		rot := &Rotation{DatabaseInstanceID: inst.ID, Status: RotationPending, Reason: takeoverReason, NextAttemptAt: time.Now()}
-		if _, err := tx.NewInsert().Model(rot).Exec(ctx); err != nil {
-			return nil, fmt.Errorf("store the password rotation of database %d: %w", inst.ID, err)
 		}
 		if err := t.audit.RecordTx(ctx, tx, audit.Event{Action: "database.password.rotated", UserID: audit.Int64(userID),
 			TargetType: "database", TargetID: fmt.Sprint(inst.ID), Details: map[string]any{"reason": takeoverReason}}); err != nil {

@@ -42,7 +42,7 @@ type Service struct {
 // item turns a stored instance into its API view.
 func (s *Service) item(in *Instance) Item {
 	it := Item{DatabaseInstanceID: in.ID, Name: in.Name, Engine: in.Engine, DatabaseName: in.DatabaseName,
-		DatabaseUser: in.DatabaseUser, Status: in.Status, UsedSpaceBytes: in.UsedSpaceBytes,
+		DatabaseUser: in.Login(), Status: in.Status, RotationDays: in.RotationDays, UsedSpaceBytes: in.UsedSpaceBytes,
 		MaxSpaceBytes: in.MaxSpaceBytes, ReadOnly: in.ReadOnly, ReadOnlyReason: in.ReadOnlyReason,
 		LastActivity: in.LastActivity, CreatedAt: in.CreatedAt.UTC(), UserID: in.UserID}
 	if e := s.engines.Get(in.Engine); e != nil {
@@ -81,6 +81,8 @@ type CreateInput struct {
 	Name   string
 	// SkipQuota is set for administrators creating on a user's behalf.
 	SkipQuota bool
+	// RotationDays > 0 rotates the password on that schedule.
+	RotationDays int
 	// Background is set by the registration: when no engine-wait slot frees in time, the intent
 	// is stored all the same and left to the finisher (the row answers Provisioning) instead of 503.
 	Background bool
@@ -119,7 +121,7 @@ func (s *Service) Create(ctx context.Context, in CreateInput) (*Instance, error)
 	}
 	inst := &Instance{UserID: in.UserID, Name: display, Engine: engine.ID(), DatabaseName: name, DatabaseUser: name,
 		PasswordSealed: sealed, Status: StatusProvisioning, MaxSpaceBytes: s.cfg.Databases.DefaultMaxSpaceBytes,
-		NextAttemptAt: time.Now()}
+		NextAttemptAt: time.Now(), RotationDays: in.RotationDays}
 	err = db.RunInTx(ctx, s.db, func(ctx context.Context, tx bun.Tx) error {
 		// The owner's row lock serialises concurrent creates, so the quota cannot be overrun.
 		if err := db.LockLiveUser(ctx, tx, in.UserID); err != nil {
@@ -137,7 +139,7 @@ func (s *Service) Create(ctx context.Context, in CreateInput) (*Instance, error)
 		if _, err := tx.NewInsert().Model(inst).Returning("*").Exec(ctx); err != nil {
 			return fmt.Errorf("store database intent: %w", err)
 		}
-		return nil
+		return reschedule(ctx, tx, inst.ID, inst.RotationDays)
 	})
 	if err != nil {
 		return nil, err
@@ -348,20 +350,20 @@ func (s *Service) Reveal(ctx context.Context, id, userID int64) (*Reveal, error)
 		TargetType: "database", TargetID: fmt.Sprint(id)}); err != nil {
 		return nil, err // no reveal without its audit record
 	}
-	r := &Reveal{DatabaseUser: inst.DatabaseUser, Password: string(pw)}
+	r := &Reveal{DatabaseUser: inst.Login(), Password: string(pw)}
 	if e := s.engines.Get(inst.Engine); e != nil {
-		r.ConnectionString = e.ConnectionString(inst.DatabaseName, inst.DatabaseUser, string(pw))
+		r.ConnectionString = e.ConnectionString(inst.DatabaseName, inst.Login(), string(pw))
 	}
 	return r, nil
 }
 
 // errPasswordRotating is the 409 of a reveal while the database's new password is being set on
 // its engine.
-const errPasswordRotating = "The database's password is being changed on its engine (a password reset took the account over); " +
-	"reveal it again after Retry-After seconds"
+const errPasswordRotating = "The database's password is being changed on its engine; reveal it again after Retry-After seconds"
 
-// Update changes an instance's display name or quota (administrators).
-func (s *Service) Update(ctx context.Context, id int64, name *string, maxSpace *int64) (*Instance, error) {
+// Update changes an instance's display name, quota or rotation schedule (administrators; a new
+// schedule counts from now).
+func (s *Service) Update(ctx context.Context, id int64, name *string, maxSpace *int64, rotationDays *int) (*Instance, error) {
 	if name != nil && strings.TrimSpace(*name) == "" {
 		return nil, httpx.BadRequest("Validation failed", httpx.FieldError{Field: "name", Message: "must not be blank"})
 	}
@@ -382,11 +384,18 @@ func (s *Service) Update(ctx context.Context, id int64, name *string, maxSpace *
 			details["maxSpaceBytes"] = map[string]any{"from": inst.MaxSpaceBytes, "to": *maxSpace}
 			inst.MaxSpaceBytes = *maxSpace
 		}
+		if rotationDays != nil && *rotationDays != inst.RotationDays {
+			details["rotationDays"] = map[string]any{"from": inst.RotationDays, "to": *rotationDays}
+			inst.RotationDays = *rotationDays
+			if err := reschedule(ctx, tx, id, inst.RotationDays); err != nil {
+				return err
+			}
+		}
 		out = inst
 		if len(details) == 0 {
 			return nil
 		}
-		if _, err := tx.NewUpdate().Model(inst).Column("name", "max_space_bytes").Set("updated_at = now()").WherePK().Exec(ctx); err != nil {
+		if _, err := tx.NewUpdate().Model(inst).Column("name", "max_space_bytes", "rotation_days").Set("updated_at = now()").WherePK().Exec(ctx); err != nil {
 			return fmt.Errorf("update database %d: %w", id, err)
 		}
 		return s.audit.RecordTx(ctx, tx, audit.Event{Action: "database.updated", UserID: audit.Int64(inst.UserID),

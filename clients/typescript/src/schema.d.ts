@@ -365,7 +365,7 @@ export interface paths {
          */
         get: operations["getDatabaseInstance"];
         /**
-         * Rename a database or change its quota
+         * Rename a database, change its quota or rotation schedule
          * @description Absent fields are left alone; a new `maxSpaceBytes` applies at the next usage refresh. 409 during another change.
          */
         put: operations["updateDatabaseInstance"];
@@ -710,6 +710,26 @@ export interface paths {
          * @description Paused → Active. 502 when the engine failed (finished in the background); 409 in another state or change.
          */
         post: operations["resumeMyDatabase"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/me/databases/{id}/rotate-password": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Rotate a database's password
+         * @description A new password (of the other of its two logins) works at once; the old one until the grace period ends. Limited by `RateLimit:PasswordReveal` and audited. 409 unless Active or Paused, or while a rotation is being set; 502 when the engine failed (finished in the background).
+         */
+        post: operations["rotateMyDatabasePassword"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1329,6 +1349,11 @@ export interface components {
             engine?: "postgres" | "mysql";
             /** @description A display name; by default the generated database name. */
             name?: string;
+            /**
+             * Format: int64
+             * @description Days between automatic password rotations; 0 (default): off.
+             */
+            rotationDays?: number;
             /** Format: int64 */
             userId: number;
         } & {
@@ -1436,6 +1461,11 @@ export interface components {
             maxSpaceBytes?: number;
             /** @description A display name; not blank (absent: left alone). */
             name?: string;
+            /**
+             * Format: int64
+             * @description Days between automatic password rotations, counted from now; 0: off.
+             */
+            rotationDays?: number;
         } & {
             [key: string]: unknown;
         };
@@ -1877,6 +1907,11 @@ export interface components {
             engine?: "postgres" | "mysql";
             /** @description A display name; by default the generated database name. */
             name?: string;
+            /**
+             * Format: int64
+             * @description Days between automatic password rotations; 0 (default): off.
+             */
+            rotationDays?: number;
         } & {
             [key: string]: unknown;
         };
@@ -2016,6 +2051,11 @@ export interface components {
              */
             readOnlyReason?: string;
             /**
+             * Format: int64
+             * @description Days between automatic password rotations; 0: off.
+             */
+            rotationDays: number;
+            /**
              * @description Pausing, Resuming, Deleting and Restoring: the change is being made on the engine, or retried in the background. Deleted with purgeAt: restorable until then.
              * @example Active
              * @enum {string}
@@ -2037,6 +2077,18 @@ export interface components {
             connectionString: string;
             databaseUser: string;
             password: string;
+        };
+        DatabasesRotated: {
+            connectionString: string;
+            databaseUser: string;
+            password: string;
+            /** @description The login whose password keeps working until previousValidUntil. */
+            previousUser: string;
+            /**
+             * Format: date-time
+             * @description When the old password stops working and its sessions end; null: at once.
+             */
+            previousValidUntil: string | null;
         };
         DnsAdminCreateInputBody: {
             /**
@@ -2199,6 +2251,11 @@ export interface components {
         };
         EnvelopeDatabasesReveal: {
             data: components["schemas"]["DatabasesReveal"];
+            message: string;
+            success: boolean;
+        };
+        EnvelopeDatabasesRotated: {
+            data: components["schemas"]["DatabasesRotated"];
             message: string;
             success: boolean;
         };
@@ -2554,6 +2611,15 @@ export interface components {
             newPassword: string;
             /** @description The token from the reset link's fragment. */
             token: string;
+        } & {
+            [key: string]: unknown;
+        };
+        RotateInputBody: {
+            /**
+             * Format: int64
+             * @description How long the old password keeps working (its open sessions too); default: the setting Databases:RotationGraceSeconds.
+             */
+            gracePeriodSeconds?: number;
         } & {
             [key: string]: unknown;
         };
@@ -4677,6 +4743,53 @@ export interface operations {
             200: components["responses"]["EnvelopeDatabasesItem"];
             400: components["responses"]["400"];
             401: components["responses"]["401"];
+            404: components["responses"]["404"];
+            409: components["responses"]["409"];
+            413: components["responses"]["413"];
+            415: components["responses"]["415"];
+            422: components["responses"]["422"];
+            429: components["responses"]["429"];
+            500: components["responses"]["500"];
+            502: components["responses"]["502"];
+            503: components["responses"]["503"];
+        };
+    };
+    rotateMyDatabasePassword: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes a retry safe (Stripe's semantics): the first answer to a key is kept 24 hours per user and operation; a retry with the same key, path and body gets that answer again, with `Idempotent-Replayed: true`, and changes nothing. The same key with another path or body: 422; while the first request is still being answered: 409 (retry later). Answers refused before the operation ran (400, 401, 403, 429, 503) are not kept. 1 to 255 printable ASCII characters, e.g. a UUID. */
+                "Idempotency-Key"?: components["parameters"]["Idempotency-Key"];
+            };
+            path: {
+                /** @description databaseInstanceId */
+                id: components["parameters"]["id.deleteAccessCredential"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["RotateInputBody"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["Policy"];
+                    "X-RateLimit-Limit": components["headers"]["Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EnvelopeDatabasesRotated"];
+                };
+            };
+            400: components["responses"]["400"];
+            401: components["responses"]["401"];
+            403: components["responses"]["403"];
             404: components["responses"]["404"];
             409: components["responses"]["409"];
             413: components["responses"]["413"];

@@ -180,9 +180,11 @@ export interface components {
             maxSpaceBytes: number;
             name: string;
             port: number;
+            purgeAt?: string;
             readOnly: boolean;
             readOnlyReason?: string;
-            status: "Provisioning" | "Active" | "Pausing" | "Paused" | "Resuming" | "Failed" | "Deleting" | "Deleted";
+            rotationDays: number;
+            status: "Provisioning" | "Active" | "Pausing" | "Paused" | "Resuming" | "Failed" | "Deleting" | "Deleted" | "Restoring";
             usedSpaceBytes: number;
             userId: number;
         };
@@ -199,6 +201,7 @@ export interface components {
         CreateInputBody: {
             engine?: "postgres" | "mysql";
             name?: string;
+            rotationDays?: number;
         } & {
             [key: string]: unknown;
         };

@@ -1,0 +1,356 @@
+package databases
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/uptrace/bun"
+
+	"provisioner/platform/audit"
+	"provisioner/platform/httpx"
+	"provisioner/platform/secrets"
+)
+
+// loginRotator is an engine where a database has two login roles taking turns, so a password
+// changes without downtime: its owner role (DatabaseUser) and secondLogin(owner), made at the
+// first rotation, a member of the owner role (PostgreSQL) or an account with the owner's grants
+// (MySQL/MariaDB). Every method is repeatable; a login that does not exist is a no-op, and a
+// second login not carrying loginMarker is ErrRoleTaken and left alone.
+type loginRotator interface {
+	// PromoteLogin makes login (the owner or the second login) usable with password at once:
+	// made if needed, unexpired, allowed to log in unless paused, and its open sessions ended
+	// (they logged in with an older password).
+	PromoteLogin(ctx context.Context, dbName, owner, login, password string, paused bool) error
+	// ExpireLogin has the server refuse login's password after at where it can (PostgreSQL VALID
+	// UNTIL); RetireLogin still follows at at.
+	ExpireLogin(ctx context.Context, dbName, owner, login string, at time.Time) error
+	// RetireLogin takes login's password away (one nobody holds), refuses its logins and ends
+	// its sessions.
+	RetireLogin(ctx context.Context, dbName, owner, login string) error
+	// SetSecondLogin refuses (ending its sessions) or allows the second login's logins, as
+	// SetLogin does the owner's: pause and resume. A retired second login stays useless.
+	SetSecondLogin(ctx context.Context, dbName, owner string, enabled bool) error
+	// DropSecondLogin drops the second login (the database's drop).
+	DropSecondLogin(ctx context.Context, dbName, owner string) error
+}
+
+// secondLogin is the login role taking turns with owner; credentials never take the suffix.
+func secondLogin(owner string) string { return owner + secondLoginSuffix }
+
+const secondLoginSuffix = "_login"
+
+// loginMarker is the mark the second login of dbName carries (as a credential's role does).
+func loginMarker(dbName string) string { return "provisioner:login:" + dbName }
+
+// checkLogin refuses a login that is neither owner nor its second login.
+func checkLogin(dbName, owner, login string) error {
+	if err := checkNames(dbName, owner, login); err != nil {
+		return err
+	}
+	if login != owner && login != secondLogin(owner) {
+		return fmt.Errorf("%q is not a login of %q", login, owner)
+	}
+	return nil
+}
+
+// Login is the login role whose password is stored (the one the reveal shows).
+func (in *Instance) Login() string {
+	if in.LoginUser != "" {
+		return in.LoginUser
+	}
+	return in.DatabaseUser
+}
+
+// otherLogin is the login role that takes turns with Login.
+func (in *Instance) otherLogin() string {
+	if in.Login() == in.DatabaseUser {
+		return secondLogin(in.DatabaseUser)
+	}
+	return in.DatabaseUser
+}
+
+// Reasons of rotations (and of their audit events).
+const (
+	reasonRequested = "requested"
+	reasonScheduled = "scheduled"
+)
+
+// MaxGraceSeconds bounds a rotation's grace period (a day).
+const MaxGraceSeconds = 86400
+
+// errRotationBusy is the 409 of a rotation while the previous one is still being set on the engine.
+const errRotationBusy = "The previous password rotation is still being set on the engine; try again"
+
+// startRotation stores a rotation of inst (its row locked by tx): a new password sealed in the
+// row for the other login (it becomes login_user), and a Pending rotation (into into, a due
+// Scheduled row, or a new row) that gives it to that login on the engine and retires the
+// current one graceSeconds later. Open rotations are superseded (Done): a Retiring one's old
+// login is the one given the new password, whose sessions end. A Pending one is 409 unless
+// force (a takeover: every old password goes at once). A database not made on its engine yet
+// (Provisioning, Failed) changes its login's password in place. The schedule starts again from
+// now. It returns the rotation and the new password.
+func startRotation(ctx context.Context, tx bun.IDB, sealer *secrets.Sealer, inst *Instance, into *Rotation,
+	graceSeconds int, reason string, force bool) (*Rotation, string, error) {
+	var open []Rotation
+	if err := tx.NewSelect().Model(&open).Where("database_instance_id = ?", inst.ID).
+		Where("status IN (?)", bun.In([]string{RotationPending, RotationRetiring})).For("UPDATE SKIP LOCKED").Scan(ctx); err != nil {
+		return nil, "", fmt.Errorf("open rotations of database %d: %w", inst.ID, err)
+	}
+	if !force {
+		if next, pending, err := pendingRotation(ctx, tx, inst.ID); err != nil {
+			return nil, "", err
+		} else if pending {
+			return nil, "", httpx.Conflict(errRotationBusy).WithHeader("Retry-After", fmt.Sprint(max(int64(time.Until(next).Seconds()), 1)))
+		}
+	}
+	for _, o := range open {
+		if _, err := tx.NewUpdate().Model(&o).Set("status = ?", RotationDone).Set("last_error = 'superseded'").
+			Set("updated_at = now()").WherePK().Exec(ctx); err != nil {
+			return nil, "", fmt.Errorf("supersede rotation %d: %w", o.ID, err)
+		}
+	}
+	password := secrets.RandomPassword()
+	sealed, err := sealer.Seal([]byte(password), passwordAAD(inst.Engine, inst.DatabaseName))
+	if err != nil {
+		return nil, "", err
+	}
+	rot := into
+	if rot == nil {
+		rot = &Rotation{DatabaseInstanceID: inst.ID}
+	}
+	rot.Status, rot.Reason, rot.NextAttemptAt, rot.Attempts, rot.LastError = RotationPending, reason, time.Now(), 0, ""
+	rot.NewLogin, rot.OldLogin, rot.GraceSeconds, rot.RetireAt = inst.otherLogin(), inst.Login(), graceSeconds, nil
+	if inst.Status == StatusProvisioning || inst.Status == StatusFailed {
+		rot.NewLogin, rot.OldLogin = "", ""
+	}
+	if rot.NewLogin != "" {
+		inst.LoginUser = rot.NewLogin
+	}
+	inst.PasswordSealed = sealed
+	if _, err := tx.NewUpdate().Model(inst).Column("password_sealed", "login_user").Set("updated_at = now()").WherePK().Exec(ctx); err != nil {
+		return nil, "", fmt.Errorf("store the new password of database %d: %w", inst.ID, err)
+	}
+	if into == nil {
+		_, err = tx.NewInsert().Model(rot).Returning("*").Exec(ctx)
+	} else {
+		_, err = tx.NewUpdate().Model(rot).Column("status", "reason", "next_attempt_at", "attempts", "last_error", "new_login",
+			"old_login", "grace_seconds", "retire_at").Set("updated_at = now()").WherePK().Exec(ctx)
+	}
+	if err != nil {
+		return nil, "", fmt.Errorf("store the password rotation of database %d: %w", inst.ID, err)
+	}
+	return rot, password, reschedule(ctx, tx, inst.ID, inst.RotationDays)
+}
+
+// reschedule replaces database id's Scheduled rotation with one due days from now (none for 0).
+// One the finisher holds is skipped; it finds a newer rotation when it gets the row and ends.
+func reschedule(ctx context.Context, tx bun.IDB, id int64, days int) error {
+	var ids []int64
+	if err := tx.NewSelect().Model((*Rotation)(nil)).Column("id").Where("database_instance_id = ?", id).
+		Where("status = ?", RotationScheduled).For("UPDATE SKIP LOCKED").Scan(ctx, &ids); err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("scheduled rotations of database %d: %w", id, err)
+	}
+	if len(ids) > 0 {
+		if _, err := tx.NewDelete().Model((*Rotation)(nil)).Where("id IN (?)", bun.In(ids)).Exec(ctx); err != nil {
+			return fmt.Errorf("unschedule rotations of database %d: %w", id, err)
+		}
+	}
+	if days <= 0 {
+		return nil
+	}
+	rot := &Rotation{DatabaseInstanceID: id, Status: RotationScheduled, Reason: reasonScheduled}
+	if _, err := tx.NewInsert().Model(rot).Value("next_attempt_at", "now() + make_interval(days => ?)", days).Exec(ctx); err != nil {
+		return fmt.Errorf("schedule the rotation of database %d: %w", id, err)
+	}
+	return nil
+}
+
+// superseded tells whether a rotation of rot's database was started after rot.
+func superseded(ctx context.Context, tx bun.IDB, rot *Rotation) (bool, error) {
+	return tx.NewSelect().Model((*Rotation)(nil)).Where("database_instance_id = ?", rot.DatabaseInstanceID).
+		Where("id > ?", rot.ID).Where("status <> ?", RotationScheduled).Exists(ctx)
+}
+
+// done marks rot Done through tx.
+func done(ctx context.Context, tx bun.IDB, rot *Rotation) error {
+	if _, err := tx.NewUpdate().Model(rot).Set("status = ?", RotationDone).Set("last_error = ''").
+		Set("updated_at = now()").WherePK().Exec(ctx); err != nil {
+		return fmt.Errorf("record password rotation %d done: %w", rot.ID, err)
+	}
+	return nil
+}
+
+// paused tells whether inst's logins are (or are about to be) refused; resume allows them.
+func paused(inst *Instance) bool {
+	return inst.Status == StatusPaused || inst.Status == StatusPausing || inst.Status == StatusResuming
+}
+
+// apply sets a Pending rotation's password on the engine: the new login gets it (at once
+// usable), the old one expires at the end of the grace (Retiring until then; with no grace it is
+// retired now). A takeover's also closes the database to the roles the old holder let in, as a
+// pause does (keeping the logins and access credentials). A database being deleted, or a
+// rotation superseded since, needs nothing.
+func (p *RotationProvisioner) apply(ctx context.Context, tx bun.IDB, rot *Rotation, inst *Instance) error {
+	if inst.Status == StatusDeleted || inst.Status == StatusDeleting {
+		return done(ctx, tx, rot)
+	}
+	if later, err := superseded(ctx, tx, rot); err != nil || later {
+		if err != nil {
+			return err
+		}
+		return done(ctx, tx, rot)
+	}
+	engine := p.engines.Get(inst.Engine)
+	if engine == nil {
+		return &EngineError{Msg: "rotate: engine not configured", err: fmt.Errorf("engine %q is not configured", inst.Engine)}
+	}
+	pw, err := p.sealer.Open(inst.PasswordSealed, passwordAAD(inst.Engine, inst.DatabaseName))
+	if err != nil {
+		return fmt.Errorf("open password of database %d: %w", inst.ID, err)
+	}
+	ectx, cancel := context.WithTimeout(ctx, engineTimeout)
+	defer cancel()
+	fail := func(err error) error { return engineError(ctx, p.log, "rotate", inst.ID, err) }
+	status := RotationDone
+	if rot.NewLogin == "" { // in place: a database not made yet, or a rotation stored before logins took turns
+		if err := engine.SetOwnerPassword(ectx, inst.DatabaseName, inst.Login(), string(pw)); err != nil {
+			return fail(err)
+		}
+	} else {
+		lr, ok := engine.(loginRotator)
+		if !ok {
+			return fail(fmt.Errorf("engine %q does not rotate logins", inst.Engine))
+		}
+		if err := lr.PromoteLogin(ectx, inst.DatabaseName, inst.DatabaseUser, rot.NewLogin, string(pw), paused(inst)); err != nil {
+			return fail(err)
+		}
+		if rot.OldLogin != "" && rot.OldLogin != rot.NewLogin {
+			at := time.Now().Add(time.Duration(rot.GraceSeconds) * time.Second)
+			if rot.GraceSeconds == 0 {
+				err = lr.RetireLogin(ectx, inst.DatabaseName, inst.DatabaseUser, rot.OldLogin)
+			} else {
+				status, rot.RetireAt = RotationRetiring, &at
+				err = lr.ExpireLogin(ectx, inst.DatabaseName, inst.DatabaseUser, rot.OldLogin, at)
+			}
+			if err != nil {
+				return fail(err)
+			}
+		}
+	}
+	if r, ok := engine.(foreignAccessRevoker); ok && rot.Reason != reasonRequested && rot.Reason != reasonScheduled {
+		var keep []string
+		if err := tx.NewSelect().Model((*Credential)(nil)).Column("username").Where("database_instance_id = ?", inst.ID).
+			Where("status <> ?", CredentialDeleted).OrderExpr("id").Scan(ctx, &keep); err != nil {
+			return fmt.Errorf("list credentials of database %d: %w", inst.ID, err)
+		}
+		if err := r.RevokeForeignAccess(ectx, inst.DatabaseName, inst.DatabaseUser, append(keep, inst.otherLogin())); err != nil {
+			return fail(err)
+		}
+	}
+	q := tx.NewUpdate().Model(rot).Set("status = ?", status).Set("last_error = ''").Set("attempts = 0").
+		Set("retire_at = ?", rot.RetireAt).Set("updated_at = now()")
+	if rot.RetireAt != nil {
+		q = q.Set("next_attempt_at = ?", *rot.RetireAt)
+	}
+	if _, err := q.WherePK().Exec(ctx); err != nil {
+		return fmt.Errorf("record password rotation %d: %w", rot.ID, err)
+	}
+	return nil
+}
+
+// retire ends a Retiring rotation's grace: its old login's password is taken away and its
+// sessions end (audited database.password.retired). Nothing is left to do once the database is
+// being deleted, or when a later rotation made the old login current again.
+func (p *RotationProvisioner) retire(ctx context.Context, tx bun.IDB, rot *Rotation, inst *Instance) error {
+	later, err := superseded(ctx, tx, rot)
+	if err != nil {
+		return err
+	}
+	if later || inst.Status == StatusDeleted || inst.Status == StatusDeleting || rot.OldLogin == "" || rot.OldLogin == inst.Login() {
+		return done(ctx, tx, rot)
+	}
+	engine := p.engines.Get(inst.Engine)
+	lr, ok := engine.(loginRotator)
+	if !ok {
+		return &EngineError{Msg: "retire: engine not configured", err: fmt.Errorf("engine %q does not rotate logins", inst.Engine)}
+	}
+	ectx, cancel := context.WithTimeout(ctx, engineTimeout)
+	defer cancel()
+	if err := lr.RetireLogin(ectx, inst.DatabaseName, inst.DatabaseUser, rot.OldLogin); err != nil {
+		return engineError(ctx, p.log, "retire", inst.ID, err)
+	}
+	if err := p.audit.RecordTx(ctx, tx, audit.Event{Action: "database.password.retired", UserID: audit.Int64(inst.UserID),
+		TargetType: "database", TargetID: fmt.Sprint(inst.ID), Details: map[string]any{"login": rot.OldLogin}}); err != nil {
+		return err
+	}
+	return done(ctx, tx, rot)
+}
+
+// scheduledRetry is how long a due Scheduled rotation waits while its database is in another
+// change or a rotation is still open.
+const scheduledRetry = time.Hour
+
+// startScheduled turns a due Scheduled rotation into a Pending one with the configured grace
+// (audited database.password.rotated, reason scheduled) and applies it; the next one is scheduled
+// rotationDays from now. Ended without a rotation when the database is gone, its schedule is off
+// or a rotation started since; put off while the database is not Active or Paused or a rotation
+// is still open.
+func (p *RotationProvisioner) startScheduled(ctx context.Context, tx bun.IDB, rot *Rotation, inst *Instance) error {
+	later, err := superseded(ctx, tx, rot)
+	if err != nil {
+		return err
+	}
+	if later || inst.RotationDays == 0 || inst.Status == StatusDeleted || inst.Status == StatusDeleting {
+		return done(ctx, tx, rot)
+	}
+	open, err := tx.NewSelect().Model((*Rotation)(nil)).Where("database_instance_id = ?", inst.ID).
+		Where("status IN (?)", bun.In([]string{RotationPending, RotationRetiring})).Exists(ctx)
+	if err != nil {
+		return fmt.Errorf("open rotations of database %d: %w", inst.ID, err)
+	}
+	if open || (inst.Status != StatusActive && inst.Status != StatusPaused) {
+		_, err := tx.NewUpdate().Model(rot).Set("next_attempt_at = ?", time.Now().Add(scheduledRetry)).WherePK().Exec(ctx)
+		return err
+	}
+	if _, _, err := startRotation(ctx, tx, p.sealer, inst, rot, p.grace, reasonScheduled, false); err != nil {
+		return err
+	}
+	if err := p.audit.RecordTx(ctx, tx, rotatedEvent(inst, rot)); err != nil {
+		return err
+	}
+	return p.apply(ctx, tx, rot, inst)
+}
+
+// rotatedEvent is the audit event of a started rotation.
+func rotatedEvent(inst *Instance, rot *Rotation) audit.Event {
+	return audit.Event{Action: "database.password.rotated", UserID: audit.Int64(inst.UserID), TargetType: "database",
+		TargetID: fmt.Sprint(inst.ID), Details: map[string]any{"reason": rot.Reason, "gracePeriodSeconds": rot.GraceSeconds,
+			"login": rot.NewLogin, "previousLogin": rot.OldLogin}}
+}
+
+// setSecondLogin refuses or allows the logins of inst's second login (pause, resume).
+func setSecondLogin(ctx context.Context, engine Engine, inst *Instance, enabled bool) error {
+	lr, ok := engine.(loginRotator)
+	if !ok {
+		return nil
+	}
+	if err := lr.SetSecondLogin(ctx, inst.DatabaseName, inst.DatabaseUser, enabled); err != nil && !errors.Is(err, ErrRoleTaken) {
+		return fmt.Errorf("set login of %s: %w", secondLogin(inst.DatabaseUser), err)
+	}
+	return nil
+}
+
+// dropSecondLogin drops inst's second login (the database's drop).
+func dropSecondLogin(ctx context.Context, engine Engine, inst *Instance) error {
+	lr, ok := engine.(loginRotator)
+	if !ok {
+		return nil
+	}
+	if err := lr.DropSecondLogin(ctx, inst.DatabaseName, inst.DatabaseUser); err != nil && !errors.Is(err, ErrRoleTaken) {
+		return fmt.Errorf("drop %s: %w", secondLogin(inst.DatabaseUser), err)
+	}
+	return nil
+}
