@@ -41,7 +41,7 @@ var wiring = fx.Module("dns",
 	fx.Provide(
 		newClient,
 		func(c *cloudflare.Client, a *audit.Recorder, log *slog.Logger) *Provisioner {
-			return &Provisioner{provider: c, audit: a, log: log}
+			return &Provisioner{Spec: spec, provider: c, audit: a, log: log}
 		},
 		provision.AsProvisioner(func(p *Provisioner) *Provisioner { return p }),
 		provision.AsProvisioner(func(c *cloudflare.Client, a *audit.Recorder, log *slog.Logger) *Sweeper {

@@ -37,7 +37,7 @@ var wiring = fx.Module("queues",
 	fx.Provide(
 		NewBroker,
 		func(b *Broker, s *secrets.Sealer, a *audit.Recorder, log *slog.Logger) *Provisioner {
-			return &Provisioner{broker: b, sealer: s, audit: a, log: log}
+			return &Provisioner{Spec: spec, broker: b, sealer: s, audit: a, log: log}
 		},
 		provision.AsProvisioner(func(p *Provisioner) *Provisioner { return p }),
 		provision.AsProvisioner(func(p *Provisioner) *Sweeper { return &Sweeper{p: p} }),

@@ -37,7 +37,7 @@ var wiring = fx.Module("wfauto",
 			return NewCell(w.BaseUrl, w.ApiKey, time.Duration(w.TimeoutSeconds)*time.Second)
 		},
 		func(d *bun.DB, c *Cell, a *audit.Recorder, log *slog.Logger) *Provisioner {
-			return &Provisioner{db: d, cell: c, audit: a, log: log}
+			return &Provisioner{Spec: spec, db: d, cell: c, audit: a, log: log}
 		},
 		provision.AsProvisioner(func(p *Provisioner) *Provisioner { return p }),
 		provision.AsUserReleaser(func(p *Provisioner) *Provisioner { return p }),

@@ -21,21 +21,11 @@ import (
 // each create it commits a row in wfauto_cell_creates (the intent of that call), so a delete knows
 // whether the cell may hold the account at all.
 type Provisioner struct {
+	provision.Spec
 	db    *bun.DB
 	cell  *Cell
 	audit *audit.Recorder
 	log   *slog.Logger
-}
-
-// Kind implements provision.Provisioner.
-func (p *Provisioner) Kind() provision.Kind { return Kind }
-
-// Table implements provision.Queue.
-func (p *Provisioner) Table() string { return "wfauto_accounts" }
-
-// InFlight implements provision.Queue.
-func (p *Provisioner) InFlight() map[string]provision.Verb {
-	return map[string]provision.Verb{StatusPending: provision.VerbCreate, StatusDeprovisioning: provision.VerbDelete}
 }
 
 // markSent commits, on a connection of its own (the row's transaction would roll it back with a
@@ -149,11 +139,11 @@ func (p *Provisioner) Create(ctx context.Context, req provision.CreateRequest) (
 		}
 	}
 	if errors.As(err, &ce) && ce.Final {
-		q := req.Tx.NewUpdate().Model(a).Set("status = ?", StatusFailed).Set("error_message = ?", ce.Error())
+		q := provision.Fail(req.Tx.NewUpdate().Model(a), StatusFailed, ce.Error())
 		if ce.Foreign { // the key is another's at the cell: provisioning again sends a fresh one
 			q = q.Set("idempotency_key = gen_random_uuid()::text")
 		}
-		if _, uerr := q.Set("updated_at = now()").WherePK().Exec(ctx); uerr != nil {
+		if _, uerr := q.WherePK().Exec(ctx); uerr != nil {
 			return provision.CreateResponse{}, uerr
 		}
 		return provision.CreateResponse{}, p.audit.RecordTx(ctx, req.Tx, audit.Event{Action: "wfauto.failed", UserID: audit.Int64(a.UserID),
@@ -169,15 +159,14 @@ func (p *Provisioner) Create(ctx context.Context, req provision.CreateRequest) (
 		// delete that one at the cell. Refused as a suspicious answer: Failed, the id not stored
 		// (the create stays recorded as possibly at the cell).
 		msg := (&CellError{Status: http.StatusBadGateway, Msg: msgDuplicateID}).Error()
-		if _, uerr := req.Tx.NewUpdate().Model(a).Set("status = ?", StatusFailed).Set("error_message = ?", msg).
-			Set("updated_at = now()").WherePK().Exec(ctx); uerr != nil {
+		if _, uerr := provision.Fail(req.Tx.NewUpdate().Model(a), StatusFailed, msg).WherePK().Exec(ctx); uerr != nil {
 			return provision.CreateResponse{}, uerr
 		}
 		return provision.CreateResponse{}, p.audit.RecordTx(ctx, req.Tx, audit.Event{Action: "wfauto.failed", UserID: audit.Int64(a.UserID),
 			TargetType: "wfautoAccount", TargetID: fmt.Sprint(a.ID), Details: map[string]any{"error": msg, "externalAccountId": got.AccountID}})
 	}
-	if _, err := req.Tx.NewUpdate().Model(a).Set("status = ?", StatusActive).Set("external_account_id = ?", got.AccountID).
-		Set("url = ?", got.URL).Set("error_message = ''").Set("last_error = ''").Set("updated_at = now()").WherePK().Exec(ctx); err != nil {
+	if _, err := provision.Succeed(req.Tx.NewUpdate().Model(a), StatusActive).Set("external_account_id = ?", got.AccountID).
+		Set("url = ?", got.URL).WherePK().Exec(ctx); err != nil {
 		return provision.CreateResponse{}, fmt.Errorf("record account %d active: %w", a.ID, err)
 	}
 	if err := p.audit.RecordTx(ctx, req.Tx, audit.Event{Action: "wfauto.provisioned", UserID: audit.Int64(a.UserID),
@@ -272,8 +261,7 @@ func (p *Provisioner) Delete(ctx context.Context, req provision.DeleteRequest) (
 			return provision.DeleteResponse{}, err
 		}
 	}
-	if _, err := req.Tx.NewUpdate().Model(a).Set("status = ?", StatusDeprovisioned).Set("last_error = ''").
-		Set("updated_at = now()").WherePK().Exec(ctx); err != nil {
+	if _, err := provision.Succeed(req.Tx.NewUpdate().Model(a), StatusDeprovisioned).WherePK().Exec(ctx); err != nil {
 		return provision.DeleteResponse{}, fmt.Errorf("record account %d deprovisioned: %w", a.ID, err)
 	}
 	if err := unmarkSent(ctx, req.Tx, a.ID); err != nil {
@@ -314,8 +302,7 @@ func (p *Provisioner) ErrorText(err error) string { return shownError(err) }
 
 // GiveUp marks an account whose provisioning kept failing Failed, with its last error (as shown).
 func (p *Provisioner) GiveUp(ctx context.Context, tx bun.IDB, id int64, lastErr error) error {
-	_, err := tx.NewUpdate().Model((*Account)(nil)).Set("status = ?", StatusFailed).Set("error_message = ?", shownError(lastErr)).
-		Set("updated_at = now()").Where("id = ?", id).Where("status = ?", StatusPending).Exec(ctx)
+	_, err := p.Spec.GiveUp(ctx, tx, (*Account)(nil), id, shownError(lastErr))
 	return err
 }
 
@@ -330,12 +317,9 @@ func (p *Provisioner) ReleaseUser(ctx context.Context, tx bun.IDB, userID int64)
 	if pr := authn.FromContext(ctx); pr != nil {
 		actor = audit.Int64(pr.UserID)
 	}
-	if _, err := tx.NewUpdate().Model((*Account)(nil)).Set("status = ?", StatusDeprovisioning).Set("attempts = 0").Set("released_by = ?", actor).
-		Set("error_message = ''").Set("last_error = ''").Set("next_attempt_at = now()").Set("updated_at = now()").
-		Where("user_id = ?", userID).Where("status IN (?)", bun.In([]string{StatusPending, StatusActive, StatusFailed})).Exec(ctx); err != nil {
-		return fmt.Errorf("release accounts of user %d: %w", userID, err)
-	}
-	return nil
+	_, err := p.Release(ctx, tx, (*Account)(nil), userID, []string{StatusPending, StatusActive, StatusFailed},
+		func(q *bun.UpdateQuery) *bun.UpdateQuery { return q.Set("released_by = ?", actor) })
+	return err
 }
 
 var (
