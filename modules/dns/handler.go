@@ -9,6 +9,7 @@ import (
 
 	"provisioner/platform/authn"
 	"provisioner/platform/httpx"
+	"provisioner/platform/provision"
 )
 
 // Handler serves /api/me/dns* and /api/dns/records*.
@@ -103,7 +104,7 @@ func (h *Handler) Register(api *httpx.API) {
 	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "listDnsRecords", Method: http.MethodGet,
 		Path: "/api/dns/records", Tags: atags, Summary: "List DNS records"},
 		func(ctx context.Context, in *dnsAdminListInput) (*httpx.Response[httpx.Page[View]], error) {
-			p, err := h.svc.AdminList(ctx, AdminFilter{UserID: in.UserID, Status: in.Status, PageQuery: in.PageQuery})
+			p, err := provision.AdminList(ctx, h.svc.db, provision.AdminFilter{UserID: in.UserID, Status: in.Status, PageQuery: in.PageQuery}, view)
 			if err != nil {
 				return nil, err
 			}
@@ -112,7 +113,7 @@ func (h *Handler) Register(api *httpx.API) {
 	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "getDnsRecord", Method: http.MethodGet,
 		Path: "/api/dns/records/{id}", Tags: atags, Summary: "One DNS record", Errors: []int{http.StatusNotFound}},
 		func(ctx context.Context, in *idInput) (*httpx.Response[View], error) {
-			r, err := h.svc.get(ctx, in.ID, 0)
+			r, err := provision.Find[Record](ctx, h.svc.db, in.ID, msgNotFound)
 			if err != nil {
 				return nil, err
 			}

@@ -37,14 +37,6 @@ type Provisioner struct {
 	log      *slog.Logger
 }
 
-func load(ctx context.Context, tx bun.IDB, id int64) (*Record, error) {
-	r := new(Record)
-	if err := tx.NewSelect().Model(r).Where("id = ?", id).Scan(ctx); err != nil {
-		return nil, fmt.Errorf("load record %d: %w", id, err)
-	}
-	return r, nil
-}
-
 // Marker is the comment every record we create carries at the provider: it names the owner and
 // our row, and holds the row's random token, so it is the row's alone even where two deployments
 // (whose rows are numbered alike) share the zone. Only a record carrying its row's marker is ever
@@ -71,7 +63,7 @@ func findOurs(found []cloudflare.Record, r *Record) *cloudflare.Record {
 
 // Create implements provision.Provisioner.
 func (p *Provisioner) Create(ctx context.Context, req provision.CreateRequest) (provision.CreateResponse, error) {
-	r, err := load(ctx, req.Tx, req.ResourceID)
+	r, err := provision.Load[Record](ctx, req.Tx, req.ResourceID)
 	if err != nil {
 		return provision.CreateResponse{}, err
 	}
@@ -345,7 +337,7 @@ func (p *Provisioner) failedAfterCreate(ctx context.Context, tx bun.IDB, r *Reco
 // lookup: it is left at the provider (logged), the name is looked up instead and only records
 // carrying r's marker and an id no other live row holds are deleted.
 func (p *Provisioner) Delete(ctx context.Context, req provision.DeleteRequest) (provision.DeleteResponse, error) {
-	r, err := load(ctx, req.Tx, req.ResourceID)
+	r, err := provision.Load[Record](ctx, req.Tx, req.ResourceID)
 	if err != nil {
 		return provision.DeleteResponse{}, err
 	}

@@ -13,7 +13,6 @@ import (
 	"provisioner/platform/audit"
 	"provisioner/platform/db"
 	"provisioner/platform/fault"
-	"provisioner/platform/paging"
 	"provisioner/platform/provision"
 )
 
@@ -105,35 +104,14 @@ func (s *Service) roomFor(ctx context.Context, tx bun.Tx, userID int64) error {
 		fmt.Sprintf("Quota reached: at most %d DNS records per user", s.cfg.MaxRecordsPerUser))
 }
 
-func (s *Service) get(ctx context.Context, id, userID int64) (*Record, error) {
-	r := new(Record)
-	q := s.db.NewSelect().Model(r).Where("id = ?", id)
-	if userID != 0 {
-		q = q.Where("user_id = ?", userID)
-	}
-	if err := q.Scan(ctx); err != nil {
-		if errors.Is(err, sql.ErrNoRows) {
-			return nil, fault.NotFound("DNS record not found")
-		}
-		return nil, fmt.Errorf("load record %d: %w", id, err)
-	}
-	return r, nil
-}
+// msgNotFound is the 404 of a record.
+const msgNotFound = "DNS record not found"
 
 // List returns the user's records, newest last: all but the Revoked ones. A revoked record is
 // gone for its user (the administrators' list keeps the trace); so the list is bounded by the
 // quota plus the Failed records, each of which the user can revoke.
 func (s *Service) List(ctx context.Context, userID int64) ([]View, error) {
-	var rows []Record
-	if err := s.db.NewSelect().Model(&rows).Where("user_id = ?", userID).Where("status <> ?", StatusRevoked).
-		OrderExpr("id").Scan(ctx); err != nil {
-		return nil, fmt.Errorf("list records: %w", err)
-	}
-	out := make([]View, len(rows))
-	for i := range rows {
-		out[i] = view(&rows[i])
-	}
-	return out, nil
+	return provision.List(ctx, s.db, userID, []string{StatusRevoked}, view)
 }
 
 // Revoke deletes a record at the provider: Active/Pending/Failed → Revoking → Revoked. A Failed
@@ -152,7 +130,7 @@ func (s *Service) Revoke(ctx context.Context, id, userID int64) (*Record, provis
 		}
 		if err := q.Scan(ctx); err != nil {
 			if errors.Is(err, sql.ErrNoRows) {
-				return fault.NotFound("DNS record not found")
+				return fault.NotFound(msgNotFound)
 			}
 			return fmt.Errorf("lock record %d: %w", id, err)
 		}
@@ -206,7 +184,7 @@ func (s *Service) Revoke(ctx context.Context, id, userID int64) (*Record, provis
 
 // Retry sends a Failed record through provisioning again, or drives a Revoking one now.
 func (s *Service) Retry(ctx context.Context, id int64) (*Record, provision.Outcome, error) {
-	r, err := s.get(ctx, id, 0)
+	r, err := provision.Find[Record](ctx, s.db, id, msgNotFound)
 	if err != nil {
 		return nil, provision.Outcome{}, err
 	}
@@ -239,24 +217,4 @@ func (s *Service) Retry(ctx context.Context, id int64) (*Record, provision.Outco
 		return nil, provision.Outcome{}, err
 	}
 	return provision.Run[Record](ctx, s.finisher, s.db, spec, id, provision.Again)
-}
-
-// AdminFilter narrows the administrators' list.
-type AdminFilter struct {
-	UserID int64
-	Status string
-	paging.PageQuery
-}
-
-// AdminList pages through every record.
-func (s *Service) AdminList(ctx context.Context, f AdminFilter) (paging.Page[View], error) {
-	var rows []Record
-	q := s.db.NewSelect().Model(&rows)
-	if f.UserID > 0 {
-		q = q.Where("user_id = ?", f.UserID)
-	}
-	if f.Status != "" {
-		q = q.Where("status = ?", f.Status)
-	}
-	return db.ListPage(ctx, q, &rows, f.PageQuery, view)
 }

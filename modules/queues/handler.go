@@ -8,8 +8,8 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 
 	"provisioner/platform/authn"
-	"provisioner/platform/provision"
 	"provisioner/platform/httpx"
+	"provisioner/platform/provision"
 	"provisioner/platform/ratelimit"
 )
 
@@ -103,7 +103,7 @@ func (h *Handler) registerAdmin(api *httpx.API) {
 	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "listQueueSpaces", Method: http.MethodGet,
 		Path: "/api/queues", Tags: tags, Summary: "List queue spaces"},
 		func(ctx context.Context, in *queuesAdminListInput) (*httpx.Response[httpx.Page[View]], error) {
-			p, err := h.svc.AdminList(ctx, AdminFilter{UserID: in.UserID, Status: in.Status, PageQuery: in.PageQuery})
+			p, err := provision.AdminList(ctx, h.svc.db, provision.AdminFilter{UserID: in.UserID, Status: in.Status, PageQuery: in.PageQuery}, func(sp *Space) View { return view(h.svc.cfg, sp) })
 			if err != nil {
 				return nil, err
 			}

@@ -28,14 +28,6 @@ type Provisioner struct {
 	log    *slog.Logger
 }
 
-func load(ctx context.Context, tx bun.IDB, id int64) (*Space, error) {
-	s := new(Space)
-	if err := tx.NewSelect().Model(s).Where("id = ?", id).Scan(ctx); err != nil {
-		return nil, fmt.Errorf("load queue space %d: %w", id, err)
-	}
-	return s, nil
-}
-
 // passwordAAD binds a sealed password to its user name.
 func passwordAAD(username string) string { return "queues:" + username }
 
@@ -47,7 +39,7 @@ func description(s *Space) string {
 // Create implements provision.Provisioner: the virtual host, its limits, the user and the user's
 // permissions, each looked up first; then Active.
 func (p *Provisioner) Create(ctx context.Context, req provision.CreateRequest) (provision.CreateResponse, error) {
-	s, err := load(ctx, req.Tx, req.ResourceID)
+	s, err := provision.Load[Space](ctx, req.Tx, req.ResourceID)
 	if err != nil {
 		return provision.CreateResponse{}, err
 	}
@@ -138,7 +130,7 @@ func (p *Provisioner) remove(ctx context.Context, s *Space) error {
 
 // Delete implements provision.Provisioner.
 func (p *Provisioner) Delete(ctx context.Context, req provision.DeleteRequest) (provision.DeleteResponse, error) {
-	s, err := load(ctx, req.Tx, req.ResourceID)
+	s, err := provision.Load[Space](ctx, req.Tx, req.ResourceID)
 	if err != nil {
 		return provision.DeleteResponse{}, err
 	}

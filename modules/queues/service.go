@@ -15,7 +15,6 @@ import (
 	"provisioner/platform/audit"
 	"provisioner/platform/db"
 	"provisioner/platform/fault"
-	"provisioner/platform/paging"
 	"provisioner/platform/provision"
 	"provisioner/platform/secrets"
 )
@@ -85,32 +84,19 @@ func (s *Service) roomFor(ctx context.Context, tx bun.Tx, userID int64) error {
 
 // get reads a space; userID 0 reads anyone's (administrators). A Deleted space is not found.
 func (s *Service) get(ctx context.Context, id, userID int64) (*Space, error) {
-	sp := new(Space)
-	q := s.db.NewSelect().Model(sp).Where("id = ?", id)
-	if userID != 0 {
-		q = q.Where("user_id = ?", userID).Where("status <> ?", StatusDeleted)
+	sp, err := provision.Find[Space](ctx, s.db, id, msgNotFound)
+	if err == nil && userID != 0 && (sp.UserID != userID || sp.Status == StatusDeleted) {
+		return nil, fault.NotFound(msgNotFound)
 	}
-	if err := q.Scan(ctx); err != nil {
-		if errors.Is(err, sql.ErrNoRows) {
-			return nil, fault.NotFound("Queue space not found")
-		}
-		return nil, fmt.Errorf("load queue space %d: %w", id, err)
-	}
-	return sp, nil
+	return sp, err
 }
+
+// msgNotFound is the 404 of a space.
+const msgNotFound = "Queue space not found"
 
 // List returns the user's spaces, oldest first, Deleted ones left out.
 func (s *Service) List(ctx context.Context, userID int64) ([]View, error) {
-	var rows []Space
-	if err := s.db.NewSelect().Model(&rows).Where("user_id = ?", userID).Where("status <> ?", StatusDeleted).
-		OrderExpr("id").Scan(ctx); err != nil {
-		return nil, fmt.Errorf("list queue spaces: %w", err)
-	}
-	out := make([]View, len(rows))
-	for i := range rows {
-		out[i] = view(s.cfg, &rows[i])
-	}
-	return out, nil
+	return provision.List(ctx, s.db, userID, []string{StatusDeleted}, func(sp *Space) View { return view(s.cfg, sp) })
 }
 
 // Delete removes a space: Provisioning, Active or Failed → Deleting → removed at the broker →
@@ -126,7 +112,7 @@ func (s *Service) Delete(ctx context.Context, id, userID int64) (*Space, provisi
 		}
 		if err := q.Scan(ctx); err != nil {
 			if errors.Is(err, sql.ErrNoRows) {
-				return fault.NotFound("Queue space not found")
+				return fault.NotFound(msgNotFound)
 			}
 			return fmt.Errorf("lock queue space %d: %w", id, err)
 		}
@@ -213,24 +199,4 @@ type Reveal struct {
 	Username string `json:"username"`
 	Password string `json:"password"`
 	AmqpURL  string `json:"amqpUrl"`
-}
-
-// AdminFilter narrows the administrators' list.
-type AdminFilter struct {
-	UserID int64
-	Status string
-	paging.PageQuery
-}
-
-// AdminList pages through every space, newest first.
-func (s *Service) AdminList(ctx context.Context, f AdminFilter) (paging.Page[View], error) {
-	var rows []Space
-	q := s.db.NewSelect().Model(&rows)
-	if f.UserID > 0 {
-		q = q.Where("user_id = ?", f.UserID)
-	}
-	if f.Status != "" {
-		q = q.Where("status = ?", f.Status)
-	}
-	return db.ListPage(ctx, q, &rows, f.PageQuery, func(sp *Space) View { return view(s.cfg, sp) })
 }

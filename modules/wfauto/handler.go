@@ -8,6 +8,7 @@ import (
 
 	"provisioner/platform/authn"
 	"provisioner/platform/httpx"
+	"provisioner/platform/provision"
 )
 
 // Handler serves /api/me/wfauto* and /api/wfauto/accounts*.
@@ -70,7 +71,7 @@ func (h *Handler) Register(api *httpx.API) {
 	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "listWfautoAccounts", Method: http.MethodGet,
 		Path: "/api/wfauto/accounts", Tags: atags, Summary: "List workflow-automation accounts"},
 		func(ctx context.Context, in *wfAdminListInput) (*httpx.Response[httpx.Page[View]], error) {
-			p, err := h.svc.AdminList(ctx, AdminFilter{UserID: in.UserID, Status: in.Status, PageQuery: in.PageQuery})
+			p, err := provision.AdminList(ctx, h.svc.db, provision.AdminFilter{UserID: in.UserID, Status: in.Status, PageQuery: in.PageQuery}, view)
 			if err != nil {
 				return nil, err
 			}
@@ -79,7 +80,7 @@ func (h *Handler) Register(api *httpx.API) {
 	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "getWfautoAccount", Method: http.MethodGet,
 		Path: "/api/wfauto/accounts/{id}", Tags: atags, Summary: "One workflow-automation account", Errors: []int{http.StatusNotFound}},
 		func(ctx context.Context, in *wfIDInput) (*httpx.Response[View], error) {
-			a, err := h.svc.get(ctx, in.ID)
+			a, err := provision.Find[Account](ctx, h.svc.db, in.ID, msgNotFound)
 			if err != nil {
 				return nil, err
 			}

@@ -89,14 +89,6 @@ func refusedOriginal(err error, original bool) bool {
 	return original && errors.As(err, &ce) && ce.Final && ce.Status == http.StatusBadRequest
 }
 
-func (p *Provisioner) load(ctx context.Context, tx bun.IDB, id int64) (*Account, error) {
-	a := new(Account)
-	if err := tx.NewSelect().Model(a).Where("id = ?", id).Scan(ctx); err != nil {
-		return nil, fmt.Errorf("load account %d: %w", id, err)
-	}
-	return a, nil
-}
-
 // current is the body a first create of a sends: its owner's details as they are now.
 func current(ctx context.Context, tx bun.IDB, a *Account) ([]byte, error) {
 	in := CellRequest{UserID: a.UserID}
@@ -111,7 +103,7 @@ func current(ctx context.Context, tx bun.IDB, a *Account) ([]byte, error) {
 // sends that one's body again, whatever the owner's details are now: the Idempotency-Key must
 // come with the same body.
 func (p *Provisioner) Create(ctx context.Context, req provision.CreateRequest) (provision.CreateResponse, error) {
-	a, err := p.load(ctx, req.Tx, req.ResourceID)
+	a, err := provision.Load[Account](ctx, req.Tx, req.ResourceID)
 	if err != nil {
 		return provision.CreateResponse{}, err
 	}
@@ -197,7 +189,7 @@ func heldByAnother(ctx context.Context, tx bun.IDB, accountID string, self int64
 // answer made for another user, is never deleted for this one: left at the cell, logged and audited
 // (details.leftAtCell), and the account is Deprovisioned.
 func (p *Provisioner) Delete(ctx context.Context, req provision.DeleteRequest) (provision.DeleteResponse, error) {
-	a, err := p.load(ctx, req.Tx, req.ResourceID)
+	a, err := provision.Load[Account](ctx, req.Tx, req.ResourceID)
 	if err != nil {
 		return provision.DeleteResponse{}, err
 	}

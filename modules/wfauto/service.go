@@ -11,7 +11,6 @@ import (
 	"provisioner/platform/audit"
 	"provisioner/platform/db"
 	"provisioner/platform/fault"
-	"provisioner/platform/paging"
 	"provisioner/platform/provision"
 )
 
@@ -76,33 +75,17 @@ func (s *Service) Provision(ctx context.Context, userID int64) (*Account, provis
 	return a, o, err
 }
 
-func (s *Service) get(ctx context.Context, id int64) (*Account, error) {
-	a := new(Account)
-	if err := s.db.NewSelect().Model(a).Where("id = ?", id).Scan(ctx); err != nil {
-		if errors.Is(err, sql.ErrNoRows) {
-			return nil, fault.NotFound("Account not found")
-		}
-		return nil, fmt.Errorf("load account %d: %w", id, err)
-	}
-	return a, nil
-}
+// msgNotFound is the 404 of an account.
+const msgNotFound = "Account not found"
 
 // List returns the user's accounts.
 func (s *Service) List(ctx context.Context, userID int64) ([]View, error) {
-	var rows []Account
-	if err := s.db.NewSelect().Model(&rows).Where("user_id = ?", userID).OrderExpr("id").Scan(ctx); err != nil {
-		return nil, fmt.Errorf("list accounts: %w", err)
-	}
-	out := make([]View, len(rows))
-	for i := range rows {
-		out[i] = view(&rows[i])
-	}
-	return out, nil
+	return provision.List(ctx, s.db, userID, nil, view)
 }
 
 // Retry provisions a Failed account again, or drives a Pending or Deprovisioning one now.
 func (s *Service) Retry(ctx context.Context, id int64) (*Account, provision.Outcome, error) {
-	a, err := s.get(ctx, id)
+	a, err := provision.Find[Account](ctx, s.db, id, msgNotFound)
 	if err != nil {
 		return nil, provision.Outcome{}, err
 	}
@@ -116,24 +99,4 @@ func (s *Service) Retry(ctx context.Context, id int64) (*Account, provision.Outc
 		return provision.Run[Account](ctx, s.finisher, s.db, spec, id, provision.Again)
 	}
 	return nil, provision.Outcome{}, fault.Conflict(fmt.Sprintf("Nothing to retry: the account is %s", a.Status))
-}
-
-// AdminFilter narrows the administrators' list.
-type AdminFilter struct {
-	UserID int64
-	Status string
-	paging.PageQuery
-}
-
-// AdminList pages through every account.
-func (s *Service) AdminList(ctx context.Context, f AdminFilter) (paging.Page[View], error) {
-	var rows []Account
-	q := s.db.NewSelect().Model(&rows)
-	if f.UserID > 0 {
-		q = q.Where("user_id = ?", f.UserID)
-	}
-	if f.Status != "" {
-		q = q.Where("status = ?", f.Status)
-	}
-	return db.ListPage(ctx, q, &rows, f.PageQuery, view)
 }
