@@ -25,7 +25,6 @@ import (
 	"provisioner/platform/module"
 	"provisioner/platform/provision"
 	"provisioner/platform/ratelimit"
-	"provisioner/platform/summary"
 )
 
 // Module is the dns module: its wiring, its configuration section (Dns:*), its audit namespace
@@ -38,22 +37,21 @@ var Module = module.Module{Name: "dns", Options: wiring, Config: Settings, Audit
 
 // wiring is everything the dns module contributes to the fx graph.
 var wiring = fx.Module("dns",
+	provision.Resource[*Provisioner](func(c *cloudflare.Client, a *audit.Recorder, log *slog.Logger) *Provisioner {
+		return &Provisioner{Spec: spec, provider: c, audit: a, log: log}
+	}),
+	provision.Summarised(func(s *Service) *provision.Summary[View] {
+		return &provision.Summary[View]{Key: "dnsRecords", DB: s.db, Spec: spec, Model: (*Record)(nil), List: s.List}
+	}),
 	fx.Provide(
 		newClient,
-		func(c *cloudflare.Client, a *audit.Recorder, log *slog.Logger) *Provisioner {
-			return &Provisioner{Spec: spec, provider: c, audit: a, log: log}
-		},
-		provision.AsProvisioner(func(p *Provisioner) *Provisioner { return p }),
 		provision.AsProvisioner(func(c *cloudflare.Client, a *audit.Recorder, log *slog.Logger) *Sweeper {
 			return &Sweeper{provider: c, audit: a, log: log}
 		}),
-		provision.AsUserReleaser(func(p *Provisioner) *Provisioner { return p }),
 		func(d *bun.DB, cfg Config, a *audit.Recorder, f *provision.Finisher) *Service {
 			return &Service{db: d, cfg: cfg, audit: a, finisher: f}
 		},
 		httpx.AsRoutes(func(s *Service) *Handler { return &Handler{svc: s} }),
-		summary.AsDashboardContributor(func(s *Service) *Summary { return &Summary{svc: s} }),
-		summary.AsCounter(func(s *Service) *Summary { return &Summary{svc: s} }),
 		db.AsMigrations(func() db.Migrations { return db.Migrations{Module: "dns", FS: migrations.FS} }),
 	),
 )
@@ -115,24 +113,3 @@ func budgetTaker(budget *ratelimit.Limiter, key string) func(ctx context.Context
 
 // BudgetWait is the longest a provider call waits for the outbound budget.
 const BudgetWait = 3 * time.Second
-
-// Summary contributes the dashboard section and the platform counts.
-type Summary struct{ svc *Service }
-
-// DashboardSection implements summary.DashboardContributor.
-func (s *Summary) DashboardSection(ctx context.Context, userID int64) (summary.Section, error) {
-	list, err := s.svc.List(ctx, userID)
-	if err != nil {
-		return summary.Section{}, err
-	}
-	return summary.Section{Key: "dnsRecords", Items: list, Total: len(list)}, nil
-}
-
-// PlatformCounts implements summary.Counter: live (Pending or Active) records, one query.
-func (s *Summary) PlatformCounts(ctx context.Context) (map[string]int64, error) {
-	n, err := s.svc.db.NewSelect().Model((*Record)(nil)).Where("status IN ('Pending', 'Active')").Count(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("count dns records: %w", err)
-	}
-	return map[string]int64{"dnsRecords": int64(n)}, nil
-}
