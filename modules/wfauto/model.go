@@ -31,9 +31,7 @@ type Account struct {
 	URL               string `bun:"url,notnull"`
 	provision.State
 	// ReleasedBy is who deleted the owner (Deprovisioning): the actor of wfauto.deprovisioned.
-	ReleasedBy *int64    `bun:"released_by"`
-	CreatedAt  time.Time `bun:"created_at,nullzero,notnull,default:current_timestamp"`
-	UpdatedAt  time.Time `bun:"updated_at,nullzero,notnull,default:current_timestamp"`
+	ReleasedBy *int64 `bun:"released_by"`
 	// IdempotencyKey is the Idempotency-Key sent to the cell with every create of this account: a
 	// random UUID the database makes with the row (an insert leaves it to the column's default),
 	// never another account's, whatever control database the other lives in; or the row's id for a

@@ -11,6 +11,7 @@ import (
 	"github.com/uptrace/bun"
 	"go.uber.org/fx"
 
+	"provisioner/modules/wfauto/cell"
 	"provisioner/modules/wfauto/migrations"
 	"provisioner/platform/audit"
 	"provisioner/platform/db"
@@ -29,17 +30,17 @@ var Module = module.Module{Name: "wfauto", Options: wiring, Config: Settings, Au
 
 // wiring is everything the wfauto module contributes to the fx graph.
 var wiring = fx.Module("wfauto",
-	provision.Resource[*Provisioner](func(d *bun.DB, c *Cell, a *audit.Recorder, log *slog.Logger) *Provisioner {
+	provision.Resource[*Provisioner](func(d *bun.DB, c *cell.Client, a *audit.Recorder, log *slog.Logger) *Provisioner {
 		return &Provisioner{Spec: spec, db: d, cell: c, audit: a, log: log}
 	}),
 	provision.Summarised(func(s *Service) *provision.Summary[View] {
 		return &provision.Summary[View]{Key: "wfautoAccounts", DB: s.db, Spec: spec, Model: (*Account)(nil), List: s.List}
 	}),
 	fx.Provide(
-		func(w Config) *Cell {
-			return NewCell(w.BaseUrl, w.ApiKey, time.Duration(w.TimeoutSeconds)*time.Second)
+		func(w Config) *cell.Client {
+			return cell.New(w.BaseUrl, w.ApiKey, time.Duration(w.TimeoutSeconds)*time.Second)
 		},
-		func(d *bun.DB, c *Cell, a *audit.Recorder, f *provision.Finisher) *Service {
+		func(d *bun.DB, c *cell.Client, a *audit.Recorder, f *provision.Finisher) *Service {
 			return &Service{db: d, cell: c, audit: a, finisher: f}
 		},
 		httpx.AsRoutes(func(s *Service) *Handler { return &Handler{svc: s} }),

@@ -10,6 +10,7 @@ import (
 
 	"github.com/uptrace/bun"
 
+	"provisioner/modules/wfauto/cell"
 	"provisioner/platform/audit"
 	"provisioner/platform/authn"
 	"provisioner/platform/provision"
@@ -23,7 +24,7 @@ import (
 type Provisioner struct {
 	provision.Spec
 	db    *bun.DB
-	cell  *Cell
+	cell  *cell.Client
 	audit *audit.Recorder
 	log   *slog.Logger
 }
@@ -85,13 +86,13 @@ func sentRequest(ctx context.Context, tx bun.IDB, id int64) (sent bool, body []b
 // none for it. Nothing else says so: a 409 (a request with the key in progress), a 422 (a body
 // that differs from the key's), a 401/403/404 (a misconfigured key or address), a malformed 2xx.
 func refusedOriginal(err error, original bool) bool {
-	var ce *CellError
+	var ce *cell.Error
 	return original && errors.As(err, &ce) && ce.Final && ce.Status == http.StatusBadRequest
 }
 
 // current is the body a first create of a sends: its owner's details as they are now.
 func current(ctx context.Context, tx bun.IDB, a *Account) ([]byte, error) {
-	in := CellRequest{UserID: a.UserID}
+	in := cell.Request{UserID: a.UserID}
 	if err := tx.NewSelect().Table("users").Column("email", "full_name", "organization").Where("id = ?", a.UserID).
 		Scan(ctx, &in.Email, &in.FullName, &in.Organization); err != nil {
 		return nil, fmt.Errorf("load owner of account %d: %w", a.ID, err)
@@ -116,13 +117,13 @@ func (p *Provisioner) Create(ctx context.Context, req provision.CreateRequest) (
 		return provision.CreateResponse{}, err // nothing sent: retried
 	}
 	got, err := p.cell.Provision(ctx, a.IdempotencyKey, body)
-	if field := otherUser(got, body, original); err == nil && field != "" {
+	if field := cell.OtherUser(got, body, original); err == nil && field != "" {
 		// The cell answered with an account made for another user: the first answer to a key
 		// another deployment sent (a row keyed by its id before keys were random). Never Active.
-		err = &CellError{Status: http.StatusBadGateway, Msg: fmt.Sprintf(msgOtherUser, field), Final: true, Foreign: true}
+		err = &cell.Error{Status: http.StatusBadGateway, Msg: fmt.Sprintf(cell.MsgOtherUser, field), Final: true, Foreign: true}
 	}
-	var ce *CellError
-	if errors.As(err, &ce) && ((fresh && ce.madeNothing()) || refusedOriginal(err, original) || ce.Foreign) {
+	var ce *cell.Error
+	if errors.As(err, &ce) && ((fresh && ce.MadeNothing()) || refusedOriginal(err, original) || ce.Foreign) {
 		// Only this attempt could have reached the cell and it made nothing there, or the cell
 		// refused the key's own body, or holds another user's account under the key: it holds
 		// nothing of ours for the key. A next create sends the owner's details as they are then.
@@ -150,7 +151,7 @@ func (p *Provisioner) Create(ctx context.Context, req provision.CreateRequest) (
 		// The cell answered with another live account's id: stored, deleting this account would
 		// delete that one at the cell. Refused as a suspicious answer: Failed, the id not stored
 		// (the create stays recorded as possibly at the cell).
-		msg := (&CellError{Status: http.StatusBadGateway, Msg: msgDuplicateID}).Error()
+		msg := (&cell.Error{Status: http.StatusBadGateway, Msg: msgDuplicateID}).Error()
 		if _, uerr := provision.Fail(req.Tx.NewUpdate().Model(a), StatusFailed, msg).WherePK().Exec(ctx); uerr != nil {
 			return provision.CreateResponse{}, uerr
 		}
@@ -221,9 +222,9 @@ func (p *Provisioner) Delete(ctx context.Context, req provision.DeleteRequest) (
 			}
 		}
 		got, err := p.cell.Provision(ctx, a.IdempotencyKey, body)
-		var ce *CellError
+		var ce *cell.Error
 		switch {
-		case err == nil && otherUser(got, body, original) != "":
+		case err == nil && cell.OtherUser(got, body, original) != "":
 			// Another user's account (a key another deployment sent first): nothing of ours is
 			// under the key, and that account is never deleted for this one.
 			p.log.Warn("wfauto deprovisioning: the cell answered the account's Idempotency-Key with an account made for another user; left at the cell",
@@ -281,7 +282,7 @@ const MsgInternal = "internal error while handling the cell's answer (details in
 // shownError is err's text as stored and shown: the cell's answer (sanitised by the client),
 // with our own words about it (they wrap it), or MsgInternal for anything else.
 func shownError(err error) string {
-	var ce *CellError
+	var ce *cell.Error
 	if errors.As(err, &ce) {
 		return provision.StoredError(err)
 	}
@@ -319,6 +320,6 @@ var (
 	_ provision.Queue        = (*Provisioner)(nil)
 	_ provision.GiveUpper    = (*Provisioner)(nil)
 	_ provision.UserReleaser = (*Provisioner)(nil)
-	_ provision.RetryAfterer = (*CellError)(nil)
+	_ provision.RetryAfterer = (*cell.Error)(nil)
 	_ provision.ErrorTexter  = (*Provisioner)(nil)
 )

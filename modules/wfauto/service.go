@@ -8,6 +8,7 @@ import (
 
 	"github.com/uptrace/bun"
 
+	"provisioner/modules/wfauto/cell"
 	"provisioner/platform/audit"
 	"provisioner/platform/db"
 	"provisioner/platform/fault"
@@ -20,7 +21,7 @@ const Kind provision.Kind = "wfauto"
 // Service manages accounts: local state first, then the cell.
 type Service struct {
 	db       *bun.DB
-	cell     *Cell
+	cell     *cell.Client
 	audit    *audit.Recorder
 	finisher *provision.Finisher
 }
