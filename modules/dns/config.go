@@ -120,7 +120,7 @@ func validLabels(s string) bool {
 		return false
 	}
 	for _, l := range strings.Split(s, ".") {
-		if l == "" || len(l) > 63 || l[0] == '-' || l[len(l)-1] == '-' || strings.Trim(l, "abcdefghijklmnopqrstuvwxyz0123456789-") != "" {
+		if !labelRe.MatchString(l) { // the label rule of NormalizeLabel, without its IDN check
 			return false
 		}
 	}

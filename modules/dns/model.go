@@ -35,8 +35,6 @@ type Record struct {
 	Proxied          bool   `bun:"proxied,notnull"`
 	ProviderRecordID string `bun:"provider_record_id,notnull"`
 	provision.State
-	CreatedAt time.Time `bun:"created_at,nullzero,notnull,default:current_timestamp"`
-	UpdatedAt time.Time `bun:"updated_at,nullzero,notnull,default:current_timestamp"`
 	// MarkerToken is the random part of the comment (Marker) the row's provider record carries,
 	// made by the database with the row (an insert leaves it to the column's default); "" (NULL)
 	// for a row made before comments carried one.

@@ -38,8 +38,6 @@ type Space struct {
 	MaxConnections  int  `bun:"max_connections,notnull"`
 	MaxQueues       int  `bun:"max_queues,notnull"`
 	provision.State
-	CreatedAt time.Time `bun:"created_at,nullzero,notnull,default:current_timestamp"`
-	UpdatedAt time.Time `bun:"updated_at,nullzero,notnull,default:current_timestamp"`
 }
 
 // View is a queue space as the API shows it.

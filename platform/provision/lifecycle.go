@@ -22,11 +22,13 @@ type Retries struct {
 }
 
 // State is the lifecycle of a resource row as stored; a module's Bun model embeds it. Only the
-// transitions below and the Finisher write its columns.
+// transitions below and the Finisher write its columns (created_at and updated_at included).
 type State struct {
 	Status       string `bun:"status,notnull"`
 	ErrorMessage string `bun:"error_message,notnull"`
 	Retries
+	CreatedAt time.Time `bun:"created_at,nullzero,notnull,default:current_timestamp"`
+	UpdatedAt time.Time `bun:"updated_at,nullzero,notnull,default:current_timestamp"`
 }
 
 // Lifecycle returns the state itself: a model embedding State has it.
