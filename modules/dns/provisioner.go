@@ -443,11 +443,6 @@ type releasedRecord struct {
 }
 
 var (
-	_ provision.Provisioner  = (*Provisioner)(nil)
-	_ provision.Queue        = (*Provisioner)(nil)
-	_ provision.GiveUpper    = (*Provisioner)(nil)
-	_ provision.UserReleaser = (*Provisioner)(nil)
 	_ provision.RetryAfterer = (*cloudflare.APIError)(nil)
-	_ provision.ErrorTexter  = (*Provisioner)(nil)
 	_ provision.ErrorTexter  = (*Sweeper)(nil)
 )

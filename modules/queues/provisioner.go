@@ -183,11 +183,4 @@ func (p *Provisioner) ReleaseUser(ctx context.Context, tx bun.IDB, userID int64)
 	return nil
 }
 
-var (
-	_ provision.Provisioner  = (*Provisioner)(nil)
-	_ provision.Queue        = (*Provisioner)(nil)
-	_ provision.GiveUpper    = (*Provisioner)(nil)
-	_ provision.ErrorTexter  = (*Provisioner)(nil)
-	_ provision.UserReleaser = (*Provisioner)(nil)
-	_ provision.RetryAfterer = (*BrokerError)(nil)
-)
+var _ provision.RetryAfterer = (*BrokerError)(nil)

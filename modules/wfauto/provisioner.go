@@ -315,11 +315,4 @@ func (p *Provisioner) ReleaseUser(ctx context.Context, tx bun.IDB, userID int64)
 	return err
 }
 
-var (
-	_ provision.Provisioner  = (*Provisioner)(nil)
-	_ provision.Queue        = (*Provisioner)(nil)
-	_ provision.GiveUpper    = (*Provisioner)(nil)
-	_ provision.UserReleaser = (*Provisioner)(nil)
-	_ provision.RetryAfterer = (*cell.Error)(nil)
-	_ provision.ErrorTexter  = (*Provisioner)(nil)
-)
+var _ provision.RetryAfterer = (*cell.Error)(nil)

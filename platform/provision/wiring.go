@@ -12,8 +12,13 @@ import (
 
 // Resource provides a resource module's provisioner: build constructs P, which the platform then
 // gets as a Provisioner (the Finisher drives its rows) and as a UserReleaser (account deletion).
+// P is a whole lifecycle: its rows are queued, given up when attempts run out, and show their
+// errors (the compiler checks each at this call).
 func Resource[P interface {
 	Provisioner
+	Queue
+	GiveUpper
+	ErrorTexter
 	UserReleaser
 }](build any) fx.Option {
 	self := func(p P) P { return p }
