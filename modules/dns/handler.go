@@ -56,8 +56,7 @@ type dnsAdminCreateInput struct {
 }
 
 type dnsAdminListInput struct {
-	httpx.PageQuery
-	UserID int64  `query:"userId" minimum:"0"`
+	provision.AdminFilter
 	Status string `query:"status" enum:"Pending,Active,Failed,Revoking,Revoked"`
 }
 
@@ -104,7 +103,7 @@ func (h *Handler) Register(api *httpx.API) {
 	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "listDnsRecords", Method: http.MethodGet,
 		Path: "/api/dns/records", Tags: atags, Summary: "List DNS records"},
 		func(ctx context.Context, in *dnsAdminListInput) (*httpx.Response[httpx.Page[View]], error) {
-			p, err := provision.AdminList(ctx, h.svc.db, provision.AdminFilter{UserID: in.UserID, Status: in.Status, PageQuery: in.PageQuery}, view)
+			p, err := provision.AdminList(ctx, h.svc.db, in.AdminFilter, in.Status, view)
 			if err != nil {
 				return nil, err
 			}

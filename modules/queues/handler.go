@@ -39,8 +39,7 @@ type queuesAdminCreateInput struct {
 }
 
 type queuesAdminListInput struct {
-	httpx.PageQuery
-	UserID int64  `query:"userId" minimum:"0"`
+	provision.AdminFilter
 	Status string `query:"status" enum:"Provisioning,Active,Failed,Deleting,Deleted"`
 }
 
@@ -103,7 +102,7 @@ func (h *Handler) registerAdmin(api *httpx.API) {
 	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "listQueueSpaces", Method: http.MethodGet,
 		Path: "/api/queues", Tags: tags, Summary: "List queue spaces"},
 		func(ctx context.Context, in *queuesAdminListInput) (*httpx.Response[httpx.Page[View]], error) {
-			p, err := provision.AdminList(ctx, h.svc.db, provision.AdminFilter{UserID: in.UserID, Status: in.Status, PageQuery: in.PageQuery}, func(sp *Space) View { return view(h.svc.cfg, sp) })
+			p, err := provision.AdminList(ctx, h.svc.db, in.AdminFilter, in.Status, func(sp *Space) View { return view(h.svc.cfg, sp) })
 			if err != nil {
 				return nil, err
 			}

@@ -32,8 +32,7 @@ type wfAdminProvisionInput struct {
 }
 
 type wfAdminListInput struct {
-	httpx.PageQuery
-	UserID int64  `query:"userId" minimum:"0"`
+	provision.AdminFilter
 	Status string `query:"status" enum:"Pending,Active,Failed,Deprovisioning,Deprovisioned"`
 }
 
@@ -71,7 +70,7 @@ func (h *Handler) Register(api *httpx.API) {
 	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "listWfautoAccounts", Method: http.MethodGet,
 		Path: "/api/wfauto/accounts", Tags: atags, Summary: "List workflow-automation accounts"},
 		func(ctx context.Context, in *wfAdminListInput) (*httpx.Response[httpx.Page[View]], error) {
-			p, err := provision.AdminList(ctx, h.svc.db, provision.AdminFilter{UserID: in.UserID, Status: in.Status, PageQuery: in.PageQuery}, view)
+			p, err := provision.AdminList(ctx, h.svc.db, in.AdminFilter, in.Status, view)
 			if err != nil {
 				return nil, err
 			}

@@ -48,22 +48,22 @@ func List[T, V any](ctx context.Context, idb bun.IDB, userID int64, hidden []str
 	return out, nil
 }
 
-// AdminFilter narrows the administrators' list of a resource.
+// AdminFilter is the query of the administrators' list of a resource: a page, and an owner (0:
+// everyone's). A module's input embeds it beside its status filter, which names its own statuses.
 type AdminFilter struct {
-	UserID int64
-	Status string
 	paging.PageQuery
+	UserID int64 `query:"userId" minimum:"0"`
 }
 
-// AdminList pages through every row of T matching f, newest first, as views.
-func AdminList[T, V any](ctx context.Context, idb bun.IDB, f AdminFilter, view func(*T) V) (paging.Page[V], error) {
+// AdminList pages through every row of T matching f and status ("": any), newest first, as views.
+func AdminList[T, V any](ctx context.Context, idb bun.IDB, f AdminFilter, status string, view func(*T) V) (paging.Page[V], error) {
 	var rows []T
 	q := idb.NewSelect().Model(&rows)
 	if f.UserID > 0 {
 		q = q.Where("user_id = ?", f.UserID)
 	}
-	if f.Status != "" {
-		q = q.Where("status = ?", f.Status)
+	if status != "" {
+		q = q.Where("status = ?", status)
 	}
 	return db.ListPage(ctx, q, &rows, f.PageQuery, view)
 }
