@@ -25,8 +25,6 @@ var spec = provision.Spec{Name: Kind, Rows: "dns_records", Creating: StatusPendi
 type Record struct {
 	bun.BaseModel `bun:"table:dns_records,alias:r"`
 
-	ID               int64  `bun:"id,pk,autoincrement"`
-	UserID           int64  `bun:"user_id,notnull"`
 	Label            string `bun:"label,notnull"`
 	Name             string `bun:"name,notnull"`
 	Fqdn             string `bun:"fqdn,notnull"`

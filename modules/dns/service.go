@@ -78,8 +78,8 @@ func (s *Service) Create(ctx context.Context, in CreateInput) (*Record, provisio
 	}
 	ttl = sentTTL(ttl, proxied) // stored as the provider will hold it
 	name, fqdn := s.names(label)
-	rec := &Record{UserID: in.UserID, Label: label, Name: name, Fqdn: fqdn, Content: content, RecordTTL: ttl,
-		Proxied: proxied, State: spec.Intent()}
+	rec := &Record{Label: label, Name: name, Fqdn: fqdn, Content: content, RecordTTL: ttl,
+		Proxied: proxied, State: spec.Intent(in.UserID)}
 	err = db.RunInTx(ctx, s.db, func(ctx context.Context, tx bun.Tx) error {
 		if err := s.roomFor(ctx, tx, in.UserID); err != nil {
 			return err

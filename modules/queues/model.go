@@ -27,8 +27,6 @@ var spec = provision.Spec{Name: Kind, Rows: "queue_spaces", Creating: StatusProv
 type Space struct {
 	bun.BaseModel `bun:"table:queue_spaces,alias:q"`
 
-	ID             int64  `bun:"id,pk,autoincrement"`
-	UserID         int64  `bun:"user_id,notnull"`
 	Name           string `bun:"name,notnull"`
 	VHost          string `bun:"vhost,notnull"`
 	Username       string `bun:"username,notnull"`

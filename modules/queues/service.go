@@ -54,8 +54,8 @@ func (s *Service) Create(ctx context.Context, userID int64, name string) (*Space
 	if err != nil {
 		return nil, provision.Outcome{}, fmt.Errorf("seal queue space password: %w", err)
 	}
-	sp := &Space{UserID: userID, Name: name, VHost: vhost, Username: username, PasswordSealed: sealed,
-		MaxConnections: s.cfg.MaxConnections, MaxQueues: s.cfg.MaxQueues, State: spec.Intent()}
+	sp := &Space{Name: name, VHost: vhost, Username: username, PasswordSealed: sealed,
+		MaxConnections: s.cfg.MaxConnections, MaxQueues: s.cfg.MaxQueues, State: spec.Intent(userID)}
 	err = db.RunInTx(ctx, s.db, func(ctx context.Context, tx bun.Tx) error {
 		if err := s.roomFor(ctx, tx, userID); err != nil {
 			return err

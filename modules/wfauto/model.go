@@ -25,8 +25,6 @@ var spec = provision.Spec{Name: Kind, Rows: "wfauto_accounts", Creating: StatusP
 type Account struct {
 	bun.BaseModel `bun:"table:wfauto_accounts,alias:w"`
 
-	ID                int64  `bun:"id,pk,autoincrement"`
-	UserID            int64  `bun:"user_id,notnull"`
 	ExternalAccountID string `bun:"external_account_id,notnull"`
 	URL               string `bun:"url,notnull"`
 	provision.State

@@ -44,7 +44,7 @@ func (s *Service) Provision(ctx context.Context, userID int64) (*Account, provis
 		err := tx.NewSelect().Model(cur).Where("user_id = ?", userID).Where("status <> ?", StatusDeprovisioned).For("UPDATE").Scan(ctx)
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
-			acc := &Account{UserID: userID, State: spec.Intent()}
+			acc := &Account{State: spec.Intent(userID)}
 			if _, err := tx.NewInsert().Model(acc).Returning("*").Exec(ctx); err != nil {
 				if db.IsUniqueViolation(err) {
 					return fault.Conflict("A workflow-automation account is already being provisioned")
@@ -56,7 +56,7 @@ func (s *Service) Provision(ctx context.Context, userID int64) (*Account, provis
 			return fmt.Errorf("load account: %w", err)
 		case cur.Status == StatusFailed:
 			// Try again with the same row, so the cell sees the same Idempotency-Key.
-			if _, err := provision.Restart(tx.NewUpdate().Model(cur), StatusPending, spec.Intent().NextAttemptAt).WherePK().Exec(ctx); err != nil {
+			if _, err := provision.Restart(tx.NewUpdate().Model(cur), StatusPending, spec.Intent(userID).NextAttemptAt).WherePK().Exec(ctx); err != nil {
 				return fmt.Errorf("retry account: %w", err)
 			}
 			id = cur.ID

@@ -21,9 +21,13 @@ type Retries struct {
 	LastError     string    `bun:"last_error,notnull"`
 }
 
-// State is the lifecycle of a resource row as stored; a module's Bun model embeds it. Only the
-// transitions below and the Finisher write its columns (created_at and updated_at included).
+// State is the columns of a resource row the lifecycle reads and writes: its id (the Finisher's
+// claim), its owner (quotas, lists, a deleted user's release), its status and errors, its attempts
+// and its times. A module's Bun model embeds it; only the transitions below and the Finisher write
+// status, errors, attempts and updated_at.
 type State struct {
+	ID           int64  `bun:"id,pk,autoincrement"`
+	UserID       int64  `bun:"user_id,notnull"`
 	Status       string `bun:"status,notnull"`
 	ErrorMessage string `bun:"error_message,notnull"`
 	Retries
@@ -64,9 +68,9 @@ func (s Spec) InFlight() map[string]Verb {
 // Live are the statuses of a row that holds its resource (and a place in its user's quota).
 func (s Spec) Live() []string { return []string{s.Creating, s.Active, s.Deleting} }
 
-// Intent is the state of a new row a request drives itself.
-func (s Spec) Intent() State {
-	return State{Status: s.Creating, Retries: Retries{NextAttemptAt: time.Now().Add(RequestGrace)}}
+// Intent is the state of userID's new row that a request drives itself.
+func (s Spec) Intent(userID int64) State {
+	return State{UserID: userID, Status: s.Creating, Retries: Retries{NextAttemptAt: time.Now().Add(RequestGrace)}}
 }
 
 // Shown is the error a row shows its user: its final error, or while in flight the last attempt's.
