@@ -332,7 +332,10 @@ func (f *Finisher) claimAndDrive(ctx context.Context, kind Kind, q Queue, id int
 		}
 	}
 	var refused *Refused
-	if verbErr != nil && (undone || !errors.As(verbErr, &refused)) { // a refusal ended the row: not a failed attempt
+	if undone && errors.As(verbErr, &refused) { // the refusal's own statements failed: the row is as it was
+		verbErr = fmt.Errorf("%s %d: recording a refusal failed (%v)", kind, row.ID, refused.Err)
+	}
+	if verbErr != nil && !errors.As(verbErr, &refused) { // a refusal ended the row: not a failed attempt
 		attempts := row.Attempts + 1
 		next := time.Now().Add(f.delay(attempts, verbErr))
 		if at, ok := DeferredUntil(verbErr); ok { // put off, not an attempt: not counted
