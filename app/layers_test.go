@@ -16,10 +16,11 @@ import (
 // package imports only packages of lower layers. Every platform package is listed, so a new one
 // is placed on purpose.
 var platformLayers = [][]string{
-	{"fault", "redact", "emailaddr", "docs", "summary", "provision", "coherent", "reqctx", "paging"},
+	{"fault", "redact", "emailaddr", "docs", "summary", "coherent", "reqctx", "paging", "ipaddr"},
 	{"secrets"},
 	{"config"},
 	{"redisx", "mail", "db", "ratelimit", "audit", "module"},
+	{"provision"},
 	{"httpx"},
 	{"authn", "idempotency"},
 	{"ops"},

@@ -2,7 +2,6 @@ package dns
 
 import (
 	"fmt"
-	"net/netip"
 	"strings"
 
 	"provisioner/platform/config"
@@ -121,22 +120,9 @@ func validLabels(s string) bool {
 		return false
 	}
 	for _, l := range strings.Split(s, ".") {
-		if l == "" || len(l) > 63 || l[0] == '-' || l[len(l)-1] == '-' || strings.Trim(l, "abcdefghijklmnopqrstuvwxyz0123456789-") != "" {
+		if !labelRe.MatchString(l) { // the label rule of NormalizeLabel, without its IDN check
 			return false
 		}
 	}
 	return true
-}
-
-// routableIPv4 reports whether s is an IPv4 address in dotted-decimal form that is routable as
-// a host address: not in 0.0.0.0/8 ("this network", 0.0.0.0 included), loopback, link-local,
-// multicast or 240.0.0.0/4 (reserved, 255.255.255.255 included). Private ranges (10/8,
-// 172.16/12, 192.168/16, 100.64/10) are allowed: a cell may point at a private network.
-func routableIPv4(s string) bool {
-	a, err := netip.ParseAddr(s)
-	if err != nil || !a.Is4() || a.String() != s {
-		return false
-	}
-	b := a.As4()
-	return !(b[0] == 0 || a.IsLoopback() || a.IsLinkLocalUnicast() || a.IsMulticast() || b[0] >= 240)
 }

@@ -2,16 +2,14 @@ package dns
 
 import (
 	"context"
-	"fmt"
-	"math"
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/danielgtaylor/huma/v2"
 
 	"provisioner/platform/authn"
 	"provisioner/platform/httpx"
+	"provisioner/platform/provision"
 )
 
 // Handler serves /api/me/dns* and /api/dns/records*.
@@ -30,18 +28,16 @@ type RecordBody struct {
 // Resolve checks what the schema cannot, alongside it, for the members given (defaults are checked
 // by the service): a 400 lists them with the schema's errors.
 func (b *RecordBody) Resolve(huma.Context) []error {
+	var label, content *string
+	if b.Label != "" {
+		label = &b.Label
+	}
+	if c := strings.TrimSpace(deref(b.Content)); c != "" {
+		content = &c
+	}
 	var errs []error
-	if _, ok := NormalizeLabel(b.Label); b.Label != "" && !ok {
-		errs = append(errs, httpx.Invalid("label", msgLabel))
-	}
-	// Whether a private address is allowed is the service's to say (Dns:AllowPrivateContent).
-	if b.Content != nil && strings.TrimSpace(*b.Content) != "" {
-		if msg := ContentProblem(strings.TrimSpace(*b.Content), true); msg != "" {
-			errs = append(errs, httpx.Invalid("content", msg))
-		}
-	}
-	if b.RecordTTL != nil && !ValidTTL(*b.RecordTTL) {
-		errs = append(errs, httpx.Invalid("recordTtl", msgTTL))
+	for _, f := range fieldProblems(label, content, b.RecordTTL, true) { // private addresses: the service's to say
+		errs = append(errs, httpx.Invalid(f.Field, f.Message))
 	}
 	return errs
 }
@@ -60,8 +56,7 @@ type dnsAdminCreateInput struct {
 }
 
 type dnsAdminListInput struct {
-	httpx.PageQuery
-	UserID int64  `query:"userId" minimum:"0"`
+	provision.AdminFilter
 	Status string `query:"status" enum:"Pending,Active,Failed,Revoking,Revoked"`
 }
 
@@ -108,7 +103,7 @@ func (h *Handler) Register(api *httpx.API) {
 	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "listDnsRecords", Method: http.MethodGet,
 		Path: "/api/dns/records", Tags: atags, Summary: "List DNS records"},
 		func(ctx context.Context, in *dnsAdminListInput) (*httpx.Response[httpx.Page[View]], error) {
-			p, err := h.svc.AdminList(ctx, AdminFilter{UserID: in.UserID, Status: in.Status, PageQuery: in.PageQuery})
+			p, err := provision.AdminList(ctx, h.svc.db, in.AdminFilter, in.Status, view)
 			if err != nil {
 				return nil, err
 			}
@@ -117,7 +112,7 @@ func (h *Handler) Register(api *httpx.API) {
 	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "getDnsRecord", Method: http.MethodGet,
 		Path: "/api/dns/records/{id}", Tags: atags, Summary: "One DNS record", Errors: []int{http.StatusNotFound}},
 		func(ctx context.Context, in *idInput) (*httpx.Response[View], error) {
-			r, err := h.svc.get(ctx, in.ID, 0)
+			r, err := provision.Find[Record](ctx, h.svc.db, in.ID, msgNotFound)
 			if err != nil {
 				return nil, err
 			}
@@ -137,48 +132,31 @@ func (h *Handler) Register(api *httpx.API) {
 			"held by a record not made here.",
 		Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusBadGateway}, Responses: providerFailedResponse},
 		func(ctx context.Context, in *idInput) (*httpx.Response[View], error) {
-			r, err := h.svc.Retry(ctx, in.ID)
-			if r == nil {
-				return nil, err
-			}
-			switch r.Status {
-			case StatusActive, StatusRevoked:
-				return httpx.OK("Record "+r.Status, view(r)), nil
-			}
-			return nil, providerFailed("The DNS provider failed; the record is "+r.Status, r)
+			r, o, err := h.svc.Retry(ctx, in.ID)
+			return httpx.Driven(r, o, err, view, answers(r, false, "Record "+status(r)))
 		})
 }
 
-func (h *Handler) created(ctx context.Context, in CreateInput) (*httpx.Response[View], error) {
-	r, err := h.svc.Create(ctx, in)
+// status is r's status, "" for none.
+func status(r *Record) string {
 	if r == nil {
-		return nil, err
+		return ""
 	}
-	if r.Status == StatusActive {
-		return httpx.Created("DNS record created", view(r)), nil
-	}
-	return nil, providerFailed("The DNS provider failed; the record is "+r.Status, r)
+	return r.Status
+}
+
+// answers are the messages of a route that drove r: done, and the provider's failure.
+func answers(r *Record, created bool, done string) httpx.Answers {
+	return httpx.Answers{Created: created, Done: done, Failed: "The DNS provider failed; the record is " + status(r)}
+}
+
+func (h *Handler) created(ctx context.Context, in CreateInput) (*httpx.Response[View], error) {
+	r, o, err := h.svc.Create(ctx, in)
+	return httpx.Driven(r, o, err, view, answers(r, true, "DNS record created"))
 }
 
 func (h *Handler) revoked(ctx context.Context, id, userID int64) (*httpx.Response[View], error) {
-	r, err := h.svc.Revoke(ctx, id, userID)
-	if r == nil {
-		return nil, err
-	}
-	if r.Status == StatusRevoked {
-		return httpx.OK("DNS record revoked", view(r)), nil
-	}
-	return nil, providerFailed("The DNS provider failed; the record stays Revoking and is retried in the background", r)
-}
-
-// providerFailed is the 502 of a call to the provider that did not succeed, with the record as
-// stored. A record the finisher will try again (Pending, Revoking) carries Retry-After: the
-// seconds until that attempt, which honours the provider's own Retry-After.
-func providerFailed(msg string, r *Record) error {
-	e := httpx.BadGateway(msg, view(r))
-	if r.Status == StatusPending || r.Status == StatusRevoking {
-		wait := time.Until(r.NextAttemptAt)
-		e = e.WithHeader("Retry-After", fmt.Sprint(max(1, int64(math.Ceil(wait.Seconds())))))
-	}
-	return e
+	r, o, err := h.svc.Revoke(ctx, id, userID)
+	return httpx.Driven(r, o, err, view, httpx.Answers{Done: "DNS record revoked",
+		Failed: "The DNS provider failed; the record stays Revoking and is retried in the background"})
 }

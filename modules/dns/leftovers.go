@@ -45,14 +45,12 @@ const (
 type leftover struct {
 	bun.BaseModel `bun:"table:dns_leftovers,alias:l"`
 
-	ID            int64     `bun:"id,pk,autoincrement"`
-	RecordID      int64     `bun:"record_id,notnull"`
-	Status        string    `bun:"status,notnull"`
-	Attempts      int       `bun:"attempts,notnull"`
-	NextAttemptAt time.Time `bun:"next_attempt_at,notnull"`
-	LastError     string    `bun:"last_error,notnull"`
-	CreatedAt     time.Time `bun:"created_at,nullzero,notnull,default:current_timestamp"`
-	UpdatedAt     time.Time `bun:"updated_at,nullzero,notnull,default:current_timestamp"`
+	ID       int64  `bun:"id,pk,autoincrement"`
+	RecordID int64  `bun:"record_id,notnull"`
+	Status   string `bun:"status,notnull"`
+	provision.Retries
+	CreatedAt time.Time `bun:"created_at,nullzero,notnull,default:current_timestamp"`
+	UpdatedAt time.Time `bun:"updated_at,nullzero,notnull,default:current_timestamp"`
 }
 
 // queueSweeps stores, in tx, a sweep for every row of dns_records matching where (a condition on

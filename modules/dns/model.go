@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"github.com/uptrace/bun"
+
+	"provisioner/platform/provision"
 )
 
 // Statuses of a DNS record.
@@ -15,26 +17,22 @@ const (
 	StatusRevoked  = "Revoked"
 )
 
+// spec is the records' lifecycle: Pending → Active or Failed; Revoking → Revoked.
+var spec = provision.Spec{Name: Kind, Rows: "dns_records", Creating: StatusPending, Active: StatusActive, Failed: StatusFailed,
+	Deleting: StatusRevoking, Gone: StatusRevoked}
+
 // Record is a DNS record as stored: our own trace of every state.
 type Record struct {
 	bun.BaseModel `bun:"table:dns_records,alias:r"`
 
-	ID               int64     `bun:"id,pk,autoincrement"`
-	UserID           int64     `bun:"user_id,notnull"`
-	Label            string    `bun:"label,notnull"`
-	Name             string    `bun:"name,notnull"`
-	Fqdn             string    `bun:"fqdn,notnull"`
-	Content          string    `bun:"content,notnull"`
-	RecordTTL        int       `bun:"record_ttl,notnull"`
-	Proxied          bool      `bun:"proxied,notnull"`
-	Status           string    `bun:"status,notnull"`
-	ProviderRecordID string    `bun:"provider_record_id,notnull"`
-	ErrorMessage     string    `bun:"error_message,notnull"`
-	Attempts         int       `bun:"attempts,notnull"`
-	NextAttemptAt    time.Time `bun:"next_attempt_at,notnull"`
-	LastError        string    `bun:"last_error,notnull"`
-	CreatedAt        time.Time `bun:"created_at,nullzero,notnull,default:current_timestamp"`
-	UpdatedAt        time.Time `bun:"updated_at,nullzero,notnull,default:current_timestamp"`
+	Label            string `bun:"label,notnull"`
+	Name             string `bun:"name,notnull"`
+	Fqdn             string `bun:"fqdn,notnull"`
+	Content          string `bun:"content,notnull"`
+	RecordTTL        int    `bun:"record_ttl,notnull"`
+	Proxied          bool   `bun:"proxied,notnull"`
+	ProviderRecordID string `bun:"provider_record_id,notnull"`
+	provision.State
 	// MarkerToken is the random part of the comment (Marker) the row's provider record carries,
 	// made by the database with the row (an insert leaves it to the column's default); "" (NULL)
 	// for a row made before comments carried one.
@@ -58,11 +56,7 @@ type View struct {
 }
 
 func view(r *Record) View {
-	msg := r.ErrorMessage
-	if msg == "" && (r.Status == StatusPending || r.Status == StatusRevoking) {
-		msg = r.LastError
-	}
 	return View{ID: r.ID, Label: r.Label, Fqdn: r.Fqdn, Content: r.Content, RecordTTL: r.RecordTTL, Proxied: r.Proxied,
-		Status: r.Status, ProviderRecordID: r.ProviderRecordID, ErrorMessage: msg, CreatedAt: r.CreatedAt.UTC(),
+		Status: r.Status, ProviderRecordID: r.ProviderRecordID, ErrorMessage: spec.Shown(&r.State), CreatedAt: r.CreatedAt.UTC(),
 		UpdatedAt: r.UpdatedAt.UTC(), UserID: r.UserID}
 }

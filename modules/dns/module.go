@@ -25,7 +25,6 @@ import (
 	"provisioner/platform/module"
 	"provisioner/platform/provision"
 	"provisioner/platform/ratelimit"
-	"provisioner/platform/summary"
 )
 
 // Module is the dns module: its wiring, its configuration section (Dns:*), its audit namespace
@@ -38,22 +37,21 @@ var Module = module.Module{Name: "dns", Options: wiring, Config: Settings, Audit
 
 // wiring is everything the dns module contributes to the fx graph.
 var wiring = fx.Module("dns",
+	provision.Resource[*Provisioner](func(c *cloudflare.Client, a *audit.Recorder, log *slog.Logger) *Provisioner {
+		return &Provisioner{Spec: spec, provider: c, audit: a, log: log}
+	}),
+	provision.Summarised(func(s *Service) *provision.Summary[View] {
+		return &provision.Summary[View]{Key: "dnsRecords", DB: s.db, Spec: spec, Model: (*Record)(nil), List: s.List}
+	}),
 	fx.Provide(
 		newClient,
-		func(c *cloudflare.Client, a *audit.Recorder, log *slog.Logger) *Provisioner {
-			return &Provisioner{provider: c, audit: a, log: log}
-		},
-		provision.AsProvisioner(func(p *Provisioner) *Provisioner { return p }),
 		provision.AsProvisioner(func(c *cloudflare.Client, a *audit.Recorder, log *slog.Logger) *Sweeper {
 			return &Sweeper{provider: c, audit: a, log: log}
 		}),
-		provision.AsUserReleaser(func(p *Provisioner) *Provisioner { return p }),
 		func(d *bun.DB, cfg Config, a *audit.Recorder, f *provision.Finisher) *Service {
 			return &Service{db: d, cfg: cfg, audit: a, finisher: f}
 		},
 		httpx.AsRoutes(func(s *Service) *Handler { return &Handler{svc: s} }),
-		summary.AsDashboardContributor(func(s *Service) *Summary { return &Summary{svc: s} }),
-		summary.AsCounter(func(s *Service) *Summary { return &Summary{svc: s} }),
 		db.AsMigrations(func() db.Migrations { return db.Migrations{Module: "dns", FS: migrations.FS} }),
 	),
 )
@@ -63,7 +61,7 @@ var wiring = fx.Module("dns",
 // spent, a call waits for the next window (up to BudgetWait); past that the call is put off
 // (provision.Deferred, not a failed attempt) and the record stays Pending: the finisher tries it
 // again when the budget resets, nothing bursts into the provider's 5-minute block. Calls waiting
-// for the budget are served a user at a time in turn (fairQueue), so one user's queued work does
+// for the budget are served a user at a time in turn (ratelimit.Outbound), so one user's queued work does
 // not hold up another user's calls.
 func newClient(platform *config.Config, cfg Config, rc *redis.Client, log *slog.Logger) (*cloudflare.Client, error) {
 	opts := ratelimit.Options{Prefix: platform.Redis.KeyPrefix + ":dns", Rates: map[string]string{"DnsOutbound": cfg.OutboundRate}, Logger: log}
@@ -78,61 +76,22 @@ func newClient(platform *config.Config, cfg Config, rc *redis.Client, log *slog.
 	if err != nil {
 		return nil, &config.ValidationError{Key: "Dns:OutboundRate", Reason: err.Error()}
 	}
-	queue, take := newFairQueue(), budgetTaker(budget, cfg.ZoneId)
+	out := ratelimit.NewOutbound(ratelimit.Outbound{Limiter: budget, Name: "DnsOutbound", Key: cfg.ZoneId,
+		What: "the DNS outbound budget", MaxWait: BudgetWait})
 	return cloudflare.New(cloudflare.Options{
 		BaseURL: cfg.BaseUrl, ZoneID: cfg.ZoneId, Token: cfg.ApiToken,
 		Timeout: time.Duration(cfg.TimeoutSeconds) * time.Second, Logger: log,
-		Budget: func(ctx context.Context) error { return queue.do(ctx, ownerOf(ctx), func() error { return take(ctx) }) },
+		Budget: func(ctx context.Context) error {
+			var spent *ratelimit.SpentError
+			err := out.Take(ctx)
+			if errors.As(err, &spent) { // not sent: not a failed attempt; the finisher tries again when the budget resets
+				return &provision.Deferred{At: spent.Until, Err: fmt.Errorf("DNS outbound budget spent until %s: queued for the background finisher",
+					spent.Until.UTC().Format(time.RFC3339))}
+			}
+			return err
+		},
 	}), nil
-}
-
-// budgetTaker takes one call's slot of the outbound budget for key, waiting for the next window
-// up to BudgetWait; past that the call is put off (provision.Deferred).
-func budgetTaker(budget *ratelimit.Limiter, key string) func(ctx context.Context) error {
-	return func(ctx context.Context) error {
-		for {
-			r, err := budget.Take(ctx, "DnsOutbound", key)
-			if err != nil || !r.Reached {
-				return err
-			}
-			wait := time.Until(r.Reset)
-			if wait < 50*time.Millisecond {
-				wait = 50 * time.Millisecond
-			}
-			if wait > BudgetWait {
-				// Not sent: not a failed attempt. The finisher tries again when the budget resets.
-				return &provision.Deferred{At: r.Reset, Err: fmt.Errorf("DNS outbound budget spent until %s: queued for the background finisher",
-					r.Reset.UTC().Format(time.RFC3339))}
-			}
-			select {
-			case <-ctx.Done():
-				return fmt.Errorf("waiting for the DNS outbound budget: %w", ctx.Err())
-			case <-time.After(wait):
-			}
-		}
-	}
 }
 
 // BudgetWait is the longest a provider call waits for the outbound budget.
 const BudgetWait = 3 * time.Second
-
-// Summary contributes the dashboard section and the platform counts.
-type Summary struct{ svc *Service }
-
-// DashboardSection implements summary.DashboardContributor.
-func (s *Summary) DashboardSection(ctx context.Context, userID int64) (summary.Section, error) {
-	list, err := s.svc.List(ctx, userID)
-	if err != nil {
-		return summary.Section{}, err
-	}
-	return summary.Section{Key: "dnsRecords", Items: list, Total: len(list)}, nil
-}
-
-// PlatformCounts implements summary.Counter: live (Pending or Active) records, one query.
-func (s *Summary) PlatformCounts(ctx context.Context) (map[string]int64, error) {
-	n, err := s.svc.db.NewSelect().Model((*Record)(nil)).Where("status IN ('Pending', 'Active')").Count(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("count dns records: %w", err)
-	}
-	return map[string]int64{"dnsRecords": int64(n)}, nil
-}

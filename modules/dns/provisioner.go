@@ -10,11 +10,13 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/uptrace/bun"
 
 	"provisioner/modules/dns/cloudflare"
 	"provisioner/platform/audit"
+	"provisioner/platform/fault"
 	"provisioner/platform/provision"
 )
 
@@ -29,28 +31,10 @@ type Provider interface {
 // so a record made by an attempt whose outcome was lost (a crash, a timeout) is adopted, never
 // created twice.
 type Provisioner struct {
+	provision.Spec
 	provider Provider
 	audit    *audit.Recorder
 	log      *slog.Logger
-}
-
-// Kind implements provision.Provisioner.
-func (p *Provisioner) Kind() provision.Kind { return Kind }
-
-// Table implements provision.Queue.
-func (p *Provisioner) Table() string { return "dns_records" }
-
-// InFlight implements provision.Queue.
-func (p *Provisioner) InFlight() map[string]provision.Verb {
-	return map[string]provision.Verb{StatusPending: provision.VerbCreate, StatusRevoking: provision.VerbDelete}
-}
-
-func load(ctx context.Context, tx bun.IDB, id int64) (*Record, error) {
-	r := new(Record)
-	if err := tx.NewSelect().Model(r).Where("id = ?", id).Scan(ctx); err != nil {
-		return nil, fmt.Errorf("load record %d: %w", id, err)
-	}
-	return r, nil
 }
 
 // Marker is the comment every record we create carries at the provider: it names the owner and
@@ -79,7 +63,7 @@ func findOurs(found []cloudflare.Record, r *Record) *cloudflare.Record {
 
 // Create implements provision.Provisioner.
 func (p *Provisioner) Create(ctx context.Context, req provision.CreateRequest) (provision.CreateResponse, error) {
-	r, err := load(ctx, req.Tx, req.ResourceID)
+	r, err := provision.Load[Record](ctx, req.Tx, req.ResourceID)
 	if err != nil {
 		return provision.CreateResponse{}, err
 	}
@@ -95,7 +79,7 @@ func (p *Provisioner) Create(ctx context.Context, req provision.CreateRequest) (
 		return provision.CreateResponse{}, p.failed(ctx, req.Tx, r, err)
 	}
 	if len(found) > 0 {
-		return provision.CreateResponse{}, p.nameTaken(ctx, req.Tx, r, taken(r))
+		return provision.CreateResponse{}, p.nameTaken(ctx, req, r, taken(r))
 	}
 	created, err := p.provider.Create(ctx, cloudflare.Record{Name: r.Name, Content: r.Content, TTL: sentTTL(r.RecordTTL, r.Proxied), Proxied: r.Proxied,
 		Comment: Marker(r)})
@@ -115,7 +99,7 @@ func (p *Provisioner) Create(ctx context.Context, req provision.CreateRequest) (
 		if len(again) == 0 {
 			return provision.CreateResponse{}, fmt.Errorf("the provider reports %s as existing (%s) but lists no such record", r.Fqdn, ae.Error())
 		}
-		return provision.CreateResponse{}, p.nameTaken(ctx, req.Tx, r, ae.Error()+"; "+taken(r))
+		return provision.CreateResponse{}, p.nameTaken(ctx, req, r, ae.Error()+"; "+taken(r))
 	}
 	if err != nil {
 		// The create was sent: whatever it answered, it may have reached the provider.
@@ -220,43 +204,26 @@ func taken(r *Record) string {
 	return fmt.Sprintf("the name %s already exists at the provider and was not created for this record", r.Fqdn)
 }
 
-// waitingKey marks the context of a request that drives a record itself and answers its client.
-type waitingKey struct{}
-
-// waiting is what such a request learns about its record's create: a name held at the provider by
-// a record not ours is a conflict for that client, not a provider failure.
-type waiting struct {
-	id int64
-	// fresh: the row was stored by this very request (a create): on a conflict it is deleted, so
-	// the client's 409 leaves nothing behind. Otherwise (an administrator's retry) it ends Failed.
-	fresh bool
-	// taken is set when the name was found held by a record not made for this row.
-	taken bool
-}
-
-// withWaiting returns ctx marked for a request driving record id; the result tells what happened.
-func withWaiting(ctx context.Context, id int64, fresh bool) (context.Context, *waiting) {
-	w := &waiting{id: id, fresh: fresh}
-	return context.WithValue(ctx, waitingKey{}, w), w
-}
-
-// nameTaken ends a create whose name the provider holds for a record not made for r. A request
-// that stored r itself and waits for the outcome gets a conflict and r is deleted in the driving
-// transaction (never seen Failed); any other create (the finisher's, an administrator's retry)
-// leaves r Failed with msg, since no one else would learn why.
-func (p *Provisioner) nameTaken(ctx context.Context, tx bun.IDB, r *Record, msg string) error {
-	w, _ := ctx.Value(waitingKey{}).(*waiting)
-	if w == nil || w.id != r.ID {
-		return p.final(ctx, tx, r, msg)
+// nameTaken ends a create whose name the provider holds for a record not made for r: Failed with
+// msg. A request waiting for the outcome gets a conflict (provision.Refused) instead of a provider
+// failure; when it stored r itself, r is deleted in the driving transaction (never seen Failed), so
+// the client's 409 leaves nothing behind.
+func (p *Provisioner) nameTaken(ctx context.Context, req provision.CreateRequest, r *Record, msg string) error {
+	if !req.Waiting {
+		return p.final(ctx, req.Tx, r, msg)
 	}
-	w.taken = true
-	if !w.fresh {
-		return p.final(ctx, tx, r, msg)
+	refused := &provision.Refused{Err: fault.Conflict(fmt.Sprintf("The label %q is already in use: the DNS provider holds %s for a record "+
+		"not made for this one (another party's)", r.Label, r.Fqdn))}
+	if !req.Fresh {
+		if err := p.final(ctx, req.Tx, r, msg); err != nil {
+			return err
+		}
+		return refused
 	}
-	if _, err := tx.NewDelete().Model(r).WherePK().Where("status = ?", StatusPending).Exec(ctx); err != nil {
+	if _, err := req.Tx.NewDelete().Model(r).WherePK().Where("status = ?", StatusPending).Exec(ctx); err != nil {
 		return fmt.Errorf("drop record %d whose name is taken: %w", r.ID, err)
 	}
-	return nil
+	return refused
 }
 
 // msgDuplicateID is the error of a provider's answer naming a record another row holds.
@@ -290,9 +257,8 @@ func (p *Provisioner) active(ctx context.Context, tx bun.IDB, r *Record, held cl
 			Errors: []cloudflare.Message{{Message: msgDuplicateID}}}
 	}
 	ttl := heldTTL(r, held)
-	if _, err := tx.NewUpdate().Model(r).Set("status = ?", StatusActive).Set("provider_record_id = ?", providerID).
-		Set("record_ttl = ?", ttl).Set("error_message = ''").Set("last_error = ''").Set("updated_at = now()").
-		WherePK().Exec(ctx); err != nil {
+	if _, err := provision.Succeed(tx.NewUpdate().Model(r), StatusActive).Set("provider_record_id = ?", providerID).
+		Set("record_ttl = ?", ttl).WherePK().Exec(ctx); err != nil {
 		return provision.CreateResponse{}, fmt.Errorf("record %d active: %w", r.ID, err)
 	}
 	if err := p.audit.RecordTx(ctx, tx, audit.Event{Action: "dns.created", UserID: audit.Int64(r.UserID), TargetType: "dnsRecord",
@@ -311,8 +277,7 @@ func (p *Provisioner) final(ctx context.Context, tx bun.IDB, r *Record, msg stri
 }
 
 func (p *Provisioner) finalAfter(ctx context.Context, tx bun.IDB, r *Record, msg string, sent bool) error {
-	if _, err := tx.NewUpdate().Model(r).Set("status = ?", StatusFailed).Set("error_message = ?", msg).
-		Set("updated_at = now()").WherePK().Exec(ctx); err != nil {
+	if _, err := provision.Fail(tx.NewUpdate().Model(r), StatusFailed, msg).WherePK().Exec(ctx); err != nil {
 		return fmt.Errorf("record %d failed: %w", r.ID, err)
 	}
 	if r.Attempts > 0 || sent {
@@ -372,7 +337,7 @@ func (p *Provisioner) failedAfterCreate(ctx context.Context, tx bun.IDB, r *Reco
 // lookup: it is left at the provider (logged), the name is looked up instead and only records
 // carrying r's marker and an id no other live row holds are deleted.
 func (p *Provisioner) Delete(ctx context.Context, req provision.DeleteRequest) (provision.DeleteResponse, error) {
-	r, err := load(ctx, req.Tx, req.ResourceID)
+	r, err := provision.Load[Record](ctx, req.Tx, req.ResourceID)
 	if err != nil {
 		return provision.DeleteResponse{}, err
 	}
@@ -412,7 +377,7 @@ func (p *Provisioner) Delete(ctx context.Context, req provision.DeleteRequest) (
 	}
 	for _, id := range ids {
 		if err := p.provider.Delete(ctx, id); err != nil {
-			if _, uerr := req.Tx.NewUpdate().Model(r).Set("error_message = ?", shownError(err)).WherePK().Exec(ctx); uerr != nil {
+			if _, uerr := provision.Note(req.Tx.NewUpdate().Model(r), shownError(err)).WherePK().Exec(ctx); uerr != nil {
 				return provision.DeleteResponse{}, uerr
 			}
 			return provision.DeleteResponse{}, err
@@ -425,8 +390,7 @@ func (p *Provisioner) Delete(ctx context.Context, req provision.DeleteRequest) (
 			return provision.DeleteResponse{}, err
 		}
 	}
-	if _, err := req.Tx.NewUpdate().Model(r).Set("status = ?", StatusRevoked).Set("error_message = ''").Set("last_error = ''").
-		Set("updated_at = now()").WherePK().Exec(ctx); err != nil {
+	if _, err := provision.Succeed(req.Tx.NewUpdate().Model(r), StatusRevoked).WherePK().Exec(ctx); err != nil {
 		return provision.DeleteResponse{}, fmt.Errorf("record %d revoked: %w", r.ID, err)
 	}
 	return provision.DeleteResponse{}, nil
@@ -437,12 +401,7 @@ func (p *Provisioner) Delete(ctx context.Context, req provision.DeleteRequest) (
 // must not resolve, so the finisher deletes the record carrying its comment if there is one.
 // Revocations are never given up: they keep being retried at the capped backoff.
 func (p *Provisioner) GiveUp(ctx context.Context, tx bun.IDB, id int64, lastErr error) error {
-	res, err := tx.NewUpdate().Model((*Record)(nil)).Set("status = ?", StatusFailed).Set("error_message = ?", shownError(lastErr)).
-		Set("updated_at = now()").Where("id = ?", id).Where("status = ?", StatusPending).Exec(ctx)
-	if err != nil {
-		return err
-	}
-	if n, err := res.RowsAffected(); err != nil || n == 0 {
+	if ended, err := p.Spec.GiveUp(ctx, tx, (*Record)(nil), id, shownError(lastErr)); err != nil || !ended {
 		return err
 	}
 	return queueSweeps(ctx, tx, "r.id = ?", id)
@@ -453,21 +412,18 @@ func (p *Provisioner) GiveUp(ctx context.Context, tx bun.IDB, id int64, lastErr 
 // is Revoked at once with a sweep queued for its leftover. Each is audited as dns.revoked.
 func (p *Provisioner) ReleaseUser(ctx context.Context, tx bun.IDB, userID int64) error {
 	var revoking, revoked []releasedRecord
-	if err := tx.NewUpdate().Model((*Record)(nil)).Set("status = ?", StatusRevoking).Set("attempts = 0").
-		Set("error_message = ''").Set("last_error = ''").Set("next_attempt_at = now()").Set("updated_at = now()").
-		Where("user_id = ?", userID).
+	if err := provision.Restart(tx.NewUpdate().Model((*Record)(nil)), StatusRevoking, time.Time{}).Where("user_id = ?", userID).
 		WhereGroup(" AND ", func(q *bun.UpdateQuery) *bun.UpdateQuery {
 			return q.Where("status IN (?)", bun.In([]string{StatusPending, StatusActive})).
 				WhereOr("status = ? AND NOT EXISTS (SELECT 1 FROM dns_records o WHERE o.label = r.label AND o.id <> r.id AND o.status IN (?))",
-					StatusFailed, bun.In([]string{StatusPending, StatusActive, StatusRevoking}))
+					StatusFailed, bun.In(p.Live()))
 		}).Returning("id, fqdn").Scan(ctx, &revoking); err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return fmt.Errorf("release records of user %d: %w", userID, err)
 	}
 	if err := queueSweeps(ctx, tx, "r.user_id = ? AND r.status = ?", userID, StatusFailed); err != nil {
 		return err
 	}
-	if err := tx.NewUpdate().Model((*Record)(nil)).Set("status = ?", StatusRevoked).Set("updated_at = now()").
-		Where("user_id = ?", userID).Where("status = ?", StatusFailed).Returning("id, fqdn").Scan(ctx, &revoked); err != nil &&
+	if err := provision.Move(tx.NewUpdate().Model((*Record)(nil)), StatusRevoked).Where("user_id = ?", userID).Where("status = ?", StatusFailed).Returning("id, fqdn").Scan(ctx, &revoked); err != nil &&
 		!errors.Is(err, sql.ErrNoRows) {
 		return fmt.Errorf("revoke failed records of user %d: %w", userID, err)
 	}
@@ -487,11 +443,6 @@ type releasedRecord struct {
 }
 
 var (
-	_ provision.Provisioner  = (*Provisioner)(nil)
-	_ provision.Queue        = (*Provisioner)(nil)
-	_ provision.GiveUpper    = (*Provisioner)(nil)
-	_ provision.UserReleaser = (*Provisioner)(nil)
 	_ provision.RetryAfterer = (*cloudflare.APIError)(nil)
-	_ provision.ErrorTexter  = (*Provisioner)(nil)
 	_ provision.ErrorTexter  = (*Sweeper)(nil)
 )

@@ -1,14 +1,14 @@
 package dns
 
 import (
-	"net/netip"
 	"regexp"
 	"strings"
 	"unicode/utf8"
 
 	"golang.org/x/net/idna"
 
-	"provisioner/platform/httpx"
+	"provisioner/platform/fault"
+	"provisioner/platform/ipaddr"
 )
 
 var labelRe = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
@@ -49,36 +49,17 @@ func validALabel(l string) bool {
 func ValidContent(s string, allowPrivate bool) bool { return ContentProblem(s, allowPrivate) == "" }
 
 // ContentProblem is what is wrong with s as a record's content, "" when nothing: it must be an
-// IPv4 address in dotted-decimal form routable as a host address (routableIPv4) and, unless
-// allowPrivate (Dns:AllowPrivateContent), outside the private and shared ranges (privateIPv4), so
+// IPv4 address in dotted-decimal form routable as a host address (ipaddr.HostIPv4) and, unless
+// allowPrivate (Dns:AllowPrivateContent), outside the private and shared ranges (ipaddr.PrivateIPv4), so
 // that a name in the company's zone cannot point into an internal network (DNS rebinding).
 func ContentProblem(s string, allowPrivate bool) string {
-	if !routableIPv4(s) {
+	if !ipaddr.HostIPv4(s) {
 		return msgContent
 	}
-	if !allowPrivate && privateIPv4(s) {
+	if !allowPrivate && ipaddr.PrivateIPv4(s) {
 		return msgPrivate
 	}
 	return ""
-}
-
-// privateRanges are RFC 1918's private networks, the shared address space (RFC 6598) and the
-// benchmarking range (RFC 2544).
-var privateRanges = []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("172.16.0.0/12"),
-	netip.MustParsePrefix("192.168.0.0/16"), netip.MustParsePrefix("100.64.0.0/10"), netip.MustParsePrefix("198.18.0.0/15")}
-
-// privateIPv4 reports whether the IPv4 address s is in privateRanges.
-func privateIPv4(s string) bool {
-	a, err := netip.ParseAddr(s)
-	if err != nil {
-		return false
-	}
-	for _, p := range privateRanges {
-		if p.Contains(a) {
-			return true
-		}
-	}
-	return false
 }
 
 // ValidTTL is 1 (automatic) or 60–86400.
@@ -96,27 +77,49 @@ const (
 	msgTTL = "must be 1 (automatic) or between 60 and 86400"
 )
 
-// validate checks a create request after defaults, listing every bad field (content: ContentProblem). omittable reports
-// that content was given while Dns:DefaultContent is configured: an empty one is then refused as
-// such (omitting it takes the default); otherwise an empty one means that no default exists.
+// fieldProblems is the one check of a record's fields beyond the schema, for the fields given (nil:
+// not given); RecordBody.Resolve and validate both call it. Content allowed private addresses
+// only when allowPrivate (Dns:AllowPrivateContent).
+func fieldProblems(label, content *string, ttl *int, allowPrivate bool) []fault.FieldError {
+	var fields []fault.FieldError
+	if _, ok := NormalizeLabel(deref(label)); label != nil && !ok {
+		fields = append(fields, fault.FieldError{Field: "label", Message: msgLabel})
+	}
+	if content != nil {
+		if msg := ContentProblem(*content, allowPrivate); msg != "" {
+			fields = append(fields, fault.FieldError{Field: "content", Message: msg})
+		}
+	}
+	if ttl != nil && !ValidTTL(*ttl) {
+		fields = append(fields, fault.FieldError{Field: "recordTtl", Message: msgTTL})
+	}
+	return fields
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// validate checks a create request after defaults, listing every bad field (fieldProblems). omittable
+// reports that content was given while Dns:DefaultContent is configured: an empty one is then refused
+// as such (omitting it takes the default); otherwise an empty one means that no default exists.
 func validate(label, content string, omittable bool, ttl int, allowPrivate bool) (string, error) {
-	var fields []httpx.FieldError
-	l, ok := NormalizeLabel(label)
-	if !ok {
-		fields = append(fields, httpx.FieldError{Field: "label", Message: msgLabel})
+	fields := fieldProblems(&label, nil, nil, allowPrivate)
+	switch {
+	case content == "" && omittable:
+		fields = append(fields, fault.FieldError{Field: "content", Message: "must not be empty: omit it to use the default (Dns:DefaultContent)"})
+	case content == "":
+		fields = append(fields, fault.FieldError{Field: "content", Message: "is required (no Dns:DefaultContent is configured)"})
+	default:
+		fields = append(fields, fieldProblems(nil, &content, nil, allowPrivate)...)
 	}
-	if content == "" && omittable {
-		fields = append(fields, httpx.FieldError{Field: "content", Message: "must not be empty: omit it to use the default (Dns:DefaultContent)"})
-	} else if content == "" {
-		fields = append(fields, httpx.FieldError{Field: "content", Message: "is required (no Dns:DefaultContent is configured)"})
-	} else if msg := ContentProblem(content, allowPrivate); msg != "" {
-		fields = append(fields, httpx.FieldError{Field: "content", Message: msg})
-	}
-	if !ValidTTL(ttl) {
-		fields = append(fields, httpx.FieldError{Field: "recordTtl", Message: msgTTL})
-	}
+	fields = append(fields, fieldProblems(nil, nil, &ttl, allowPrivate)...)
 	if len(fields) > 0 {
-		return "", httpx.BadRequest("Validation failed", fields...)
+		return "", fault.Invalid("Validation failed", fields...)
 	}
+	l, _ := NormalizeLabel(label)
 	return l, nil
 }

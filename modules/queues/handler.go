@@ -4,13 +4,12 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"time"
 
 	"github.com/danielgtaylor/huma/v2"
 
 	"provisioner/platform/authn"
-	"provisioner/platform/fault"
 	"provisioner/platform/httpx"
+	"provisioner/platform/provision"
 	"provisioner/platform/ratelimit"
 )
 
@@ -40,8 +39,7 @@ type queuesAdminCreateInput struct {
 }
 
 type queuesAdminListInput struct {
-	httpx.PageQuery
-	UserID int64  `query:"userId" minimum:"0"`
+	provision.AdminFilter
 	Status string `query:"status" enum:"Provisioning,Active,Failed,Deleting,Deleted"`
 }
 
@@ -104,7 +102,7 @@ func (h *Handler) registerAdmin(api *httpx.API) {
 	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "listQueueSpaces", Method: http.MethodGet,
 		Path: "/api/queues", Tags: tags, Summary: "List queue spaces"},
 		func(ctx context.Context, in *queuesAdminListInput) (*httpx.Response[httpx.Page[View]], error) {
-			p, err := h.svc.AdminList(ctx, AdminFilter{UserID: in.UserID, Status: in.Status, PageQuery: in.PageQuery})
+			p, err := provision.AdminList(ctx, h.svc.db, in.AdminFilter, in.Status, func(sp *Space) View { return view(h.svc.cfg, sp) })
 			if err != nil {
 				return nil, err
 			}
@@ -130,14 +128,8 @@ func (h *Handler) registerAdmin(api *httpx.API) {
 		Path: "/api/queues/{id}/retry", Tags: tags, Summary: "Retry a failed or stuck queue space",
 		Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusBadGateway, http.StatusServiceUnavailable}, Responses: brokerFailed},
 		func(ctx context.Context, in *queuesIDInput) (*httpx.Response[View], error) {
-			sp, err := h.svc.Retry(ctx, in.ID)
-			if sp == nil {
-				return nil, err
-			}
-			if sp.Status == StatusActive || sp.Status == StatusDeleted {
-				return httpx.OK("Queue space "+sp.Status, view(h.svc.cfg, sp)), nil
-			}
-			return nil, h.failed(sp)
+			sp, o, err := h.svc.Retry(ctx, in.ID)
+			return h.answer(sp, o, err, false, "Queue space "+statusOf(sp))
 		})
 	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "deleteQueueSpace", Method: http.MethodDelete,
 		Path: "/api/queues/{id}", Tags: tags, Summary: "Delete a queue space",
@@ -148,33 +140,25 @@ func (h *Handler) registerAdmin(api *httpx.API) {
 }
 
 func (h *Handler) created(ctx context.Context, userID int64, name string) (*httpx.Response[View], error) {
-	sp, err := h.svc.Create(ctx, userID, name)
-	if sp == nil {
-		return nil, err
-	}
-	if sp.Status == StatusActive {
-		return httpx.Created("Queue space created", view(h.svc.cfg, sp)), nil
-	}
-	return nil, h.failed(sp)
+	sp, o, err := h.svc.Create(ctx, userID, name)
+	return h.answer(sp, o, err, true, "Queue space created")
 }
 
 func (h *Handler) deleted(ctx context.Context, id, userID int64) (*httpx.Response[View], error) {
-	sp, err := h.svc.Delete(ctx, id, userID)
-	if sp == nil {
-		return nil, err
-	}
-	if sp.Status == StatusDeleted {
-		return httpx.OK("Queue space deleted", view(h.svc.cfg, sp)), nil
-	}
-	return nil, h.failed(sp)
+	sp, o, err := h.svc.Delete(ctx, id, userID)
+	return h.answer(sp, o, err, false, "Queue space deleted")
 }
 
-// failed is the 502 of a broker call that did not succeed, with the space as stored; one the
-// finisher tries again carries Retry-After (the seconds until that attempt).
-func (h *Handler) failed(sp *Space) error {
-	e := fault.Upstream("The broker failed; the queue space is "+sp.Status, view(h.svc.cfg, sp))
-	if sp.Status == StatusProvisioning || sp.Status == StatusDeleting {
-		e = e.WithRetryAfter(max(time.Until(sp.NextAttemptAt), time.Second))
+// answer is the answer of a route that drove sp (httpx.Driven).
+func (h *Handler) answer(sp *Space, o provision.Outcome, err error, created bool, done string) (*httpx.Response[View], error) {
+	return httpx.Driven(sp, o, err, func(sp *Space) View { return view(h.svc.cfg, sp) },
+		httpx.Answers{Created: created, Done: done, Failed: "The broker failed; the queue space is " + statusOf(sp)})
+}
+
+// statusOf is sp's status, "" for none.
+func statusOf(sp *Space) string {
+	if sp == nil {
+		return ""
 	}
-	return e
+	return sp.Status
 }

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/uptrace/bun"
+
+	"provisioner/platform/provision"
 )
 
 // Statuses of a queue space.
@@ -17,27 +19,23 @@ const (
 	StatusDeleted      = "Deleted"
 )
 
+// spec is the spaces' lifecycle: Provisioning → Active or Failed; Deleting → Deleted.
+var spec = provision.Spec{Name: Kind, Rows: "queue_spaces", Creating: StatusProvisioning, Active: StatusActive, Failed: StatusFailed,
+	Deleting: StatusDeleting, Gone: StatusDeleted}
+
 // Space is a queue space as stored.
 type Space struct {
 	bun.BaseModel `bun:"table:queue_spaces,alias:q"`
 
-	ID             int64  `bun:"id,pk,autoincrement"`
-	UserID         int64  `bun:"user_id,notnull"`
 	Name           string `bun:"name,notnull"`
 	VHost          string `bun:"vhost,notnull"`
 	Username       string `bun:"username,notnull"`
 	PasswordSealed string `bun:"password_sealed,notnull"`
 	// PasswordPending: the sealed password is not set at the broker yet (a takeover made it).
-	PasswordPending bool      `bun:"password_pending,notnull"`
-	Status          string    `bun:"status,notnull"`
-	ErrorMessage    string    `bun:"error_message,notnull"`
-	MaxConnections  int       `bun:"max_connections,notnull"`
-	MaxQueues       int       `bun:"max_queues,notnull"`
-	Attempts        int       `bun:"attempts,notnull"`
-	NextAttemptAt   time.Time `bun:"next_attempt_at,notnull"`
-	LastError       string    `bun:"last_error,notnull"`
-	CreatedAt       time.Time `bun:"created_at,nullzero,notnull,default:current_timestamp"`
-	UpdatedAt       time.Time `bun:"updated_at,nullzero,notnull,default:current_timestamp"`
+	PasswordPending bool `bun:"password_pending,notnull"`
+	MaxConnections  int  `bun:"max_connections,notnull"`
+	MaxQueues       int  `bun:"max_queues,notnull"`
+	provision.State
 }
 
 // View is a queue space as the API shows it.
@@ -66,11 +64,7 @@ func amqpURL(cfg Config, s *Space, password string) string {
 }
 
 func view(cfg Config, s *Space) View {
-	msg := s.ErrorMessage
-	if msg == "" && (s.Status == StatusProvisioning || s.Status == StatusDeleting) {
-		msg = s.LastError
-	}
 	return View{ID: s.ID, Name: s.Name, VHost: s.VHost, Username: s.Username, AmqpURL: amqpURL(cfg, s, ""),
-		Status: s.Status, ErrorMessage: msg, MaxConnections: s.MaxConnections, MaxQueues: s.MaxQueues,
+		Status: s.Status, ErrorMessage: spec.Shown(&s.State), MaxConnections: s.MaxConnections, MaxQueues: s.MaxQueues,
 		CreatedAt: s.CreatedAt.UTC(), UpdatedAt: s.UpdatedAt.UTC()}
 }

@@ -7,8 +7,6 @@
 package queues
 
 import (
-	"context"
-	"fmt"
 	"log/slog"
 
 	"github.com/uptrace/bun"
@@ -22,7 +20,6 @@ import (
 	"provisioner/platform/provision"
 	"provisioner/platform/ratelimit"
 	"provisioner/platform/secrets"
-	"provisioner/platform/summary"
 )
 
 // Module is the queues module: its wiring, its configuration section (Queues:*), its audit
@@ -34,42 +31,20 @@ var Module = module.Module{Name: "queues", Options: wiring, Config: Settings, Au
 	}}
 
 var wiring = fx.Module("queues",
+	provision.Resource[*Provisioner](func(b *Broker, s *secrets.Sealer, a *audit.Recorder, log *slog.Logger) *Provisioner {
+		return &Provisioner{Spec: spec, broker: b, sealer: s, audit: a, log: log}
+	}),
+	provision.Summarised(func(s *Service) *provision.Summary[View] {
+		return &provision.Summary[View]{Key: "queueSpaces", DB: s.db, Spec: spec, Model: (*Space)(nil), List: s.List}
+	}),
 	fx.Provide(
 		NewBroker,
-		func(b *Broker, s *secrets.Sealer, a *audit.Recorder, log *slog.Logger) *Provisioner {
-			return &Provisioner{broker: b, sealer: s, audit: a, log: log}
-		},
-		provision.AsProvisioner(func(p *Provisioner) *Provisioner { return p }),
 		provision.AsProvisioner(func(p *Provisioner) *Sweeper { return &Sweeper{p: p} }),
-		provision.AsUserReleaser(func(p *Provisioner) *Provisioner { return p }),
 		func(d *bun.DB, cfg Config, s *secrets.Sealer, a *audit.Recorder, f *provision.Finisher) *Service {
 			return &Service{db: d, cfg: cfg, sealer: s, audit: a, finisher: f}
 		},
 		provision.AsTakeoverRevoker(func(s *Service, log *slog.Logger) *Takeover { return &Takeover{svc: s, log: log} }),
 		httpx.AsRoutes(func(s *Service, l *ratelimit.Limiter) *Handler { return &Handler{svc: s, limiter: l} }),
-		summary.AsDashboardContributor(func(s *Service) *Summary { return &Summary{svc: s} }),
-		summary.AsCounter(func(s *Service) *Summary { return &Summary{svc: s} }),
 		db.AsMigrations(func() db.Migrations { return db.Migrations{Module: "queues", FS: migrations.FS} }),
 	),
 )
-
-// Summary contributes the dashboard section and the platform counts.
-type Summary struct{ svc *Service }
-
-// DashboardSection implements summary.DashboardContributor.
-func (s *Summary) DashboardSection(ctx context.Context, userID int64) (summary.Section, error) {
-	list, err := s.svc.List(ctx, userID)
-	if err != nil {
-		return summary.Section{}, err
-	}
-	return summary.Section{Key: "queueSpaces", Items: list, Total: len(list)}, nil
-}
-
-// PlatformCounts implements summary.Counter: live (Provisioning or Active) spaces, one query.
-func (s *Summary) PlatformCounts(ctx context.Context) (map[string]int64, error) {
-	n, err := s.svc.db.NewSelect().Model((*Space)(nil)).Where("status IN (?, ?)", StatusProvisioning, StatusActive).Count(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("count queue spaces: %w", err)
-	}
-	return map[string]int64{"queueSpaces": int64(n)}, nil
-}

@@ -2,7 +2,6 @@ package queues
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -22,29 +21,11 @@ const Kind provision.Kind = "queues"
 // what the earlier one made and never makes anything twice; the space is Active only once the
 // broker lists the user's permissions on the virtual host.
 type Provisioner struct {
+	provision.Spec
 	broker *Broker
 	sealer *secrets.Sealer
 	audit  *audit.Recorder
 	log    *slog.Logger
-}
-
-// Kind implements provision.Provisioner.
-func (p *Provisioner) Kind() provision.Kind { return Kind }
-
-// Table implements provision.Queue.
-func (p *Provisioner) Table() string { return "queue_spaces" }
-
-// InFlight implements provision.Queue.
-func (p *Provisioner) InFlight() map[string]provision.Verb {
-	return map[string]provision.Verb{StatusProvisioning: provision.VerbCreate, StatusDeleting: provision.VerbDelete}
-}
-
-func load(ctx context.Context, tx bun.IDB, id int64) (*Space, error) {
-	s := new(Space)
-	if err := tx.NewSelect().Model(s).Where("id = ?", id).Scan(ctx); err != nil {
-		return nil, fmt.Errorf("load queue space %d: %w", id, err)
-	}
-	return s, nil
 }
 
 // passwordAAD binds a sealed password to its user name.
@@ -58,7 +39,7 @@ func description(s *Space) string {
 // Create implements provision.Provisioner: the virtual host, its limits, the user and the user's
 // permissions, each looked up first; then Active.
 func (p *Provisioner) Create(ctx context.Context, req provision.CreateRequest) (provision.CreateResponse, error) {
-	s, err := load(ctx, req.Tx, req.ResourceID)
+	s, err := provision.Load[Space](ctx, req.Tx, req.ResourceID)
 	if err != nil {
 		return provision.CreateResponse{}, err
 	}
@@ -69,8 +50,7 @@ func (p *Provisioner) Create(ctx context.Context, req provision.CreateRequest) (
 		}
 		return provision.CreateResponse{}, err // the finisher records the attempt and retries
 	}
-	if _, err := req.Tx.NewUpdate().Model(s).Set("status = ?", StatusActive).Set("password_pending = false").Set("error_message = ''").Set("last_error = ''").
-		Set("updated_at = now()").WherePK().Exec(ctx); err != nil {
+	if _, err := provision.Succeed(req.Tx.NewUpdate().Model(s), StatusActive).Set("password_pending = false").WherePK().Exec(ctx); err != nil {
 		return provision.CreateResponse{}, fmt.Errorf("record queue space %d active: %w", s.ID, err)
 	}
 	if err := p.audit.RecordTx(ctx, req.Tx, audit.Event{Action: "queues.created", UserID: audit.Int64(s.UserID),
@@ -127,8 +107,7 @@ func (p *Provisioner) make(ctx context.Context, s *Space) error {
 // failed records a refusal no retry changes: Failed with the broker's words, and what the attempts
 // may have made is removed (now, or by a sweep when the broker does not answer).
 func (p *Provisioner) failed(ctx context.Context, tx bun.IDB, s *Space, msg string) error {
-	if _, err := tx.NewUpdate().Model(s).Set("status = ?", StatusFailed).Set("error_message = ?", msg).
-		Set("updated_at = now()").WherePK().Exec(ctx); err != nil {
+	if _, err := provision.Fail(tx.NewUpdate().Model(s), StatusFailed, msg).WherePK().Exec(ctx); err != nil {
 		return fmt.Errorf("record queue space %d failed: %w", s.ID, err)
 	}
 	if err := p.remove(ctx, s); err != nil {
@@ -151,15 +130,14 @@ func (p *Provisioner) remove(ctx context.Context, s *Space) error {
 
 // Delete implements provision.Provisioner.
 func (p *Provisioner) Delete(ctx context.Context, req provision.DeleteRequest) (provision.DeleteResponse, error) {
-	s, err := load(ctx, req.Tx, req.ResourceID)
+	s, err := provision.Load[Space](ctx, req.Tx, req.ResourceID)
 	if err != nil {
 		return provision.DeleteResponse{}, err
 	}
 	if err := p.remove(ctx, s); err != nil {
 		return provision.DeleteResponse{}, err
 	}
-	if _, err := req.Tx.NewUpdate().Model(s).Set("status = ?", StatusDeleted).Set("error_message = ''").Set("last_error = ''").
-		Set("updated_at = now()").WherePK().Exec(ctx); err != nil {
+	if _, err := provision.Succeed(req.Tx.NewUpdate().Model(s), StatusDeleted).WherePK().Exec(ctx); err != nil {
 		return provision.DeleteResponse{}, fmt.Errorf("record queue space %d deleted: %w", s.ID, err)
 	}
 	return provision.DeleteResponse{}, nil
@@ -183,12 +161,7 @@ func (p *Provisioner) ErrorText(err error) string { return shownError(err) }
 // GiveUp marks a space whose attempts ran out Failed and queues a sweep: an attempt without an
 // answer may have made its virtual host or user. Deletions are never given up.
 func (p *Provisioner) GiveUp(ctx context.Context, tx bun.IDB, id int64, lastErr error) error {
-	res, err := tx.NewUpdate().Model((*Space)(nil)).Set("status = ?", StatusFailed).Set("error_message = ?", shownError(lastErr)).
-		Set("updated_at = now()").Where("id = ?", id).Where("status = ?", StatusProvisioning).Exec(ctx)
-	if err != nil {
-		return err
-	}
-	if n, err := res.RowsAffected(); err != nil || n == 0 {
+	if ended, err := p.Spec.GiveUp(ctx, tx, (*Space)(nil), id, shownError(lastErr)); err != nil || !ended {
 		return err
 	}
 	return queueSweep(ctx, tx, id)
@@ -197,12 +170,9 @@ func (p *Provisioner) GiveUp(ctx context.Context, tx bun.IDB, id int64, lastErr 
 // ReleaseUser marks a deleted user's spaces Deleting (Failed ones too: an attempt may have left
 // something at the broker); the finisher removes them. Each is audited as queues.deleted.
 func (p *Provisioner) ReleaseUser(ctx context.Context, tx bun.IDB, userID int64) error {
-	var ids []int64
-	if err := tx.NewUpdate().Model((*Space)(nil)).Set("status = ?", StatusDeleting).Set("attempts = 0").Set("error_message = ''").
-		Set("last_error = ''").Set("next_attempt_at = now()").Set("updated_at = now()").Where("user_id = ?", userID).
-		Where("status IN (?)", bun.In([]string{StatusProvisioning, StatusActive, StatusFailed})).Returning("id").Scan(ctx, &ids); err != nil &&
-		!errors.Is(err, sql.ErrNoRows) {
-		return fmt.Errorf("release queue spaces of user %d: %w", userID, err)
+	ids, err := p.Release(ctx, tx, (*Space)(nil), userID, []string{StatusProvisioning, StatusActive, StatusFailed})
+	if err != nil {
+		return err
 	}
 	for _, id := range ids {
 		if err := p.audit.RecordTx(ctx, tx, audit.Event{Action: "queues.deleted", UserID: audit.Int64(userID),
@@ -213,11 +183,4 @@ func (p *Provisioner) ReleaseUser(ctx context.Context, tx bun.IDB, userID int64)
 	return nil
 }
 
-var (
-	_ provision.Provisioner  = (*Provisioner)(nil)
-	_ provision.Queue        = (*Provisioner)(nil)
-	_ provision.GiveUpper    = (*Provisioner)(nil)
-	_ provision.ErrorTexter  = (*Provisioner)(nil)
-	_ provision.UserReleaser = (*Provisioner)(nil)
-	_ provision.RetryAfterer = (*BrokerError)(nil)
-)
+var _ provision.RetryAfterer = (*BrokerError)(nil)

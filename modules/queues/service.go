@@ -15,14 +15,9 @@ import (
 	"provisioner/platform/audit"
 	"provisioner/platform/db"
 	"provisioner/platform/fault"
-	"provisioner/platform/paging"
 	"provisioner/platform/provision"
 	"provisioner/platform/secrets"
 )
-
-// requestGrace is how long the finisher leaves a space alone that a request stored and drives
-// itself (it finishes it only if that request dies first).
-const requestGrace = time.Minute
 
 // Service manages queue spaces: the intent stored, the broker called, the outcome recorded.
 type Service struct {
@@ -45,22 +40,22 @@ func newNames() (vhost, username string) {
 }
 
 // Create stores a Provisioning space for userID and drives it once. It returns the space as it
-// then stands and the attempt's error (nil when it ended Active or Failed).
-func (s *Service) Create(ctx context.Context, userID int64, name string) (*Space, error) {
+// then stands and the outcome.
+func (s *Service) Create(ctx context.Context, userID int64, name string) (*Space, provision.Outcome, error) {
 	name = strings.TrimSpace(name)
 	if name == "" {
-		return nil, fault.InvalidField("name", "must not be blank")
+		return nil, provision.Outcome{}, fault.InvalidField("name", "must not be blank")
 	}
 	if !s.cfg.Enabled() {
-		return nil, errNotConfigured
+		return nil, provision.Outcome{}, errNotConfigured
 	}
 	vhost, username := newNames()
 	sealed, err := s.sealer.Seal([]byte(secrets.RandomPassword()), passwordAAD(username))
 	if err != nil {
-		return nil, fmt.Errorf("seal queue space password: %w", err)
+		return nil, provision.Outcome{}, fmt.Errorf("seal queue space password: %w", err)
 	}
-	sp := &Space{UserID: userID, Name: name, VHost: vhost, Username: username, PasswordSealed: sealed, Status: StatusProvisioning,
-		MaxConnections: s.cfg.MaxConnections, MaxQueues: s.cfg.MaxQueues, NextAttemptAt: time.Now().Add(requestGrace)}
+	sp := &Space{Name: name, VHost: vhost, Username: username, PasswordSealed: sealed,
+		MaxConnections: s.cfg.MaxConnections, MaxQueues: s.cfg.MaxQueues, State: spec.Intent(userID)}
 	err = db.RunInTx(ctx, s.db, func(ctx context.Context, tx bun.Tx) error {
 		if err := s.roomFor(ctx, tx, userID); err != nil {
 			return err
@@ -72,76 +67,43 @@ func (s *Service) Create(ctx context.Context, userID int64, name string) (*Space
 			TargetType: "queueSpace", TargetID: fmt.Sprint(sp.ID), Details: map[string]any{"vhost": vhost}})
 	})
 	if err != nil {
-		return nil, err
+		return nil, provision.Outcome{}, err
 	}
-	out, err := s.drive(ctx, sp.ID)
+	out, o, err := provision.Run[Space](ctx, s.finisher, s.db, spec, sp.ID, provision.Stored)
 	if out != nil && (out.Status == StatusDeleting || out.Status == StatusDeleted) {
-		return nil, db.UserGone(ctx, userID) // the user was deleted meanwhile
+		return nil, provision.Outcome{}, db.UserGone(ctx, userID) // the user was deleted meanwhile
 	}
-	return out, err
+	return out, o, err
 }
 
-// roomFor locks the (live) user and checks that one more live space (Provisioning, Active,
-// Deleting) stays within Queues:MaxPerUser: 409 otherwise.
+// roomFor checks Queues:MaxPerUser for one more live space of userID (provision.Spec.RoomFor).
 func (s *Service) roomFor(ctx context.Context, tx bun.Tx, userID int64) error {
-	if err := db.LockLiveUser(ctx, tx, userID); err != nil {
-		return err
-	}
-	n, err := tx.NewSelect().Model((*Space)(nil)).Where("user_id = ?", userID).
-		Where("status IN (?)", bun.In([]string{StatusProvisioning, StatusActive, StatusDeleting})).Count(ctx)
-	if err != nil {
-		return fmt.Errorf("count queue spaces: %w", err)
-	}
-	if n >= int64(s.cfg.MaxPerUser) {
-		return fault.Conflict(fmt.Sprintf("Quota reached: at most %d queue spaces per user (Queues:MaxPerUser)", s.cfg.MaxPerUser))
-	}
-	return nil
-}
-
-func (s *Service) drive(ctx context.Context, id int64) (*Space, error) {
-	driveErr := s.finisher.DriveNow(ctx, Kind, id)
-	sp, err := s.get(context.WithoutCancel(ctx), id, 0)
-	if err != nil {
-		return nil, err
-	}
-	return sp, driveErr
+	return spec.RoomFor(ctx, tx, (*Space)(nil), userID, s.cfg.MaxPerUser,
+		fmt.Sprintf("Quota reached: at most %d queue spaces per user (Queues:MaxPerUser)", s.cfg.MaxPerUser))
 }
 
 // get reads a space; userID 0 reads anyone's (administrators). A Deleted space is not found.
 func (s *Service) get(ctx context.Context, id, userID int64) (*Space, error) {
-	sp := new(Space)
-	q := s.db.NewSelect().Model(sp).Where("id = ?", id)
-	if userID != 0 {
-		q = q.Where("user_id = ?", userID).Where("status <> ?", StatusDeleted)
+	sp, err := provision.Find[Space](ctx, s.db, id, msgNotFound)
+	if err == nil && userID != 0 && (sp.UserID != userID || sp.Status == StatusDeleted) {
+		return nil, fault.NotFound(msgNotFound)
 	}
-	if err := q.Scan(ctx); err != nil {
-		if errors.Is(err, sql.ErrNoRows) {
-			return nil, fault.NotFound("Queue space not found")
-		}
-		return nil, fmt.Errorf("load queue space %d: %w", id, err)
-	}
-	return sp, nil
+	return sp, err
 }
+
+// msgNotFound is the 404 of a space.
+const msgNotFound = "Queue space not found"
 
 // List returns the user's spaces, oldest first, Deleted ones left out.
 func (s *Service) List(ctx context.Context, userID int64) ([]View, error) {
-	var rows []Space
-	if err := s.db.NewSelect().Model(&rows).Where("user_id = ?", userID).Where("status <> ?", StatusDeleted).
-		OrderExpr("id").Scan(ctx); err != nil {
-		return nil, fmt.Errorf("list queue spaces: %w", err)
-	}
-	out := make([]View, len(rows))
-	for i := range rows {
-		out[i] = view(s.cfg, &rows[i])
-	}
-	return out, nil
+	return provision.List(ctx, s.db, userID, []string{StatusDeleted}, func(sp *Space) View { return view(s.cfg, sp) })
 }
 
 // Delete removes a space: Provisioning, Active or Failed → Deleting → removed at the broker →
 // Deleted. A space already Deleting is driven again once its next attempt is due; before that the
 // broker is not called and the space is returned as it stands.
-func (s *Service) Delete(ctx context.Context, id, userID int64) (*Space, error) {
-	waiting := false
+func (s *Service) Delete(ctx context.Context, id, userID int64) (*Space, provision.Outcome, error) {
+	how := provision.Again
 	err := db.RunInTx(ctx, s.db, func(ctx context.Context, tx bun.Tx) error {
 		sp := new(Space)
 		q := tx.NewSelect().Model(sp).Where("id = ?", id).Where("status <> ?", StatusDeleted).For("UPDATE")
@@ -150,7 +112,7 @@ func (s *Service) Delete(ctx context.Context, id, userID int64) (*Space, error) 
 		}
 		if err := q.Scan(ctx); err != nil {
 			if errors.Is(err, sql.ErrNoRows) {
-				return fault.NotFound("Queue space not found")
+				return fault.NotFound(msgNotFound)
 			}
 			return fmt.Errorf("lock queue space %d: %w", id, err)
 		}
@@ -158,34 +120,32 @@ func (s *Service) Delete(ctx context.Context, id, userID int64) (*Space, error) 
 			return errNotConfigured
 		}
 		if sp.Status == StatusDeleting {
-			waiting = sp.NextAttemptAt.After(time.Now())
+			if sp.NextAttemptAt.After(time.Now()) {
+				how = provision.ReadOnly
+			}
 			return nil
 		}
-		if _, err := tx.NewUpdate().Model(sp).Set("status = ?", StatusDeleting).Set("attempts = 0").Set("error_message = ''").
-			Set("last_error = ''").Set("next_attempt_at = now()").Set("updated_at = now()").WherePK().Exec(ctx); err != nil {
+		if _, err := provision.Restart(tx.NewUpdate().Model(sp), StatusDeleting, time.Time{}).WherePK().Exec(ctx); err != nil {
 			return fmt.Errorf("mark queue space %d deleting: %w", id, err)
 		}
 		return s.audit.RecordTx(ctx, tx, audit.Event{Action: "queues.deleted", UserID: audit.Int64(sp.UserID),
 			TargetType: "queueSpace", TargetID: fmt.Sprint(id), Details: map[string]any{"vhost": sp.VHost}})
 	})
 	if err != nil {
-		return nil, err
+		return nil, provision.Outcome{}, err
 	}
-	if waiting {
-		return s.get(ctx, id, 0)
-	}
-	return s.drive(ctx, id)
+	return provision.Run[Space](ctx, s.finisher, s.db, spec, id, how)
 }
 
 // Retry provisions a Failed space again (within its user's quota), or drives a Provisioning or
 // Deleting one now.
-func (s *Service) Retry(ctx context.Context, id int64) (*Space, error) {
+func (s *Service) Retry(ctx context.Context, id int64) (*Space, provision.Outcome, error) {
 	sp, err := s.get(ctx, id, 0)
 	if err != nil {
-		return nil, err
+		return nil, provision.Outcome{}, err
 	}
 	if !s.cfg.Enabled() {
-		return nil, errNotConfigured
+		return nil, provision.Outcome{}, errNotConfigured
 	}
 	err = db.RunInTx(ctx, s.db, func(ctx context.Context, tx bun.Tx) error {
 		switch sp.Status {
@@ -193,8 +153,7 @@ func (s *Service) Retry(ctx context.Context, id int64) (*Space, error) {
 			if err := s.roomFor(ctx, tx, sp.UserID); err != nil {
 				return err
 			}
-			res, err := tx.NewUpdate().Model(sp).Set("status = ?", StatusProvisioning).Set("attempts = 0").Set("error_message = ''").
-				Set("last_error = ''").Set("next_attempt_at = now()").Set("updated_at = now()").WherePK().
+			res, err := provision.Restart(tx.NewUpdate().Model(sp), StatusProvisioning, time.Time{}).WherePK().
 				Where("status = ?", StatusFailed).Exec(ctx)
 			if err != nil {
 				return err
@@ -204,15 +163,15 @@ func (s *Service) Retry(ctx context.Context, id int64) (*Space, error) {
 			}
 			return nil
 		case StatusProvisioning, StatusDeleting:
-			_, err := tx.NewUpdate().Model(sp).Set("next_attempt_at = now()").WherePK().Exec(ctx)
+			_, err := provision.Nudge(tx.NewUpdate().Model(sp)).WherePK().Exec(ctx)
 			return err
 		}
 		return fault.Conflict(fmt.Sprintf("Nothing to retry: the queue space is %s", sp.Status))
 	})
 	if err != nil {
-		return nil, err
+		return nil, provision.Outcome{}, err
 	}
-	return s.drive(ctx, id)
+	return provision.Run[Space](ctx, s.finisher, s.db, spec, id, provision.Again)
 }
 
 // Reveal returns the password of an own Active space, audited (no reveal without its record).
@@ -240,24 +199,4 @@ type Reveal struct {
 	Username string `json:"username"`
 	Password string `json:"password"`
 	AmqpURL  string `json:"amqpUrl"`
-}
-
-// AdminFilter narrows the administrators' list.
-type AdminFilter struct {
-	UserID int64
-	Status string
-	paging.PageQuery
-}
-
-// AdminList pages through every space, newest first.
-func (s *Service) AdminList(ctx context.Context, f AdminFilter) (paging.Page[View], error) {
-	var rows []Space
-	q := s.db.NewSelect().Model(&rows)
-	if f.UserID > 0 {
-		q = q.Where("user_id = ?", f.UserID)
-	}
-	if f.Status != "" {
-		q = q.Where("status = ?", f.Status)
-	}
-	return db.ListPage(ctx, q, &rows, f.PageQuery, func(sp *Space) View { return view(s.cfg, sp) })
 }

@@ -43,10 +43,11 @@ func (t *Takeover) RevokeOnTakeover(ctx context.Context, tx bun.IDB, userID int6
 		if err != nil {
 			return nil, err
 		}
-		q := tx.NewUpdate().Model((*Space)(nil)).Set("password_sealed = ?", sealed).Set("password_pending = true").
-			Set("updated_at = now()").Where("id = ?", s.ID)
+		q := tx.NewUpdate().Model((*Space)(nil)).Set("password_sealed = ?", sealed).Set("password_pending = true").Where("id = ?", s.ID)
 		if s.Status == StatusActive {
-			q = q.Set("status = ?", StatusProvisioning).Set("attempts = 0").Set("next_attempt_at = now()")
+			q = provision.Restart(q, StatusProvisioning, time.Time{})
+		} else {
+			q = q.Set("updated_at = now()")
 		}
 		if _, err := q.Exec(ctx); err != nil {
 			return nil, fmt.Errorf("store the new password of queue space %d: %w", s.ID, err)

@@ -2,15 +2,13 @@ package wfauto
 
 import (
 	"context"
-	"fmt"
-	"math"
 	"net/http"
-	"time"
 
 	"github.com/danielgtaylor/huma/v2"
 
 	"provisioner/platform/authn"
 	"provisioner/platform/httpx"
+	"provisioner/platform/provision"
 )
 
 // Handler serves /api/me/wfauto* and /api/wfauto/accounts*.
@@ -34,8 +32,7 @@ type wfAdminProvisionInput struct {
 }
 
 type wfAdminListInput struct {
-	httpx.PageQuery
-	UserID int64  `query:"userId" minimum:"0"`
+	provision.AdminFilter
 	Status string `query:"status" enum:"Pending,Active,Failed,Deprovisioning,Deprovisioned"`
 }
 
@@ -73,7 +70,7 @@ func (h *Handler) Register(api *httpx.API) {
 	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "listWfautoAccounts", Method: http.MethodGet,
 		Path: "/api/wfauto/accounts", Tags: atags, Summary: "List workflow-automation accounts"},
 		func(ctx context.Context, in *wfAdminListInput) (*httpx.Response[httpx.Page[View]], error) {
-			p, err := h.svc.AdminList(ctx, AdminFilter{UserID: in.UserID, Status: in.Status, PageQuery: in.PageQuery})
+			p, err := provision.AdminList(ctx, h.svc.db, in.AdminFilter, in.Status, view)
 			if err != nil {
 				return nil, err
 			}
@@ -82,7 +79,7 @@ func (h *Handler) Register(api *httpx.API) {
 	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "getWfautoAccount", Method: http.MethodGet,
 		Path: "/api/wfauto/accounts/{id}", Tags: atags, Summary: "One workflow-automation account", Errors: []int{http.StatusNotFound}},
 		func(ctx context.Context, in *wfIDInput) (*httpx.Response[View], error) {
-			a, err := h.svc.get(ctx, in.ID)
+			a, err := provision.Find[Account](ctx, h.svc.db, in.ID, msgNotFound)
 			if err != nil {
 				return nil, err
 			}
@@ -100,37 +97,26 @@ func (h *Handler) Register(api *httpx.API) {
 		Description: "Failed → provisioned again (same Idempotency-Key); Pending or Deprovisioning → driven now. Other states: 409.",
 		Errors:      []int{http.StatusNotFound, http.StatusConflict, http.StatusBadGateway}, Responses: cellFailedResponse},
 		func(ctx context.Context, in *wfIDInput) (*httpx.Response[View], error) {
-			a, err := h.svc.Retry(ctx, in.ID)
-			if a == nil {
-				return nil, err
-			}
-			if a.Status == StatusActive || a.Status == StatusDeprovisioned {
-				return httpx.OK("Account "+a.Status, view(a)), nil
-			}
-			return nil, cellFailed(a)
+			a, o, err := h.svc.Retry(ctx, in.ID)
+			return httpx.Driven(a, o, err, view, answers(a, false, "Account "))
 		})
 }
 
 func (h *Handler) provisioned(ctx context.Context, userID int64) (*httpx.Response[View], error) {
-	a, err := h.svc.Provision(ctx, userID)
-	if a == nil {
-		return nil, err
-	}
-	if a.Status == StatusActive {
-		return httpx.Created("Workflow-automation account provisioned", view(a)), nil
-	}
-	return nil, cellFailed(a)
+	a, o, err := h.svc.Provision(ctx, userID)
+	return httpx.Driven(a, o, err, view, answers(a, true, "Workflow-automation account provisioned"))
 }
 
-// cellFailed is the 502 of a call to the cell that did not succeed, with the account as stored.
-// An account the finisher will try again (Pending, Deprovisioning) carries Retry-After: the
-// seconds until that attempt, which honours the cell's own Retry-After. Sending the request again
-// is not needed (a second provision is a 409 while Pending).
-func cellFailed(a *Account) error {
-	e := httpx.BadGateway("The workflow-automation cell failed; the account is "+a.Status, view(a))
-	if a.Status == StatusPending || a.Status == StatusDeprovisioning {
-		wait := time.Until(a.NextAttemptAt)
-		e = e.WithHeader("Retry-After", fmt.Sprint(max(1, int64(math.Ceil(wait.Seconds())))))
+// answers are the messages of a route that drove a (done: "Account " is followed by its status).
+// A 502's Retry-After makes sending the request again needless (a second provision is a 409 while
+// Pending).
+func answers(a *Account, created bool, done string) httpx.Answers {
+	status := ""
+	if a != nil {
+		status = a.Status
 	}
-	return e
+	if !created {
+		done += status
+	}
+	return httpx.Answers{Created: created, Done: done, Failed: "The workflow-automation cell failed; the account is " + status}
 }

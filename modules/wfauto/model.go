@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"github.com/uptrace/bun"
+
+	"provisioner/platform/provision"
 )
 
 // Statuses of a workflow-automation account.
@@ -15,23 +17,19 @@ const (
 	StatusDeprovisioned  = "Deprovisioned"
 )
 
+// spec is the accounts' lifecycle: Pending → Active or Failed; Deprovisioning → Deprovisioned.
+var spec = provision.Spec{Name: Kind, Rows: "wfauto_accounts", Creating: StatusPending, Active: StatusActive, Failed: StatusFailed,
+	Deleting: StatusDeprovisioning, Gone: StatusDeprovisioned}
+
 // Account is an account as stored.
 type Account struct {
 	bun.BaseModel `bun:"table:wfauto_accounts,alias:w"`
 
-	ID                int64     `bun:"id,pk,autoincrement"`
-	UserID            int64     `bun:"user_id,notnull"`
-	Status            string    `bun:"status,notnull"`
-	ExternalAccountID string    `bun:"external_account_id,notnull"`
-	URL               string    `bun:"url,notnull"`
-	ErrorMessage      string    `bun:"error_message,notnull"`
-	Attempts          int       `bun:"attempts,notnull"`
-	NextAttemptAt     time.Time `bun:"next_attempt_at,notnull"`
-	LastError         string    `bun:"last_error,notnull"`
+	ExternalAccountID string `bun:"external_account_id,notnull"`
+	URL               string `bun:"url,notnull"`
+	provision.State
 	// ReleasedBy is who deleted the owner (Deprovisioning): the actor of wfauto.deprovisioned.
-	ReleasedBy *int64    `bun:"released_by"`
-	CreatedAt  time.Time `bun:"created_at,nullzero,notnull,default:current_timestamp"`
-	UpdatedAt  time.Time `bun:"updated_at,nullzero,notnull,default:current_timestamp"`
+	ReleasedBy *int64 `bun:"released_by"`
 	// IdempotencyKey is the Idempotency-Key sent to the cell with every create of this account: a
 	// random UUID the database makes with the row (an insert leaves it to the column's default),
 	// never another account's, whatever control database the other lives in; or the row's id for a
@@ -52,10 +50,6 @@ type View struct {
 }
 
 func view(a *Account) View {
-	msg := a.ErrorMessage
-	if msg == "" && (a.Status == StatusPending || a.Status == StatusDeprovisioning) {
-		msg = a.LastError
-	}
-	return View{ID: a.ID, Status: a.Status, ExternalAccountID: a.ExternalAccountID, URL: a.URL, ErrorMessage: msg,
+	return View{ID: a.ID, Status: a.Status, ExternalAccountID: a.ExternalAccountID, URL: a.URL, ErrorMessage: spec.Shown(&a.State),
 		CreatedAt: a.CreatedAt.UTC(), UpdatedAt: a.UpdatedAt.UTC(), UserID: a.UserID}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/uptrace/bun"
 
+	"provisioner/modules/wfauto/cell"
 	"provisioner/platform/audit"
 	"provisioner/platform/authn"
 	"provisioner/platform/provision"
@@ -21,21 +22,11 @@ import (
 // each create it commits a row in wfauto_cell_creates (the intent of that call), so a delete knows
 // whether the cell may hold the account at all.
 type Provisioner struct {
+	provision.Spec
 	db    *bun.DB
-	cell  *Cell
+	cell  *cell.Client
 	audit *audit.Recorder
 	log   *slog.Logger
-}
-
-// Kind implements provision.Provisioner.
-func (p *Provisioner) Kind() provision.Kind { return Kind }
-
-// Table implements provision.Queue.
-func (p *Provisioner) Table() string { return "wfauto_accounts" }
-
-// InFlight implements provision.Queue.
-func (p *Provisioner) InFlight() map[string]provision.Verb {
-	return map[string]provision.Verb{StatusPending: provision.VerbCreate, StatusDeprovisioning: provision.VerbDelete}
 }
 
 // markSent commits, on a connection of its own (the row's transaction would roll it back with a
@@ -95,21 +86,13 @@ func sentRequest(ctx context.Context, tx bun.IDB, id int64) (sent bool, body []b
 // none for it. Nothing else says so: a 409 (a request with the key in progress), a 422 (a body
 // that differs from the key's), a 401/403/404 (a misconfigured key or address), a malformed 2xx.
 func refusedOriginal(err error, original bool) bool {
-	var ce *CellError
+	var ce *cell.Error
 	return original && errors.As(err, &ce) && ce.Final && ce.Status == http.StatusBadRequest
-}
-
-func (p *Provisioner) load(ctx context.Context, tx bun.IDB, id int64) (*Account, error) {
-	a := new(Account)
-	if err := tx.NewSelect().Model(a).Where("id = ?", id).Scan(ctx); err != nil {
-		return nil, fmt.Errorf("load account %d: %w", id, err)
-	}
-	return a, nil
 }
 
 // current is the body a first create of a sends: its owner's details as they are now.
 func current(ctx context.Context, tx bun.IDB, a *Account) ([]byte, error) {
-	in := CellRequest{UserID: a.UserID}
+	in := cell.Request{UserID: a.UserID}
 	if err := tx.NewSelect().Table("users").Column("email", "full_name", "organization").Where("id = ?", a.UserID).
 		Scan(ctx, &in.Email, &in.FullName, &in.Organization); err != nil {
 		return nil, fmt.Errorf("load owner of account %d: %w", a.ID, err)
@@ -121,7 +104,7 @@ func current(ctx context.Context, tx bun.IDB, a *Account) ([]byte, error) {
 // sends that one's body again, whatever the owner's details are now: the Idempotency-Key must
 // come with the same body.
 func (p *Provisioner) Create(ctx context.Context, req provision.CreateRequest) (provision.CreateResponse, error) {
-	a, err := p.load(ctx, req.Tx, req.ResourceID)
+	a, err := provision.Load[Account](ctx, req.Tx, req.ResourceID)
 	if err != nil {
 		return provision.CreateResponse{}, err
 	}
@@ -134,13 +117,13 @@ func (p *Provisioner) Create(ctx context.Context, req provision.CreateRequest) (
 		return provision.CreateResponse{}, err // nothing sent: retried
 	}
 	got, err := p.cell.Provision(ctx, a.IdempotencyKey, body)
-	if field := otherUser(got, body, original); err == nil && field != "" {
+	if field := cell.OtherUser(got, body, original); err == nil && field != "" {
 		// The cell answered with an account made for another user: the first answer to a key
 		// another deployment sent (a row keyed by its id before keys were random). Never Active.
-		err = &CellError{Status: http.StatusBadGateway, Msg: fmt.Sprintf(msgOtherUser, field), Final: true, Foreign: true}
+		err = &cell.Error{Status: http.StatusBadGateway, Msg: fmt.Sprintf(cell.MsgOtherUser, field), Final: true, Foreign: true}
 	}
-	var ce *CellError
-	if errors.As(err, &ce) && ((fresh && ce.madeNothing()) || refusedOriginal(err, original) || ce.Foreign) {
+	var ce *cell.Error
+	if errors.As(err, &ce) && ((fresh && ce.MadeNothing()) || refusedOriginal(err, original) || ce.Foreign) {
 		// Only this attempt could have reached the cell and it made nothing there, or the cell
 		// refused the key's own body, or holds another user's account under the key: it holds
 		// nothing of ours for the key. A next create sends the owner's details as they are then.
@@ -149,11 +132,11 @@ func (p *Provisioner) Create(ctx context.Context, req provision.CreateRequest) (
 		}
 	}
 	if errors.As(err, &ce) && ce.Final {
-		q := req.Tx.NewUpdate().Model(a).Set("status = ?", StatusFailed).Set("error_message = ?", ce.Error())
+		q := provision.Fail(req.Tx.NewUpdate().Model(a), StatusFailed, ce.Error())
 		if ce.Foreign { // the key is another's at the cell: provisioning again sends a fresh one
 			q = q.Set("idempotency_key = gen_random_uuid()::text")
 		}
-		if _, uerr := q.Set("updated_at = now()").WherePK().Exec(ctx); uerr != nil {
+		if _, uerr := q.WherePK().Exec(ctx); uerr != nil {
 			return provision.CreateResponse{}, uerr
 		}
 		return provision.CreateResponse{}, p.audit.RecordTx(ctx, req.Tx, audit.Event{Action: "wfauto.failed", UserID: audit.Int64(a.UserID),
@@ -168,16 +151,15 @@ func (p *Provisioner) Create(ctx context.Context, req provision.CreateRequest) (
 		// The cell answered with another live account's id: stored, deleting this account would
 		// delete that one at the cell. Refused as a suspicious answer: Failed, the id not stored
 		// (the create stays recorded as possibly at the cell).
-		msg := (&CellError{Status: http.StatusBadGateway, Msg: msgDuplicateID}).Error()
-		if _, uerr := req.Tx.NewUpdate().Model(a).Set("status = ?", StatusFailed).Set("error_message = ?", msg).
-			Set("updated_at = now()").WherePK().Exec(ctx); uerr != nil {
+		msg := (&cell.Error{Status: http.StatusBadGateway, Msg: msgDuplicateID}).Error()
+		if _, uerr := provision.Fail(req.Tx.NewUpdate().Model(a), StatusFailed, msg).WherePK().Exec(ctx); uerr != nil {
 			return provision.CreateResponse{}, uerr
 		}
 		return provision.CreateResponse{}, p.audit.RecordTx(ctx, req.Tx, audit.Event{Action: "wfauto.failed", UserID: audit.Int64(a.UserID),
 			TargetType: "wfautoAccount", TargetID: fmt.Sprint(a.ID), Details: map[string]any{"error": msg, "externalAccountId": got.AccountID}})
 	}
-	if _, err := req.Tx.NewUpdate().Model(a).Set("status = ?", StatusActive).Set("external_account_id = ?", got.AccountID).
-		Set("url = ?", got.URL).Set("error_message = ''").Set("last_error = ''").Set("updated_at = now()").WherePK().Exec(ctx); err != nil {
+	if _, err := provision.Succeed(req.Tx.NewUpdate().Model(a), StatusActive).Set("external_account_id = ?", got.AccountID).
+		Set("url = ?", got.URL).WherePK().Exec(ctx); err != nil {
 		return provision.CreateResponse{}, fmt.Errorf("record account %d active: %w", a.ID, err)
 	}
 	if err := p.audit.RecordTx(ctx, req.Tx, audit.Event{Action: "wfauto.provisioned", UserID: audit.Int64(a.UserID),
@@ -208,7 +190,7 @@ func heldByAnother(ctx context.Context, tx bun.IDB, accountID string, self int64
 // answer made for another user, is never deleted for this one: left at the cell, logged and audited
 // (details.leftAtCell), and the account is Deprovisioned.
 func (p *Provisioner) Delete(ctx context.Context, req provision.DeleteRequest) (provision.DeleteResponse, error) {
-	a, err := p.load(ctx, req.Tx, req.ResourceID)
+	a, err := provision.Load[Account](ctx, req.Tx, req.ResourceID)
 	if err != nil {
 		return provision.DeleteResponse{}, err
 	}
@@ -240,9 +222,9 @@ func (p *Provisioner) Delete(ctx context.Context, req provision.DeleteRequest) (
 			}
 		}
 		got, err := p.cell.Provision(ctx, a.IdempotencyKey, body)
-		var ce *CellError
+		var ce *cell.Error
 		switch {
-		case err == nil && otherUser(got, body, original) != "":
+		case err == nil && cell.OtherUser(got, body, original) != "":
 			// Another user's account (a key another deployment sent first): nothing of ours is
 			// under the key, and that account is never deleted for this one.
 			p.log.Warn("wfauto deprovisioning: the cell answered the account's Idempotency-Key with an account made for another user; left at the cell",
@@ -272,8 +254,7 @@ func (p *Provisioner) Delete(ctx context.Context, req provision.DeleteRequest) (
 			return provision.DeleteResponse{}, err
 		}
 	}
-	if _, err := req.Tx.NewUpdate().Model(a).Set("status = ?", StatusDeprovisioned).Set("last_error = ''").
-		Set("updated_at = now()").WherePK().Exec(ctx); err != nil {
+	if _, err := provision.Succeed(req.Tx.NewUpdate().Model(a), StatusDeprovisioned).WherePK().Exec(ctx); err != nil {
 		return provision.DeleteResponse{}, fmt.Errorf("record account %d deprovisioned: %w", a.ID, err)
 	}
 	if err := unmarkSent(ctx, req.Tx, a.ID); err != nil {
@@ -301,7 +282,7 @@ const MsgInternal = "internal error while handling the cell's answer (details in
 // shownError is err's text as stored and shown: the cell's answer (sanitised by the client),
 // with our own words about it (they wrap it), or MsgInternal for anything else.
 func shownError(err error) string {
-	var ce *CellError
+	var ce *cell.Error
 	if errors.As(err, &ce) {
 		return provision.StoredError(err)
 	}
@@ -314,8 +295,7 @@ func (p *Provisioner) ErrorText(err error) string { return shownError(err) }
 
 // GiveUp marks an account whose provisioning kept failing Failed, with its last error (as shown).
 func (p *Provisioner) GiveUp(ctx context.Context, tx bun.IDB, id int64, lastErr error) error {
-	_, err := tx.NewUpdate().Model((*Account)(nil)).Set("status = ?", StatusFailed).Set("error_message = ?", shownError(lastErr)).
-		Set("updated_at = now()").Where("id = ?", id).Where("status = ?", StatusPending).Exec(ctx)
+	_, err := p.Spec.GiveUp(ctx, tx, (*Account)(nil), id, shownError(lastErr))
 	return err
 }
 
@@ -330,19 +310,9 @@ func (p *Provisioner) ReleaseUser(ctx context.Context, tx bun.IDB, userID int64)
 	if pr := authn.FromContext(ctx); pr != nil {
 		actor = audit.Int64(pr.UserID)
 	}
-	if _, err := tx.NewUpdate().Model((*Account)(nil)).Set("status = ?", StatusDeprovisioning).Set("attempts = 0").Set("released_by = ?", actor).
-		Set("error_message = ''").Set("last_error = ''").Set("next_attempt_at = now()").Set("updated_at = now()").
-		Where("user_id = ?", userID).Where("status IN (?)", bun.In([]string{StatusPending, StatusActive, StatusFailed})).Exec(ctx); err != nil {
-		return fmt.Errorf("release accounts of user %d: %w", userID, err)
-	}
-	return nil
+	_, err := p.Release(ctx, tx, (*Account)(nil), userID, []string{StatusPending, StatusActive, StatusFailed},
+		func(q *bun.UpdateQuery) *bun.UpdateQuery { return q.Set("released_by = ?", actor) })
+	return err
 }
 
-var (
-	_ provision.Provisioner  = (*Provisioner)(nil)
-	_ provision.Queue        = (*Provisioner)(nil)
-	_ provision.GiveUpper    = (*Provisioner)(nil)
-	_ provision.UserReleaser = (*Provisioner)(nil)
-	_ provision.RetryAfterer = (*CellError)(nil)
-	_ provision.ErrorTexter  = (*Provisioner)(nil)
-)
+var _ provision.RetryAfterer = (*cell.Error)(nil)

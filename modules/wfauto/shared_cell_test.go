@@ -12,6 +12,7 @@ import (
 
 	"provisioner/app/apptest"
 	"provisioner/modules/wfauto"
+	"provisioner/modules/wfauto/cell"
 	"provisioner/modules/wfauto/wfautotest"
 	"provisioner/platform/testutil"
 )
@@ -218,7 +219,7 @@ func TestTheKeyMigrationKeepsTheKeyTheCellSaw(t *testing.T) {
 		return id
 	}
 	adaID, beaID, cyID := row(ada, "Pending"), row(bea, "Failed"), row(cy, "Pending")
-	body := wfauto.CellRequest{UserID: ada.ID, Email: ada.Email, FullName: "Test User", Organization: "Tests"}.JSON()
+	body := cell.Request{UserID: ada.ID, Email: ada.Email, FullName: "Test User", Organization: "Tests"}.JSON()
 	_, err = before.DB.Exec("INSERT INTO wfauto_cell_creates (account_id, request) VALUES (?, ?)", adaID, string(body))
 	require.NoError(t, err)
 	req, err := http.NewRequest(http.MethodPost, c.URL+"/accounts", bytes.NewReader(body))

@@ -171,7 +171,7 @@ func (f *Finisher) RunOnce(ctx context.Context) int {
 			go func() {
 				defer wg.Done()
 				defer func() { <-sem }()
-				ok, err := f.claimAndDrive(ctx, kind, q, 0, func(claimed bool) { got <- claimed })
+				ok, err := f.claimAndDrive(ctx, kind, q, 0, waiter{}, func(claimed bool) { got <- claimed })
 				if err != nil && ctx.Err() == nil && !ok {
 					f.o.Logger.Warn("finisher poll failed", "kind", string(kind), "error", err.Error())
 				}
@@ -230,12 +230,17 @@ func (f *Finisher) prune(ctx context.Context) {
 // It returns the provisioner's error when the attempt failed and was scheduled for a retry, and
 // ErrNotInFlight when there was nothing to do.
 func (f *Finisher) Drive(ctx context.Context, kind Kind, id int64) error {
+	return f.drive(ctx, kind, id, false)
+}
+
+// drive is Drive for a request waiting for the row's outcome (Run); fresh: it stored the row.
+func (f *Finisher) drive(ctx context.Context, kind Kind, id int64, fresh bool) error {
 	p := f.kinds[kind]
 	q, ok := p.(Queue)
 	if !ok {
 		return fmt.Errorf("drive %s %d: kind has no queue", kind, id)
 	}
-	found, err := f.claimAndDrive(ctx, kind, q, id, nil)
+	found, err := f.claimAndDrive(ctx, kind, q, id, waiter{waiting: true, fresh: fresh}, nil)
 	if err != nil {
 		return err
 	}
@@ -244,6 +249,9 @@ func (f *Finisher) Drive(ctx context.Context, kind Kind, id int64) error {
 	}
 	return nil
 }
+
+// waiter tells a verb whether a request waits for its outcome, and whether that request stored the row.
+type waiter struct{ waiting, fresh bool }
 
 type claimed struct {
 	ID       int64  `bun:"id"`
@@ -254,7 +262,7 @@ type claimed struct {
 // claimAndDrive locks one row (a given id, waiting; or any due row, skipping locked ones), calls
 // the verb for its status, and records a failed attempt. found reports whether a row was driven.
 // onClaim, when set, is called exactly once as soon as it is known whether a row was claimed.
-func (f *Finisher) claimAndDrive(ctx context.Context, kind Kind, q Queue, id int64, onClaim func(bool)) (found bool, err error) {
+func (f *Finisher) claimAndDrive(ctx context.Context, kind Kind, q Queue, id int64, w waiter, onClaim func(bool)) (found bool, err error) {
 	claimedOne := false
 	if onClaim != nil {
 		defer func() {
@@ -302,7 +310,7 @@ func (f *Finisher) claimAndDrive(ctx context.Context, kind Kind, q Queue, id int
 	if _, err := tx.ExecContext(ctx, "SAVEPOINT "+attemptSavepoint); err != nil {
 		return true, fmt.Errorf("savepoint before %s %d: %w", kind, row.ID, err)
 	}
-	verbErr := f.verb(ctx, kind, p, inflight[row.Status], row, tx)
+	verbErr := f.verb(ctx, kind, p, inflight[row.Status], row, tx, w)
 	if verbErr != nil && ctx.Err() != nil {
 		return true, verbErr // shutting down: the rollback leaves the row as it was
 	}
@@ -323,7 +331,11 @@ func (f *Finisher) claimAndDrive(ctx context.Context, kind Kind, q Queue, id int
 			verbErr = fmt.Errorf("%s %d: a statement of the attempt failed and its transaction was aborted (%v)", kind, row.ID, err)
 		}
 	}
-	if verbErr != nil {
+	var refused *Refused
+	if undone && errors.As(verbErr, &refused) { // the refusal's own statements failed: the row is as it was
+		verbErr = fmt.Errorf("%s %d: recording a refusal failed (%v)", kind, row.ID, refused.Err)
+	}
+	if verbErr != nil && !errors.As(verbErr, &refused) { // a refusal ended the row: not a failed attempt
 		attempts := row.Attempts + 1
 		next := time.Now().Add(f.delay(attempts, verbErr))
 		if at, ok := DeferredUntil(verbErr); ok { // put off, not an attempt: not counted
@@ -351,10 +363,10 @@ const (
 )
 
 // verb calls the provisioner's verb for row.
-func (f *Finisher) verb(ctx context.Context, kind Kind, p Provisioner, v Verb, row claimed, tx bun.Tx) error {
+func (f *Finisher) verb(ctx context.Context, kind Kind, p Provisioner, v Verb, row claimed, tx bun.Tx, w waiter) error {
 	switch v {
 	case VerbCreate:
-		_, err := p.Create(ctx, CreateRequest{ResourceID: row.ID, Attempt: row.Attempts, Tx: tx})
+		_, err := p.Create(ctx, CreateRequest{ResourceID: row.ID, Attempt: row.Attempts, Tx: tx, Waiting: w.waiting, Fresh: w.fresh})
 		return err
 	case VerbDelete:
 		_, err := p.Delete(ctx, DeleteRequest{ResourceID: row.ID, Attempt: row.Attempts, Tx: tx})

@@ -29,6 +29,11 @@ type CreateRequest struct {
 	// Tx is the transaction that holds the row's lock: the provisioner reads and records the
 	// outcome through it, never through another connection (that would wait on the lock).
 	Tx bun.IDB
+	// Waiting: a request waits for this attempt's outcome (Run); a refusal may then be returned
+	// as Refused instead of being recorded only in the row.
+	Waiting bool
+	// Fresh: that request stored the row itself; a refusal may delete the row.
+	Fresh bool
 }
 
 // CreateResponse reports what was created.

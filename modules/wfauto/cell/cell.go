@@ -1,4 +1,7 @@
-package wfauto
+// Package cell is the client of the external workflow-automation cell: provisioning an account
+// under an Idempotency-Key, deprovisioning it, and the errors of both (final or transient, with
+// the cell's Retry-After), sanitised for users to read.
+package cell
 
 import (
 	"bytes"
@@ -20,8 +23,8 @@ import (
 	"provisioner/platform/redact"
 )
 
-// CellRequest is the body of POST {BaseUrl}/accounts.
-type CellRequest struct {
+// Request is the body of POST {BaseUrl}/accounts.
+type Request struct {
 	UserID       int64  `json:"userId"`
 	Email        string `json:"email"`
 	FullName     string `json:"fullName"`
@@ -29,7 +32,7 @@ type CellRequest struct {
 }
 
 // JSON is the body as sent.
-func (r CellRequest) JSON() []byte {
+func (r Request) JSON() []byte {
 	raw, err := json.Marshal(r)
 	if err != nil { // strings and a number: cannot happen
 		panic(err)
@@ -37,21 +40,21 @@ func (r CellRequest) JSON() []byte {
 	return raw
 }
 
-// CellAccount is the cell's answer. Email and UserID are what it echoes, when it does, of the
+// Account is the cell's answer. Email and UserID are what it echoes, when it does, of the
 // request it made the account for (nil when it sends none).
-type CellAccount struct {
+type Account struct {
 	AccountID string          `json:"accountId"`
 	URL       string          `json:"url"`
 	Email     *string         `json:"email"`
 	UserID    json.RawMessage `json:"userId"`
 }
 
-// otherUser names the echoed field (email, userId) by which got shows an account made for another
-// user than the one of body (the CellRequest's JSON sent), or "" when it does not or cannot tell (the
+// OtherUser names the echoed field (email, userId) by which got shows an account made for another
+// user than the one of body (the Request's JSON sent), or "" when it does not or cannot tell (the
 // cell echoed neither). byEmail is false when body is a guess, built from the owner's details as they
 // are now (their email may differ from the one first sent under the key): then only userId tells.
-func otherUser(got CellAccount, body []byte, byEmail bool) string {
-	var sent CellRequest
+func OtherUser(got Account, body []byte, byEmail bool) string {
+	var sent Request
 	if json.Unmarshal(body, &sent) != nil {
 		return ""
 	}
@@ -64,14 +67,14 @@ func otherUser(got CellAccount, body []byte, byEmail bool) string {
 	return ""
 }
 
-// msgOtherUser is the error of a cell's answer naming an account made for another user (%s: the
+// MsgOtherUser is the error of a cell's answer naming an account made for another user (%s: the
 // echoed field that differs; the other user's value is never shown).
-const msgOtherUser = "suspicious answer: the account was made for another user (its %s differs from ours); refused"
+const MsgOtherUser = "suspicious answer: the account was made for another user (its %s differs from ours); refused"
 
-// CellError is a failed call; Final means no retry can succeed (a 4xx). A malformed 2xx answer is
+// Error is a failed call; Final means no retry can succeed (a 4xx). A malformed 2xx answer is
 // not final: the cell may have made the account, and a retry with the same Idempotency-Key gets
 // the cell's answer again (the cell replays it).
-type CellError struct {
+type Error struct {
 	Status int
 	Msg    string
 	Final  bool
@@ -84,39 +87,39 @@ type CellError struct {
 	Foreign bool
 }
 
-// madeNothing reports whether the call certainly made nothing at the cell: it was never sent, or
+// MadeNothing reports whether the call certainly made nothing at the cell: it was never sent, or
 // the cell refused it (a final 4xx; a malformed 2xx answer may come with an account made).
-func (e *CellError) madeNothing() bool {
+func (e *Error) MadeNothing() bool {
 	return e.NotSent || (e.Final && e.Status >= 400 && e.Status < 500)
 }
 
 // RetryAfter implements provision.RetryAfterer: the background finisher schedules the next
 // attempt no sooner than the cell asked.
-func (e *CellError) RetryAfter() time.Duration { return e.Wait }
+func (e *Error) RetryAfter() time.Duration { return e.Wait }
 
-func (e *CellError) Error() string {
+func (e *Error) Error() string {
 	if e.Status > 0 {
 		return fmt.Sprintf("wfauto cell answered %d: %s", e.Status, e.Msg)
 	}
 	return "wfauto cell: " + e.Msg
 }
 
-// Cell is the client of the external provisioning cell.
-type Cell struct {
+// Client is the client of the external provisioning cell.
+type Client struct {
 	base, key string
 	http      *http.Client
 }
 
-// NewCell builds the client; timeout bounds each call. A redirect is not followed but answered
+// New builds the client; timeout bounds each call. A redirect is not followed but answered
 // like any other status (transient, retried): followed, a 301/302 turns the DELETE (or POST) into
 // a GET, whose 200 would pass for a deletion (or a provisioning) that never happened.
-func NewCell(base, key string, timeout time.Duration) *Cell {
-	return &Cell{base: strings.TrimRight(base, "/"), key: key, http: &http.Client{Timeout: timeout,
+func New(base, key string, timeout time.Duration) *Client {
+	return &Client{base: strings.TrimRight(base, "/"), key: key, http: &http.Client{Timeout: timeout,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
 }
 
 // Configured reports whether a cell address is set.
-func (c *Cell) Configured() bool { return c.base != "" }
+func (c *Client) Configured() bool { return c.base != "" }
 
 // answer is the cell's reply to one call.
 type answer struct {
@@ -125,7 +128,7 @@ type answer struct {
 	body   []byte
 }
 
-func (c *Cell) call(ctx context.Context, method, path, idemKey string, body []byte) (answer, error) {
+func (c *Client) call(ctx context.Context, method, path, idemKey string, body []byte) (answer, error) {
 	var r io.Reader
 	if body != nil {
 		r = bytes.NewReader(body)
@@ -136,7 +139,7 @@ func (c *Cell) call(ctx context.Context, method, path, idemKey string, body []by
 	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotConn: func(httptrace.GotConnInfo) { connected.Store(true) }})
 	req, err := http.NewRequestWithContext(ctx, method, c.base+path, r)
 	if err != nil {
-		return answer{}, &CellError{Msg: "bad cell address", Final: true, NotSent: true}
+		return answer{}, &Error{Msg: "bad cell address", Final: true, NotSent: true}
 	}
 	req.Header.Set("Authorization", "Bearer "+c.key)
 	req.Header.Set("Accept", "application/json")
@@ -150,9 +153,9 @@ func (c *Cell) call(ctx context.Context, method, path, idemKey string, body []by
 	if err != nil {
 		var ue *url.Error
 		if errors.As(err, &ue) && ue.Timeout() {
-			return answer{}, &CellError{Msg: "timed out", NotSent: !connected.Load()}
+			return answer{}, &Error{Msg: "timed out", NotSent: !connected.Load()}
 		}
-		return answer{}, &CellError{Msg: "unreachable", NotSent: !connected.Load()}
+		return answer{}, &Error{Msg: "unreachable", NotSent: !connected.Load()}
 	}
 	defer res.Body.Close()
 	data, _ := io.ReadAll(io.LimitReader(res.Body, 1<<20))
@@ -164,7 +167,7 @@ func (c *Cell) call(ctx context.Context, method, path, idemKey string, body []by
 // token-like are redacted, control characters dropped, the text bounded. Any other body (an HTML
 // error page, a stack trace) is not kept at all. The message is stored, shown to users and logged.
 // The cell's Retry-After (seconds or an HTTP-date) is kept for the finisher.
-func (c *Cell) statusError(a answer) *CellError {
+func (c *Client) statusError(a answer) *Error {
 	status, data := a.status, a.body
 	msg := ""
 	var e struct {
@@ -180,38 +183,38 @@ func (c *Cell) statusError(a answer) *CellError {
 			msg = "unexpected answer"
 		}
 	}
-	return &CellError{Status: status, Msg: msg, Final: status >= 400 && status < 500 && status != http.StatusTooManyRequests && status != http.StatusRequestTimeout,
+	return &Error{Status: status, Msg: msg, Final: status >= 400 && status < 500 && status != http.StatusTooManyRequests && status != http.StatusRequestTimeout,
 		Wait: provision.ParseRetryAfter(a.header.Get("Retry-After"), time.Now())}
 }
 
 // maxCellMessage bounds the cell's words kept in an error.
 const maxCellMessage = 200
 
-// Provision asks the cell for an account with body (a CellRequest's JSON, sent as is); the
+// Provision asks the cell for an account with body (a Request's JSON, sent as is); the
 // idempotency key makes a repeated call return the same account rather than a second one, as
 // long as it comes with the same body.
-func (c *Cell) Provision(ctx context.Context, idemKey string, body []byte) (CellAccount, error) {
+func (c *Client) Provision(ctx context.Context, idemKey string, body []byte) (Account, error) {
 	a, err := c.call(ctx, http.MethodPost, "/accounts", idemKey, body)
 	if err != nil {
-		return CellAccount{}, err
+		return Account{}, err
 	}
 	status := a.status
 	if status != http.StatusOK && status != http.StatusCreated {
-		return CellAccount{}, c.statusError(a)
+		return Account{}, c.statusError(a)
 	}
 	// A 2xx we cannot read is transient, not final: the cell may well have made the account (the
 	// answer was mangled on the way back), and the finisher's retry with the same Idempotency-Key
 	// gets the account (the cell answers a repeated key with the original answer).
-	var out CellAccount
+	var out Account
 	if err := json.Unmarshal(a.body, &out); err != nil {
-		return CellAccount{}, &CellError{Status: status, Msg: "malformed answer: not JSON"}
+		return Account{}, &Error{Status: status, Msg: "malformed answer: not JSON"}
 	}
 	u, err := url.Parse(out.URL)
 	if out.AccountID == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return CellAccount{}, &CellError{Status: status, Msg: "malformed answer: accountId and an http(s) url are required"}
+		return Account{}, &Error{Status: status, Msg: "malformed answer: accountId and an http(s) url are required"}
 	}
 	if !printable(out.AccountID, MaxAccountID) || !printable(out.URL, MaxAccountURL) {
-		return CellAccount{}, &CellError{Status: status, Msg: fmt.Sprintf("malformed answer: accountId (at most %d bytes) "+
+		return Account{}, &Error{Status: status, Msg: fmt.Sprintf("malformed answer: accountId (at most %d bytes) "+
 			"and url (at most %d bytes) must not hold control characters", MaxAccountID, MaxAccountURL)}
 	}
 	return out, nil
@@ -231,7 +234,7 @@ func printable(s string, max int) bool {
 }
 
 // Deprovision deletes an account; one that is already gone (404) is not an error.
-func (c *Cell) Deprovision(ctx context.Context, accountID string) error {
+func (c *Client) Deprovision(ctx context.Context, accountID string) error {
 	a, err := c.call(ctx, http.MethodDelete, "/accounts/"+url.PathEscape(accountID), "", nil)
 	if err != nil {
 		return err

@@ -1,0 +1,69 @@
+package provision
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/uptrace/bun"
+
+	"provisioner/platform/db"
+	"provisioner/platform/fault"
+	"provisioner/platform/paging"
+)
+
+// Load reads row id of T through tx (a verb's read of its row, under the row's lock).
+func Load[T any](ctx context.Context, tx bun.IDB, id int64) (*T, error) {
+	row := new(T)
+	if err := tx.NewSelect().Model(row).Where("id = ?", id).Scan(ctx); err != nil {
+		return nil, fmt.Errorf("load %T %d: %w", row, id, err)
+	}
+	return row, nil
+}
+
+// Find reads row id of T; a missing one is a not-found error saying notFound.
+func Find[T any](ctx context.Context, idb bun.IDB, id int64, notFound string) (*T, error) {
+	row, err := Load[T](ctx, idb, id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fault.NotFound(notFound)
+	}
+	return row, err
+}
+
+// List returns userID's rows of T, oldest first, but those in the statuses hidden, as views.
+func List[T, V any](ctx context.Context, idb bun.IDB, userID int64, hidden []string, view func(*T) V) ([]V, error) {
+	var rows []T
+	q := idb.NewSelect().Model(&rows).Where("user_id = ?", userID)
+	if len(hidden) > 0 {
+		q = q.Where("status NOT IN (?)", bun.In(hidden))
+	}
+	if err := q.OrderExpr("id").Scan(ctx); err != nil {
+		return nil, fmt.Errorf("list %T of user %d: %w", rows, userID, err)
+	}
+	out := make([]V, len(rows))
+	for i := range rows {
+		out[i] = view(&rows[i])
+	}
+	return out, nil
+}
+
+// AdminFilter is the query of the administrators' list of a resource: a page, and an owner (0:
+// everyone's). A module's input embeds it beside its status filter, which names its own statuses.
+type AdminFilter struct {
+	paging.PageQuery
+	UserID int64 `query:"userId" minimum:"0"`
+}
+
+// AdminList pages through every row of T matching f and status ("": any), newest first, as views.
+func AdminList[T, V any](ctx context.Context, idb bun.IDB, f AdminFilter, status string, view func(*T) V) (paging.Page[V], error) {
+	var rows []T
+	q := idb.NewSelect().Model(&rows)
+	if f.UserID > 0 {
+		q = q.Where("user_id = ?", f.UserID)
+	}
+	if status != "" {
+		q = q.Where("status = ?", status)
+	}
+	return db.ListPage(ctx, q, &rows, f.PageQuery, view)
+}
