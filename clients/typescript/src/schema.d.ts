@@ -2334,8 +2334,13 @@ export interface components {
             page: number;
             /** Format: int64 */
             pageSize: number;
-            /** Format: int64 */
+            /**
+             * Format: int64
+             * @description Matching items. Counted at most 10,000 past the page's first item: when more match, totalCountExact is false and more than totalCount match.
+             */
             totalCount: number;
+            /** @description False when more items match than totalCount (see totalCount). */
+            totalCountExact: boolean;
         };
         PageAuthSessionView: {
             items: components["schemas"]["AuthSessionView"][] | null;
@@ -2343,8 +2348,13 @@ export interface components {
             page: number;
             /** Format: int64 */
             pageSize: number;
-            /** Format: int64 */
+            /**
+             * Format: int64
+             * @description Matching items. Counted at most 10,000 past the page's first item: when more match, totalCountExact is false and more than totalCount match.
+             */
             totalCount: number;
+            /** @description False when more items match than totalCount (see totalCount). */
+            totalCountExact: boolean;
         };
         PageDatabasesCredentialView: {
             items: components["schemas"]["DatabasesCredentialView"][] | null;
@@ -2352,8 +2362,13 @@ export interface components {
             page: number;
             /** Format: int64 */
             pageSize: number;
-            /** Format: int64 */
+            /**
+             * Format: int64
+             * @description Matching items. Counted at most 10,000 past the page's first item: when more match, totalCountExact is false and more than totalCount match.
+             */
             totalCount: number;
+            /** @description False when more items match than totalCount (see totalCount). */
+            totalCountExact: boolean;
         };
         PageDatabasesItem: {
             items: components["schemas"]["DatabasesItem"][] | null;
@@ -2361,8 +2376,13 @@ export interface components {
             page: number;
             /** Format: int64 */
             pageSize: number;
-            /** Format: int64 */
+            /**
+             * Format: int64
+             * @description Matching items. Counted at most 10,000 past the page's first item: when more match, totalCountExact is false and more than totalCount match.
+             */
             totalCount: number;
+            /** @description False when more items match than totalCount (see totalCount). */
+            totalCountExact: boolean;
         };
         PageDnsView: {
             items: components["schemas"]["DnsView"][] | null;
@@ -2370,8 +2390,13 @@ export interface components {
             page: number;
             /** Format: int64 */
             pageSize: number;
-            /** Format: int64 */
+            /**
+             * Format: int64
+             * @description Matching items. Counted at most 10,000 past the page's first item: when more match, totalCountExact is false and more than totalCount match.
+             */
             totalCount: number;
+            /** @description False when more items match than totalCount (see totalCount). */
+            totalCountExact: boolean;
         };
         PageEvent: {
             items: components["schemas"]["Event"][] | null;
@@ -2379,8 +2404,13 @@ export interface components {
             page: number;
             /** Format: int64 */
             pageSize: number;
-            /** Format: int64 */
+            /**
+             * Format: int64
+             * @description Matching items. Counted at most 10,000 past the page's first item: when more match, totalCountExact is false and more than totalCount match.
+             */
             totalCount: number;
+            /** @description False when more items match than totalCount (see totalCount). */
+            totalCountExact: boolean;
         };
         PageQueuesView: {
             items: components["schemas"]["QueuesView"][] | null;
@@ -2388,8 +2418,13 @@ export interface components {
             page: number;
             /** Format: int64 */
             pageSize: number;
-            /** Format: int64 */
+            /**
+             * Format: int64
+             * @description Matching items. Counted at most 10,000 past the page's first item: when more match, totalCountExact is false and more than totalCount match.
+             */
             totalCount: number;
+            /** @description False when more items match than totalCount (see totalCount). */
+            totalCountExact: boolean;
         };
         PageWfautoView: {
             items: components["schemas"]["WfautoView"][] | null;
@@ -2397,8 +2432,13 @@ export interface components {
             page: number;
             /** Format: int64 */
             pageSize: number;
-            /** Format: int64 */
+            /**
+             * Format: int64
+             * @description Matching items. Counted at most 10,000 past the page's first item: when more match, totalCountExact is false and more than totalCount match.
+             */
             totalCount: number;
+            /** @description False when more items match than totalCount (see totalCount). */
+            totalCountExact: boolean;
         };
         QueueSpaceBody: {
             /** @description A display name. */

@@ -281,6 +281,7 @@ export interface components {
             page: number;
             pageSize: number;
             totalCount: number;
+            totalCountExact: boolean;
         };
         AdminUser: {
             createdAt: string;
