@@ -9,3 +9,11 @@ func SetTenantIdleTime(d time.Duration) func() {
 	tenantIdleTime = d
 	return func() { tenantIdleTime = old }
 }
+
+// SetEngineSlotWait sets how long a request past Databases:MaxEngineWaits waits for a slot before
+// its 503; the returned func restores it.
+func SetEngineSlotWait(d time.Duration) func() {
+	old := engineSlotWait
+	engineSlotWait = d
+	return func() { engineSlotWait = old }
+}
