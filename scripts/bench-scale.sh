@@ -175,8 +175,8 @@ start_tenant_pg
 trap cleanup EXIT # start_tenant_pg set its own trap; cleanup stops the cluster too
 CROWD=${CROWD:-300} go test -run '^$' -bench CrowdCreate -benchtime 1x -timeout 30m ./modules/databases/ >"$work/p9.txt" 2>&1 || true
 p9() { # p9 <postgres|mysql>: "<5xx> <crowd s> <serial s> <ratio>", or why not
-  awk -v e="$1" '$1 ~ "CrowdCreate/" e {for (i = 1; i <= NF; i++) v[$(i+1)] = $i; printf "%s %s %s %s", v["5xx"], v["crowd-s"], v["serial-bare-s"], v["x-serial-bare"]; found = 1}
-    END {if (!found) printf "failed - - -"}' "$work/p9.txt"
+  awk -v e="$1" '$1 ~ "CrowdCreate/" e {for (i = 1; i <= NF; i++) v[$(i+1)] = $i; printf "%s %s %s %s\n", v["5xx"], v["crowd-s"], v["serial-bare-s"], v["x-serial-bare"]; found = 1}
+    END {if (!found) printf "failed - - -\n"}' "$work/p9.txt"
 }
 read -r p9pf p9pc p9ps p9pr < <(p9 postgres)
 read -r p9mf p9mc p9ms p9mr < <(p9 mysql)
@@ -185,8 +185,8 @@ echo "== P10 draining a backlog" >&2
 # The benchmark fails (no figure) when a record is not Active, made twice, or met a provider 429.
 BACKLOG=$BACKLOG go test -run '^$' -bench BacklogDrain -benchtime 1x -timeout 30m ./modules/dns/ >"$work/p10.txt" 2>&1 || true
 p10() { # p10 <budget> <fail %>: "<x budget> <calls/s> <drain s> <calls/record>", or why not
-  awk -v f="budget=$1/fail=$2%" 'index($1, f) {for (i = 1; i <= NF; i++) v[$(i+1)] = $i; printf "%s %s %s %s", v["x-budget"], v["calls/s"], v["drain-s"], v["calls/record"]; found = 1}
-    END {if (!found) printf "failed - - -"}' "$work/p10.txt"
+  awk -v f="budget=$1/fail=$2%" 'index($1, f) {for (i = 1; i <= NF; i++) v[$(i+1)] = $i; printf "%s %s %s %s\n", v["x-budget"], v["calls/s"], v["drain-s"], v["calls/record"]; found = 1}
+    END {if (!found) printf "failed - - -\n"}' "$work/p10.txt"
 }
 
 "$work/benchplot" -in test-output -out docs
