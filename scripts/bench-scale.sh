@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # How the cost grows: the scale figures of the performance document, each a curve or a ratio
 # measured in one run. Writes test-output/scale.md, test-output/scale-p1.tsv and scale-p2.tsv, and
-# draws docs/bench-p1.png and docs/bench-p2.png (cmd/benchplot). scripts/bench.sh runs it last.
+# draws docs/bench-p1.png and docs/bench-p2.png (cmd/benchplot); the P9 and P10 benchmarks' output
+# is kept in test-output/scale-p9.txt and scale-p10.txt. scripts/bench.sh runs it last.
 #   scripts/bench-scale.sh                 all figures
 #   DURATION=5 SEED=1000000 scripts/bench-scale.sh
 # P8 p99 of the admin list pages, search, a dashboard and the platform metrics with SEED users and
@@ -184,11 +185,13 @@ read -r p9mf p9mc p9ms p9mr < <(p9 mysql)
 echo "== P10 draining a backlog" >&2
 # The benchmark fails (no figure) when a record is not Active, made twice, or met a provider 429.
 BACKLOG=$BACKLOG go test -run '^$' -bench BacklogDrain -benchtime 1x -timeout 30m ./modules/dns/ >"$work/p10.txt" 2>&1 || true
-p10() { # p10 <budget> <fail %>: "<x budget> <calls/s> <drain s> <calls/record>", or why not
-  awk -v f="budget=$1/fail=$2%" 'index($1, f) {for (i = 1; i <= NF; i++) v[$(i+1)] = $i; printf "%s %s %s %s\n", v["x-budget"], v["calls/s"], v["drain-s"], v["calls/record"]; found = 1}
-    END {if (!found) printf "failed - - -\n"}' "$work/p10.txt"
+p10() { # p10 <budget> <fail %>: "<x budget> <until 90%> <calls/s> <drain s> <calls/record>", or why not
+  awk -v f="budget=$1/fail=$2%" 'index($1, f) {for (i = 1; i <= NF; i++) v[$(i+1)] = $i; printf "%s %s %s %s %s\n", v["x-budget"], v["x-budget-first90%"], v["calls/s"], v["drain-s"], v["calls/record"]; found = 1}
+    END {if (!found) printf "failed - - - -\n"}' "$work/p10.txt"
 }
 
+cp "$work/p9.txt" test-output/scale-p9.txt
+cp "$work/p10.txt" test-output/scale-p10.txt
 "$work/benchplot" -in test-output -out docs
 {
   echo "| Figure | Measured | Target |"
@@ -201,8 +204,8 @@ p10() { # p10 <budget> <fail %>: "<x budget> <calls/s> <drain s> <calls/record>"
   echo "| P9 the same on MariaDB ($p9mc s ÷ $p9ms s) | $p9mf; $p9mr | 0; ≤ 1.2 |"
   for b in 3000-M 50-S; do
     for f in 0 30; do
-      read -r r c d n < <(p10 "$b" "$f")
-      echo "| P10 $BACKLOG due DNS records, two replicas, budget $b, provider failing $f%: calls/s ÷ 50 ($c calls/s, $n calls a record, drained in $d s; all Active, none twice, no 429) | $r | ≥ 0.95 |"
+      read -r r r90 c d n < <(p10 "$b" "$f")
+      echo "| P10 $BACKLOG due DNS records, two replicas, budget $b, provider failing $f%: calls/s ÷ 50, whole drain (until 90% of the calls) ($c calls/s, $n calls a record, drained in $d s; all Active, none twice, no 429) | $r ($r90) | ≥ 0.95 |"
     done
   done
   echo "| P11 resident memory per cached user ($CACHED users, $((rss0 / 1024)) → $((rss1 / 1024)) MB; $p11a_codes) | ${p11a} KB | ≤ 2 KB |"
