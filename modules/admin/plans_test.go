@@ -99,6 +99,27 @@ func TestAdminQueriesUseIndexes(t *testing.T) {
 	queries := append([]string(nil), log.sql...)
 	log.mu.Unlock()
 
+	// The totals: counted 10,000 past the page's first item, a lower bound past that.
+	var own int
+	require.NoError(t, a.DB.QueryRow("SELECT count(*) FROM database_instances WHERE user_id = ? AND status <> 'Deleted'", someone).Scan(&own))
+	for p, want := range map[string]struct {
+		total int
+		exact bool
+	}{
+		"/api/users?page=50&pageSize=100":                         {4900 + 10_000, false},
+		"/api/users?search=seed%20User%207777&pageSize=20":        {1, true},
+		"/api/database-instances?page=10&pageSize=100":            {900 + 10_000, false},
+		fmt.Sprintf("/api/database-instances?userId=%d", someone): {own, true},
+	} {
+		var page struct {
+			TotalCount      int  `json:"totalCount"`
+			TotalCountExact bool `json:"totalCountExact"`
+		}
+		a.Get(p, admin).Decode(t, &page)
+		require.Equal(t, want.total, page.TotalCount, p)
+		require.Equal(t, want.exact, page.TotalCountExact, p)
+	}
+
 	checked, counted := 0, 0
 	for _, q := range queries {
 		if !strings.HasPrefix(strings.TrimSpace(q), "SELECT") ||
