@@ -79,10 +79,11 @@ func TestCrowdCreatesAllActive(t *testing.T) {
 	}
 }
 
-// crowdApp starts the service with both engines and limits far above a crowd's.
+// crowdApp starts the service with both engines and limits far above a crowd's; the crowd comes
+// from one address, so Server:MaxConnectionsPerIp (256) is off.
 func crowdApp(tb testing.TB, waits int) *apptest.App {
 	return apptest.Start(tb, apptest.With(map[string]any{"ConnectionStrings:TenantPostgres": testutil.TenantPostgresURL(tb),
-		"ConnectionStrings:TenantMysql": testutil.TenantMysqlDSN(), "Databases:MaxEngineWaits": waits,
+		"ConnectionStrings:TenantMysql": testutil.TenantMysqlDSN(), "Databases:MaxEngineWaits": waits, "Server:MaxConnectionsPerIp": 0,
 		"RateLimit:Register": "1000000-M", "RateLimit:PerUser": "1000000-M", "RateLimit:PerIp": "1000000-M"}))
 }
 
