@@ -49,11 +49,11 @@ func (s *AuditEvents) List(ctx context.Context, f AuditFilter) (paging.Page[audi
 	if f.ToGiven || !f.To.IsZero() {
 		q = q.Where("occurred_at < ?", f.To)
 	}
-	total, err := q.OrderExpr("occurred_at DESC, id DESC").Limit(f.Limit()).Offset(f.Offset()).ScanAndCount(ctx)
+	total, exact, err := db.Page(ctx, q, &rows, "occurred_at DESC, id DESC", f.PageQuery)
 	if err != nil {
 		return paging.Page[audit.Event]{}, fmt.Errorf("list audit events: %w", err)
 	}
-	return paging.NewPage(f.PageQuery, rows, total), nil
+	return paging.NewPage(f.PageQuery, rows, total).Counted(exact), nil
 }
 
 // Get returns one event or 404.

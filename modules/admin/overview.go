@@ -31,10 +31,11 @@ type Overview struct {
 	counters     []summary.Counter
 	engines      int
 
-	mu       sync.Mutex
-	cached   PlatformMetrics
-	cachedAt time.Time
-	ttl      time.Duration
+	mu         sync.Mutex
+	cached     PlatformMetrics
+	cachedAt   time.Time
+	refreshing bool
+	ttl        time.Duration
 }
 
 // DashboardFor assembles userID's dashboard, the modules' sections fetched concurrently.
@@ -90,14 +91,44 @@ type PlatformMetrics struct {
 	GeneratedAt     time.Time        `json:"generatedAt" doc:"When the counts were taken; they are cached for at most 60 s."`
 }
 
-// Metrics returns the counts, taken at most ttl ago: one query for users, and one per module
-// counter (each module counts its own table in one query).
+// Metrics returns the counts, taken at most ttl ago. Once they are half the ttl old, a request
+// still answers from the cache and starts one recount in the background, so under steady traffic
+// no request waits for a recount (whole-table counts: hundreds of milliseconds at a million rows).
 func (o *Overview) Metrics(ctx context.Context) (PlatformMetrics, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if !o.cachedAt.IsZero() && time.Since(o.cachedAt) < o.ttl {
+	if age := time.Since(o.cachedAt); !o.cachedAt.IsZero() && age < o.ttl {
+		if age >= o.ttl/2 && !o.refreshing {
+			o.refreshing = true
+			go o.refresh(context.WithoutCancel(ctx))
+		}
 		return o.cached, nil
 	}
+	m, err := o.count(ctx)
+	if err != nil {
+		return m, err
+	}
+	o.cached, o.cachedAt = m, time.Now()
+	return m, nil
+}
+
+// refresh recounts in the background; a failure leaves the cache to expire and the next request
+// to count (and answer the error).
+func (o *Overview) refresh(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, o.ttl/2)
+	defer cancel()
+	m, err := o.count(ctx)
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.refreshing = false
+	if err == nil {
+		o.cached, o.cachedAt = m, time.Now()
+	}
+}
+
+// count takes the counts: one query for users, and one per module counter (each module counts its
+// own table in one query).
+func (o *Overview) count(ctx context.Context) (PlatformMetrics, error) {
 	m := PlatformMetrics{Other: map[string]int64{}}
 	n, err := o.db.NewSelect().Table("users").Where("deleted_at IS NULL").Count(ctx)
 	if err != nil {
@@ -132,6 +163,5 @@ func (o *Overview) Metrics(ctx context.Context) (PlatformMetrics, error) {
 		m.Other = nil
 	}
 	m.GeneratedAt = time.Now().UTC()
-	o.cached, o.cachedAt = m, time.Now()
 	return m, nil
 }

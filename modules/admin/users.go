@@ -46,6 +46,9 @@ func (s *Users) List(ctx context.Context, f UserFilter) (paging.Page[User], erro
 	if f.Role != "" {
 		q = q.Where("role = ?", f.Role)
 	}
+	if f.Search != "" {
+		return db.ListPageFew(ctx, q, &rows, f.PageQuery, viewUser)
+	}
 	return db.ListPage(ctx, q, &rows, f.PageQuery, viewUser)
 }
 

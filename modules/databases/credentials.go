@@ -45,7 +45,7 @@ func (c *Credentials) List(ctx context.Context, dbID int64, q httpx.PageQuery) (
 	if dbID > 0 {
 		sel = sel.Where("database_instance_id = ?", dbID)
 	}
-	total, err := sel.OrderExpr("id DESC").Limit(q.Limit()).Offset(q.Offset()).ScanAndCount(ctx)
+	total, exact, err := db.Page(ctx, sel, &rows, "id DESC", q)
 	if err != nil {
 		return httpx.Page[CredentialView]{}, fmt.Errorf("list credentials: %w", err)
 	}
@@ -53,7 +53,7 @@ func (c *Credentials) List(ctx context.Context, dbID int64, q httpx.PageQuery) (
 	for i := range rows {
 		out[i] = c.view(&rows[i])
 	}
-	return httpx.NewPage(q, out, total), nil
+	return httpx.NewPage(q, out, total).Counted(exact), nil
 }
 
 // Get returns one live credential (never its password).

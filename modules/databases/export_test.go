@@ -18,3 +18,11 @@ func SetTenantIdleTime(d time.Duration) func() {
 func RetireLogin(ctx context.Context, e *Engines, engine, dbName, owner, login string) error {
 	return e.Get(engine).(loginRotator).RetireLogin(ctx, dbName, owner, login)
 }
+
+// SetEngineSlotWait sets how long a request past Databases:MaxEngineWaits waits for a slot before
+// its 503; the returned func restores it.
+func SetEngineSlotWait(d time.Duration) func() {
+	old := engineSlotWait
+	engineSlotWait = d
+	return func() { engineSlotWait = old }
+}

@@ -26,7 +26,6 @@ import (
 	"go.uber.org/fx"
 
 	"provisioner/platform/fault"
-	"provisioner/platform/paging"
 	"provisioner/platform/reqctx"
 )
 
@@ -484,18 +483,4 @@ func UserGone(ctx context.Context, userID int64) error {
 		return c.GoneError()
 	}
 	return fault.NotFound("User not found")
-}
-
-// ListPage runs q, a select into rows already filtered by the caller, newest first (by
-// created_at, then id), for one page, and maps the rows to their API views with the total count.
-func ListPage[T, V any](ctx context.Context, q *bun.SelectQuery, rows *[]T, p paging.PageQuery, view func(*T) V) (paging.Page[V], error) {
-	total, err := q.OrderExpr("created_at DESC, id DESC").Limit(p.Limit()).Offset(p.Offset()).ScanAndCount(ctx)
-	if err != nil {
-		return paging.Page[V]{}, fmt.Errorf("list page: %w", err)
-	}
-	items := make([]V, len(*rows))
-	for i := range *rows {
-		items[i] = view(&(*rows)[i])
-	}
-	return paging.NewPage(p, items, total), nil
 }

@@ -1,14 +1,25 @@
 // Package paging is the page of a list: what admin list endpoints take (?page=1&pageSize=20, at
-// most 100) and answer ({items, page, pageSize, totalCount}). httpx names them for handlers, db
-// fills them from a query.
+// most 100) and answer ({items, page, pageSize, totalCount, totalCountExact}). httpx names them for
+// handlers, db fills them from a query.
 package paging
+
+// CountHorizon is how far past a page's start a list counts the matching rows: a page's
+// totalCount is exact up to its offset plus CountHorizon, and a lower bound beyond.
+const CountHorizon = 10_000
 
 // Page is the data of admin list endpoints.
 type Page[T any] struct {
-	Items      []T `json:"items"`
-	Page       int `json:"page"`
-	PageSize   int `json:"pageSize"`
-	TotalCount int `json:"totalCount"`
+	Items           []T  `json:"items"`
+	Page            int  `json:"page"`
+	PageSize        int  `json:"pageSize"`
+	TotalCount      int  `json:"totalCount" doc:"Matching items. Counted at most 10,000 past the page's first item: when more match, totalCountExact is false and more than totalCount match."`
+	TotalCountExact bool `json:"totalCountExact" doc:"False when more items match than totalCount (see totalCount)."`
+}
+
+// Counted marks the page's total exact or a lower bound.
+func (p Page[T]) Counted(exact bool) Page[T] {
+	p.TotalCountExact = exact
+	return p
 }
 
 // PageQuery is embedded in admin list inputs: ?page=1&pageSize=20 (max 100).
@@ -36,7 +47,7 @@ func (p PageQuery) Limit() int64 {
 	return int64(p.PageSize)
 }
 
-// NewPage builds a page from items and the total count (int or int64, as Bun's counts are).
+// NewPage builds a page from items and the exact total count (int or int64, as Bun's counts are).
 func NewPage[T any, N int | int64](q PageQuery, items []T, total N) Page[T] {
 	if items == nil {
 		items = []T{}
@@ -45,5 +56,5 @@ func NewPage[T any, N int | int64](q PageQuery, items []T, total N) Page[T] {
 	if page < 1 {
 		page = 1
 	}
-	return Page[T]{Items: items, Page: page, PageSize: int(q.Limit()), TotalCount: int(total)}
+	return Page[T]{Items: items, Page: page, PageSize: int(q.Limit()), TotalCount: int(total), TotalCountExact: true}
 }

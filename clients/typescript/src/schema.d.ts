@@ -2471,8 +2471,13 @@ export interface components {
             page: number;
             /** Format: int64 */
             pageSize: number;
-            /** Format: int64 */
+            /**
+             * Format: int64
+             * @description Matching items. Counted at most 10,000 past the page's first item: when more match, totalCountExact is false and more than totalCount match.
+             */
             totalCount: number;
+            /** @description False when more items match than totalCount (see totalCount). */
+            totalCountExact: boolean;
         };
         PageAuthSessionView: {
             items: components["schemas"]["AuthSessionView"][] | null;
@@ -2480,8 +2485,13 @@ export interface components {
             page: number;
             /** Format: int64 */
             pageSize: number;
-            /** Format: int64 */
+            /**
+             * Format: int64
+             * @description Matching items. Counted at most 10,000 past the page's first item: when more match, totalCountExact is false and more than totalCount match.
+             */
             totalCount: number;
+            /** @description False when more items match than totalCount (see totalCount). */
+            totalCountExact: boolean;
         };
         PageDatabasesCredentialView: {
             items: components["schemas"]["DatabasesCredentialView"][] | null;
@@ -2489,8 +2499,13 @@ export interface components {
             page: number;
             /** Format: int64 */
             pageSize: number;
-            /** Format: int64 */
+            /**
+             * Format: int64
+             * @description Matching items. Counted at most 10,000 past the page's first item: when more match, totalCountExact is false and more than totalCount match.
+             */
             totalCount: number;
+            /** @description False when more items match than totalCount (see totalCount). */
+            totalCountExact: boolean;
         };
         PageDatabasesItem: {
             items: components["schemas"]["DatabasesItem"][] | null;
@@ -2498,8 +2513,13 @@ export interface components {
             page: number;
             /** Format: int64 */
             pageSize: number;
-            /** Format: int64 */
+            /**
+             * Format: int64
+             * @description Matching items. Counted at most 10,000 past the page's first item: when more match, totalCountExact is false and more than totalCount match.
+             */
             totalCount: number;
+            /** @description False when more items match than totalCount (see totalCount). */
+            totalCountExact: boolean;
         };
         PageDnsView: {
             items: components["schemas"]["DnsView"][] | null;
@@ -2507,8 +2527,13 @@ export interface components {
             page: number;
             /** Format: int64 */
             pageSize: number;
-            /** Format: int64 */
+            /**
+             * Format: int64
+             * @description Matching items. Counted at most 10,000 past the page's first item: when more match, totalCountExact is false and more than totalCount match.
+             */
             totalCount: number;
+            /** @description False when more items match than totalCount (see totalCount). */
+            totalCountExact: boolean;
         };
         PageEvent: {
             items: components["schemas"]["Event"][] | null;
@@ -2516,8 +2541,13 @@ export interface components {
             page: number;
             /** Format: int64 */
             pageSize: number;
-            /** Format: int64 */
+            /**
+             * Format: int64
+             * @description Matching items. Counted at most 10,000 past the page's first item: when more match, totalCountExact is false and more than totalCount match.
+             */
             totalCount: number;
+            /** @description False when more items match than totalCount (see totalCount). */
+            totalCountExact: boolean;
         };
         PageQueuesView: {
             items: components["schemas"]["QueuesView"][] | null;
@@ -2525,8 +2555,13 @@ export interface components {
             page: number;
             /** Format: int64 */
             pageSize: number;
-            /** Format: int64 */
+            /**
+             * Format: int64
+             * @description Matching items. Counted at most 10,000 past the page's first item: when more match, totalCountExact is false and more than totalCount match.
+             */
             totalCount: number;
+            /** @description False when more items match than totalCount (see totalCount). */
+            totalCountExact: boolean;
         };
         PageWfautoView: {
             items: components["schemas"]["WfautoView"][] | null;
@@ -2534,8 +2569,13 @@ export interface components {
             page: number;
             /** Format: int64 */
             pageSize: number;
-            /** Format: int64 */
+            /**
+             * Format: int64
+             * @description Matching items. Counted at most 10,000 past the page's first item: when more match, totalCountExact is false and more than totalCount match.
+             */
             totalCount: number;
+            /** @description False when more items match than totalCount (see totalCount). */
+            totalCountExact: boolean;
         };
         QueueSpaceBody: {
             /** @description A display name. */

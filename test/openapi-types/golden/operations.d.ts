@@ -284,6 +284,7 @@ export interface components {
             page: number;
             pageSize: number;
             totalCount: number;
+            totalCountExact: boolean;
         };
         AdminUser: {
             aiMonthlyTokenBudget: number | null;
