@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"provisioner/app/apptest"
+	"provisioner/platform/testutil"
 )
 
 // rotatedThenDeleted makes a database on engine, rotates its password with an hour's grace and
@@ -151,4 +152,51 @@ func TestDeletedDatabaseIsNotRotated(t *testing.T) {
 	require.NoError(t, a.DB.QueryRow("SELECT password_sealed FROM database_instances WHERE id = ?", it.ID).Scan(&now))
 	assert.Equal(t, sealed, now, "not rotated")
 	assert.Equal(t, 0, countAudit(t, a, "database.password.rotated", it.ID))
+}
+
+// TestTakeoverRotatesADatabaseBeingDeleted: a takeover while a delete with a recovery window is
+// still being driven (Deleting) rotates that database too, keeping its logins refused through the
+// window; a restore brings back the new password only.
+func TestTakeoverRotatesADatabaseBeingDeleted(t *testing.T) {
+	smtp := testutil.StartSMTP(t)
+	kv := mailed(smtp)
+	kv["Databases:RecoveryHours"] = 72
+	a := start(t, kv)
+	eve := a.Register(t)
+	const ownerPassword = "the-mailbox-owners-passphrase-8"
+	engines := []string{"postgres", "mysql"}
+	its := map[string]item{}
+	olds := map[string]reveal{}
+	for _, engine := range engines {
+		it := create(t, a, eve.Token, engine)
+		its[engine], olds[engine] = it, revealPassword(t, a, eve.Token, it.ID)
+		_, err := a.DB.Exec("UPDATE database_instances SET status = 'Deleting', purge_at = now() + interval '72 hours', "+
+			"next_attempt_at = now() + interval '1 hour' WHERE id = ?", it.ID)
+		require.NoError(t, err)
+	}
+	resetThroughMail(t, a, smtp, eve, ownerPassword)
+	rotatedIDs := rotatedInAudit(t, a, eve.ID)
+	owner := signIn(t, a, eve.Email, ownerPassword)
+	for _, engine := range engines {
+		it, old := its[engine], olds[engine]
+		assert.Contains(t, rotatedIDs, it.ID)
+		_, err := a.DB.Exec("UPDATE database_instances SET next_attempt_at = now() WHERE id = ?", it.ID)
+		require.NoError(t, err)
+		a.Settle(20 * time.Second)
+		require.Equal(t, "Recoverable", storedStatus(t, a, it.ID), engine)
+		_, err = connect(t, engine, it, old.DatabaseUser, old.Password)
+		assert.Error(t, err, "%s: deleted and taken over: the old password is refused", engine)
+		if engine == "postgres" {
+			var canLogin bool
+			require.NoError(t, enginePool(t, "postgres").QueryRow("SELECT rolcanlogin FROM pg_roles WHERE rolname = $1",
+				it.DatabaseUser+"_login").Scan(&canLogin))
+			assert.False(t, canLogin, "the new login stays refused while deleted")
+		}
+		restore(t, a, fmt.Sprintf("/api/me/databases/%d/restore", it.ID), owner, nil)
+		now := revealPassword(t, a, owner, it.ID)
+		_, err = connect(t, engine, it, now.DatabaseUser, now.Password)
+		assert.NoError(t, err, "%s: the new password logs in", engine)
+		_, err = connect(t, engine, it, old.DatabaseUser, old.Password)
+		assert.Error(t, err, "%s: the old holder's does not", engine)
+	}
 }
