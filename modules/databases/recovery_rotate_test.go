@@ -154,16 +154,24 @@ func TestDeletedDatabaseIsNotRotated(t *testing.T) {
 	assert.Equal(t, 0, countAudit(t, a, "database.password.rotated", it.ID))
 }
 
+// mailedWithWindow starts the service with a 72-hour recovery window and mail, for takeovers.
+func mailedWithWindow(t *testing.T) (*apptest.App, *testutil.SMTPServer) {
+	t.Helper()
+	smtp := testutil.StartSMTP(t)
+	kv := mailed(smtp)
+	kv["Databases:RecoveryHours"] = 72
+	return start(t, kv), smtp
+}
+
+// ownerPassword is the password the mailbox's owner chooses when a reset takes the account over.
+const ownerPassword = "the-mailbox-owners-passphrase-8"
+
 // TestTakeoverRotatesADatabaseBeingDeleted: a takeover while a delete with a recovery window is
 // still being driven (Deleting) rotates that database too, keeping its logins refused through the
 // window; a restore brings back the new password only.
 func TestTakeoverRotatesADatabaseBeingDeleted(t *testing.T) {
-	smtp := testutil.StartSMTP(t)
-	kv := mailed(smtp)
-	kv["Databases:RecoveryHours"] = 72
-	a := start(t, kv)
+	a, smtp := mailedWithWindow(t)
 	eve := a.Register(t)
-	const ownerPassword = "the-mailbox-owners-passphrase-8"
 	engines := []string{"postgres", "mysql"}
 	its := map[string]item{}
 	olds := map[string]reveal{}
