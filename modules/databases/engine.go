@@ -31,9 +31,9 @@ type Engine interface {
 	Drop(ctx context.Context, db, role string) error
 	// SetLogin allows or refuses the role's logins; refusing also ends its open sessions.
 	SetLogin(ctx context.Context, db, role string, enabled bool) error
-	// CloseLogins refuses the logins of roles (the login roles a database's owner logs in with,
-	// ownerRoles) and ends their sessions; where a tenant can let other roles in (PostgreSQL) db is
-	// closed to every other role as well, their sessions ended. OpenLogins allows roles in again.
+	// CloseLogins refuses the logins of roles (a database's owner role, see ownerLogins) and ends
+	// their sessions; where a tenant can let other roles in (PostgreSQL) db is closed to every
+	// other role as well, their sessions ended. OpenLogins allows roles in again.
 	// Pause, resume, a recoverable delete and a restore go through them. Repeatable.
 	CloseLogins(ctx context.Context, db string, roles []string) error
 	OpenLogins(ctx context.Context, db string, roles []string) error

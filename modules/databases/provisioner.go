@@ -203,14 +203,13 @@ func (p *Provisioner) setLogin(ctx context.Context, tx bun.IDB, id int64, enable
 	ectx, cancel := context.WithTimeout(ctx, engineTimeout)
 	defer cancel()
 	op := map[bool]string{true: "resume", false: "pause"}[enabled]
-	owner := func() error { return ownerLogins(ectx, engine, inst, enabled) }
+	owner := func() error { return ownerLogins(ectx, tx, engine, inst, enabled) }
 	creds := func() error { return setCredentialsLogin(ectx, tx, engine, inst, enabled) }
-	second := func() error { return setSecondLogin(ectx, engine, inst, enabled) }
 	// Pausing refuses the credentials first: the owner's step then closes the database to every
 	// other role (PostgreSQL revokes CONNECT), after the credentials' roles were checked and marked.
-	steps := []func() error{owner, second, creds}
+	steps := []func() error{owner, creds}
 	if !enabled {
-		steps = []func() error{creds, second, owner}
+		steps = []func() error{creds, owner}
 	}
 	for _, step := range steps {
 		if err := step(); err != nil {

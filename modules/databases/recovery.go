@@ -21,17 +21,38 @@ func recoveryWindow(cfg Config) time.Duration {
 	return time.Duration(cfg.Databases.RecoveryHours) * time.Hour
 }
 
-// ownerRoles are the login roles a database's owner logs in with: every one is refused on a
-// pause or a recoverable delete and allowed again on a resume or a restore.
-func ownerRoles(inst *Instance) []string { return []string{inst.DatabaseUser} }
-
-// ownerLogins refuses (ending their sessions and, on PostgreSQL, closing the database to every
-// other role) or allows the logins of inst's owner roles.
-func ownerLogins(ctx context.Context, engine Engine, inst *Instance, enabled bool) error {
-	if enabled {
-		return engine.OpenLogins(ctx, inst.DatabaseName, ownerRoles(inst))
+// ownerLogins refuses or allows the logins inst's owner logs in with: its owner role and, once a
+// rotation made it, its second login (rotate.go). Refusing ends their sessions (on PostgreSQL the
+// database is closed to every other role too): pause and a recoverable delete. Allowing (resume,
+// restore) opens the current login (Login) and the other one only while a rotation's grace keeps
+// it (graceKeeps); otherwise the other is retired, so a login whose grace ended (or whose retiring
+// was skipped) while the database was closed never logs in again with its old password.
+func ownerLogins(ctx context.Context, tx bun.IDB, engine Engine, inst *Instance, enabled bool) error {
+	if !enabled {
+		if err := setSecondLogin(ctx, engine, inst, false); err != nil {
+			return err
+		}
+		return engine.CloseLogins(ctx, inst.DatabaseName, []string{inst.DatabaseUser})
 	}
-	return engine.CloseLogins(ctx, inst.DatabaseName, ownerRoles(inst))
+	keep, err := graceKeeps(ctx, tx, inst)
+	if err != nil {
+		return err
+	}
+	if !keep {
+		if err := retireLogin(ctx, engine, inst, inst.otherLogin()); err != nil {
+			return err
+		}
+	}
+	current := inst.Login() == inst.DatabaseUser
+	if current || keep {
+		if err := engine.OpenLogins(ctx, inst.DatabaseName, []string{inst.DatabaseUser}); err != nil {
+			return err
+		}
+	}
+	if !current || keep {
+		return setSecondLogin(ctx, engine, inst, true)
+	}
+	return nil
 }
 
 // apiStatus is a stored status as the API shows it: a database in its recovery window is Deleted
@@ -131,7 +152,7 @@ func (p *Provisioner) retire(ctx context.Context, tx bun.IDB, inst *Instance, en
 	if err := setCredentialsLogin(ctx, tx, engine, inst, false); err != nil {
 		return true, engineError(ctx, p.log, "delete", inst.ID, err)
 	}
-	if err := ownerLogins(ctx, engine, inst, false); err != nil {
+	if err := ownerLogins(ctx, tx, engine, inst, false); err != nil {
 		return true, engineError(ctx, p.log, "delete", inst.ID, err)
 	}
 	if _, err := tx.NewUpdate().Model(inst).Set("status = ?", StatusRecoverable).Set("attempts = 0").

@@ -11,7 +11,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"provisioner/app/apptest"
-	"provisioner/platform/testutil"
 )
 
 // recoveryItem is a database as the API shows it, with its recovery window.
@@ -308,16 +307,12 @@ func TestRestoreTakesAnIdempotencyKey(t *testing.T) {
 // database in its recovery window a new owner password too, so restoring it brings back the new
 // password, not the one the old holder revealed.
 func TestTakeoverRotatesADeletedDatabase(t *testing.T) {
-	smtp := testutil.StartSMTP(t)
-	kv := mailed(smtp)
-	kv["Databases:RecoveryHours"] = 72
-	a := start(t, kv)
+	a, smtp := mailedWithWindow(t)
 	eve := a.Register(t)
 	it := create(t, a, eve.Token, "postgres")
 	old := revealPassword(t, a, eve.Token, it.ID)
 	deleteDatabase(t, a, fmt.Sprintf("/api/me/databases/%d", it.ID), eve.Token)
 
-	const ownerPassword = "the-mailbox-owners-passphrase-8"
 	resetThroughMail(t, a, smtp, eve, ownerPassword)
 	assert.Contains(t, rotatedInAudit(t, a, eve.ID), it.ID)
 	owner := signIn(t, a, eve.Email, ownerPassword)

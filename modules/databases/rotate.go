@@ -183,18 +183,30 @@ func done(ctx context.Context, tx bun.IDB, rot *Rotation) error {
 	return nil
 }
 
-// paused tells whether inst's logins are (or are about to be) refused; resume allows them.
+// paused tells whether inst's logins are (or are about to be) refused: paused, or deleted within
+// its recovery window; resume or restore allows them (ownerLogins).
 func paused(inst *Instance) bool {
-	return inst.Status == StatusPaused || inst.Status == StatusPausing || inst.Status == StatusResuming
+	switch inst.Status {
+	case StatusPaused, StatusPausing, StatusResuming, StatusRecoverable, StatusDeleting:
+		return true
+	}
+	return false
+}
+
+// dropped tells whether inst is gone from its engine or about to be with no way back (a delete
+// without a recovery window): its logins need nothing more.
+func dropped(inst *Instance) bool {
+	return inst.Status == StatusDeleted || (inst.Status == StatusDeleting && inst.PurgeAt == nil)
 }
 
 // apply sets a Pending rotation's password on the engine: the new login gets it (at once
 // usable), the old one expires at the end of the grace (Retiring until then; with no grace it is
 // retired now). A takeover's also closes the database to the roles the old holder let in, as a
-// pause does (keeping the logins and access credentials). A database being deleted, or a
-// rotation superseded since, needs nothing.
+// pause does (keeping the logins and access credentials). A database in its recovery window gets
+// it too, its logins kept refused (a restore brings the new password back). A dropped database
+// (dropped), or a rotation superseded since, needs nothing.
 func (p *RotationProvisioner) apply(ctx context.Context, tx bun.IDB, rot *Rotation, inst *Instance) error {
-	if inst.Status == StatusDeleted || inst.Status == StatusDeleting {
+	if dropped(inst) {
 		return done(ctx, tx, rot)
 	}
 	if later, err := superseded(ctx, tx, rot); err != nil || later {
@@ -262,14 +274,16 @@ func (p *RotationProvisioner) apply(ctx context.Context, tx bun.IDB, rot *Rotati
 }
 
 // retire ends a Retiring rotation's grace: its old login's password is taken away and its
-// sessions end (audited database.password.retired). Nothing is left to do once the database is
-// being deleted, or when a later rotation made the old login current again.
+// sessions end (audited database.password.retired), whatever the database's state: one deleted
+// within its recovery window may be restored, and its old login must not come back with it.
+// Nothing is left to do once the database is dropped (dropped), or when a later rotation made the
+// old login current again.
 func (p *RotationProvisioner) retire(ctx context.Context, tx bun.IDB, rot *Rotation, inst *Instance) error {
 	later, err := superseded(ctx, tx, rot)
 	if err != nil {
 		return err
 	}
-	if later || inst.Status == StatusDeleted || inst.Status == StatusDeleting || rot.OldLogin == "" || rot.OldLogin == inst.Login() {
+	if later || dropped(inst) || rot.OldLogin == "" || rot.OldLogin == inst.Login() {
 		return done(ctx, tx, rot)
 	}
 	engine := p.engines.Get(inst.Engine)
@@ -296,14 +310,14 @@ const scheduledRetry = time.Hour
 // startScheduled turns a due Scheduled rotation into a Pending one with the configured grace
 // (audited database.password.rotated, reason scheduled) and applies it; the next one is scheduled
 // rotationDays from now. Ended without a rotation when the database is gone, its schedule is off
-// or a rotation started since; put off while the database is not Active or Paused or a rotation
-// is still open.
+// or a rotation started since; put off while the database is not Active or Paused (in its recovery
+// window, say: until it is restored) or a rotation is still open.
 func (p *RotationProvisioner) startScheduled(ctx context.Context, tx bun.IDB, rot *Rotation, inst *Instance) error {
 	later, err := superseded(ctx, tx, rot)
 	if err != nil {
 		return err
 	}
-	if later || inst.RotationDays == 0 || inst.Status == StatusDeleted || inst.Status == StatusDeleting {
+	if later || inst.RotationDays == 0 || dropped(inst) {
 		return done(ctx, tx, rot)
 	}
 	open, err := tx.NewSelect().Model((*Rotation)(nil)).Where("database_instance_id = ?", inst.ID).
@@ -331,7 +345,7 @@ func rotatedEvent(inst *Instance, rot *Rotation) audit.Event {
 			"login": rot.NewLogin, "previousLogin": rot.OldLogin}}
 }
 
-// setSecondLogin refuses or allows the logins of inst's second login (pause, resume).
+// setSecondLogin refuses or allows the logins of inst's second login (ownerLogins).
 func setSecondLogin(ctx context.Context, engine Engine, inst *Instance, enabled bool) error {
 	lr, ok := engine.(loginRotator)
 	if !ok {
@@ -341,6 +355,34 @@ func setSecondLogin(ctx context.Context, engine Engine, inst *Instance, enabled 
 		return fmt.Errorf("set login of %s: %w", secondLogin(inst.DatabaseUser), err)
 	}
 	return nil
+}
+
+// retireLogin retires login of inst (RetireLogin): a second login not made, or not ours, needs
+// nothing.
+func retireLogin(ctx context.Context, engine Engine, inst *Instance, login string) error {
+	lr, ok := engine.(loginRotator)
+	if !ok {
+		return nil
+	}
+	if err := lr.RetireLogin(ctx, inst.DatabaseName, inst.DatabaseUser, login); err != nil && !errors.Is(err, ErrRoleTaken) {
+		return fmt.Errorf("retire %s: %w", login, err)
+	}
+	return nil
+}
+
+// graceKeeps tells whether inst's other login (otherLogin) is still to log in: an open rotation
+// keeps it through its grace (Pending with a grace, Retiring before retire_at).
+func graceKeeps(ctx context.Context, tx bun.IDB, inst *Instance) (bool, error) {
+	ok, err := tx.NewSelect().Model((*Rotation)(nil)).Where("database_instance_id = ?", inst.ID).
+		Where("old_login = ?", inst.otherLogin()).
+		WhereGroup(" AND ", func(q *bun.SelectQuery) *bun.SelectQuery {
+			return q.Where("status = ? AND grace_seconds > 0", RotationPending).
+				WhereOr("status = ? AND retire_at > now()", RotationRetiring)
+		}).Exists(ctx)
+	if err != nil {
+		return false, fmt.Errorf("open rotations of database %d: %w", inst.ID, err)
+	}
+	return ok, nil
 }
 
 // dropSecondLogin drops inst's second login (the database's drop).

@@ -78,7 +78,7 @@ func (s *Service) RotatePassword(ctx context.Context, id, userID int64, graceSec
 			return err
 		}
 		if inst.Status != StatusActive && inst.Status != StatusPaused {
-			return httpx.Conflict(fmt.Sprintf("Database is %s; only an Active or Paused database's password can be rotated", inst.Status))
+			return httpx.Conflict(fmt.Sprintf("Database is %s; only an Active or Paused database's password can be rotated", apiStatus(inst.Status)))
 		}
 		if _, ok := s.engines.Get(inst.Engine).(loginRotator); !ok {
 			return httpx.Unavailable("The database's engine is not configured")

@@ -134,8 +134,8 @@ type Takeover struct {
 // takeoverReason is the reason of the rotations and of their audit events.
 const takeoverReason = "password reset took the account over"
 
-// RevokeOnTakeover gives every database of the account that is not being deleted a new
-// password, in the reset's transaction, with no grace: a rotation (startRotation) whose old login
+// RevokeOnTakeover gives every database of the account that is not dropped or being dropped (one
+// deleted within its recovery window, which a restore brings back, is included) a new password, in the reset's transaction, with no grace: a rotation (startRotation) whose old login
 // is retired as soon as the finisher sets the new one, and which also ends the sessions of
 // whoever logged in with the old one and takes back what the old holder granted others. Each
 // database's rotation is audited (database.password.rotated). It returns the ids
@@ -143,7 +143,7 @@ const takeoverReason = "password reset took the account over"
 func (t *Takeover) RevokeOnTakeover(ctx context.Context, tx bun.IDB, userID int64) (map[string]any, error) {
 	var insts []Instance
 	if err := tx.NewSelect().Model(&insts).Where("user_id = ?", userID).
-		Where("status NOT IN (?)", bun.In([]string{StatusDeleted, StatusDeleting})).OrderExpr("id").For("UPDATE").
+		Where("status <> ?", StatusDeleted).Where("NOT (status = ? AND purge_at IS NULL)", StatusDeleting).OrderExpr("id").For("UPDATE").
 		Scan(ctx); err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("list databases of user %d: %w", userID, err)
 	}

@@ -94,7 +94,6 @@ func TestTakeoverResetRotatesDatabasePasswords(t *testing.T) {
 			defer session.Close()
 			setPaused(t, a, eve.Token, paused.ID, true)
 
-			const ownerPassword = "the-mailbox-owners-passphrase-8"
 			r := resetThroughMail(t, a, smtp, eve, ownerPassword)
 			assert.Contains(t, r.Env.Message, "passwords of the account's databases were changed", "the owner is told")
 
@@ -279,7 +278,6 @@ func TestTakeoverRevokesWhatTheOldHolderGrantedOthers(t *testing.T) {
 			credSessions[c.Username] = conn
 		}
 
-		const ownerPassword = "the-mailbox-owners-passphrase-8"
 		resetThroughMail(t, a, smtp, eve, ownerPassword)
 
 		_, err = session.ExecContext(ctx, "SELECT count(*) FROM secrets")
