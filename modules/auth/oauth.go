@@ -27,9 +27,9 @@ import (
 	"provisioner/platform/authn"
 	"provisioner/platform/config"
 	"provisioner/platform/db"
+	"provisioner/platform/displaytext"
 	"provisioner/platform/emailaddr"
 	"provisioner/platform/fault"
-	"provisioner/platform/displaytext"
 	"provisioner/platform/secrets"
 )
 
