@@ -36,8 +36,6 @@ type CreateInput struct {
 	Proxied   *bool
 }
 
-func (s *Service) configured() bool { return s.cfg.Enabled() }
-
 // names returns the provider name and the fqdn of label.
 func (s *Service) names(label string) (name, fqdn string) {
 	name = label
@@ -73,7 +71,7 @@ func (s *Service) Create(ctx context.Context, in CreateInput) (*Record, provisio
 		return nil, provision.Outcome{}, err
 	case s.cfg.reserved(label):
 		return nil, provision.Outcome{}, fault.Conflict(fmt.Sprintf("The name %q is reserved", label))
-	case !s.configured():
+	case !s.cfg.Enabled():
 		return nil, provision.Outcome{}, fault.Unavailable("The DNS cell is not configured (Dns:ZoneId, Dns:ApiToken)")
 	}
 	ttl = sentTTL(ttl, proxied) // stored as the provider will hold it
