@@ -187,29 +187,11 @@ func (s *Service) Retry(ctx context.Context, id int64) (*Record, provision.Outco
 		return nil, provision.Outcome{}, err
 	}
 	err = db.RunInTx(ctx, s.db, func(ctx context.Context, tx bun.Tx) error {
-		switch r.Status {
-		case StatusFailed:
-			if err := s.roomFor(ctx, tx, r.UserID); err != nil {
-				return err
-			}
-			res, err := provision.Restart(tx.NewUpdate().Model(r), StatusPending, time.Time{}).WherePK().Where("status = ?", StatusFailed).Exec(ctx)
-			if err != nil {
-				if db.IsUniqueViolation(err) {
-					return fault.Conflict("The label is in use by another live record")
-				}
-				return err
-			}
-			if n, _ := res.RowsAffected(); n == 0 {
-				return fault.Conflict("The record changed meanwhile; reload it")
-			}
-		case StatusPending, StatusRevoking:
-			if _, err := provision.Nudge(tx.NewUpdate().Model(r)).WherePK().Exec(ctx); err != nil {
-				return err
-			}
-		default:
-			return fault.Conflict(fmt.Sprintf("Nothing to retry: the record is %s", r.Status))
+		err := spec.Retry(ctx, tx, r, r.Status, "record", func() error { return s.roomFor(ctx, tx, r.UserID) })
+		if db.IsUniqueViolation(err) {
+			return fault.Conflict("The label is in use by another live record")
 		}
-		return nil
+		return err
 	})
 	if err != nil {
 		return nil, provision.Outcome{}, err

@@ -148,25 +148,7 @@ func (s *Service) Retry(ctx context.Context, id int64) (*Space, provision.Outcom
 		return nil, provision.Outcome{}, errNotConfigured
 	}
 	err = db.RunInTx(ctx, s.db, func(ctx context.Context, tx bun.Tx) error {
-		switch sp.Status {
-		case StatusFailed:
-			if err := s.roomFor(ctx, tx, sp.UserID); err != nil {
-				return err
-			}
-			res, err := provision.Restart(tx.NewUpdate().Model(sp), StatusProvisioning, time.Time{}).WherePK().
-				Where("status = ?", StatusFailed).Exec(ctx)
-			if err != nil {
-				return err
-			}
-			if n, _ := res.RowsAffected(); n == 0 {
-				return fault.Conflict("The queue space changed meanwhile; reload it")
-			}
-			return nil
-		case StatusProvisioning, StatusDeleting:
-			_, err := provision.Nudge(tx.NewUpdate().Model(sp)).WherePK().Exec(ctx)
-			return err
-		}
-		return fault.Conflict(fmt.Sprintf("Nothing to retry: the queue space is %s", sp.Status))
+		return spec.Retry(ctx, tx, sp, sp.Status, "queue space", func() error { return s.roomFor(ctx, tx, sp.UserID) })
 	})
 	if err != nil {
 		return nil, provision.Outcome{}, err
