@@ -2,8 +2,6 @@ package dns
 
 import (
 	"context"
-	"database/sql"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -121,16 +119,9 @@ func (s *Service) List(ctx context.Context, userID int64) ([]View, error) {
 func (s *Service) Revoke(ctx context.Context, id, userID int64) (*Record, provision.Outcome, error) {
 	how := provision.Again
 	err := db.RunInTx(ctx, s.db, func(ctx context.Context, tx bun.Tx) error {
-		r := new(Record)
-		q := tx.NewSelect().Model(r).Where("id = ?", id).For("UPDATE")
-		if userID != 0 {
-			q = q.Where("user_id = ?", userID)
-		}
-		if err := q.Scan(ctx); err != nil {
-			if errors.Is(err, sql.ErrNoRows) {
-				return fault.NotFound(msgNotFound)
-			}
-			return fmt.Errorf("lock record %d: %w", id, err)
+		r, err := provision.Lock[Record](ctx, tx, id, userID, msgNotFound)
+		if err != nil {
+			return err
 		}
 		switch r.Status {
 		case StatusRevoked:

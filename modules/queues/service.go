@@ -3,9 +3,7 @@ package queues
 import (
 	"context"
 	"crypto/rand"
-	"database/sql"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -105,16 +103,9 @@ func (s *Service) List(ctx context.Context, userID int64) ([]View, error) {
 func (s *Service) Delete(ctx context.Context, id, userID int64) (*Space, provision.Outcome, error) {
 	how := provision.Again
 	err := db.RunInTx(ctx, s.db, func(ctx context.Context, tx bun.Tx) error {
-		sp := new(Space)
-		q := tx.NewSelect().Model(sp).Where("id = ?", id).Where("status <> ?", StatusDeleted).For("UPDATE")
-		if userID != 0 {
-			q = q.Where("user_id = ?", userID)
-		}
-		if err := q.Scan(ctx); err != nil {
-			if errors.Is(err, sql.ErrNoRows) {
-				return fault.NotFound(msgNotFound)
-			}
-			return fmt.Errorf("lock queue space %d: %w", id, err)
+		sp, err := provision.Lock[Space](ctx, tx, id, userID, msgNotFound, StatusDeleted)
+		if err != nil {
+			return err
 		}
 		if !s.cfg.Enabled() { // after the lookup: another user's space is a 404 all the same
 			return errNotConfigured
