@@ -16,7 +16,7 @@ import (
 // package imports only packages of lower layers. Every platform package is listed, so a new one
 // is placed on purpose.
 var platformLayers = [][]string{
-	{"fault", "redact", "emailaddr", "docs", "summary", "coherent", "reqctx", "paging", "ipaddr"},
+	{"fault", "redact", "emailaddr", "docs", "summary", "coherent", "reqctx", "paging", "ipaddr", "displaytext"},
 	{"secrets"},
 	{"config"},
 	{"redisx", "mail", "db", "ratelimit", "audit", "module"},

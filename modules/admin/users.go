@@ -12,7 +12,6 @@ import (
 	"provisioner/platform/audit"
 	"provisioner/platform/authn"
 	"provisioner/platform/db"
-	"provisioner/platform/emailaddr"
 	"provisioner/platform/fault"
 	"provisioner/platform/paging"
 	"provisioner/platform/provision"
@@ -52,19 +51,6 @@ func (s *Users) List(ctx context.Context, f UserFilter) (paging.Page[User], erro
 	return db.ListPage(ctx, q, &rows, f.PageQuery, viewUser)
 }
 
-// errBlankName refuses a fullName of white space, stored trimmed as the empty name the schema
-// refuses.
-var errBlankName = fault.Invalid("Validation failed", fault.FieldError{Field: "fullName", Message: "must not be blank (white space only)"})
-
-// parseEmail is a bare address as stored (emailaddr.Normalize), or a 400 naming the field.
-func parseEmail(s string) (string, error) {
-	email, err := emailaddr.Normalize(s)
-	if err != nil {
-		return "", fault.Invalid("Validation failed", fault.FieldError{Field: "email", Message: emailaddr.Message})
-	}
-	return email, nil
-}
-
 func escapeLike(s string) string {
 	return strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(s)
 }
@@ -98,15 +84,9 @@ type CreateUserInput struct {
 
 // Create adds an account with the given role.
 func (s *Users) Create(ctx context.Context, in CreateUserInput) (*userRow, error) {
-	if strings.TrimSpace(in.FullName) == "" {
-		return nil, errBlankName
-	}
-	email, err := parseEmail(in.Email)
+	email, err := authn.NewAccount(in.FullName, in.Email, in.Password)
 	if err != nil {
 		return nil, err
-	}
-	if msg := secrets.PasswordProblem(in.Password); msg != "" {
-		return nil, fault.Invalid("Validation failed", fault.FieldError{Field: "password", Message: msg})
 	}
 	hash, err := s.hasher.HashPassword(ctx, in.Password)
 	if err != nil {
@@ -146,12 +126,12 @@ type UpdateUserInput struct {
 // nothing: updatedAt stays, and no user.updated event is recorded.
 func (s *Users) Update(ctx context.Context, id int64, in UpdateUserInput) (*userRow, error) {
 	if in.FullName != nil && strings.TrimSpace(*in.FullName) == "" {
-		return nil, errBlankName
+		return nil, authn.ErrBlankName
 	}
 	var email string
 	if in.Email != nil {
 		var err error
-		if email, err = parseEmail(*in.Email); err != nil {
+		if email, err = authn.ParseEmail(*in.Email); err != nil {
 			return nil, err
 		}
 	}

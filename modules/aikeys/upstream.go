@@ -17,6 +17,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/valyala/fasthttp"
 
+	"provisioner/platform/displaytext"
 	"provisioner/platform/httpx"
 	"provisioner/platform/redact"
 )
@@ -256,7 +257,7 @@ func (u *Upstream) refusal(a answer) error {
 func (u *Upstream) sanitize(s string, max int) string {
 	s = u.secret.RedactString(strings.ToValidUTF8(s, ""))
 	s = strings.Join(strings.Fields(strings.Map(func(r rune) rune {
-		if httpx.Deceptive(r) {
+		if displaytext.Deceptive(r) {
 			return ' '
 		}
 		return r

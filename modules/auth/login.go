@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"provisioner/platform/audit"
+	"provisioner/platform/authn"
 )
 
 // LoginInput is what a password sign-in needs.
@@ -26,7 +27,7 @@ func passwordKey(email string) string { return "pw:" + email }
 //  3. Answer: a wrong password is the 401 of every failure (the attempt stays counted); a right one
 //     forgets the account's failures and signs in: a session, or, with TOTP on, the MFA step.
 func (s *Service) Login(ctx context.Context, in LoginInput) (*LoginResult, error) {
-	email, err := parseEmail(in.Email)
+	email, err := authn.ParseEmail(in.Email)
 	if err != nil {
 		return nil, err
 	}

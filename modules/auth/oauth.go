@@ -27,9 +27,9 @@ import (
 	"provisioner/platform/authn"
 	"provisioner/platform/config"
 	"provisioner/platform/db"
+	"provisioner/platform/displaytext"
 	"provisioner/platform/emailaddr"
 	"provisioner/platform/fault"
-	"provisioner/platform/httpx"
 	"provisioner/platform/secrets"
 )
 
@@ -573,11 +573,11 @@ func providerDisplay(p string) string {
 }
 
 // providerName is the name an identity provider gives, as a fullName: the characters a typed
-// fullName may not hold (httpx.Deceptive: control, bidi, invisible format) dropped, since the
+// fullName may not hold (displaytext.Deceptive: control, bidi, invisible format) dropped, since the
 // provider's profile is not ours to refuse, and cut to the 200 characters a typed one may have.
 func providerName(s string) string {
 	s = strings.TrimSpace(strings.Map(func(r rune) rune {
-		if httpx.Deceptive(r) {
+		if displaytext.Deceptive(r) {
 			return -1
 		}
 		return r

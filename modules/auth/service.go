@@ -69,16 +69,9 @@ type RegisterInput struct {
 // Register creates a local account, gives it its tenant database (never failing because of the
 // engine) and signs it in.
 func (s *Service) Register(ctx context.Context, in RegisterInput) (*RegisterResult, error) {
-	if strings.TrimSpace(in.FullName) == "" {
-		// Stored trimmed, a name of white space would be the empty name the schema refuses.
-		return nil, fault.Invalid("Validation failed", fault.FieldError{Field: "fullName", Message: "must not be blank (white space only)"})
-	}
-	email, err := parseEmail(in.Email)
+	email, err := authn.NewAccount(in.FullName, in.Email, in.Password)
 	if err != nil {
 		return nil, err
-	}
-	if msg := secrets.PasswordProblem(in.Password); msg != "" {
-		return nil, fault.Invalid("Validation failed", fault.FieldError{Field: "password", Message: msg})
 	}
 	hash, err := s.hasher.HashPassword(ctx, in.Password)
 	if err != nil {
@@ -137,7 +130,7 @@ const MaxRecoveryInFlight = 64
 // whether the account exists: the token, the audit event and the mail are made in the background
 // (at most MaxRecoveryInFlight, waited for at shutdown).
 func (s *Service) ForgotPassword(ctx context.Context, email string, send bool) error {
-	email, err := parseEmail(email)
+	email, err := authn.ParseEmail(email)
 	if err != nil {
 		return err
 	}
@@ -499,13 +492,4 @@ func normalizeEmail(s string) string {
 		return email
 	}
 	return strings.ToLower(strings.TrimSpace(s))
-}
-
-// parseEmail is a bare address as stored (emailaddr.Normalize), or a 400 naming the field.
-func parseEmail(s string) (string, error) {
-	email, err := emailaddr.Normalize(s)
-	if err != nil {
-		return "", fault.Invalid("Validation failed", fault.FieldError{Field: "email", Message: emailaddr.Message})
-	}
-	return email, nil
 }

@@ -73,8 +73,8 @@ func (d Config) Enabled() bool { return d.ZoneId != "" && d.ApiToken != "" && d.
 
 // Validate implements config.Validator.
 func (d Config) Validate() error {
-	if d.RecordTtl != 1 && (d.RecordTtl < 60 || d.RecordTtl > 86400) {
-		return &config.ValidationError{Key: "Dns:RecordTtl", Reason: "must be 1 (automatic) or between 60 and 86400"}
+	if !ValidTTL(d.RecordTtl) {
+		return &config.ValidationError{Key: "Dns:RecordTtl", Reason: msgTTL}
 	}
 	if d.Enabled() && !ValidZoneName(d.ZoneName) {
 		return &config.ValidationError{Key: "Dns:ZoneName", Reason: "must be the zone's name (e.g. example.com) when the DNS cell is configured (Dns:ZoneId, Dns:ApiToken)"}
@@ -83,9 +83,8 @@ func (d Config) Validate() error {
 		return &config.ValidationError{Key: "Dns:CellSubdomain", Reason: "must be empty or one or more DNS labels under Dns:ZoneName, without the zone's name " +
 			"(e.g. cell for records label.cell.example.com), leaving room for a record's label (253 characters in all)"}
 	}
-	if d.DefaultContent != "" && !ValidContent(d.DefaultContent, d.AllowPrivateContent) {
-		return &config.ValidationError{Key: "Dns:DefaultContent", Reason: "must be empty or an IPv4 address a record may point at: " +
-			ContentProblem(d.DefaultContent, d.AllowPrivateContent)}
+	if msg := ContentProblem(d.DefaultContent, d.AllowPrivateContent); d.DefaultContent != "" && msg != "" {
+		return &config.ValidationError{Key: "Dns:DefaultContent", Reason: "must be empty or an IPv4 address a record may point at: " + msg}
 	}
 	for _, l := range d.ReservedLabels {
 		if n, ok := NormalizeLabel(l); !ok || n != strings.TrimSpace(l) {

@@ -15,6 +15,7 @@ import (
 	"provisioner/modules/dns/cloudflare"
 	"provisioner/modules/dns/cloudflare/cloudflaretest"
 	"provisioner/platform/config"
+	"provisioner/platform/ratelimit"
 )
 
 // TestOneUsersQueueDoesNotHoldUpAnother: the provider budget (Dns:OutboundRate) is served a user
@@ -34,7 +35,7 @@ func TestOneUsersQueueDoesNotHoldUpAnother(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, _ = client.Create(forOwner(ctxA, 1), cloudflare.Record{Name: fmt.Sprintf("a%d", i), Content: "203.0.113.1", TTL: 1})
+			_, _ = client.Create(ratelimit.WithOwner(ctxA, 1), cloudflare.Record{Name: fmt.Sprintf("a%d", i), Content: "203.0.113.1", TTL: 1})
 		}()
 	}
 	t.Cleanup(func() { stopA(); wg.Wait() })
@@ -42,7 +43,7 @@ func TestOneUsersQueueDoesNotHoldUpAnother(t *testing.T) {
 	require.Eventually(t, func() bool { return fake.Calls() >= 3 }, time.Minute, 10*time.Millisecond)
 
 	before := fake.Calls()
-	ctxB := forOwner(context.Background(), 2)
+	ctxB := ratelimit.WithOwner(context.Background(), 2)
 	_, err = client.Lookup(ctxB, "b.example.com")
 	require.NoError(t, err)
 	_, err = client.Create(ctxB, cloudflare.Record{Name: "b", Content: "203.0.113.2", TTL: 1})

@@ -44,10 +44,6 @@ func (b *RecordBody) Resolve(huma.Context) []error {
 
 type dnsCreateInput struct{ Body RecordBody }
 
-type idInput struct {
-	ID int64 `path:"id" minimum:"1"`
-}
-
 type dnsAdminCreateInput struct {
 	Body struct {
 		RecordBody
@@ -58,6 +54,10 @@ type dnsAdminCreateInput struct {
 type dnsAdminListInput struct {
 	provision.AdminFilter
 	Status string `query:"status" enum:"Pending,Active,Failed,Revoking,Revoked"`
+}
+
+func (in dnsAdminListInput) Filter() (provision.AdminFilter, string) {
+	return in.AdminFilter, in.Status
 }
 
 const createDoc = "201 with the Active record. 409 when the label is reserved (Dns:ReservedLabels), live or held at the provider, or at " +
@@ -95,29 +95,15 @@ func (h *Handler) Register(api *httpx.API) {
 		Description: "Deleted at the provider, then Revoked. 409 when already revoked; 502 when the provider failed (retried in " +
 			"the background).",
 		Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusBadGateway}, Responses: providerFailedResponse},
-		func(ctx context.Context, in *idInput) (*httpx.Response[View], error) {
+		func(ctx context.Context, in *httpx.IDInput) (*httpx.Response[View], error) {
 			return h.revoked(ctx, in.ID, authn.FromContext(ctx).UserID)
 		})
 
 	atags := []string{"Admin: DNS records"}
-	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "listDnsRecords", Method: http.MethodGet,
-		Path: "/api/dns/records", Tags: atags, Summary: "List DNS records"},
-		func(ctx context.Context, in *dnsAdminListInput) (*httpx.Response[httpx.Page[View]], error) {
-			p, err := provision.AdminList(ctx, h.svc.db, in.AdminFilter, in.Status, view)
-			if err != nil {
-				return nil, err
-			}
-			return httpx.OK("OK", p), nil
-		})
-	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "getDnsRecord", Method: http.MethodGet,
-		Path: "/api/dns/records/{id}", Tags: atags, Summary: "One DNS record", Errors: []int{http.StatusNotFound}},
-		func(ctx context.Context, in *idInput) (*httpx.Response[View], error) {
-			r, err := provision.Find[Record](ctx, h.svc.db, in.ID, msgNotFound)
-			if err != nil {
-				return nil, err
-			}
-			return httpx.OK("OK", view(r)), nil
-		})
+	httpx.RegisterAdminList[dnsAdminListInput](api, huma.Operation{OperationID: "listDnsRecords", Method: http.MethodGet,
+		Path: "/api/dns/records", Tags: atags, Summary: "List DNS records"}, h.svc.db, view)
+	httpx.RegisterAdminGet(api, huma.Operation{OperationID: "getDnsRecord", Method: http.MethodGet,
+		Path: "/api/dns/records/{id}", Tags: atags, Summary: "One DNS record", Errors: []int{http.StatusNotFound}}, h.svc.db, msgNotFound, view)
 	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "createDnsRecord", Metadata: httpx.Meta(httpx.PerUserLimit("Provision"), httpx.Idempotent()), Method: http.MethodPost,
 		Path: "/api/dns/records", Tags: atags, Summary: "Create a DNS record for a user", Description: createDoc,
 		DefaultStatus: http.StatusCreated, Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusBadGateway, http.StatusServiceUnavailable},
@@ -131,7 +117,7 @@ func (h *Handler) Register(api *httpx.API) {
 		Description: "Drives a Failed, Pending or Revoking record now. 409 in another state, at a full quota, or for a name " +
 			"held by a record not made here.",
 		Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusBadGateway}, Responses: providerFailedResponse},
-		func(ctx context.Context, in *idInput) (*httpx.Response[View], error) {
+		func(ctx context.Context, in *httpx.IDInput) (*httpx.Response[View], error) {
 			r, o, err := h.svc.Retry(ctx, in.ID)
 			return httpx.Driven(r, o, err, view, answers(r, false, "Record "+status(r)))
 		})

@@ -10,9 +10,9 @@ import (
 
 	"github.com/uptrace/bun"
 
-	"provisioner/modules/dns/cloudflare"
 	"provisioner/platform/audit"
 	"provisioner/platform/provision"
+	"provisioner/platform/ratelimit"
 )
 
 // LeftoverKind is the finisher's name for the deletion of records our rows left at the provider.
@@ -121,26 +121,18 @@ func (s *Sweeper) Delete(ctx context.Context, req provision.DeleteRequest) (prov
 	if err := req.Tx.NewSelect().Model(r).Where("id = ?", l.RecordID).For("UPDATE").Scan(ctx); err != nil {
 		return provision.DeleteResponse{}, fmt.Errorf("lock record %d: %w", l.RecordID, err)
 	}
-	ctx = forOwner(ctx, r.UserID)
+	ctx = ratelimit.WithOwner(ctx, r.UserID)
 	if r.Status == StatusFailed || r.Status == StatusRevoked {
-		found, err := s.provider.Lookup(ctx, r.Fqdn)
+		ids, err := lookupOurs(ctx, s.provider, req.Tx, r)
 		if err != nil {
 			return provision.DeleteResponse{}, err
 		}
-		for _, f := range found {
-			if findOurs([]cloudflare.Record{f}, r) == nil {
-				continue // another party's record, or another row's: never ours to delete
-			}
-			if another, err := heldByAnother(ctx, req.Tx, f.ID, r.ID); err != nil {
-				return provision.DeleteResponse{}, err
-			} else if another {
-				continue // an id another row holds: never deleted for this one
-			}
-			if err := s.provider.Delete(ctx, f.ID); err != nil {
+		for _, id := range ids {
+			if err := s.provider.Delete(ctx, id); err != nil {
 				return provision.DeleteResponse{}, err
 			}
 			if err := s.audit.RecordTx(ctx, req.Tx, audit.Event{Action: "dns.leftover.deleted", UserID: audit.Int64(r.UserID),
-				TargetType: "dnsRecord", TargetID: fmt.Sprint(r.ID), Details: map[string]any{"fqdn": r.Fqdn, "providerRecordId": f.ID,
+				TargetType: "dnsRecord", TargetID: fmt.Sprint(r.ID), Details: map[string]any{"fqdn": r.Fqdn, "providerRecordId": id,
 					"status": r.Status}}); err != nil {
 				return provision.DeleteResponse{}, err
 			}

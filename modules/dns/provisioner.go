@@ -18,6 +18,7 @@ import (
 	"provisioner/platform/audit"
 	"provisioner/platform/fault"
 	"provisioner/platform/provision"
+	"provisioner/platform/ratelimit"
 )
 
 // Provider is what the provisioner needs of the DNS provider (cloudflare.Client).
@@ -67,16 +68,16 @@ func (p *Provisioner) Create(ctx context.Context, req provision.CreateRequest) (
 	if err != nil {
 		return provision.CreateResponse{}, err
 	}
-	ctx = forOwner(ctx, r.UserID)
+	ctx = ratelimit.WithOwner(ctx, r.UserID)
 	found, err := p.provider.Lookup(ctx, r.Fqdn)
 	if err != nil {
-		return provision.CreateResponse{}, p.failed(ctx, req.Tx, r, err)
+		return provision.CreateResponse{}, p.failed(ctx, req.Tx, r, err, false)
 	}
 	if ours := findOurs(found, r); ours != nil {
 		return p.active(ctx, req.Tx, r, *ours, true)
 	}
 	if found, err = p.dropLeftovers(ctx, req.Tx, r, found); err != nil {
-		return provision.CreateResponse{}, p.failed(ctx, req.Tx, r, err)
+		return provision.CreateResponse{}, p.failed(ctx, req.Tx, r, err, false)
 	}
 	if len(found) > 0 {
 		return provision.CreateResponse{}, p.nameTaken(ctx, req, r, taken(r))
@@ -103,7 +104,7 @@ func (p *Provisioner) Create(ctx context.Context, req provision.CreateRequest) (
 	}
 	if err != nil {
 		// The create was sent: whatever it answered, it may have reached the provider.
-		return provision.CreateResponse{}, p.failedAfterCreate(ctx, req.Tx, r, err)
+		return provision.CreateResponse{}, p.failed(ctx, req.Tx, r, err, true)
 	}
 	if what := notAsAsked(created, r); what != "" {
 		// An answer about another record (one meant for another request): its id is not ours, and
@@ -210,12 +211,12 @@ func taken(r *Record) string {
 // the client's 409 leaves nothing behind.
 func (p *Provisioner) nameTaken(ctx context.Context, req provision.CreateRequest, r *Record, msg string) error {
 	if !req.Waiting {
-		return p.final(ctx, req.Tx, r, msg)
+		return p.final(ctx, req.Tx, r, msg, false)
 	}
 	refused := &provision.Refused{Err: fault.Conflict(fmt.Sprintf("The label %q is already in use: the DNS provider holds %s for a record "+
 		"not made for this one (another party's)", r.Label, r.Fqdn))}
 	if !req.Fresh {
-		if err := p.final(ctx, req.Tx, r, msg); err != nil {
+		if err := p.final(ctx, req.Tx, r, msg, false); err != nil {
 			return err
 		}
 		return refused
@@ -270,13 +271,9 @@ func (p *Provisioner) active(ctx context.Context, tx bun.IDB, r *Record, held cl
 
 // final records a failure no retry can fix (a 4xx): Failed with the provider's message. When a
 // create call may have reached the provider (an earlier attempt failed after or without an
-// answer, or this attempt sent one), a sweep is queued: the finisher deletes the record carrying
-// r's comment and content, if the provider holds one.
-func (p *Provisioner) final(ctx context.Context, tx bun.IDB, r *Record, msg string) error {
-	return p.finalAfter(ctx, tx, r, msg, false)
-}
-
-func (p *Provisioner) finalAfter(ctx context.Context, tx bun.IDB, r *Record, msg string, sent bool) error {
+// answer, or this attempt sent one: sent), a sweep is queued: the finisher deletes the record
+// carrying r's comment and content, if the provider holds one.
+func (p *Provisioner) final(ctx context.Context, tx bun.IDB, r *Record, msg string, sent bool) error {
 	if _, err := provision.Fail(tx.NewUpdate().Model(r), StatusFailed, msg).WherePK().Exec(ctx); err != nil {
 		return fmt.Errorf("record %d failed: %w", r.ID, err)
 	}
@@ -313,21 +310,36 @@ func shownError(err error) string {
 // of a Pending or Revoking record.
 func (p *Provisioner) ErrorText(err error) string { return shownError(err) }
 
-// failed turns a provider error into the verb's answer: final for a 4xx, a retry otherwise.
-func (p *Provisioner) failed(ctx context.Context, tx bun.IDB, r *Record, err error) error {
-	if cloudflare.Transient(err) {
-		return err // the finisher records the attempt and retries with backoff
-	}
-	return p.final(ctx, tx, r, err.Error())
-}
-
-// failedAfterCreate is failed for the answer of a create call that was sent: a final failure
-// queues the leftover check, since the call may have reached the provider.
-func (p *Provisioner) failedAfterCreate(ctx context.Context, tx bun.IDB, r *Record, err error) error {
+// failed turns a provider error into the verb's answer: final for a 4xx (sent: the error answers
+// a create call that was sent), a retry otherwise (the finisher records the attempt and retries
+// with backoff).
+func (p *Provisioner) failed(ctx context.Context, tx bun.IDB, r *Record, err error, sent bool) error {
 	if cloudflare.Transient(err) {
 		return err
 	}
-	return p.finalAfter(ctx, tx, r, err.Error(), true)
+	return p.final(ctx, tx, r, err.Error(), sent)
+}
+
+// lookupOurs looks r's name up at the provider and returns the ids of the records carrying r's
+// marker and content (findOurs) that no other live row holds: never another party's record, nor
+// another row's.
+func lookupOurs(ctx context.Context, provider Provider, tx bun.IDB, r *Record) ([]string, error) {
+	found, err := provider.Lookup(ctx, r.Fqdn)
+	if err != nil {
+		return nil, err
+	}
+	var ids []string
+	for _, f := range found {
+		if findOurs([]cloudflare.Record{f}, r) == nil {
+			continue
+		}
+		if another, err := heldByAnother(ctx, tx, f.ID, r.ID); err != nil {
+			return nil, err
+		} else if !another {
+			ids = append(ids, f.ID)
+		}
+	}
+	return ids, nil
 }
 
 // Delete implements provision.Provisioner: the provider record (found by id, or by lookup when
@@ -341,7 +353,7 @@ func (p *Provisioner) Delete(ctx context.Context, req provision.DeleteRequest) (
 	if err != nil {
 		return provision.DeleteResponse{}, err
 	}
-	ctx = forOwner(ctx, r.UserID)
+	ctx = ratelimit.WithOwner(ctx, r.UserID)
 	ids := []string{}
 	lookup := r.ProviderRecordID == ""
 	if !lookup {
@@ -358,22 +370,11 @@ func (p *Provisioner) Delete(ctx context.Context, req provision.DeleteRequest) (
 		}
 	}
 	if lookup {
-		found, err := p.provider.Lookup(ctx, r.Fqdn)
+		found, err := lookupOurs(ctx, p.provider, req.Tx, r)
 		if err != nil {
 			return provision.DeleteResponse{}, err
 		}
-		for _, f := range found {
-			if findOurs([]cloudflare.Record{f}, r) == nil {
-				continue // another party's record, or another row's
-			}
-			another, err := heldByAnother(ctx, req.Tx, f.ID, r.ID)
-			if err != nil {
-				return provision.DeleteResponse{}, err
-			}
-			if !another { // never delete another row's record for this one
-				ids = append(ids, f.ID)
-			}
-		}
+		ids = append(ids, found...)
 	}
 	for _, id := range ids {
 		if err := p.provider.Delete(ctx, id); err != nil {

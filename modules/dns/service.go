@@ -2,8 +2,6 @@ package dns
 
 import (
 	"context"
-	"database/sql"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -35,8 +33,6 @@ type CreateInput struct {
 	RecordTTL *int
 	Proxied   *bool
 }
-
-func (s *Service) configured() bool { return s.cfg.Enabled() }
 
 // names returns the provider name and the fqdn of label.
 func (s *Service) names(label string) (name, fqdn string) {
@@ -73,7 +69,7 @@ func (s *Service) Create(ctx context.Context, in CreateInput) (*Record, provisio
 		return nil, provision.Outcome{}, err
 	case s.cfg.reserved(label):
 		return nil, provision.Outcome{}, fault.Conflict(fmt.Sprintf("The name %q is reserved", label))
-	case !s.configured():
+	case !s.cfg.Enabled():
 		return nil, provision.Outcome{}, fault.Unavailable("The DNS cell is not configured (Dns:ZoneId, Dns:ApiToken)")
 	}
 	ttl = sentTTL(ttl, proxied) // stored as the provider will hold it
@@ -123,16 +119,9 @@ func (s *Service) List(ctx context.Context, userID int64) ([]View, error) {
 func (s *Service) Revoke(ctx context.Context, id, userID int64) (*Record, provision.Outcome, error) {
 	how := provision.Again
 	err := db.RunInTx(ctx, s.db, func(ctx context.Context, tx bun.Tx) error {
-		r := new(Record)
-		q := tx.NewSelect().Model(r).Where("id = ?", id).For("UPDATE")
-		if userID != 0 {
-			q = q.Where("user_id = ?", userID)
-		}
-		if err := q.Scan(ctx); err != nil {
-			if errors.Is(err, sql.ErrNoRows) {
-				return fault.NotFound(msgNotFound)
-			}
-			return fmt.Errorf("lock record %d: %w", id, err)
+		r, err := provision.Lock[Record](ctx, tx, id, userID, msgNotFound)
+		if err != nil {
+			return err
 		}
 		switch r.Status {
 		case StatusRevoked:
@@ -189,29 +178,11 @@ func (s *Service) Retry(ctx context.Context, id int64) (*Record, provision.Outco
 		return nil, provision.Outcome{}, err
 	}
 	err = db.RunInTx(ctx, s.db, func(ctx context.Context, tx bun.Tx) error {
-		switch r.Status {
-		case StatusFailed:
-			if err := s.roomFor(ctx, tx, r.UserID); err != nil {
-				return err
-			}
-			res, err := provision.Restart(tx.NewUpdate().Model(r), StatusPending, time.Time{}).WherePK().Where("status = ?", StatusFailed).Exec(ctx)
-			if err != nil {
-				if db.IsUniqueViolation(err) {
-					return fault.Conflict("The label is in use by another live record")
-				}
-				return err
-			}
-			if n, _ := res.RowsAffected(); n == 0 {
-				return fault.Conflict("The record changed meanwhile; reload it")
-			}
-		case StatusPending, StatusRevoking:
-			if _, err := provision.Nudge(tx.NewUpdate().Model(r)).WherePK().Exec(ctx); err != nil {
-				return err
-			}
-		default:
-			return fault.Conflict(fmt.Sprintf("Nothing to retry: the record is %s", r.Status))
+		err := spec.Retry(ctx, tx, r, r.Status, "record", func() error { return s.roomFor(ctx, tx, r.UserID) })
+		if db.IsUniqueViolation(err) {
+			return fault.Conflict("The label is in use by another live record")
 		}
-		return nil
+		return err
 	})
 	if err != nil {
 		return nil, provision.Outcome{}, err

@@ -19,10 +19,6 @@ type Handler struct {
 	limiter *ratelimit.Limiter
 }
 
-type queuesIDInput struct {
-	ID int64 `path:"id" minimum:"1"`
-}
-
 // QueueSpaceBody is the body of a create. Exported: the administrators' body embeds it.
 type QueueSpaceBody struct {
 	_    struct{} `additionalProperties:"true"`
@@ -41,6 +37,10 @@ type queuesAdminCreateInput struct {
 type queuesAdminListInput struct {
 	provision.AdminFilter
 	Status string `query:"status" enum:"Provisioning,Active,Failed,Deleting,Deleted"`
+}
+
+func (in queuesAdminListInput) Filter() (provision.AdminFilter, string) {
+	return in.AdminFilter, in.Status
 }
 
 const createDoc = "409 at `Queues:MaxPerUser`; 503 without `Queues:ManagementUrl`."
@@ -73,14 +73,14 @@ func (h *Handler) Register(api *httpx.API) {
 	httpx.Register(api, httpx.Authenticated, huma.Operation{OperationID: "deleteMyQueueSpace", Method: http.MethodDelete,
 		Path: "/api/me/queues/{id}", Tags: tags, Summary: "Delete a queue space",
 		Errors: []int{http.StatusNotFound, http.StatusBadGateway, http.StatusServiceUnavailable}, Responses: brokerFailed},
-		func(ctx context.Context, in *queuesIDInput) (*httpx.Response[View], error) {
+		func(ctx context.Context, in *httpx.IDInput) (*httpx.Response[View], error) {
 			return h.deleted(ctx, in.ID, authn.FromContext(ctx).UserID)
 		})
 	httpx.Register(api, httpx.Authenticated, huma.Operation{OperationID: "revealMyQueueSpacePassword", Method: http.MethodGet,
 		Path: "/api/me/queues/{id}/password", Tags: tags, Summary: "Reveal a queue space's password",
 		Description: "Limited by `RateLimit:PasswordReveal`; audited.",
 		Errors:      []int{http.StatusNotFound, http.StatusConflict, http.StatusForbidden}},
-		func(ctx context.Context, in *queuesIDInput) (*httpx.Response[Reveal], error) {
+		func(ctx context.Context, in *httpx.IDInput) (*httpx.Response[Reveal], error) {
 			uid := authn.FromContext(ctx).UserID
 			if err := authn.RequireStepUp(ctx); err != nil {
 				return nil, err
@@ -99,18 +99,11 @@ func (h *Handler) Register(api *httpx.API) {
 
 func (h *Handler) registerAdmin(api *httpx.API) {
 	tags := []string{"Admin: queues"}
-	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "listQueueSpaces", Method: http.MethodGet,
-		Path: "/api/queues", Tags: tags, Summary: "List queue spaces"},
-		func(ctx context.Context, in *queuesAdminListInput) (*httpx.Response[httpx.Page[View]], error) {
-			p, err := provision.AdminList(ctx, h.svc.db, in.AdminFilter, in.Status, func(sp *Space) View { return view(h.svc.cfg, sp) })
-			if err != nil {
-				return nil, err
-			}
-			return httpx.OK("OK", p), nil
-		})
+	httpx.RegisterAdminList[queuesAdminListInput](api, huma.Operation{OperationID: "listQueueSpaces", Method: http.MethodGet,
+		Path: "/api/queues", Tags: tags, Summary: "List queue spaces"}, h.svc.db, func(sp *Space) View { return view(h.svc.cfg, sp) })
 	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "getQueueSpace", Method: http.MethodGet,
 		Path: "/api/queues/{id}", Tags: tags, Summary: "One queue space", Errors: []int{http.StatusNotFound}},
-		func(ctx context.Context, in *queuesIDInput) (*httpx.Response[View], error) {
+		func(ctx context.Context, in *httpx.IDInput) (*httpx.Response[View], error) {
 			sp, err := h.svc.get(ctx, in.ID, 0)
 			if err != nil {
 				return nil, err
@@ -127,14 +120,14 @@ func (h *Handler) registerAdmin(api *httpx.API) {
 	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "retryQueueSpace", Method: http.MethodPost,
 		Path: "/api/queues/{id}/retry", Tags: tags, Summary: "Retry a failed or stuck queue space",
 		Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusBadGateway, http.StatusServiceUnavailable}, Responses: brokerFailed},
-		func(ctx context.Context, in *queuesIDInput) (*httpx.Response[View], error) {
+		func(ctx context.Context, in *httpx.IDInput) (*httpx.Response[View], error) {
 			sp, o, err := h.svc.Retry(ctx, in.ID)
 			return h.answer(sp, o, err, false, "Queue space "+statusOf(sp))
 		})
 	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "deleteQueueSpace", Method: http.MethodDelete,
 		Path: "/api/queues/{id}", Tags: tags, Summary: "Delete a queue space",
 		Errors: []int{http.StatusNotFound, http.StatusBadGateway, http.StatusServiceUnavailable}, Responses: brokerFailed},
-		func(ctx context.Context, in *queuesIDInput) (*httpx.Response[View], error) {
+		func(ctx context.Context, in *httpx.IDInput) (*httpx.Response[View], error) {
 			return h.deleted(ctx, in.ID, 0)
 		})
 }

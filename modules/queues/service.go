@@ -3,9 +3,7 @@ package queues
 import (
 	"context"
 	"crypto/rand"
-	"database/sql"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -105,16 +103,9 @@ func (s *Service) List(ctx context.Context, userID int64) ([]View, error) {
 func (s *Service) Delete(ctx context.Context, id, userID int64) (*Space, provision.Outcome, error) {
 	how := provision.Again
 	err := db.RunInTx(ctx, s.db, func(ctx context.Context, tx bun.Tx) error {
-		sp := new(Space)
-		q := tx.NewSelect().Model(sp).Where("id = ?", id).Where("status <> ?", StatusDeleted).For("UPDATE")
-		if userID != 0 {
-			q = q.Where("user_id = ?", userID)
-		}
-		if err := q.Scan(ctx); err != nil {
-			if errors.Is(err, sql.ErrNoRows) {
-				return fault.NotFound(msgNotFound)
-			}
-			return fmt.Errorf("lock queue space %d: %w", id, err)
+		sp, err := provision.Lock[Space](ctx, tx, id, userID, msgNotFound, StatusDeleted)
+		if err != nil {
+			return err
 		}
 		if !s.cfg.Enabled() { // after the lookup: another user's space is a 404 all the same
 			return errNotConfigured
@@ -148,25 +139,7 @@ func (s *Service) Retry(ctx context.Context, id int64) (*Space, provision.Outcom
 		return nil, provision.Outcome{}, errNotConfigured
 	}
 	err = db.RunInTx(ctx, s.db, func(ctx context.Context, tx bun.Tx) error {
-		switch sp.Status {
-		case StatusFailed:
-			if err := s.roomFor(ctx, tx, sp.UserID); err != nil {
-				return err
-			}
-			res, err := provision.Restart(tx.NewUpdate().Model(sp), StatusProvisioning, time.Time{}).WherePK().
-				Where("status = ?", StatusFailed).Exec(ctx)
-			if err != nil {
-				return err
-			}
-			if n, _ := res.RowsAffected(); n == 0 {
-				return fault.Conflict("The queue space changed meanwhile; reload it")
-			}
-			return nil
-		case StatusProvisioning, StatusDeleting:
-			_, err := provision.Nudge(tx.NewUpdate().Model(sp)).WherePK().Exec(ctx)
-			return err
-		}
-		return fault.Conflict(fmt.Sprintf("Nothing to retry: the queue space is %s", sp.Status))
+		return spec.Retry(ctx, tx, sp, sp.Status, "queue space", func() error { return s.roomFor(ctx, tx, sp.UserID) })
 	})
 	if err != nil {
 		return nil, provision.Outcome{}, err

@@ -14,10 +14,6 @@ import (
 // Handler serves /api/me/wfauto* and /api/wfauto/accounts*.
 type Handler struct{ svc *Service }
 
-type wfIDInput struct {
-	ID int64 `path:"id" minimum:"1"`
-}
-
 type wfProvisionInput struct {
 	Body *struct {
 		_ struct{} `additionalProperties:"true"`
@@ -35,6 +31,8 @@ type wfAdminListInput struct {
 	provision.AdminFilter
 	Status string `query:"status" enum:"Pending,Active,Failed,Deprovisioning,Deprovisioned"`
 }
+
+func (in wfAdminListInput) Filter() (provision.AdminFilter, string) { return in.AdminFilter, in.Status }
 
 const provisionDoc = "201 with the Active account. 409 while one is Pending or Active (after Failed it tries again); " +
 	"502 with the account as stored when the cell failed; 503 when no cell is configured."
@@ -67,24 +65,11 @@ func (h *Handler) Register(api *httpx.API) {
 		})
 
 	atags := []string{"Admin: workflow automation"}
-	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "listWfautoAccounts", Method: http.MethodGet,
-		Path: "/api/wfauto/accounts", Tags: atags, Summary: "List workflow-automation accounts"},
-		func(ctx context.Context, in *wfAdminListInput) (*httpx.Response[httpx.Page[View]], error) {
-			p, err := provision.AdminList(ctx, h.svc.db, in.AdminFilter, in.Status, view)
-			if err != nil {
-				return nil, err
-			}
-			return httpx.OK("OK", p), nil
-		})
-	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "getWfautoAccount", Method: http.MethodGet,
+	httpx.RegisterAdminList[wfAdminListInput](api, huma.Operation{OperationID: "listWfautoAccounts", Method: http.MethodGet,
+		Path: "/api/wfauto/accounts", Tags: atags, Summary: "List workflow-automation accounts"}, h.svc.db, view)
+	httpx.RegisterAdminGet(api, huma.Operation{OperationID: "getWfautoAccount", Method: http.MethodGet,
 		Path: "/api/wfauto/accounts/{id}", Tags: atags, Summary: "One workflow-automation account", Errors: []int{http.StatusNotFound}},
-		func(ctx context.Context, in *wfIDInput) (*httpx.Response[View], error) {
-			a, err := provision.Find[Account](ctx, h.svc.db, in.ID, msgNotFound)
-			if err != nil {
-				return nil, err
-			}
-			return httpx.OK("OK", view(a)), nil
-		})
+		h.svc.db, msgNotFound, view)
 	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "provisionWfautoAccount", Metadata: httpx.Meta(httpx.PerUserLimit("Provision"), httpx.Idempotent()), Method: http.MethodPost,
 		Path: "/api/wfauto/accounts", Tags: atags, Summary: "Provision an account for a user", Description: provisionDoc,
 		DefaultStatus: http.StatusCreated, Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusBadGateway, http.StatusServiceUnavailable},
@@ -96,7 +81,7 @@ func (h *Handler) Register(api *httpx.API) {
 		Path: "/api/wfauto/accounts/{id}/retry", Tags: atags, Summary: "Retry a failed or stuck account",
 		Description: "Failed → provisioned again (same Idempotency-Key); Pending or Deprovisioning → driven now. Other states: 409.",
 		Errors:      []int{http.StatusNotFound, http.StatusConflict, http.StatusBadGateway}, Responses: cellFailedResponse},
-		func(ctx context.Context, in *wfIDInput) (*httpx.Response[View], error) {
+		func(ctx context.Context, in *httpx.IDInput) (*httpx.Response[View], error) {
 			a, o, err := h.svc.Retry(ctx, in.ID)
 			return httpx.Driven(a, o, err, view, answers(a, false, "Account "))
 		})

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 
 	"github.com/uptrace/bun"
@@ -47,14 +48,11 @@ func (p *Provisioner) markSent(ctx context.Context, id int64, body []byte) (sent
 	if n == 1 {
 		return body, true, true, nil
 	}
-	var stored sql.NullString
-	if err := p.db.QueryRowContext(ctx, "SELECT request FROM wfauto_cell_creates WHERE account_id = ?", id).Scan(&stored); err != nil {
-		return nil, false, false, fmt.Errorf("read the create of account %d: %w", id, err)
+	_, stored, err := sentRequest(ctx, p.db, id)
+	if err != nil || stored == nil { // nil: a record from before bodies were kept
+		return body, false, false, err
 	}
-	if !stored.Valid {
-		return body, false, false, nil
-	}
-	return []byte(stored.String), false, true, nil
+	return stored, false, true, nil
 }
 
 // unmarkSent records, within tx, that the cell holds nothing for account id.
@@ -132,15 +130,8 @@ func (p *Provisioner) Create(ctx context.Context, req provision.CreateRequest) (
 		}
 	}
 	if errors.As(err, &ce) && ce.Final {
-		q := provision.Fail(req.Tx.NewUpdate().Model(a), StatusFailed, ce.Error())
-		if ce.Foreign { // the key is another's at the cell: provisioning again sends a fresh one
-			q = q.Set("idempotency_key = gen_random_uuid()::text")
-		}
-		if _, uerr := q.WherePK().Exec(ctx); uerr != nil {
-			return provision.CreateResponse{}, uerr
-		}
-		return provision.CreateResponse{}, p.audit.RecordTx(ctx, req.Tx, audit.Event{Action: "wfauto.failed", UserID: audit.Int64(a.UserID),
-			TargetType: "wfautoAccount", TargetID: fmt.Sprint(a.ID), Details: map[string]any{"error": ce.Error()}})
+		// A Foreign key is another's at the cell: provisioning again sends a fresh one.
+		return provision.CreateResponse{}, p.fail(ctx, req.Tx, a, ce.Error(), ce.Foreign, nil)
 	}
 	if err != nil {
 		return provision.CreateResponse{}, err // transient: retried with the same Idempotency-Key
@@ -152,11 +143,7 @@ func (p *Provisioner) Create(ctx context.Context, req provision.CreateRequest) (
 		// delete that one at the cell. Refused as a suspicious answer: Failed, the id not stored
 		// (the create stays recorded as possibly at the cell).
 		msg := (&cell.Error{Status: http.StatusBadGateway, Msg: msgDuplicateID}).Error()
-		if _, uerr := provision.Fail(req.Tx.NewUpdate().Model(a), StatusFailed, msg).WherePK().Exec(ctx); uerr != nil {
-			return provision.CreateResponse{}, uerr
-		}
-		return provision.CreateResponse{}, p.audit.RecordTx(ctx, req.Tx, audit.Event{Action: "wfauto.failed", UserID: audit.Int64(a.UserID),
-			TargetType: "wfautoAccount", TargetID: fmt.Sprint(a.ID), Details: map[string]any{"error": msg, "externalAccountId": got.AccountID}})
+		return provision.CreateResponse{}, p.fail(ctx, req.Tx, a, msg, false, map[string]any{"externalAccountId": got.AccountID})
 	}
 	if _, err := provision.Succeed(req.Tx.NewUpdate().Model(a), StatusActive).Set("external_account_id = ?", got.AccountID).
 		Set("url = ?", got.URL).WherePK().Exec(ctx); err != nil {
@@ -167,6 +154,22 @@ func (p *Provisioner) Create(ctx context.Context, req provision.CreateRequest) (
 		return provision.CreateResponse{}, err
 	}
 	return provision.CreateResponse{ExternalID: got.AccountID}, nil
+}
+
+// fail records a's create as Failed with msg, audited wfauto.failed (details: msg as error, and
+// more); newKey gives a a fresh Idempotency-Key for its next provisioning.
+func (p *Provisioner) fail(ctx context.Context, tx bun.IDB, a *Account, msg string, newKey bool, more map[string]any) error {
+	q := provision.Fail(tx.NewUpdate().Model(a), StatusFailed, msg)
+	if newKey {
+		q = q.Set("idempotency_key = gen_random_uuid()::text")
+	}
+	if _, err := q.WherePK().Exec(ctx); err != nil {
+		return err
+	}
+	details := map[string]any{"error": msg}
+	maps.Copy(details, more)
+	return p.audit.RecordTx(ctx, tx, audit.Event{Action: "wfauto.failed", UserID: audit.Int64(a.UserID),
+		TargetType: "wfautoAccount", TargetID: fmt.Sprint(a.ID), Details: details})
 }
 
 // msgDuplicateID is the error of a cell's answer naming an account another live row holds.

@@ -242,3 +242,29 @@ func (s Spec) Release(ctx context.Context, tx bun.IDB, model any, userID int64, 
 	}
 	return ids, nil
 }
+
+// Retry is an administrator's retry of row (a pointer to a model of the table, its status
+// status), within tx: a Failed row goes back to Creating once room (its quota check) allows, a
+// Creating or Deleting one is due at once; the caller then drives it (Run, Again). A 409 names
+// what the row is ("record") when it is in another status or changed meanwhile; Restart's own
+// error (a unique violation: another live row holds its name) is returned as it is.
+func (s Spec) Retry(ctx context.Context, tx bun.IDB, row any, status, what string, room func() error) error {
+	switch status {
+	case s.Failed:
+		if err := room(); err != nil {
+			return err
+		}
+		res, err := Restart(tx.NewUpdate().Model(row), s.Creating, time.Time{}).WherePK().Where("status = ?", s.Failed).Exec(ctx)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return fault.Conflict(fmt.Sprintf("The %s changed meanwhile; reload it", what))
+		}
+		return nil
+	case s.Creating, s.Deleting:
+		_, err := Nudge(tx.NewUpdate().Model(row)).WherePK().Exec(ctx)
+		return err
+	}
+	return fault.Conflict(fmt.Sprintf("Nothing to retry: the %s is %s", what, status))
+}

@@ -31,6 +31,26 @@ func Find[T any](ctx context.Context, idb bun.IDB, id int64, notFound string) (*
 	return row, err
 }
 
+// Lock reads and locks (FOR UPDATE, within tx) row id of T: userID's own unless userID is 0 (an
+// administrator), and not in the statuses hidden; a missing one is a not-found error saying
+// notFound.
+func Lock[T any](ctx context.Context, tx bun.IDB, id, userID int64, notFound string, hidden ...string) (*T, error) {
+	row := new(T)
+	q := tx.NewSelect().Model(row).Where("id = ?", id).For("UPDATE")
+	if userID != 0 {
+		q = q.Where("user_id = ?", userID)
+	}
+	if len(hidden) > 0 {
+		q = q.Where("status NOT IN (?)", bun.In(hidden))
+	}
+	if err := q.Scan(ctx); errors.Is(err, sql.ErrNoRows) {
+		return nil, fault.NotFound(notFound)
+	} else if err != nil {
+		return nil, fmt.Errorf("lock %T %d: %w", row, id, err)
+	}
+	return row, nil
+}
+
 // List returns userID's rows of T, oldest first, but those in the statuses hidden, as views.
 func List[T, V any](ctx context.Context, idb bun.IDB, userID int64, hidden []string, view func(*T) V) ([]V, error) {
 	var rows []T
