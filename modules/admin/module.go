@@ -37,6 +37,7 @@ var wiring = fx.Module("admin",
 // Params are the module's dependencies, including every module's contributions.
 type Params struct {
 	fx.In
+	Lifecycle    fx.Lifecycle
 	DB           *bun.DB
 	Hasher       *secrets.Hasher
 	Audit        *audit.Recorder
@@ -50,9 +51,11 @@ const MetricsTTL = 30 * time.Second
 
 // NewHandler builds the module's services and handler.
 func NewHandler(p Params) *Handler {
+	overview := newOverview(p.DB, p.Contributors, p.Counters, MetricsTTL)
+	p.Lifecycle.Append(fx.StopHook(overview.stop))
 	return &Handler{
 		users:    &Users{db: p.DB, hasher: p.Hasher, audit: p.Audit, releasers: p.Releasers},
 		events:   &AuditEvents{db: p.DB, audit: p.Audit},
-		overview: &Overview{db: p.DB, contributors: p.Contributors, counters: p.Counters, ttl: MetricsTTL},
+		overview: overview,
 	}
 }

@@ -36,6 +36,24 @@ type Overview struct {
 	cachedAt   time.Time
 	refreshing bool
 	ttl        time.Duration
+
+	// life is cancelled when the app stops (stop); background is the running recount, if any.
+	life       context.Context
+	cancel     context.CancelFunc
+	background sync.WaitGroup
+}
+
+func newOverview(db *bun.DB, contributors []summary.DashboardContributor, counters []summary.Counter, ttl time.Duration) *Overview {
+	life, cancel := context.WithCancel(context.Background())
+	return &Overview{db: db, contributors: contributors, counters: counters, ttl: ttl, life: life, cancel: cancel}
+}
+
+// stop cancels a running background recount and waits for it to end; none starts after it.
+func (o *Overview) stop() {
+	o.mu.Lock()
+	o.cancel()
+	o.mu.Unlock()
+	o.background.Wait()
 }
 
 // DashboardFor assembles userID's dashboard, the modules' sections fetched concurrently.
@@ -98,9 +116,10 @@ func (o *Overview) Metrics(ctx context.Context) (PlatformMetrics, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if age := time.Since(o.cachedAt); !o.cachedAt.IsZero() && age < o.ttl {
-		if age >= o.ttl/2 && !o.refreshing {
+		if age >= o.ttl/2 && !o.refreshing && o.life.Err() == nil {
 			o.refreshing = true
-			go o.refresh(context.WithoutCancel(ctx))
+			o.background.Add(1)
+			go o.refresh(o.life)
 		}
 		return o.cached, nil
 	}
@@ -115,6 +134,7 @@ func (o *Overview) Metrics(ctx context.Context) (PlatformMetrics, error) {
 // refresh recounts in the background; a failure leaves the cache to expire and the next request
 // to count (and answer the error).
 func (o *Overview) refresh(ctx context.Context) {
+	defer o.background.Done()
 	ctx, cancel := context.WithTimeout(ctx, o.ttl/2)
 	defer cancel()
 	m, err := o.count(ctx)

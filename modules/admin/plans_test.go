@@ -51,7 +51,7 @@ func seqScans(node map[string]any) []string {
 // database_instances through indexes: with 20,000 of each seeded and analysed, no query behind
 // those routes plans a Seq Scan of either table, except the platform metrics' whole-table counts
 // (cached for 60 s, recounted in the background). A list's total is a count bounded by a LIMIT,
-// never a count of every matching row.
+// never a count of every matching row. The search asks the trigram index for its longest word.
 func TestAdminQueriesUseIndexes(t *testing.T) {
 	log := &queryLog{}
 	a := apptest.Start(t, apptest.WithFx(fx.Invoke(func(db *bun.DB) { db.AddQueryHook(log) })))
@@ -120,7 +120,7 @@ func TestAdminQueriesUseIndexes(t *testing.T) {
 		require.Equal(t, want.exact, page.TotalCountExact, p)
 	}
 
-	checked, counted := 0, 0
+	checked, counted, searched := 0, 0, 0
 	for _, q := range queries {
 		if !strings.HasPrefix(strings.TrimSpace(q), "SELECT") ||
 			!(strings.Contains(q, `"users"`) || strings.Contains(q, "users ") || strings.Contains(q, "database_instances")) {
@@ -141,6 +141,11 @@ func TestAdminQueriesUseIndexes(t *testing.T) {
 				t.Errorf("a count of every matching row:\n%s", q)
 			}
 		}
+		if strings.Contains(q, "strpos(") && strings.Contains(out, `"Index Name": "users_search_trgm_idx"`) {
+			// The search asks the trigram index for its longest word only, checking the rest by strpos.
+			searched++
+			require.Contains(t, out, `~~ '% 7777%'::text)`, q)
+		}
 		for _, rel := range seqScans(plan[0].Plan) {
 			if rel != "users" && rel != "database_instances" {
 				continue
@@ -153,4 +158,5 @@ func TestAdminQueriesUseIndexes(t *testing.T) {
 	}
 	require.GreaterOrEqual(t, checked, 9, "queries behind the routes: %q", queries)
 	require.GreaterOrEqual(t, counted, 2, "bounded counts behind the list pages: %q", queries)
+	require.GreaterOrEqual(t, searched, 1, "the search's scan of users_search_trgm_idx: %q", queries)
 }
