@@ -23,3 +23,6 @@ func ReadGenerateLimits(doc *huma.OpenAPI) error {
 	_, err := readGenerateLimits(doc)
 	return err
 }
+
+// ReserveScriptHash and SettleScriptHash are the SHA1 of the budget scripts (EVALSHA's argument).
+var ReserveScriptHash, SettleScriptHash = reserveScript.Hash(), settleScript.Hash()
