@@ -22,14 +22,10 @@ const (
 	PeriodNone  = "none"
 )
 
-// Budgets keeps what each budgeted key, and each user with a monthly ceiling, spent in its period
-// in Redis, shared by every replica. A request reserves its worst case (its prompt's estimate plus
-// its capped max_tokens for each choice, and one request) before it is sent, on the key's counter
-// and the user's together, in one Lua script (one round trip) that refuses when any budget would be
-// passed. When it ends the reservation is settled to the upstream's reported usage (or released when
-// the upstream failed) off the request path: settlements are summed per counter in memory and
-// written within settleDelay in one pipeline, so a reservation stays counted a little longer, never
-// less. A key without a budget whose owner has no ceiling never reaches Redis.
+// Budgets keeps in Redis what each budgeted key, and each user with a monthly ceiling, spent in its
+// period. A request reserves its worst case on both counters in one Lua call (refused when a budget
+// would be passed); settlements are batched off the request path within settleDelay, so a
+// reservation may stay counted a little longer, never less. Unbudgeted keys never reach Redis.
 type Budgets struct {
 	rc     *redis.Client
 	prefix string

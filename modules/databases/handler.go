@@ -2,7 +2,6 @@ package databases
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"sync"
 	"time"
@@ -149,10 +148,7 @@ func (h *Handler) Register(api *httpx.API) {
 		}},
 		func(ctx context.Context, in *idInput) (*httpx.Response[Reveal], error) {
 			uid := authn.FromContext(ctx).UserID
-			if err := authn.RequireStepUp(ctx); err != nil {
-				return nil, err
-			}
-			if err := h.limiter.Check(ctx, "PasswordReveal", fmt.Sprint(uid)); err != nil {
+			if err := authn.GuardSecret(ctx, h.limiter); err != nil {
 				return nil, err
 			}
 			r, err := h.svc.Reveal(ctx, in.ID, uid)

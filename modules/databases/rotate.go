@@ -84,14 +84,10 @@ const MaxGraceSeconds = 86400
 // errRotationBusy is the 409 of a rotation while the previous one is still being set on the engine.
 const errRotationBusy = "The previous password rotation is still being set on the engine; try again"
 
-// startRotation stores a rotation of inst (its row locked by tx): a new password sealed in the
-// row for the other login (it becomes login_user), and a Pending rotation (into into, a due
-// Scheduled row, or a new row) that gives it to that login on the engine and retires the
-// current one graceSeconds later. Open rotations are superseded (Done): a Retiring one's old
-// login is the one given the new password, whose sessions end. A Pending one is 409 unless
-// force (a takeover: every old password goes at once). A database not made on its engine yet
-// (Provisioning, Failed) changes its login's password in place. The schedule starts again from
-// now. It returns the rotation and the new password.
+// startRotation stores, under tx's lock on inst, a Pending rotation (into, or a new row) that gives
+// a new sealed password to the other login and retires the current one graceSeconds later; open
+// rotations are superseded, and a Pending one is 409 unless force (a takeover). A database not yet
+// on its engine has its password changed in place. It returns the rotation and the new password.
 func startRotation(ctx context.Context, tx bun.IDB, sealer *secrets.Sealer, inst *Instance, into *Rotation,
 	graceSeconds int, reason string, force bool) (*Rotation, string, error) {
 	var open []Rotation

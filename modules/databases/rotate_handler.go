@@ -39,10 +39,7 @@ func (h *Handler) registerRotation(api *httpx.API) {
 		Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusForbidden, http.StatusBadGateway}},
 		func(ctx context.Context, in *rotateInput) (*httpx.Response[Rotated], error) {
 			uid := authn.FromContext(ctx).UserID
-			if err := authn.RequireStepUp(ctx); err != nil {
-				return nil, err
-			}
-			if err := h.limiter.Check(ctx, "PasswordReveal", fmt.Sprint(uid)); err != nil {
+			if err := authn.GuardSecret(ctx, h.limiter); err != nil {
 				return nil, err
 			}
 			grace := h.svc.cfg.Databases.RotationGraceSeconds

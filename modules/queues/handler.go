@@ -2,7 +2,6 @@ package queues
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -82,10 +81,7 @@ func (h *Handler) Register(api *httpx.API) {
 		Errors:      []int{http.StatusNotFound, http.StatusConflict, http.StatusForbidden}},
 		func(ctx context.Context, in *httpx.IDInput) (*httpx.Response[Reveal], error) {
 			uid := authn.FromContext(ctx).UserID
-			if err := authn.RequireStepUp(ctx); err != nil {
-				return nil, err
-			}
-			if err := h.limiter.Check(ctx, "PasswordReveal", fmt.Sprint(uid)); err != nil {
+			if err := authn.GuardSecret(ctx, h.limiter); err != nil {
 				return nil, err
 			}
 			r, err := h.svc.Reveal(ctx, in.ID, uid)
