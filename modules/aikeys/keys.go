@@ -42,7 +42,7 @@ func NewKeys(d *bun.DB, a *audit.Recorder, bus *coherent.Bus, maxPerUser int) *K
 	return &Keys{db: d, audit: a, maxPerUser: maxPerUser, byHash: coherent.NewCache(bus, coherent.CacheOptions[[32]byte, Principal]{
 		Table: "ai_keys", Also: []string{"ai_key_retired_hashes"}, Tag: func(_ [32]byte, p Principal) string { return strconv.FormatInt(p.KeyID, 10) }, TTL: CacheTTL,
 	}), ceilings: coherent.NewCache(bus, coherent.CacheOptions[int64, int64]{
-		Table: "users", Tag: func(id, _ int64) string { return strconv.FormatInt(id, 10) }, TTL: CacheTTL,
+		Table: "users", Tag: coherent.IDTag[int64], Key: coherent.IDKey, TTL: CacheTTL,
 	})}
 }
 

@@ -7,7 +7,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"time"
 
 	"github.com/uptrace/bun"
@@ -82,7 +81,7 @@ func newService(d *bun.DB, cfg Config, e *Engines, s *secrets.Sealer, a *audit.R
 	return &Service{db: d, cfg: cfg, engines: e, sealer: s, audit: a, finisher: f, log: log,
 		waits: newEngineWaits(cfg.Databases.MaxEngineWaits),
 		mine: coherent.NewCache(bus, coherent.CacheOptions[int64, []Item]{
-			Table: "database_instances", Tag: func(userID int64, _ []Item) string { return strconv.FormatInt(userID, 10) },
+			Table: "database_instances", Tag: coherent.IDTag[[]Item], Key: coherent.IDKey,
 		})}
 }
 

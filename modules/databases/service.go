@@ -41,7 +41,7 @@ type Service struct {
 
 // item turns a stored instance into its API view.
 func (s *Service) item(in *Instance) Item {
-	it := Item{DatabaseInstanceID: in.ID, Name: in.Name, Engine: in.Engine, DatabaseName: in.DatabaseName,
+	it := Item{DatabaseInstanceID: in.ID, Name: in.Name, Engine: interned(in.Engine), DatabaseName: in.DatabaseName,
 		DatabaseUser: in.Login(), Status: in.Status, RotationDays: in.RotationDays, UsedSpaceBytes: in.UsedSpaceBytes,
 		MaxSpaceBytes: in.MaxSpaceBytes, ReadOnly: in.ReadOnly, ReadOnlyReason: in.ReadOnlyReason,
 		LastActivity: in.LastActivity, CreatedAt: in.CreatedAt.UTC(), UserID: in.UserID}
@@ -56,8 +56,24 @@ func (s *Service) item(in *Instance) Item {
 		t := it.LastActivity.UTC()
 		it.LastActivity = &t
 	}
+	if it.DatabaseUser == it.DatabaseName {
+		it.DatabaseUser = it.DatabaseName // one string, not two: users' lists are cached
+	}
 	recoveryView(&it, in)
+	it.Status = interned(it.Status)
 	return it
+}
+
+// interned is s as a constant when it is an engine's id or a status, so users' cached lists do
+// not hold a copy each.
+func interned(s string) string {
+	for _, c := range [...]string{"postgres", "mysql", StatusActive, StatusProvisioning, StatusPaused, StatusFailed,
+		StatusPausing, StatusResuming, StatusDeleting, StatusDeleted, StatusRestoring} {
+		if s == c {
+			return c
+		}
+	}
+	return s
 }
 
 // NewName is u<userId>_<12 lowercase alphanumerics>: generated, never from user text. It must be

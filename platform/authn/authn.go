@@ -11,6 +11,7 @@ package authn
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"database/sql"
 	"encoding/hex"
 	"errors"
@@ -113,6 +114,7 @@ type Tokens struct {
 	o         Options
 	validator *jwt.Validator
 	parser    *jwt.Parser
+	audience  jwt.ClaimStrings // o.Audience, shared by the claims verifiedTokens keeps
 }
 
 // NewTokens builds the token service; the key must have at least 256 bits.
@@ -128,7 +130,8 @@ func NewTokens(o Options) (*Tokens, error) {
 		jwt.WithAudience(o.Audience),
 		jwt.WithLeeway(5 * time.Second),
 	}
-	return &Tokens{o: o, validator: jwt.NewValidator(opts...), parser: jwt.NewParser(opts...)}, nil
+	return &Tokens{o: o, validator: jwt.NewValidator(opts...), parser: jwt.NewParser(opts...),
+		audience: jwt.ClaimStrings{o.Audience}}, nil
 }
 
 // Issued is a freshly signed token.
@@ -200,7 +203,7 @@ func (t *Tokens) keyFunc(tok *jwt.Token) (any, error) {
 type Guard struct {
 	tokens *Tokens
 	db     bun.IDB
-	users  *coherent.Cache[int64, principalRow]
+	users  *coherent.Cache[int64, cachedUser]
 	mw     fiber.Handler
 	// verified remembers the claims of tokens already verified (see verifiedTokens).
 	verified verifiedTokens
@@ -260,10 +263,31 @@ func RequireStepUp(ctx context.Context) error {
 
 const tokenLocal = "authn.token"
 
-// principalRow is the cached state of a live user.
-type principalRow struct {
-	Principal
-	Stamp int64
+// cachedUser is the cached state of a live user, compact (one is kept per user signed in): the
+// security stamp, and the email, name and role in one string: text[:emailEnd], then
+// text[emailEnd:nameEnd], then the role, not stored when it is User (the users table allows User
+// and Admin only).
+type cachedUser struct {
+	stamp             int64
+	text              string
+	emailEnd, nameEnd uint32
+}
+
+func newCachedUser(email, name, role string, stamp int64) cachedUser {
+	text := email + name
+	if role != RoleUser {
+		text += role
+	}
+	return cachedUser{stamp: stamp, text: text, emailEnd: uint32(len(email)), nameEnd: uint32(len(email) + len(name))}
+}
+
+// principal is user id's principal as cached.
+func (u cachedUser) principal(id int64) Principal {
+	role := RoleUser
+	if int(u.nameEnd) < len(u.text) {
+		role = u.text[u.nameEnd:]
+	}
+	return Principal{UserID: id, Email: u.text[:u.emailEnd], Name: u.text[u.emailEnd:u.nameEnd], Role: role}
 }
 
 // errNoUser means the token's user is missing or deleted (never cached).
@@ -280,8 +304,8 @@ func UserGone(ctx context.Context, userID int64) error { return db.UserGone(ctx,
 // algorithm pinned to HS256; the claims it does not check (exp required, iss, aud) are checked
 // with golang-jwt's validator right after. Users are cached through bus (nil: read every time).
 func NewGuard(tokens *Tokens, db bun.IDB, bus *coherent.Bus) *Guard {
-	g := &Guard{tokens: tokens, db: db, users: coherent.NewCache(bus, coherent.CacheOptions[int64, principalRow]{
-		Table: "users", Tag: func(id int64, _ principalRow) string { return strconv.FormatInt(id, 10) },
+	g := &Guard{tokens: tokens, db: db, users: coherent.NewCache(bus, coherent.CacheOptions[int64, cachedUser]{
+		Table: "users", Tag: coherent.IDTag[cachedUser], Key: coherent.IDKey,
 	})}
 	g.mw = jwtware.New(jwtware.Config{
 		SigningKey:     jwtware.SigningKey{JWTAlg: jwtware.HS256, Key: tokens.o.Key},
@@ -345,36 +369,49 @@ func WriteError(api huma.API, ctx huma.Context, err error) {
 }
 
 // verifiedTokens remembers the claims of bearer tokens whose signature, algorithm and header were
-// verified, keyed by the token text, so a token sent on every request is verified once. Claims are
-// validated again on every use (exp may pass); the stamp and role are checked after this. At
-// maxVerified tokens the map starts afresh (only valid tokens are ever added).
+// verified, keyed by the token text's SHA-256, so a token sent on every request is verified once.
+// Only what the guard and the validator read is kept (trimmed). Claims are validated again on
+// every use (exp may pass); the stamp and role are checked after this. At maxVerified tokens the
+// map starts afresh (only valid tokens are ever added).
 type verifiedTokens struct {
 	mu sync.RWMutex
-	m  map[string]*Claims
+	m  map[[sha256.Size]byte]*Claims
 }
 
 const maxVerified = 4096
 
 func (v *verifiedTokens) get(token string) *Claims {
+	k := sha256.Sum256([]byte(token))
 	v.mu.RLock()
-	c := v.m[token]
+	c := v.m[k]
 	v.mu.RUnlock()
 	return c
 }
 
 func (v *verifiedTokens) put(token string, c *Claims) {
+	k := sha256.Sum256([]byte(token))
 	v.mu.Lock()
 	if v.m == nil || len(v.m) >= maxVerified {
-		v.m = make(map[string]*Claims)
+		v.m = make(map[[sha256.Size]byte]*Claims)
 	}
-	v.m[strings.Clone(token)] = c // the header's bytes are the request's: keep a copy
+	v.m[k] = c
 	v.mu.Unlock()
 }
 
 func (v *verifiedTokens) drop(token string) {
+	k := sha256.Sum256([]byte(token))
 	v.mu.Lock()
-	delete(v.m, token)
+	delete(v.m, k)
 	v.mu.Unlock()
+}
+
+// trimmed is what verifiedTokens keeps of c: the claims Authenticate reads (sub, ver, sid) and
+// those the validator checks, the issuer and audience being the service's own (they were checked).
+func (t *Tokens) trimmed(c *Claims) *Claims {
+	return &Claims{Ver: c.Ver, Sid: c.Sid, RegisteredClaims: jwt.RegisteredClaims{
+		Subject: c.Subject, Issuer: t.o.Issuer, Audience: t.audience,
+		ExpiresAt: c.ExpiresAt, NotBefore: c.NotBefore, IssuedAt: c.IssuedAt,
+	}}
 }
 
 // bearerToken is the token gofiber/contrib/jwt extracts from c (its jwtFromHeader with the Bearer
@@ -413,6 +450,7 @@ func (g *Guard) claims(c *fiber.Ctx) (*Claims, error) {
 		return nil, invalidToken()
 	}
 	if raw != "" && raw == tok.Raw {
+		claims = g.tokens.trimmed(claims)
 		g.verified.put(raw, claims)
 	}
 	return claims, nil
@@ -428,15 +466,15 @@ func (g *Guard) Authenticate(c *fiber.Ctx) (*Principal, error) {
 	if err != nil || id <= 0 {
 		return nil, invalidToken()
 	}
-	row, err := g.users.Get(c.UserContext(), id, func(ctx context.Context) (principalRow, error) { return g.load(ctx, id) })
-	if errors.Is(err, errNoUser) || (err == nil && row.Stamp != claims.Ver) {
+	u, err := g.users.Get(c.UserContext(), id, func(ctx context.Context) (cachedUser, error) { return g.load(ctx, id) })
+	if errors.Is(err, errNoUser) || (err == nil && u.stamp != claims.Ver) {
 		return nil, invalidToken()
 	}
 	if err != nil {
 		return nil, err
 	}
-	p := row.Principal // a copy per request: handlers may keep it
-	p.guarded, p.stamp = true, row.Stamp
+	p := u.principal(id) // a copy per request: handlers may keep it
+	p.guarded, p.stamp = true, u.stamp
 	if g.sessions != nil {
 		if claims.Sid <= 0 {
 			return nil, invalidToken()
@@ -458,7 +496,7 @@ func (g *Guard) Authenticate(c *fiber.Ctx) (*Principal, error) {
 	return &p, nil
 }
 
-func (g *Guard) load(ctx context.Context, id int64) (principalRow, error) {
+func (g *Guard) load(ctx context.Context, id int64) (cachedUser, error) {
 	var row struct {
 		ID            int64  `bun:"id"`
 		Email         string `bun:"email"`
@@ -470,12 +508,11 @@ func (g *Guard) load(ctx context.Context, id int64) (principalRow, error) {
 		Where("id = ?", id).Where("deleted_at IS NULL").Scan(ctx, &row)
 	if err != nil {
 		if errors.Is(err, sqlErrNoRows) {
-			return principalRow{}, errNoUser
+			return cachedUser{}, errNoUser
 		}
-		return principalRow{}, fmt.Errorf("load principal: %w", errors.Join(httpx.ErrUnavailable, err))
+		return cachedUser{}, fmt.Errorf("load principal: %w", errors.Join(httpx.ErrUnavailable, err))
 	}
-	return principalRow{Principal: Principal{UserID: row.ID, Email: row.Email, Name: row.Name, Role: row.Role},
-		Stamp: row.SecurityStamp}, nil
+	return newCachedUser(row.Email, row.Name, row.Role, row.SecurityStamp), nil
 }
 
 var sqlErrNoRows = sql.ErrNoRows

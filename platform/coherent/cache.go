@@ -2,6 +2,7 @@ package coherent
 
 import (
 	"context"
+	"strconv"
 	"sync"
 	"time"
 )
@@ -15,8 +16,14 @@ type CacheOptions[K comparable, V any] struct {
 	// must name rows by the same tag (e.g. a child table watched by its parent's id).
 	Also []string
 	// Tag names the row an entry was loaded from, as the trigger of Table names it (the value of
-	// the column given to coherent_notify). A change notified for a tag drops its entries.
+	// the column given to coherent_notify). A change notified for a tag drops its entries. It is
+	// called again on an entry when it is replaced, dropped or evicted: it must depend on its
+	// arguments only.
 	Tag func(K, V) string
+	// Key, when set, is the one key a tag can drop: the cache is keyed by the tagged column itself
+	// (Key(Tag(k, v)) is k, and no other tag gives k), so no index from tags to keys is kept.
+	// IDTag and IDKey are Tag and Key for caches keyed by the integer id the trigger names.
+	Key func(tag string) (K, bool)
 	// TTL bounds an entry's age whatever happens (default 1 minute).
 	TTL time.Duration
 	// MaxEntries bounds the size; past it, arbitrary entries are dropped (default 100,000).
@@ -30,9 +37,11 @@ type Cache[K comparable, V any] struct {
 	bus *Bus
 	o   CacheOptions[K, V]
 
+	base time.Time // entries' load times are monotonic nanoseconds since base
+
 	mu      sync.RWMutex
 	entries map[K]entry[V]
-	byTag   map[string][]K
+	byTag   map[string][]K    // tag → keys; nil when o.Key is set
 	gen     uint64            // counts invalidations
 	dropped map[string]uint64 // tag → gen at which it was last invalidated (recent ones)
 	all     uint64            // gen of the last drop of everything
@@ -40,10 +49,21 @@ type Cache[K comparable, V any] struct {
 	n       counts
 }
 
+// entry is a cached value and when it was loaded (nanoseconds since the cache's base); its tag
+// is not kept but computed again by o.Tag when needed (a replacement, a drop, an eviction).
 type entry[V any] struct {
-	v   V
-	tag string
-	at  time.Time
+	v  V
+	at int64
+}
+
+// IDTag is the Tag of a cache keyed by the integer id the trigger names (with IDKey).
+func IDTag[V any](id int64, _ V) string { return strconv.FormatInt(id, 10) }
+
+// IDKey is the Key of a cache keyed by the integer id the trigger names: the id a tag is the
+// decimal text of (as IDTag writes it).
+func IDKey(tag string) (int64, bool) {
+	id, err := strconv.ParseInt(tag, 10, 64)
+	return id, err == nil && strconv.FormatInt(id, 10) == tag
 }
 
 // NewCache registers a cache of o.Table on bus. A nil bus gives a cache that always loads.
@@ -54,7 +74,10 @@ func NewCache[K comparable, V any](bus *Bus, o CacheOptions[K, V]) *Cache[K, V] 
 	if o.MaxEntries <= 0 {
 		o.MaxEntries = 100_000
 	}
-	c := &Cache[K, V]{bus: bus, o: o, entries: map[K]entry[V]{}, byTag: map[string][]K{}, dropped: map[string]uint64{}}
+	c := &Cache[K, V]{bus: bus, o: o, base: time.Now(), entries: map[K]entry[V]{}, dropped: map[string]uint64{}}
+	if o.Key == nil {
+		c.byTag = map[string][]K{}
+	}
 	if bus != nil {
 		bus.subscribe(append([]string{o.Table}, o.Also...), c.invalidate, c.reset, c)
 	}
@@ -70,7 +93,7 @@ func (c *Cache[K, V]) Get(ctx context.Context, k K, load func(context.Context) (
 		c.mu.RLock()
 		e, ok := c.entries[k]
 		c.mu.RUnlock()
-		if ok && time.Since(e.at) < c.o.TTL {
+		if ok && c.now()-e.at < int64(c.o.TTL) {
 			c.n.hit.Add(1)
 			return e.v, nil
 		}
@@ -95,16 +118,25 @@ func (c *Cache[K, V]) Get(ctx context.Context, k K, load func(context.Context) (
 	if len(c.entries) >= c.o.MaxEntries {
 		c.evictLocked(c.o.MaxEntries / 10)
 	}
-	old, had := c.entries[k]
-	if had && old.tag != tag {
-		c.untagLocked(old.tag, k)
+	if c.byTag != nil {
+		old, had := c.entries[k]
+		oldTag := ""
+		if had {
+			oldTag = c.o.Tag(k, old.v)
+			if oldTag != tag {
+				c.untagLocked(oldTag, k)
+			}
+		}
+		if !had || oldTag != tag {
+			c.byTag[tag] = append(c.byTag[tag], k)
+		}
 	}
-	if !had || old.tag != tag {
-		c.byTag[tag] = append(c.byTag[tag], k)
-	}
-	c.entries[k] = entry[V]{v: v, tag: tag, at: time.Now()}
+	c.entries[k] = entry[V]{v: v, at: c.now()}
 	return v, nil
 }
+
+// now is the monotonic time since the cache's base, in nanoseconds.
+func (c *Cache[K, V]) now() int64 { return int64(time.Since(c.base)) }
 
 // Len is the number of entries held.
 func (c *Cache[K, V]) Len() int {
@@ -127,8 +159,14 @@ func (c *Cache[K, V]) invalidate(tags []string) {
 	}
 	for _, t := range tags {
 		c.dropped[t] = c.gen
+		if c.byTag == nil {
+			if k, ok := c.o.Key(t); ok {
+				delete(c.entries, k)
+			}
+			continue
+		}
 		for _, k := range c.byTag[t] {
-			if e, ok := c.entries[k]; ok && e.tag == t {
+			if e, ok := c.entries[k]; ok && c.o.Tag(k, e.v) == t {
 				delete(c.entries, k)
 			}
 		}
@@ -152,7 +190,9 @@ func (c *Cache[K, V]) reset() {
 func (c *Cache[K, V]) dropAllLocked() {
 	c.all = c.gen
 	c.entries = map[K]entry[V]{}
-	c.byTag = map[string][]K{}
+	if c.byTag != nil {
+		c.byTag = map[string][]K{}
+	}
 	c.dropped = map[string]uint64{}
 	c.pruned = time.Now()
 }
@@ -179,7 +219,9 @@ func (c *Cache[K, V]) evictLocked(n int) {
 			return
 		}
 		delete(c.entries, k)
-		c.untagLocked(e.tag, k)
+		if c.byTag != nil {
+			c.untagLocked(c.o.Tag(k, e.v), k)
+		}
 		n--
 	}
 }

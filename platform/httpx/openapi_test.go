@@ -37,7 +37,7 @@ func documentServer(t *testing.T) (string, *huma.OpenAPI) {
 	s.Finish()
 	require.NoError(t, s.Listen("127.0.0.1:0"))
 	t.Cleanup(func() { _ = s.Shutdown(context.Background()) })
-	return "http://" + s.Addr(), s.API.OpenAPI()
+	return "http://" + s.Addr(), s.Document()
 }
 
 // fetch sends a GET without Go's transparent gzip, so the answer is seen as sent.

@@ -74,6 +74,7 @@ type Server struct {
 	// allowOrigin reports whether CORS grants an Origin (Frontend:Origins).
 	allowOrigin func(string) bool
 	once        sync.Once
+	docOnce     sync.Once
 	patterns    []routePattern
 	addr        net.Addr
 	ln          *serverListener
@@ -154,7 +155,7 @@ func NewServer(o ServerOptions) (*Server, error) {
 		app.Use(h)
 	}
 	s.API = newAPI(app, o.Title, o.Version, o.Guard, o.Idempotency)
-	serveDocument(app, "/api/openapi", s.API.OpenAPI)
+	serveDocument(app, "/api/openapi", s.Document)
 	if o.PublicURL != "" {
 		s.API.OpenAPI().Servers = []*huma.Server{{URL: strings.TrimRight(o.PublicURL, "/"), Description: "This deployment"}}
 	}
@@ -217,11 +218,15 @@ func (s *Server) unknownMethod(rc *fasthttp.RequestCtx) {
 	}
 }
 
-// Finish adds the fallback handler (404 or 405 in the envelope) after every route is registered,
-// and completes the OpenAPI document (finishDocument).
-func (s *Server) Finish() {
-	s.App.Use(s.unrouted)
-	finishDocument(s.API.OpenAPI(), s.limitHeaders, s.tags)
+// Finish adds the fallback handler (404 or 405 in the envelope) after every route is registered.
+func (s *Server) Finish() { s.App.Use(s.unrouted) }
+
+// Document is the OpenAPI document, completed (finishDocument) at its first use, which must come
+// after Finish: the served document's first request, or a test. Until then the service does not
+// hold what completing it adds (the rate-limit headers of every response).
+func (s *Server) Document() *huma.OpenAPI {
+	s.docOnce.Do(func() { finishDocument(s.API.OpenAPI(), s.limitHeaders, s.tags) })
+	return s.API.OpenAPI()
 }
 
 type routePattern struct {

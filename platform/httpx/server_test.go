@@ -871,7 +871,7 @@ func TestLimitHeadersAreDeclaredOnEachResponse(t *testing.T) {
 	s.API.OpenAPI().AddOperation(&huma.Operation{OperationID: "byHand", Method: http.MethodPost, Path: "/api/by-hand",
 		Responses: map[string]*huma.Response{"200": {Description: "OK"}}})
 	s.Finish()
-	doc := s.API.OpenAPI()
+	doc := s.Document()
 
 	for _, op := range []*huma.Operation{doc.Paths["/api/widgets"].Post, doc.Paths["/api/widgets/{id}"].Get, doc.Paths["/api/by-hand"].Post} {
 		require.NotEmpty(t, op.Responses, op.OperationID)
@@ -887,7 +887,7 @@ func TestLimitHeadersAreDeclaredOnEachResponse(t *testing.T) {
 	assert.False(t, limit["X-Limit"].Required, "the given Param is not changed")
 
 	plain := buildServer(t, httpx.ServerOptions{})
-	for code, r := range plain.API.OpenAPI().Paths["/api/widgets"].Post.Responses {
+	for code, r := range plain.Document().Paths["/api/widgets"].Post.Responses {
 		assert.NotContains(t, r.Headers, "X-Limit", code)
 	}
 }
