@@ -38,15 +38,17 @@ var Module = module.Module{Name: "databases", Options: wiring, Config: Settings,
 
 // wiring is everything the databases module contributes to the fx graph.
 var wiring = fx.Module("databases",
+	provision.Resource[*Provisioner](func(cfg Config, e *Engines, s *secrets.Sealer, a *audit.Recorder, log *slog.Logger) *Provisioner {
+		return &Provisioner{Spec: spec, recovery: recoveryWindow(cfg), engines: e, sealer: s, audit: a, log: log}
+	}),
 	fx.Provide(
 		newEngines,
-		newProvisioner,
-		provision.AsProvisioner(func(p *Provisioner) *Provisioner { return p }),
-		func(e *Engines) *CredentialProvisioner { return &CredentialProvisioner{engines: e} },
+		func(e *Engines) *CredentialProvisioner {
+			return &CredentialProvisioner{Spec: credentialSpec, engines: e}
+		},
 		provision.AsProvisioner(func(p *CredentialProvisioner) *CredentialProvisioner { return p }),
-		provision.AsUserReleaser(func(p *Provisioner) *Provisioner { return p }),
 		func(e *Engines, s *secrets.Sealer, a *audit.Recorder, cfg Config, log *slog.Logger) *RotationProvisioner {
-			return &RotationProvisioner{engines: e, sealer: s, audit: a, log: log, grace: cfg.Databases.RotationGraceSeconds}
+			return &RotationProvisioner{Spec: rotationSpec, engines: e, sealer: s, audit: a, log: log, grace: cfg.Databases.RotationGraceSeconds}
 		},
 		provision.AsProvisioner(func(p *RotationProvisioner) *RotationProvisioner { return p }),
 		func(d *bun.DB, s *secrets.Sealer, a *audit.Recorder, f *provision.Finisher, log *slog.Logger) *Takeover {
@@ -71,10 +73,6 @@ func newEngines(lc fx.Lifecycle, cfg Config) (*Engines, error) {
 	}
 	lc.Append(fx.StopHook(e.Close))
 	return e, nil
-}
-
-func newProvisioner(cfg Config, e *Engines, s *secrets.Sealer, a *audit.Recorder, log *slog.Logger) *Provisioner {
-	return &Provisioner{recovery: recoveryWindow(cfg), engines: e, sealer: s, audit: a, log: log}
 }
 
 func newService(d *bun.DB, cfg Config, e *Engines, s *secrets.Sealer, a *audit.Recorder,
@@ -118,19 +116,18 @@ func (h *NewUserHook) OnUserCreated(ctx context.Context, u provision.NewUser) (a
 	}
 	cctx, cancel := context.WithTimeout(ctx, RegistrationTimeout)
 	defer cancel()
-	inst, err := h.svc.Create(cctx, CreateInput{UserID: u.UserID, Name: "default", SkipQuota: true, Background: true})
+	inst, o, err := h.svc.Create(cctx, CreateInput{UserID: u.UserID, Name: "default", SkipQuota: true, Background: true})
 	if inst == nil {
 		return nil, err
 	}
 	if inst.Status == StatusProvisioning && cctx.Err() != nil {
 		// The attempt was cut short: it is rolled back and due again for the finisher.
-		fresh, gerr := h.svc.get(context.WithoutCancel(ctx), h.svc.db, inst.ID, 0)
+		fresh, gerr := h.svc.get(context.WithoutCancel(ctx), inst.ID, 0)
 		if gerr == nil {
 			inst = fresh
 		}
 	}
-	item := h.svc.item(inst)
-	return item, err
+	return h.svc.item(inst), o.Err
 }
 
 // Summary contributes the dashboard section and the platform counts.
