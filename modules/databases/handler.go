@@ -116,7 +116,7 @@ func (h *Handler) Register(api *httpx.API) {
 			Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusBadGateway}},
 			func(ctx context.Context, in *idInput) (*httpx.Response[Item], error) {
 				inst, o, err := h.svc.SetPaused(ctx, in.ID, authn.FromContext(ctx).UserID, v.pause)
-				return h.answer(inst, o, err, "Database "+map[bool]string{true: "paused", false: "resumed"}[v.pause])
+				return h.answer(inst, o, err, false, "Database "+map[bool]string{true: "paused", false: "resumed"}[v.pause])
 			})
 	}
 
@@ -157,16 +157,13 @@ func (h *Handler) Register(api *httpx.API) {
 	h.registerAdmin(api)
 }
 
-// answer is the answer of a route that drove inst (httpx.Driven): done, or 502 with the database
-// as it stands (Retry-After while the finisher retries it).
-func (h *Handler) answer(inst *Instance, o provision.Outcome, err error, done string) (*httpx.Response[Item], error) {
-	return h.answerAs(inst, o, err, httpx.Answers{Done: done})
-}
-
-func (h *Handler) answerAs(inst *Instance, o provision.Outcome, err error, a httpx.Answers) (*httpx.Response[Item], error) {
+// answer is the answer of a route that drove inst (httpx.Driven): done (201 for a create), or 502
+// with the database as it stands (Retry-After while the finisher retries it).
+func (h *Handler) answer(inst *Instance, o provision.Outcome, err error, created bool, done string) (*httpx.Response[Item], error) {
+	a := httpx.Answers{Created: created, Done: done}
 	if inst != nil {
 		a.Failed = "The database engine failed; the database stays " + inst.Status + " and is retried in the background"
-		if a.Created {
+		if created {
 			a.Failed = "The database engine failed; the database is " + inst.Status + " and will be retried in the background"
 		}
 	}
@@ -176,7 +173,7 @@ func (h *Handler) answerAs(inst *Instance, o provision.Outcome, err error, a htt
 // created answers a create: 201 when Active, else 502 with the row as stored.
 func (h *Handler) created(ctx context.Context, in CreateInput) (*httpx.Response[Item], error) {
 	inst, o, err := h.svc.Create(ctx, in)
-	return h.answerAs(inst, o, err, httpx.Answers{Created: true, Done: "Database created"})
+	return h.answer(inst, o, err, true, "Database created")
 }
 
 func (h *Handler) deleted(ctx context.Context, id, userID int64, purge bool) (*httpx.Response[Item], error) {
@@ -185,5 +182,5 @@ func (h *Handler) deleted(ctx context.Context, id, userID int64, purge bool) (*h
 	if inst != nil && inst.Status == StatusRecoverable {
 		done = "Database deleted; it can be restored until purgeAt"
 	}
-	return h.answer(inst, o, err, done)
+	return h.answer(inst, o, err, false, done)
 }

@@ -22,7 +22,6 @@ import (
 	"provisioner/platform/provision"
 	"provisioner/platform/ratelimit"
 	"provisioner/platform/secrets"
-	"provisioner/platform/summary"
 )
 
 // Module is the databases module: its wiring, its configuration section (ConnectionStrings:Tenant*,
@@ -59,10 +58,11 @@ var wiring = fx.Module("databases",
 		provision.AsNewUserHook(func(s *Service) *NewUserHook { return &NewUserHook{svc: s} }),
 		newUsageRefresher,
 		httpx.AsRoutes(newHandler),
-		summary.AsDashboardContributor(func(s *Service) *Summary { return &Summary{svc: s} }),
-		summary.AsCounter(func(s *Service) *Summary { return &Summary{svc: s} }),
 		db.AsMigrations(func() db.Migrations { return db.Migrations{Module: "databases", FS: migrations.FS} }),
 	),
+	provision.Summarised(func(s *Service) *Summary {
+		return &Summary{Summary: provision.Summary[Item]{Key: "databases", List: s.List}, svc: s}
+	}),
 	fx.Invoke(startUsage),
 )
 
@@ -130,16 +130,10 @@ func (h *NewUserHook) OnUserCreated(ctx context.Context, u provision.NewUser) (a
 	return h.svc.item(inst), o.Err
 }
 
-// Summary contributes the dashboard section and the platform counts.
-type Summary struct{ svc *Service }
-
-// DashboardSection implements summary.DashboardContributor.
-func (s *Summary) DashboardSection(ctx context.Context, userID int64) (summary.Section, error) {
-	items, err := s.svc.List(ctx, userID)
-	if err != nil {
-		return summary.Section{}, err
-	}
-	return summary.Section{Key: "databases", Items: items, Total: len(items)}, nil
+// Summary contributes the dashboard section (provision.Summary) and the platform counts.
+type Summary struct {
+	provision.Summary[Item]
+	svc *Service
 }
 
 // PlatformCounts implements summary.Counter with one query.

@@ -50,5 +50,5 @@ func (h *Handler) registerRecovery(api *httpx.API) {
 // restored answers a restore: 200 when Active, else 502 with the row as stored (Restoring).
 func (h *Handler) restored(ctx context.Context, id, userID, toUserID int64) (*httpx.Response[Item], error) {
 	inst, o, err := h.svc.Restore(ctx, id, userID, toUserID)
-	return h.answer(inst, o, err, "Database restored")
+	return h.answer(inst, o, err, false, "Database restored")
 }
