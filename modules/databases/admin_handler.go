@@ -89,7 +89,7 @@ func (h *Handler) registerAdmin(api *httpx.API) {
 	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "getDatabaseInstance", Method: http.MethodGet,
 		Path: "/api/database-instances/{id}", Tags: tags, Summary: "One database instance", Errors: []int{http.StatusNotFound}},
 		func(ctx context.Context, in *idInput) (*httpx.Response[Item], error) {
-			inst, err := h.svc.get(ctx, h.svc.db, in.ID, 0)
+			inst, err := h.svc.get(ctx, in.ID, 0)
 			if err != nil {
 				return nil, err
 			}
@@ -177,7 +177,9 @@ func (h *Handler) registerAdmin(api *httpx.API) {
 			"another change.",
 		Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusBadGateway}},
 		func(ctx context.Context, in *idInput) (*httpx.Response[httpx.NoData], error) {
-			if err := h.creds.Delete(ctx, in.ID); err != nil {
+			cr, o, err := h.creds.Delete(ctx, in.ID)
+			if _, err := httpx.Driven(cr, o, err, h.creds.view, httpx.Answers{
+				Failed: "The database engine refused to drop the credential; it stays Deleting and is retried in the background"}); err != nil {
 				return nil, err
 			}
 			return httpx.Done("Access credential removed"), nil

@@ -6,13 +6,15 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/uptrace/bun"
 
 	"provisioner/platform/audit"
 	"provisioner/platform/authn"
 	"provisioner/platform/db"
-	"provisioner/platform/httpx"
+	"provisioner/platform/fault"
+	"provisioner/platform/paging"
 	"provisioner/platform/provision"
 	"provisioner/platform/secrets"
 )
@@ -39,47 +41,44 @@ func (c *Credentials) view(cr *Credential) CredentialView {
 func aad(username string) string { return "credential:" + username }
 
 // List pages through credentials, optionally of one database.
-func (c *Credentials) List(ctx context.Context, dbID int64, q httpx.PageQuery) (httpx.Page[CredentialView], error) {
+func (c *Credentials) List(ctx context.Context, dbID int64, q paging.PageQuery) (paging.Page[CredentialView], error) {
 	var rows []Credential
-	sel := c.db.NewSelect().Model(&rows).Where("status <> 'Deleted'")
+	sel := c.db.NewSelect().Model(&rows).Where("status <> ?", CredentialDeleted)
 	if dbID > 0 {
 		sel = sel.Where("database_instance_id = ?", dbID)
 	}
 	total, exact, err := db.Page(ctx, sel, &rows, "id DESC", q)
 	if err != nil {
-		return httpx.Page[CredentialView]{}, fmt.Errorf("list credentials: %w", err)
+		return paging.Page[CredentialView]{}, fmt.Errorf("list credentials: %w", err)
 	}
 	out := make([]CredentialView, len(rows))
 	for i := range rows {
 		out[i] = c.view(&rows[i])
 	}
-	return httpx.NewPage(q, out, total).Counted(exact), nil
+	return paging.NewPage(q, out, total).Counted(exact), nil
 }
 
 // Get returns one live credential (never its password).
 func (c *Credentials) Get(ctx context.Context, id int64) (*Credential, error) {
-	cr := new(Credential)
-	if err := c.db.NewSelect().Model(cr).Where("id = ?", id).Where("status <> 'Deleted'").Scan(ctx); err != nil {
-		if errors.Is(err, sql.ErrNoRows) {
-			return nil, httpx.NotFound("Access credential not found")
-		}
-		return nil, fmt.Errorf("get credential %d: %w", id, err)
+	cr, err := provision.Find[Credential](ctx, c.db, id, msgCredentialNotFound)
+	if err == nil && cr.Status == CredentialDeleted {
+		return nil, fault.NotFound(msgCredentialNotFound)
 	}
-	return cr, nil
+	return cr, err
 }
 
 // Create adds a login role on the database; the password is in the answer only.
 func (c *Credentials) Create(ctx context.Context, dbID int64, username string, readOnly bool) (*CredentialView, error) {
-	inst, err := c.svc.get(ctx, c.db, dbID, 0)
+	inst, err := c.svc.get(ctx, dbID, 0)
 	if err != nil {
 		return nil, err
 	}
 	if inst.Status != StatusActive && inst.Status != StatusPaused {
-		return nil, httpx.Conflict(fmt.Sprintf("Database is %s; credentials can be added to Active or Paused databases", apiStatus(inst.Status)))
+		return nil, fault.Conflict(fmt.Sprintf("Database is %s; credentials can be added to Active or Paused databases", apiStatus(inst.Status)))
 	}
 	engine := c.engines.Get(inst.Engine)
 	if engine == nil {
-		return nil, httpx.Unavailable("The database's engine is not configured")
+		return nil, fault.Unavailable("The database's engine is not configured")
 	}
 	if username == "" {
 		username = inst.DatabaseName + "_" + strings.ToLower(secrets.RandomString(6))
@@ -96,12 +95,12 @@ func (c *Credentials) Create(ctx context.Context, dbID int64, username string, r
 		return nil, err
 	}
 	defer release()
-	cr := &Credential{DatabaseInstanceID: inst.ID, Username: username, PasswordSealed: sealed, ReadOnly: readOnly, Status: CredentialCreating}
+	cr := &Credential{DatabaseInstanceID: inst.ID, Username: username, PasswordSealed: sealed, ReadOnly: readOnly,
+		rowState: rowState{Status: CredentialCreating, Retries: provision.Retries{NextAttemptAt: time.Now().Add(provision.RequestGrace)}}}
 	if err := db.RunInTx(ctx, c.db, func(ctx context.Context, tx bun.Tx) error {
-		if _, err := tx.NewInsert().Model(cr).Value("next_attempt_at", "now() + make_interval(secs => ?)", credentialGrace.Seconds()).
-			Returning("*").Exec(ctx); err != nil {
+		if _, err := tx.NewInsert().Model(cr).Returning("*").Exec(ctx); err != nil {
 			if db.IsUniqueViolation(err) {
-				return httpx.Conflict("This username is taken")
+				return fault.Conflict("This username is taken")
 			}
 			return fmt.Errorf("store credential: %w", err)
 		}
@@ -133,13 +132,13 @@ func (c *Credentials) make(ctx context.Context, inst *Instance, engine Engine, c
 	// The caller first, as every write of a request (db.RunInTx): an admin deleted or demoted
 	// since the row was stored makes nothing on the engine, and the row is undone below.
 	callerErr := authn.LockCaller(dctx, tx)
-	var callerRefused *httpx.Error
+	var callerRefused interface{ GetStatus() int } // an answer to the caller, not a failure
 	if callerErr != nil && !errors.As(callerErr, &callerRefused) {
 		return callerErr
 	}
 	if err := tx.NewSelect().Model(cr).WherePK().Where("status = ?", CredentialCreating).For("UPDATE").Scan(dctx); err != nil {
 		if errors.Is(err, sql.ErrNoRows) { // deleted before it was made: nothing is on the engine
-			return httpx.Conflict("The credential was deleted before it was made")
+			return fault.Conflict("The credential was deleted before it was made")
 		}
 		return fmt.Errorf("lock credential %d: %w", cr.ID, err)
 	}
@@ -160,10 +159,10 @@ func (c *Credentials) make(ctx context.Context, inst *Instance, engine Engine, c
 		err = callerErr
 	}
 	if err == nil && cur.Status != StatusActive && cur.Status != StatusPaused {
-		err = httpx.Conflict(fmt.Sprintf("Database is %s; credentials can be added to Active or Paused databases", cur.Status))
+		err = fault.Conflict(fmt.Sprintf("Database is %s; credentials can be added to Active or Paused databases", cur.Status))
 	}
 	if err != nil {
-		if _, uerr := tx.NewUpdate().Model(cr).Set("status = ?", CredentialDeleted).Set("updated_at = now()").WherePK().Exec(dctx); uerr != nil {
+		if _, uerr := provision.Move(tx.NewUpdate().Model(cr), CredentialDeleted).WherePK().Exec(dctx); uerr != nil {
 			return fmt.Errorf("record credential %d undone: %w", cr.ID, uerr)
 		}
 		if cerr := tx.Commit(); cerr != nil {
@@ -186,12 +185,12 @@ func (c *Credentials) make(ctx context.Context, inst *Instance, engine Engine, c
 		// engine cannot say whether the role was made (a timeout, an outage), the credential is
 		// Deleting: the finisher drops it once the engine answers.
 		if errors.Is(cerr, ErrRoleTaken) {
-			if _, err := tx.NewUpdate().Model(cr).Set("status = ?", CredentialDeleted).Set("updated_at = now()").WherePK().Exec(dctx); err != nil {
+			if _, err := provision.Move(tx.NewUpdate().Model(cr), CredentialDeleted).WherePK().Exec(dctx); err != nil {
 				return fmt.Errorf("record credential %d undone: %w", cr.ID, err)
 			}
 		} else if derr := dropCredential(dctx, tx, c.engines, cr); derr != nil {
-			if _, err := tx.NewUpdate().Model(cr).Set("status = ?", CredentialDeleting).Set("next_attempt_at = now()").
-				Set("last_error = ?", derr.Error()).Set("updated_at = now()").WherePK().Exec(dctx); err != nil {
+			if _, err := provision.Nudge(provision.Move(tx.NewUpdate().Model(cr), CredentialDeleting)).
+				Set("last_error = ?", provision.StoredError(derr)).WherePK().Exec(dctx); err != nil {
 				return fmt.Errorf("record credential %d undo: %w", cr.ID, err)
 			}
 		}
@@ -199,12 +198,11 @@ func (c *Credentials) make(ctx context.Context, inst *Instance, engine Engine, c
 			return fmt.Errorf("commit credential %d undo: %w", cr.ID, err)
 		}
 		if errors.Is(cerr, ErrRoleTaken) {
-			return httpx.Conflict("This username is taken on the database engine")
+			return fault.Conflict("This username is taken on the database engine")
 		}
-		return httpx.BadGateway("The database engine refused the credential", nil)
+		return fault.Upstream("The database engine refused the credential", nil)
 	}
-	if _, err := tx.NewUpdate().Model(cr).Set("status = ?", CredentialActive).Set("last_error = ''").
-		Set("updated_at = now()").WherePK().Returning("*").Exec(dctx); err != nil {
+	if _, err := provision.Succeed(tx.NewUpdate().Model(cr), CredentialActive).WherePK().Returning("*").Exec(dctx); err != nil {
 		return fmt.Errorf("record credential: %w", err)
 	}
 	if err := tx.Commit(); err != nil {
@@ -243,7 +241,7 @@ func reservedUsername(name string) bool {
 // that role, reset its password and, on failure, strip it.
 func (c *Credentials) usernameFree(ctx context.Context, engine Engine, username string) error {
 	if reservedUsername(username) {
-		return httpx.Conflict("This username is reserved")
+		return fault.Conflict("This username is reserved")
 	}
 	n, err := c.db.NewSelect().Model((*Instance)(nil)).
 		Where("database_name = ? OR database_user = ?", username, username).Count(ctx)
@@ -251,16 +249,16 @@ func (c *Credentials) usernameFree(ctx context.Context, engine Engine, username 
 		return fmt.Errorf("check credential username: %w", err)
 	}
 	if n > 0 {
-		return httpx.Conflict("This username is a tenant database's name")
+		return fault.Conflict("This username is a tenant database's name")
 	}
 	ectx, cancel := context.WithTimeout(ctx, engineTimeout)
 	defer cancel()
 	exists, err := engine.RoleExists(ectx, username)
 	if err != nil {
-		return httpx.BadGateway("The database engine did not answer", nil)
+		return fault.Upstream("The database engine did not answer", nil)
 	}
 	if exists {
-		return httpx.Conflict("This username is taken on the database engine")
+		return fault.Conflict("This username is taken on the database engine")
 	}
 	return nil
 }
@@ -281,29 +279,22 @@ func (c *Credentials) logEngine(ctx context.Context, op string, cr *Credential, 
 		"username", cr.Username, "error", err.Error())
 }
 
-// lockCredential locks a live credential's row without waiting: a credential another request
-// (or the finisher) is changing answers 409 at once.
 // errCredentialBusy is the 409 of a request on a credential another request or the finisher is
-// changing.
-const errCredentialBusy = "The access credential is being changed; try again"
+// changing; msgCredentialNotFound its 404.
+const (
+	errCredentialBusy     = "The access credential is being changed; try again"
+	msgCredentialNotFound = "Access credential not found"
+)
 
+// lockCredential locks a live credential's row for a change (lockNow).
 func lockCredential(ctx context.Context, tx bun.Tx, id int64) (*Credential, error) {
-	cr := new(Credential)
-	if err := tx.NewSelect().Model(cr).Where("id = ?", id).Where("status <> ?", CredentialDeleted).For("UPDATE NOWAIT").Scan(ctx); err != nil {
-		return nil, lockErr(err, "Access credential not found", errCredentialBusy,
-			fmt.Sprintf("lock credential %d", id))
-	}
-	return cr, nil
+	return lockNow[Credential](ctx, tx, id, 0, "UPDATE", msgCredentialNotFound, errCredentialBusy)
 }
 
-// lockInstanceShared locks a live database's row shared without waiting: credential changes run
-// side by side, a pause, resume or delete of the database (which locks it for update) does not.
+// lockInstanceShared locks a live database's row shared (lockNow): credential changes run side by
+// side, a pause, resume or delete of the database (which locks it for update) does not.
 func lockInstanceShared(ctx context.Context, tx bun.Tx, id int64) (*Instance, error) {
-	inst := new(Instance)
-	if err := tx.NewSelect().Model(inst).Where("id = ?", id).Where("status <> ?", StatusDeleted).For("SHARE NOWAIT").Scan(ctx); err != nil {
-		return nil, lockErr(err, "Database not found", errDatabaseBusy, fmt.Sprintf("lock database %d", id))
-	}
-	return inst, nil
+	return lockNow[Instance](ctx, tx, id, 0, "SHARE", msgNotFound, errDatabaseBusy)
 }
 
 // Rotate sets a new password; it is in the answer only. The credential's row is locked while
@@ -322,7 +313,7 @@ func (c *Credentials) Rotate(ctx context.Context, id int64) (*CredentialView, er
 			return err
 		}
 		if cr.Status != CredentialActive {
-			return httpx.Conflict(fmt.Sprintf("Access credential is %s; only an Active one can be rotated", cr.Status))
+			return fault.Conflict(fmt.Sprintf("Access credential is %s; only an Active one can be rotated", cr.Status))
 		}
 		inst, err := lockInstanceShared(ctx, tx, cr.DatabaseInstanceID)
 		if err != nil {
@@ -330,7 +321,7 @@ func (c *Credentials) Rotate(ctx context.Context, id int64) (*CredentialView, er
 		}
 		engine := c.engines.Get(inst.Engine)
 		if engine == nil {
-			return httpx.Unavailable("The database's engine is not configured")
+			return fault.Unavailable("The database's engine is not configured")
 		}
 		password := secrets.RandomPassword()
 		sealed, err := c.sealer.Seal([]byte(password), aad(cr.Username))
@@ -341,10 +332,10 @@ func (c *Credentials) Rotate(ctx context.Context, id int64) (*CredentialView, er
 		defer cancel()
 		if err := engine.SetPassword(ectx, inst.DatabaseName, cr.Username, password, CredentialMarker(cr.ID, cr.MarkerToken)); err != nil {
 			if errors.Is(err, ErrRoleTaken) {
-				return httpx.Conflict("The credential's role on the engine was not made by this service (or is gone); its password is left alone")
+				return fault.Conflict("The credential's role on the engine was not made by this service (or is gone); its password is left alone")
 			}
 			c.logEngine(ctx, "rotate", cr, err)
-			return httpx.BadGateway("The database engine refused the new password; the old one still works", nil)
+			return fault.Upstream("The database engine refused the new password; the old one still works", nil)
 		}
 		if _, err := tx.NewUpdate().Model(cr).Set("password_sealed = ?", sealed).Set("updated_at = now()").WherePK().Returning("*").Exec(ctx); err != nil {
 			return fmt.Errorf("record rotated credential: %w", err)
@@ -365,13 +356,13 @@ func (c *Credentials) Rotate(ctx context.Context, id int64) (*CredentialView, er
 }
 
 // Delete stores the intent (Deleting), then drops the role on the engine and marks the row
-// Deleted through the finisher's claim. When the engine fails the answer is 502 with the
-// credential as stored (Deleting): the finisher retries, and so does a second DELETE. A DELETE
-// while another request's is still under way is 409 (deleteInProgress).
-func (c *Credentials) Delete(ctx context.Context, id int64) error {
+// Deleted through the finisher's claim. It returns the credential as it then stands and the
+// outcome: Pending (Deleting) when the engine failed, which the finisher retries, and so does a
+// second DELETE. A DELETE while another request's is still under way is 409 (deleteInProgress).
+func (c *Credentials) Delete(ctx context.Context, id int64) (*Credential, provision.Outcome, error) {
 	release, err := c.svc.waits.acquire(ctx)
 	if err != nil {
-		return err
+		return nil, provision.Outcome{}, err
 	}
 	defer release()
 	err = db.RunInTx(ctx, c.db, func(ctx context.Context, tx bun.Tx) error {
@@ -381,27 +372,19 @@ func (c *Credentials) Delete(ctx context.Context, id int64) error {
 			return err
 		}
 		if cr.Status == CredentialDeleting {
-			return deleteInProgress(ctx, tx, "access_credentials", id, errCredentialBusy)
+			return deleteInProgress(cr.Retries, errCredentialBusy)
 		}
-		inst := new(Instance)
-		if err := tx.NewSelect().Model(inst).Where("id = ?", cr.DatabaseInstanceID).Scan(ctx); err != nil {
-			return fmt.Errorf("load database of credential %d: %w", id, err)
+		inst, err := provision.Load[Instance](ctx, tx, cr.DatabaseInstanceID)
+		if err != nil {
+			return err
 		}
-		if _, err := tx.NewUpdate().Model(cr).Set("status = ?", CredentialDeleting).Set("attempts = 0").
-			Set("next_attempt_at = now() + ?::interval", deleteLease).Set("updated_at = now()").WherePK().Exec(ctx); err != nil {
+		if _, err := provision.Restart(tx.NewUpdate().Model(cr), CredentialDeleting, time.Now().Add(deleteLease)).WherePK().Exec(ctx); err != nil {
 			return fmt.Errorf("mark credential %d deleting: %w", id, err)
 		}
 		return c.audit.RecordTx(ctx, tx, credentialEvent("access_credential.deleted", inst, cr))
 	})
 	if err != nil {
-		return err
+		return nil, provision.Outcome{}, err
 	}
-	if driveErr := c.finisher.DriveNow(ctx, CredentialKind, id); driveErr != nil {
-		cr := new(Credential)
-		if err := c.db.NewSelect().Model(cr).Where("id = ?", id).Scan(context.WithoutCancel(ctx)); err != nil {
-			return fmt.Errorf("reload credential %d: %w", id, err)
-		}
-		return httpx.BadGateway("The database engine refused to drop the credential; it stays Deleting and is retried in the background", c.view(cr))
-	}
-	return nil
+	return provision.Run[Credential](ctx, c.finisher, c.db, credentialSpec, id, provision.Again)
 }

@@ -2,10 +2,9 @@ package databases
 
 import (
 	"context"
-	"strconv"
 	"time"
 
-	"provisioner/platform/httpx"
+	"provisioner/platform/fault"
 )
 
 // engineWaits bounds the requests of this process that wait for a tenant engine while holding a
@@ -17,10 +16,9 @@ type engineWaits chan struct{}
 
 func newEngineWaits(n int) engineWaits { return make(engineWaits, max(n, 1)) }
 
-// engineBusyRetryAfter is the Retry-After, in seconds, of a request refused for want of a slot:
-// a slot frees when an engine answers or, when the engine hangs, at the latest after
-// engineTimeout.
-const engineBusyRetryAfter = 5
+// engineBusyRetryAfter is the Retry-After of a request refused for want of a slot: a slot frees
+// when an engine answers or, when the engine hangs, at the latest after engineTimeout.
+const engineBusyRetryAfter = 5 * time.Second
 
 // errEngineBusy is the message of that refusal.
 const errEngineBusy = "Too many requests are waiting for the database engines; nothing was changed, try again after Retry-After seconds"
@@ -41,7 +39,7 @@ func (w engineWaits) acquire(ctx context.Context) (release func(), err error) {
 
 // engineBusy is the 503 of a request refused for want of a slot.
 func engineBusy() error {
-	return httpx.Unavailable(errEngineBusy).WithHeader("Retry-After", strconv.Itoa(engineBusyRetryAfter))
+	return fault.Unavailable(errEngineBusy).WithRetryAfter(engineBusyRetryAfter)
 }
 
 // await takes a slot when one is free within engineSlotWait (and before ctx ends).

@@ -10,6 +10,7 @@ import (
 
 	"provisioner/platform/authn"
 	"provisioner/platform/httpx"
+	"provisioner/platform/provision"
 	"provisioner/platform/ratelimit"
 )
 
@@ -114,15 +115,8 @@ func (h *Handler) Register(api *httpx.API) {
 			}[v.pause],
 			Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusBadGateway}},
 			func(ctx context.Context, in *idInput) (*httpx.Response[Item], error) {
-				inst, err := h.svc.SetPaused(ctx, in.ID, authn.FromContext(ctx).UserID, v.pause)
-				if inst == nil {
-					return nil, err
-				}
-				if inst.Status == StatusPausing || inst.Status == StatusResuming {
-					return nil, httpx.BadGateway("The database engine failed; the database stays "+inst.Status+
-						" and is retried in the background", h.svc.item(inst))
-				}
-				return httpx.OK("Database "+map[bool]string{true: "paused", false: "resumed"}[v.pause], h.svc.item(inst)), nil
+				inst, o, err := h.svc.SetPaused(ctx, in.ID, authn.FromContext(ctx).UserID, v.pause)
+				return h.answer(inst, o, err, false, "Database "+map[bool]string{true: "paused", false: "resumed"}[v.pause])
 			})
 	}
 
@@ -163,31 +157,30 @@ func (h *Handler) Register(api *httpx.API) {
 	h.registerAdmin(api)
 }
 
+// answer is the answer of a route that drove inst (httpx.Driven): done (201 for a create), or 502
+// with the database as it stands (Retry-After while the finisher retries it).
+func (h *Handler) answer(inst *Instance, o provision.Outcome, err error, created bool, done string) (*httpx.Response[Item], error) {
+	a := httpx.Answers{Created: created, Done: done}
+	if inst != nil {
+		a.Failed = "The database engine failed; the database stays " + inst.Status + " and is retried in the background"
+		if created {
+			a.Failed = "The database engine failed; the database is " + inst.Status + " and will be retried in the background"
+		}
+	}
+	return httpx.Driven(inst, o, err, h.svc.item, a)
+}
+
 // created answers a create: 201 when Active, else 502 with the row as stored.
 func (h *Handler) created(ctx context.Context, in CreateInput) (*httpx.Response[Item], error) {
-	inst, err := h.svc.Create(ctx, in)
-	if inst == nil {
-		return nil, err
-	}
-	item := h.svc.item(inst)
-	if inst.Status != StatusActive {
-		return nil, httpx.BadGateway("The database engine failed; the database is "+inst.Status+
-			" and will be retried in the background", item)
-	}
-	return httpx.Created("Database created", item), nil
+	inst, o, err := h.svc.Create(ctx, in)
+	return h.answer(inst, o, err, true, "Database created")
 }
 
 func (h *Handler) deleted(ctx context.Context, id, userID int64, purge bool) (*httpx.Response[Item], error) {
-	inst, err := h.svc.Delete(ctx, id, userID, purge)
-	if inst == nil {
-		return nil, err
+	inst, o, err := h.svc.Delete(ctx, id, userID, purge)
+	done := "Database deleted"
+	if inst != nil && inst.Status == StatusRecoverable {
+		done = "Database deleted; it can be restored until purgeAt"
 	}
-	item := h.svc.item(inst)
-	switch inst.Status {
-	case StatusDeleted:
-		return httpx.OK("Database deleted", item), nil
-	case StatusRecoverable:
-		return httpx.OK("Database deleted; it can be restored until purgeAt", item), nil
-	}
-	return nil, httpx.BadGateway("The database engine failed; the database stays Deleting and is retried in the background", item)
+	return h.answer(inst, o, err, false, done)
 }

@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"github.com/uptrace/bun"
+
+	"provisioner/platform/provision"
 )
 
 // Statuses of a database instance.
@@ -22,28 +24,31 @@ const (
 	StatusRestoring   = "Restoring" // in-between: the finisher allows the logins of a restored database again
 )
 
+// spec is the databases' lifecycle: Provisioning → Active or Failed; Pausing → Paused,
+// Resuming or Restoring → Active (Between); Deleting → Recoverable (in its recovery window, due
+// at purge_at) or Deleted. Deleting and Recoverable rows do not count against the quota.
+var spec = provision.Spec{Name: Kind, Rows: "database_instances", Creating: StatusProvisioning, Active: StatusActive,
+	Failed: StatusFailed, Deleting: StatusDeleting, Gone: StatusDeleted,
+	Between: map[string]provision.Verb{StatusPausing: provision.VerbSuspend, StatusResuming: provision.VerbResume,
+		StatusRestoring: provision.VerbResume},
+	Due: map[string]provision.Verb{StatusRecoverable: provision.VerbDelete},
+	Counted: []string{StatusProvisioning, StatusActive, StatusPausing, StatusPaused, StatusResuming, StatusFailed,
+		StatusRestoring}}
+
 // Instance is a tenant database as stored.
 type Instance struct {
 	bun.BaseModel `bun:"table:database_instances,alias:di"`
 
-	ID             int64      `bun:"id,pk,autoincrement"`
-	UserID         int64      `bun:"user_id,notnull"`
 	Name           string     `bun:"name,notnull"`
 	Engine         string     `bun:"engine,notnull"`
 	DatabaseName   string     `bun:"database_name,notnull"`
 	DatabaseUser   string     `bun:"database_user,notnull"`
 	PasswordSealed string     `bun:"password_sealed,notnull"`
-	Status         string     `bun:"status,notnull"`
 	MaxSpaceBytes  int64      `bun:"max_space_bytes,notnull"`
 	UsedSpaceBytes int64      `bun:"used_space_bytes,notnull"`
 	ReadOnly       bool       `bun:"read_only,notnull"`
 	ReadOnlyReason string     `bun:"read_only_reason,notnull"`
 	LastActivity   *time.Time `bun:"last_activity"`
-	Attempts       int        `bun:"attempts,notnull"`
-	NextAttemptAt  time.Time  `bun:"next_attempt_at,notnull"`
-	LastError      string     `bun:"last_error,notnull"`
-	CreatedAt      time.Time  `bun:"created_at,nullzero,notnull,default:current_timestamp"`
-	UpdatedAt      time.Time  `bun:"updated_at,nullzero,notnull,default:current_timestamp"`
 	DeletedAt      *time.Time `bun:"deleted_at"`
 	// PurgeAt is when a deleted database is dropped (its recovery window ends); nil once dropped or
 	// when deleted without a window.
@@ -52,6 +57,7 @@ type Instance struct {
 	LoginUser string `bun:"login_user,notnull"`
 	// RotationDays > 0 rotates the password on that schedule (a Scheduled rotation row).
 	RotationDays int `bun:"rotation_days,notnull"`
+	provision.State
 }
 
 // Item is a database as the API shows it. The password is never part of it.
@@ -87,26 +93,45 @@ const (
 	CredentialDeleted  = "Deleted"
 )
 
+// credentialSpec is the credentials' lifecycle: made by their request only (a Creating row the
+// finisher finds is undone), Active, Deleting → Deleted.
+var credentialSpec = provision.Spec{Name: CredentialKind, Rows: "access_credentials", Active: CredentialActive,
+	Deleting: CredentialDeleting, Gone: CredentialDeleted,
+	Between: map[string]provision.Verb{CredentialCreating: provision.VerbDelete}}
+
 // Credential is an extra login role on a tenant database.
 type Credential struct {
 	bun.BaseModel `bun:"table:access_credentials,alias:ac"`
 
-	ID                 int64     `bun:"id,pk,autoincrement"`
-	DatabaseInstanceID int64     `bun:"database_instance_id,notnull"`
-	Username           string    `bun:"username,notnull"`
-	PasswordSealed     string    `bun:"password_sealed,notnull"`
-	ReadOnly           bool      `bun:"read_only,notnull"`
-	Status             string    `bun:"status,notnull"`
-	Attempts           int       `bun:"attempts,notnull"`
-	NextAttemptAt      time.Time `bun:"next_attempt_at,notnull"`
-	LastError          string    `bun:"last_error,notnull"`
-	CreatedAt          time.Time `bun:"created_at,nullzero,notnull,default:current_timestamp"`
-	UpdatedAt          time.Time `bun:"updated_at,nullzero,notnull,default:current_timestamp"`
+	ID                 int64  `bun:"id,pk,autoincrement"`
+	DatabaseInstanceID int64  `bun:"database_instance_id,notnull"`
+	Username           string `bun:"username,notnull"`
+	PasswordSealed     string `bun:"password_sealed,notnull"`
+	ReadOnly           bool   `bun:"read_only,notnull"`
 	// MarkerToken is the random part of the mark (CredentialMarker) the credential's role carries
 	// on its engine, made by the database with the row (an insert leaves it to the column's
 	// default); "" (NULL) for a credential made before marks carried one.
 	MarkerToken string `bun:"marker_token,nullzero"`
+	rowState
 }
+
+// rowState is the lifecycle state of a row that belongs to a database rather than to a user
+// (credentials, rotations): provision.State without its owner.
+type rowState struct {
+	Status       string `bun:"status,notnull"`
+	ErrorMessage string `bun:"error_message,notnull"`
+	provision.Retries
+	CreatedAt time.Time `bun:"created_at,nullzero,notnull,default:current_timestamp"`
+	UpdatedAt time.Time `bun:"updated_at,nullzero,notnull,default:current_timestamp"`
+}
+
+// lifecycle is s as provision.Run reads it, for row id.
+func (s *rowState) lifecycle(id int64) *provision.State {
+	return &provision.State{ID: id, Status: s.Status, ErrorMessage: s.ErrorMessage, Retries: s.Retries}
+}
+
+// Lifecycle implements provision.Stateful.
+func (c *Credential) Lifecycle() *provision.State { return c.lifecycle(c.ID) }
 
 // CredentialView is an access credential as the API shows it; Password only in the answers of
 // create and rotate.

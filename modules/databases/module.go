@@ -21,7 +21,6 @@ import (
 	"provisioner/platform/provision"
 	"provisioner/platform/ratelimit"
 	"provisioner/platform/secrets"
-	"provisioner/platform/summary"
 )
 
 // Module is the databases module: its wiring, its configuration section (ConnectionStrings:Tenant*,
@@ -37,15 +36,17 @@ var Module = module.Module{Name: "databases", Options: wiring, Config: Settings,
 
 // wiring is everything the databases module contributes to the fx graph.
 var wiring = fx.Module("databases",
+	provision.Resource[*Provisioner](func(cfg Config, e *Engines, s *secrets.Sealer, a *audit.Recorder, log *slog.Logger) *Provisioner {
+		return &Provisioner{Spec: spec, recovery: recoveryWindow(cfg), engines: e, sealer: s, audit: a, log: log}
+	}),
 	fx.Provide(
 		newEngines,
-		newProvisioner,
-		provision.AsProvisioner(func(p *Provisioner) *Provisioner { return p }),
-		func(e *Engines) *CredentialProvisioner { return &CredentialProvisioner{engines: e} },
+		func(e *Engines) *CredentialProvisioner {
+			return &CredentialProvisioner{Spec: credentialSpec, engines: e}
+		},
 		provision.AsProvisioner(func(p *CredentialProvisioner) *CredentialProvisioner { return p }),
-		provision.AsUserReleaser(func(p *Provisioner) *Provisioner { return p }),
 		func(e *Engines, s *secrets.Sealer, a *audit.Recorder, cfg Config, log *slog.Logger) *RotationProvisioner {
-			return &RotationProvisioner{engines: e, sealer: s, audit: a, log: log, grace: cfg.Databases.RotationGraceSeconds}
+			return &RotationProvisioner{Spec: rotationSpec, engines: e, sealer: s, audit: a, log: log, grace: cfg.Databases.RotationGraceSeconds}
 		},
 		provision.AsProvisioner(func(p *RotationProvisioner) *RotationProvisioner { return p }),
 		func(d *bun.DB, s *secrets.Sealer, a *audit.Recorder, f *provision.Finisher, log *slog.Logger) *Takeover {
@@ -56,10 +57,11 @@ var wiring = fx.Module("databases",
 		provision.AsNewUserHook(func(s *Service) *NewUserHook { return &NewUserHook{svc: s} }),
 		newUsageRefresher,
 		httpx.AsRoutes(newHandler),
-		summary.AsDashboardContributor(func(s *Service) *Summary { return &Summary{svc: s} }),
-		summary.AsCounter(func(s *Service) *Summary { return &Summary{svc: s} }),
 		db.AsMigrations(func() db.Migrations { return db.Migrations{Module: "databases", FS: migrations.FS} }),
 	),
+	provision.Summarised(func(s *Service) *Summary {
+		return &Summary{Summary: provision.Summary[Item]{Key: "databases", List: s.List}, svc: s}
+	}),
 	fx.Invoke(startUsage),
 )
 
@@ -70,10 +72,6 @@ func newEngines(lc fx.Lifecycle, cfg Config) (*Engines, error) {
 	}
 	lc.Append(fx.StopHook(e.Close))
 	return e, nil
-}
-
-func newProvisioner(cfg Config, e *Engines, s *secrets.Sealer, a *audit.Recorder, log *slog.Logger) *Provisioner {
-	return &Provisioner{recovery: recoveryWindow(cfg), engines: e, sealer: s, audit: a, log: log}
 }
 
 func newService(d *bun.DB, cfg Config, e *Engines, s *secrets.Sealer, a *audit.Recorder,
@@ -117,31 +115,24 @@ func (h *NewUserHook) OnUserCreated(ctx context.Context, u provision.NewUser) (a
 	}
 	cctx, cancel := context.WithTimeout(ctx, RegistrationTimeout)
 	defer cancel()
-	inst, err := h.svc.Create(cctx, CreateInput{UserID: u.UserID, Name: "default", SkipQuota: true, Background: true})
+	inst, o, err := h.svc.Create(cctx, CreateInput{UserID: u.UserID, Name: "default", SkipQuota: true, Background: true})
 	if inst == nil {
 		return nil, err
 	}
 	if inst.Status == StatusProvisioning && cctx.Err() != nil {
 		// The attempt was cut short: it is rolled back and due again for the finisher.
-		fresh, gerr := h.svc.get(context.WithoutCancel(ctx), h.svc.db, inst.ID, 0)
+		fresh, gerr := h.svc.get(context.WithoutCancel(ctx), inst.ID, 0)
 		if gerr == nil {
 			inst = fresh
 		}
 	}
-	item := h.svc.item(inst)
-	return item, err
+	return h.svc.item(inst), o.Err
 }
 
-// Summary contributes the dashboard section and the platform counts.
-type Summary struct{ svc *Service }
-
-// DashboardSection implements summary.DashboardContributor.
-func (s *Summary) DashboardSection(ctx context.Context, userID int64) (summary.Section, error) {
-	items, err := s.svc.List(ctx, userID)
-	if err != nil {
-		return summary.Section{}, err
-	}
-	return summary.Section{Key: "databases", Items: items, Total: len(items)}, nil
+// Summary contributes the dashboard section (provision.Summary) and the platform counts.
+type Summary struct {
+	provision.Summary[Item]
+	svc *Service
 }
 
 // PlatformCounts implements summary.Counter with one query.

@@ -2,10 +2,11 @@ package databases
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/uptrace/bun"
@@ -18,6 +19,7 @@ import (
 // Provisioner creates and drops tenant databases on their engines. It reads the intent from the
 // row the finisher has locked and records the outcome through the same transaction.
 type Provisioner struct {
+	provision.Spec
 	// recovery is Databases:RecoveryHours: how long a deleted user's databases stay recoverable.
 	recovery time.Duration
 	engines  *Engines
@@ -26,23 +28,10 @@ type Provisioner struct {
 	log      *slog.Logger
 }
 
-// Kind implements provision.Provisioner.
-func (p *Provisioner) Kind() provision.Kind { return Kind }
-
-// Table implements provision.Queue.
-func (p *Provisioner) Table() string { return "database_instances" }
-
-// InFlight implements provision.Queue.
-func (p *Provisioner) InFlight() map[string]provision.Verb {
-	return map[string]provision.Verb{StatusProvisioning: provision.VerbCreate, StatusDeleting: provision.VerbDelete,
-		StatusPausing: provision.VerbSuspend, StatusResuming: provision.VerbResume,
-		StatusRecoverable: provision.VerbDelete, StatusRestoring: provision.VerbResume}
-}
-
 func (p *Provisioner) load(ctx context.Context, tx bun.IDB, id int64) (*Instance, Engine, error) {
-	inst := new(Instance)
-	if err := tx.NewSelect().Model(inst).Where("id = ?", id).Scan(ctx); err != nil {
-		return nil, nil, fmt.Errorf("load database %d: %w", id, err)
+	inst, err := provision.Load[Instance](ctx, tx, id)
+	if err != nil {
+		return nil, nil, err
 	}
 	engine := p.engines.Get(inst.Engine)
 	if engine == nil {
@@ -67,8 +56,7 @@ func (p *Provisioner) Create(ctx context.Context, req provision.CreateRequest) (
 	if err := engine.Create(ectx, inst.DatabaseName, inst.DatabaseUser, string(pw)); err != nil {
 		return provision.CreateResponse{}, engineError(ctx, p.log, "create", inst.ID, err)
 	}
-	if _, err := req.Tx.NewUpdate().Model(inst).Set("status = ?", StatusActive).Set("last_error = ''").
-		Set("updated_at = now()").WherePK().Exec(ctx); err != nil {
+	if _, err := provision.Succeed(req.Tx.NewUpdate().Model(inst), StatusActive).WherePK().Exec(ctx); err != nil {
 		return provision.CreateResponse{}, fmt.Errorf("record database %d active: %w", inst.ID, err)
 	}
 	if err := p.audit.RecordTx(ctx, req.Tx, audit.Event{Action: "database.created", UserID: audit.Int64(inst.UserID),
@@ -109,7 +97,7 @@ func (p *Provisioner) Delete(ctx context.Context, req provision.DeleteRequest) (
 	if err := engine.Drop(ectx, inst.DatabaseName, inst.DatabaseUser); err != nil {
 		return provision.DeleteResponse{}, engineError(ctx, p.log, "drop", inst.ID, err)
 	}
-	if _, err := req.Tx.NewUpdate().Model((*Credential)(nil)).Set("status = 'Deleted'").Set("updated_at = now()").
+	if _, err := provision.Move(req.Tx.NewUpdate().Model((*Credential)(nil)), CredentialDeleted).
 		Where("database_instance_id = ?", inst.ID).Exec(ctx); err != nil {
 		return provision.DeleteResponse{}, err
 	}
@@ -121,8 +109,8 @@ func (p *Provisioner) Delete(ctx context.Context, req provision.DeleteRequest) (
 			return provision.DeleteResponse{}, err
 		}
 	}
-	if _, err := req.Tx.NewUpdate().Model(inst).Set("status = ?", StatusDeleted).Set("deleted_at = now()").Set("purge_at = NULL").
-		Set("last_error = ''").Set("updated_at = now()").WherePK().Exec(ctx); err != nil {
+	if _, err := provision.Succeed(req.Tx.NewUpdate().Model(inst), StatusDeleted).Set("deleted_at = now()").Set("purge_at = NULL").
+		WherePK().Exec(ctx); err != nil {
 		return provision.DeleteResponse{}, fmt.Errorf("record database %d deleted: %w", inst.ID, err)
 	}
 	return provision.DeleteResponse{}, p.purged(ctx, req.Tx, inst)
@@ -144,11 +132,10 @@ func (p *Provisioner) ErrorText(err error) string {
 // MsgInternal is the errorMessage of an attempt that failed on the service's side.
 const MsgInternal = "internal error (details in the server log)"
 
-// GiveUp marks a database that could not be provisioned Failed (its error stays in lastError). A
-// drop is never given up: it keeps being retried at the capped backoff.
+// GiveUp marks a database that could not be provisioned Failed, showing its last attempt's error.
+// A drop is never given up: it keeps being retried at the capped backoff.
 func (p *Provisioner) GiveUp(ctx context.Context, tx bun.IDB, id int64, lastErr error) error {
-	_, err := tx.NewUpdate().Model((*Instance)(nil)).Set("status = ?", StatusFailed).Set("updated_at = now()").
-		Where("id = ?", id).Where("status = ?", StatusProvisioning).Exec(ctx)
+	_, err := p.Spec.GiveUp(ctx, tx, (*Instance)(nil), id, provision.StoredError(errors.New(p.ErrorText(lastErr))))
 	return err
 }
 
@@ -156,13 +143,11 @@ func (p *Provisioner) GiveUp(ctx context.Context, tx bun.IDB, id int64, lastErr 
 // delete by its owner has (an administrator may restore one to another user meanwhile), and
 // records database.deleted for each (the actor is whoever deleted the user).
 func (p *Provisioner) ReleaseUser(ctx context.Context, tx bun.IDB, userID int64) error {
-	var released []int64
-	err := tx.NewUpdate().Model((*Instance)(nil)).Set("status = ?", StatusDeleting).Set("attempts = 0").
-		Set("next_attempt_at = now()").Set("updated_at = now()").Set("purge_at = CASE WHEN status IN (?) THEN ?::timestamptz END", bun.In(recoverable), p.purgeAt()).
-		Where("user_id = ?", userID).Where("status NOT IN (?)", bun.In(notCounted)).
-		Returning("id").Scan(ctx, &released)
-	if err != nil && !errors.Is(err, sql.ErrNoRows) {
-		return fmt.Errorf("release databases of user %d: %w", userID, err)
+	released, err := p.Release(ctx, tx, (*Instance)(nil), userID, p.Counted, func(q *bun.UpdateQuery) *bun.UpdateQuery {
+		return q.Set("purge_at = CASE WHEN status IN (?) THEN ?::timestamptz END", bun.In(recoverable), purgeAt(p.recovery))
+	})
+	if err != nil {
+		return err
 	}
 	for _, id := range released {
 		if err := p.audit.RecordTx(ctx, tx, audit.Event{Action: "database.deleted", UserID: audit.Int64(userID),
@@ -172,13 +157,6 @@ func (p *Provisioner) ReleaseUser(ctx context.Context, tx bun.IDB, userID int64)
 	}
 	return nil
 }
-
-var (
-	_ provision.Provisioner  = (*Provisioner)(nil)
-	_ provision.Queue        = (*Provisioner)(nil)
-	_ provision.GiveUpper    = (*Provisioner)(nil)
-	_ provision.UserReleaser = (*Provisioner)(nil)
-)
 
 // Suspend refuses the logins of the database's role and of every credential role of the
 // database, ends their sessions, then marks the row Paused.
@@ -220,8 +198,8 @@ func (p *Provisioner) setLogin(ctx context.Context, tx bun.IDB, id int64, enable
 	if enabled {
 		status = StatusActive
 	}
-	_, err = tx.NewUpdate().Model(inst).Set("status = ?", status).Set("last_error = ''").Set("updated_at = now()").
-		Where("status IN (?)", bun.In([]string{StatusPausing, StatusResuming, StatusRestoring})).WherePK().Exec(ctx)
+	_, err = provision.Succeed(tx.NewUpdate().Model(inst), status).Where("status IN (?)", bun.In(slices.Collect(maps.Keys(p.Between)))).
+		WherePK().Exec(ctx)
 	return err
 }
 

@@ -2,6 +2,7 @@ package databases
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -9,8 +10,8 @@ import (
 	"github.com/uptrace/bun"
 
 	"provisioner/platform/audit"
-	"provisioner/platform/db"
-	"provisioner/platform/httpx"
+	"provisioner/platform/fault"
+	"provisioner/platform/provision"
 )
 
 // maxRecoveryHours bounds Databases:RecoveryHours (a year).
@@ -73,19 +74,6 @@ func recoveryView(it *Item, in *Instance) {
 	}
 }
 
-// notCounted are the statuses that do not count against Databases:MaxPerUser.
-var notCounted = []string{StatusDeleted, StatusDeleting, StatusRecoverable}
-
-// countTowardQuota counts the user's databases that count against Databases:MaxPerUser.
-func countTowardQuota(ctx context.Context, tx bun.IDB, userID int64) (int64, error) {
-	n, err := tx.NewSelect().Model((*Instance)(nil)).Where("user_id = ?", userID).
-		Where("status NOT IN (?)", bun.In(notCounted)).Count(ctx)
-	if err != nil {
-		return 0, fmt.Errorf("count databases: %w", err)
-	}
-	return n, nil
-}
-
 // recoverable are the statuses of a database that a delete keeps for the recovery window: it
 // holds data. One never made (Provisioning, Failed) is dropped at once.
 var recoverable = []string{StatusActive, StatusPaused, StatusPausing, StatusResuming}
@@ -99,9 +87,6 @@ func purgeAt(window time.Duration) *time.Time {
 	return &at
 }
 
-// purgeAt is the end of the recovery window of a database deleted now, for ReleaseUser.
-func (p *Provisioner) purgeAt() *time.Time { return purgeAt(p.recovery) }
-
 // deleteIntent is what a DELETE of inst (locked, not Deleting) stores: when it is dropped
 // (purgeAt; nil = at once) and its audit event. purge (administrators) drops it at once, one in
 // its recovery window included; a plain DELETE of one in its window is 409.
@@ -110,7 +95,7 @@ func (s *Service) deleteIntent(inst *Instance, purge bool) (*time.Time, audit.Ev
 		TargetID: fmt.Sprint(inst.ID), Details: map[string]any{}}
 	switch {
 	case inst.Status == StatusRecoverable && !purge:
-		return nil, ev, httpx.Conflict(fmt.Sprintf("The database is already deleted; it can be restored until %s, then it is dropped",
+		return nil, ev, fault.Conflict(fmt.Sprintf("The database is already deleted; it can be restored until %s, then it is dropped",
 			inst.PurgeAt.UTC().Format(time.RFC3339)))
 	case inst.Status == StatusRecoverable:
 		ev.Action, ev.Details["reason"] = "database.purged", "purged by an administrator"
@@ -155,8 +140,7 @@ func (p *Provisioner) retire(ctx context.Context, tx bun.IDB, inst *Instance, en
 	if err := ownerLogins(ctx, tx, engine, inst, false); err != nil {
 		return true, engineError(ctx, p.log, "delete", inst.ID, err)
 	}
-	if _, err := tx.NewUpdate().Model(inst).Set("status = ?", StatusRecoverable).Set("attempts = 0").
-		Set("next_attempt_at = purge_at").Set("last_error = ''").Set("deleted_at = now()").Set("updated_at = now()").
+	if _, err := provision.Restart(tx.NewUpdate().Model(inst), StatusRecoverable, *inst.PurgeAt).Set("deleted_at = now()").
 		WherePK().Exec(ctx); err != nil {
 		return true, fmt.Errorf("record database %d recoverable: %w", inst.ID, err)
 	}
@@ -180,45 +164,32 @@ const errWindowOver = "Database not found (its recovery window is over)"
 // credentials: the intent (Restoring) is stored and driven through the finisher, which allows
 // the logins again (as a resume does) and finishes it after a crash or an engine failure. userID
 // 0 is an administrator's restore, which skips the quota and may give the database to toUserID
-// (0: its owner). It returns the row as it then stands and the attempt's error.
-func (s *Service) Restore(ctx context.Context, id, userID, toUserID int64) (*Instance, error) {
+// (0: its owner). It returns the row as it then stands and the outcome.
+func (s *Service) Restore(ctx context.Context, id, userID, toUserID int64) (*Instance, provision.Outcome, error) {
 	return s.change(ctx, id, userID, func(ctx context.Context, tx bun.Tx, inst *Instance) error {
 		if inst.Status == StatusRestoring {
 			return nil // unfinished: driven again
 		}
 		if inst.Status != StatusRecoverable {
-			return httpx.Conflict(fmt.Sprintf("Database is %s; only a deleted database can be restored, within its recovery window",
+			return fault.Conflict(fmt.Sprintf("Database is %s; only a deleted database can be restored, within its recovery window",
 				apiStatus(inst.Status)))
 		}
-		var open bool
-		if err := tx.QueryRowContext(ctx, "SELECT purge_at > now() FROM database_instances WHERE id = ?", id).Scan(&open); err != nil {
-			return fmt.Errorf("read database %d: %w", id, err)
-		}
-		if !open {
-			return httpx.NotFound(errWindowOver)
+		if inst.PurgeAt == nil || !inst.PurgeAt.After(time.Now()) {
+			return fault.NotFound(errWindowOver)
 		}
 		owner := inst.UserID
 		if toUserID != 0 {
 			owner = toUserID
 		}
-		if err := db.LockLiveUser(ctx, tx, owner); err != nil {
-			if toUserID == 0 && userID == 0 {
-				return httpx.Conflict("The database's owner is deleted; restore it to another user (userId)")
+		// An owner's restore counts against their quota; an administrator's does not.
+		if err := s.roomFor(ctx, tx, owner, userID == 0); err != nil {
+			if toUserID == 0 && userID == 0 && errors.Is(err, fault.ErrNotFound) {
+				return fault.Conflict("The database's owner is deleted; restore it to another user (userId)")
 			}
 			return err
 		}
-		if userID != 0 {
-			n, err := countTowardQuota(ctx, tx, userID)
-			if err != nil {
-				return err
-			}
-			if n >= int64(s.cfg.Databases.MaxPerUser) {
-				return httpx.Conflict(fmt.Sprintf("Quota reached: at most %d databases per user", s.cfg.Databases.MaxPerUser))
-			}
-		}
-		if _, err := tx.NewUpdate().Model(inst).Set("status = ?", StatusRestoring).Set("user_id = ?", owner).
-			Set("purge_at = NULL").Set("deleted_at = NULL").Set("attempts = 0").Set("next_attempt_at = now()").
-			Set("last_error = ''").Set("updated_at = now()").WherePK().Exec(ctx); err != nil {
+		if _, err := provision.Restart(tx.NewUpdate().Model(inst), StatusRestoring, time.Time{}).Set("user_id = ?", owner).
+			Set("purge_at = NULL").Set("deleted_at = NULL").WherePK().Exec(ctx); err != nil {
 			return fmt.Errorf("mark database %d restoring: %w", id, err)
 		}
 		details := map[string]any{}

@@ -49,13 +49,6 @@ func (h *Handler) registerRecovery(api *httpx.API) {
 
 // restored answers a restore: 200 when Active, else 502 with the row as stored (Restoring).
 func (h *Handler) restored(ctx context.Context, id, userID, toUserID int64) (*httpx.Response[Item], error) {
-	inst, err := h.svc.Restore(ctx, id, userID, toUserID)
-	if inst == nil {
-		return nil, err
-	}
-	if inst.Status != StatusActive {
-		return nil, httpx.BadGateway("The database engine failed; the database stays Restoring and is retried in the background",
-			h.svc.item(inst))
-	}
-	return httpx.OK("Database restored", h.svc.item(inst)), nil
+	inst, o, err := h.svc.Restore(ctx, id, userID, toUserID)
+	return h.answer(inst, o, err, false, "Database restored")
 }

@@ -10,7 +10,9 @@ import (
 	"github.com/uptrace/bun"
 
 	"provisioner/platform/audit"
-	"provisioner/platform/httpx"
+	"provisioner/platform/db"
+	"provisioner/platform/fault"
+	"provisioner/platform/provision"
 	"provisioner/platform/secrets"
 )
 
@@ -99,12 +101,11 @@ func startRotation(ctx context.Context, tx bun.IDB, sealer *secrets.Sealer, inst
 		if next, pending, err := pendingRotation(ctx, tx, inst.ID); err != nil {
 			return nil, "", err
 		} else if pending {
-			return nil, "", httpx.Conflict(errRotationBusy).WithHeader("Retry-After", fmt.Sprint(max(int64(time.Until(next).Seconds()), 1)))
+			return nil, "", fault.Conflict(errRotationBusy).WithRetryAfter(time.Until(next))
 		}
 	}
 	for _, o := range open {
-		if _, err := tx.NewUpdate().Model(&o).Set("status = ?", RotationDone).Set("last_error = 'superseded'").
-			Set("updated_at = now()").WherePK().Exec(ctx); err != nil {
+		if _, err := provision.Move(tx.NewUpdate().Model(&o), RotationDone).Set("last_error = 'superseded'").WherePK().Exec(ctx); err != nil {
 			return nil, "", fmt.Errorf("supersede rotation %d: %w", o.ID, err)
 		}
 	}
@@ -117,7 +118,7 @@ func startRotation(ctx context.Context, tx bun.IDB, sealer *secrets.Sealer, inst
 	if rot == nil {
 		rot = &Rotation{DatabaseInstanceID: inst.ID}
 	}
-	rot.Status, rot.Reason, rot.NextAttemptAt, rot.Attempts, rot.LastError = RotationPending, reason, time.Now(), 0, ""
+	rot.Status, rot.Reason, rot.NextAttemptAt = RotationPending, reason, time.Now()
 	rot.NewLogin, rot.OldLogin, rot.GraceSeconds, rot.RetireAt = inst.otherLogin(), inst.Login(), graceSeconds, nil
 	if inst.Status == StatusProvisioning || inst.Status == StatusFailed {
 		rot.NewLogin, rot.OldLogin = "", ""
@@ -132,8 +133,8 @@ func startRotation(ctx context.Context, tx bun.IDB, sealer *secrets.Sealer, inst
 	if into == nil {
 		_, err = tx.NewInsert().Model(rot).Returning("*").Exec(ctx)
 	} else {
-		_, err = tx.NewUpdate().Model(rot).Column("status", "reason", "next_attempt_at", "attempts", "last_error", "new_login",
-			"old_login", "grace_seconds", "retire_at").Set("updated_at = now()").WherePK().Exec(ctx)
+		_, err = provision.Restart(tx.NewUpdate().Model(rot).Column("reason", "new_login", "old_login", "grace_seconds", "retire_at"),
+			RotationPending, time.Time{}).WherePK().Exec(ctx)
 	}
 	if err != nil {
 		return nil, "", fmt.Errorf("store the password rotation of database %d: %w", inst.ID, err)
@@ -157,8 +158,9 @@ func reschedule(ctx context.Context, tx bun.IDB, id int64, days int) error {
 	if days <= 0 {
 		return nil
 	}
-	rot := &Rotation{DatabaseInstanceID: id, Status: RotationScheduled, Reason: reasonScheduled}
-	if _, err := tx.NewInsert().Model(rot).Value("next_attempt_at", "now() + make_interval(days => ?)", days).Exec(ctx); err != nil {
+	rot := &Rotation{DatabaseInstanceID: id, Reason: reasonScheduled, rowState: rowState{Status: RotationScheduled,
+		Retries: provision.Retries{NextAttemptAt: time.Now().AddDate(0, 0, days)}}}
+	if _, err := tx.NewInsert().Model(rot).Exec(ctx); err != nil {
 		return fmt.Errorf("schedule the rotation of database %d: %w", id, err)
 	}
 	return nil
@@ -172,8 +174,7 @@ func superseded(ctx context.Context, tx bun.IDB, rot *Rotation) (bool, error) {
 
 // done marks rot Done through tx.
 func done(ctx context.Context, tx bun.IDB, rot *Rotation) error {
-	if _, err := tx.NewUpdate().Model(rot).Set("status = ?", RotationDone).Set("last_error = ''").
-		Set("updated_at = now()").WherePK().Exec(ctx); err != nil {
+	if _, err := provision.Succeed(tx.NewUpdate().Model(rot), RotationDone).WherePK().Exec(ctx); err != nil {
 		return fmt.Errorf("record password rotation %d done: %w", rot.ID, err)
 	}
 	return nil
@@ -258,12 +259,11 @@ func (p *RotationProvisioner) apply(ctx context.Context, tx bun.IDB, rot *Rotati
 			return fail(err)
 		}
 	}
-	q := tx.NewUpdate().Model(rot).Set("status = ?", status).Set("last_error = ''").Set("attempts = 0").
-		Set("retire_at = ?", rot.RetireAt).Set("updated_at = now()")
+	var due time.Time // Retiring: due at the end of the grace
 	if rot.RetireAt != nil {
-		q = q.Set("next_attempt_at = ?", *rot.RetireAt)
+		due = *rot.RetireAt
 	}
-	if _, err := q.WherePK().Exec(ctx); err != nil {
+	if _, err := provision.Restart(tx.NewUpdate().Model(rot), status, due).Set("retire_at = ?", rot.RetireAt).WherePK().Exec(ctx); err != nil {
 		return fmt.Errorf("record password rotation %d: %w", rot.ID, err)
 	}
 	return nil
@@ -322,7 +322,7 @@ func (p *RotationProvisioner) startScheduled(ctx context.Context, tx bun.IDB, ro
 		return fmt.Errorf("open rotations of database %d: %w", inst.ID, err)
 	}
 	if open || (inst.Status != StatusActive && inst.Status != StatusPaused) {
-		_, err := tx.NewUpdate().Model(rot).Set("next_attempt_at = ?", time.Now().Add(scheduledRetry)).WherePK().Exec(ctx)
+		_, err := provision.Restart(tx.NewUpdate().Model(rot), RotationScheduled, time.Now().Add(scheduledRetry)).WherePK().Exec(ctx)
 		return err
 	}
 	if _, _, err := startRotation(ctx, tx, p.sealer, inst, rot, p.grace, reasonScheduled, false); err != nil {
@@ -391,4 +391,63 @@ func dropSecondLogin(ctx context.Context, engine Engine, inst *Instance) error {
 		return fmt.Errorf("drop %s: %w", secondLogin(inst.DatabaseUser), err)
 	}
 	return nil
+}
+
+// Rotated is the answer of POST /api/me/databases/{id}/rotate-password.
+type Rotated struct {
+	Reveal
+	PreviousUser       string     `json:"previousUser" doc:"The login whose password keeps working until previousValidUntil."`
+	PreviousValidUntil *time.Time `json:"previousValidUntil" doc:"When the old password stops working and its sessions end; null: at once."`
+}
+
+// RotatePassword gives an own database a new password with a grace period for the old one: the
+// rotation is stored (startRotation, audited database.password.rotated) and driven now. When the
+// engine fails the answer is 502 and the finisher sets it; the old password works meanwhile.
+func (s *Service) RotatePassword(ctx context.Context, id, userID int64, graceSeconds int) (*Rotated, error) {
+	if graceSeconds < 0 || graceSeconds > MaxGraceSeconds {
+		return nil, fault.InvalidField("gracePeriodSeconds", "must be between 0 and 86400")
+	}
+	release, err := s.waits.acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	var rot *Rotation
+	var password string
+	var inst *Instance
+	err = db.RunInTx(ctx, s.db, func(ctx context.Context, tx bun.Tx) error {
+		inst, err = s.lock(ctx, tx, id, userID)
+		if err != nil {
+			return err
+		}
+		if inst.Status != StatusActive && inst.Status != StatusPaused {
+			return fault.Conflict(fmt.Sprintf("Database is %s; only an Active or Paused database's password can be rotated", apiStatus(inst.Status)))
+		}
+		if _, ok := s.engines.Get(inst.Engine).(loginRotator); !ok {
+			return fault.Unavailable("The database's engine is not configured")
+		}
+		rot, password, err = startRotation(ctx, tx, s.sealer, inst, nil, graceSeconds, reasonRequested, false)
+		if err != nil {
+			return err
+		}
+		return s.audit.RecordTx(ctx, tx, rotatedEvent(inst, rot))
+	})
+	if err != nil {
+		return nil, err
+	}
+	rot, o, err := provision.Run[Rotation](ctx, s.finisher, s.db, rotationSpec, rot.ID, provision.Again)
+	if err != nil {
+		return nil, err
+	}
+	if o.Result != provision.Done {
+		return nil, fault.Upstream("The database engine failed; the new password is set in the background (reveal it then) "+
+			"and the old one keeps working until then", nil)
+	}
+	out := &Rotated{Reveal: Reveal{DatabaseUser: inst.Login(), Password: password}, PreviousUser: rot.OldLogin}
+	out.ConnectionString = s.engines.Get(inst.Engine).ConnectionString(inst.DatabaseName, inst.Login(), password)
+	if rot.RetireAt != nil {
+		t := rot.RetireAt.UTC()
+		out.PreviousValidUntil = &t
+	}
+	return out, nil
 }

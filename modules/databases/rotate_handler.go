@@ -2,24 +2,13 @@ package databases
 
 import (
 	"context"
-	"fmt"
 	"net/http"
-	"time"
 
 	"github.com/danielgtaylor/huma/v2"
-	"github.com/uptrace/bun"
 
 	"provisioner/platform/authn"
-	"provisioner/platform/db"
 	"provisioner/platform/httpx"
 )
-
-// Rotated is the answer of POST /api/me/databases/{id}/rotate-password.
-type Rotated struct {
-	Reveal
-	PreviousUser       string     `json:"previousUser" doc:"The login whose password keeps working until previousValidUntil."`
-	PreviousValidUntil *time.Time `json:"previousValidUntil" doc:"When the old password stops working and its sessions end; null: at once."`
-}
 
 type rotateInput struct {
 	ID   int64 `path:"id" minimum:"1" doc:"databaseInstanceId"`
@@ -52,55 +41,4 @@ func (h *Handler) registerRotation(api *httpx.API) {
 			}
 			return httpx.OK("Password rotated; the old one works until previousValidUntil", *r), nil
 		})
-}
-
-// RotatePassword gives an own database a new password with a grace period for the old one: the
-// rotation is stored (startRotation, audited database.password.rotated) and driven now. When the
-// engine fails the answer is 502 and the finisher sets it; the old password works meanwhile.
-func (s *Service) RotatePassword(ctx context.Context, id, userID int64, graceSeconds int) (*Rotated, error) {
-	if graceSeconds < 0 || graceSeconds > MaxGraceSeconds {
-		return nil, httpx.BadRequest("Validation failed", httpx.FieldError{Field: "gracePeriodSeconds", Message: "must be between 0 and 86400"})
-	}
-	release, err := s.waits.acquire(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer release()
-	var rot *Rotation
-	var password string
-	var inst *Instance
-	err = db.RunInTx(ctx, s.db, func(ctx context.Context, tx bun.Tx) error {
-		inst, err = s.lock(ctx, tx, id, userID)
-		if err != nil {
-			return err
-		}
-		if inst.Status != StatusActive && inst.Status != StatusPaused {
-			return httpx.Conflict(fmt.Sprintf("Database is %s; only an Active or Paused database's password can be rotated", apiStatus(inst.Status)))
-		}
-		if _, ok := s.engines.Get(inst.Engine).(loginRotator); !ok {
-			return httpx.Unavailable("The database's engine is not configured")
-		}
-		rot, password, err = startRotation(ctx, tx, s.sealer, inst, nil, graceSeconds, reasonRequested, false)
-		if err != nil {
-			return err
-		}
-		return s.audit.RecordTx(ctx, tx, rotatedEvent(inst, rot))
-	})
-	if err != nil {
-		return nil, err
-	}
-	if err := s.finisher.DriveNow(ctx, RotationKind, rot.ID); err != nil {
-		return nil, httpx.BadGateway("The database engine failed; the new password is set in the background (reveal it then) "+
-			"and the old one keeps working until then", nil)
-	}
-	if err := s.db.NewSelect().Model(rot).WherePK().Scan(context.WithoutCancel(ctx)); err != nil {
-		return nil, fmt.Errorf("reload password rotation %d: %w", rot.ID, err)
-	}
-	out := &Rotated{Reveal: Reveal{DatabaseUser: inst.Login(), Password: password}, PreviousUser: rot.OldLogin}
-	out.ConnectionString = s.engines.Get(inst.Engine).ConnectionString(inst.DatabaseName, inst.Login(), password)
-	if rot.RetireAt != nil {
-		t := rot.RetireAt.UTC()
-		out.PreviousValidUntil = &t
-	}
-	return out, nil
 }

@@ -29,27 +29,32 @@ const (
 	RotationDone      = "Done"
 )
 
+// rotationSpec is the rotations' lifecycle: Pending is in between (its request waits for it);
+// Scheduled and Retiring rest until due, then the finisher starts the rotation or retires the old
+// login; Done ends it.
+var rotationSpec = provision.Spec{Name: RotationKind, Rows: "database_password_rotations", Creating: RotationPending,
+	Active: RotationDone, Gone: RotationDone,
+	Due: map[string]provision.Verb{RotationScheduled: provision.VerbCreate, RotationRetiring: provision.VerbDelete}}
+
 // Rotation is the stored intent to set a database's owner password on its engine to the one
 // stored in the database's row, and to end the owner role's open sessions.
 type Rotation struct {
 	bun.BaseModel `bun:"table:database_password_rotations,alias:dpr"`
 
-	ID                 int64     `bun:"id,pk,autoincrement"`
-	DatabaseInstanceID int64     `bun:"database_instance_id,notnull"`
-	Status             string    `bun:"status,notnull"`
-	Reason             string    `bun:"reason,notnull"`
-	Attempts           int       `bun:"attempts,notnull"`
-	NextAttemptAt      time.Time `bun:"next_attempt_at,notnull"`
-	LastError          string    `bun:"last_error,notnull"`
-	CreatedAt          time.Time `bun:"created_at,nullzero,notnull,default:current_timestamp"`
-	UpdatedAt          time.Time `bun:"updated_at,nullzero,notnull,default:current_timestamp"`
+	ID                 int64  `bun:"id,pk,autoincrement"`
+	DatabaseInstanceID int64  `bun:"database_instance_id,notnull"`
+	Reason             string `bun:"reason,notnull"`
 	// NewLogin gets the stored password ("": the current login, in place); OldLogin loses its
 	// password at RetireAt, GraceSeconds after NewLogin got the new one ("": none).
 	NewLogin     string     `bun:"new_login,notnull"`
 	OldLogin     string     `bun:"old_login,notnull"`
 	GraceSeconds int        `bun:"grace_seconds,notnull"`
 	RetireAt     *time.Time `bun:"retire_at"`
+	rowState
 }
+
+// Lifecycle implements provision.Stateful.
+func (r *Rotation) Lifecycle() *provision.State { return r.lifecycle(r.ID) }
 
 // passwordAAD is what a database's sealed owner password is bound to.
 func passwordAAD(engine, databaseName string) string {
@@ -61,24 +66,13 @@ func passwordAAD(engine, databaseName string) string {
 // Retiring one's grace. A rotation is never given up: it is retried at the finisher's capped
 // backoff.
 type RotationProvisioner struct {
+	provision.Spec
 	engines *Engines
 	sealer  *secrets.Sealer
 	audit   *audit.Recorder
 	log     *slog.Logger
 	// grace is the grace period of scheduled rotations, in seconds.
 	grace int
-}
-
-// Kind implements provision.Provisioner.
-func (p *RotationProvisioner) Kind() provision.Kind { return RotationKind }
-
-// Table implements provision.Queue.
-func (p *RotationProvisioner) Table() string { return "database_password_rotations" }
-
-// InFlight implements provision.Queue.
-func (p *RotationProvisioner) InFlight() map[string]provision.Verb {
-	return map[string]provision.Verb{RotationScheduled: provision.VerbCreate, RotationPending: provision.VerbCreate,
-		RotationRetiring: provision.VerbDelete}
 }
 
 // Create starts a due Scheduled rotation and applies it, or applies a Pending one (apply).
@@ -105,9 +99,9 @@ func (p *RotationProvisioner) Delete(ctx context.Context, req provision.DeleteRe
 // load reads the rotation (the finisher holds its lock) and locks its database's row, so a
 // rotation never runs beside the database's own transitions.
 func (p *RotationProvisioner) load(ctx context.Context, tx bun.IDB, id int64) (*Rotation, *Instance, error) {
-	rot := new(Rotation)
-	if err := tx.NewSelect().Model(rot).Where("id = ?", id).Scan(ctx); err != nil {
-		return nil, nil, fmt.Errorf("load password rotation %d: %w", id, err)
+	rot, err := provision.Load[Rotation](ctx, tx, id)
+	if err != nil {
+		return nil, nil, err
 	}
 	inst := new(Instance)
 	if err := tx.NewSelect().Model(inst).Where("id = ?", rot.DatabaseInstanceID).For("UPDATE").Scan(ctx); err != nil {
@@ -115,11 +109,6 @@ func (p *RotationProvisioner) load(ctx context.Context, tx bun.IDB, id int64) (*
 	}
 	return rot, inst, nil
 }
-
-var (
-	_ provision.Provisioner = (*RotationProvisioner)(nil)
-	_ provision.Queue       = (*RotationProvisioner)(nil)
-)
 
 // Takeover rotates the owner passwords of an account's databases when a password reset takes the
 // account over (provision.TakeoverRevoker and provision.TakeoverFollower).

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"strings"
 	"time"
 
@@ -16,7 +15,8 @@ import (
 	"provisioner/platform/audit"
 	"provisioner/platform/coherent"
 	"provisioner/platform/db"
-	"provisioner/platform/httpx"
+	"provisioner/platform/fault"
+	"provisioner/platform/paging"
 	"provisioner/platform/provision"
 	"provisioner/platform/secrets"
 )
@@ -48,10 +48,7 @@ func (s *Service) item(in *Instance) Item {
 	if e := s.engines.Get(in.Engine); e != nil {
 		it.Host, it.Port = e.Host(), e.Port()
 	}
-	switch in.Status {
-	case StatusFailed, StatusProvisioning, StatusPausing, StatusResuming, StatusDeleting, StatusRestoring:
-		it.ErrorMessage = in.LastError
-	}
+	it.ErrorMessage = spec.Shown(&in.State)
 	if it.LastActivity != nil {
 		t := it.LastActivity.UTC()
 		it.LastActivity = &t
@@ -105,52 +102,43 @@ type CreateInput struct {
 }
 
 // Create stores the intent (Provisioning) and drives it once; the finisher completes it later
-// if the engine is slow or down. It returns the row as it then stands and the attempt's error.
-// When no engine-wait slot frees in time it stores nothing and is 503 (a Background create stores
-// the intent and leaves the drive to the finisher).
-func (s *Service) Create(ctx context.Context, in CreateInput) (*Instance, error) {
+// if the engine is slow or down. It returns the row as it then stands and the outcome. When no
+// engine-wait slot frees in time it stores nothing and is 503 (a Background create stores the
+// intent and leaves the drive to the finisher: the outcome is Pending).
+func (s *Service) Create(ctx context.Context, in CreateInput) (*Instance, provision.Outcome, error) {
 	engineID := strings.ToLower(in.Engine)
 	if engineID == "" {
 		engineID = s.engines.Default()
 	}
 	engine := s.engines.Get(engineID)
 	if engine == nil {
-		return nil, httpx.BadRequest("Validation failed", httpx.FieldError{Field: "engine",
-			Message: fmt.Sprintf("engine %q is not configured here; see GET /api/engines", in.Engine)})
+		return nil, provision.Outcome{}, fault.InvalidField("engine", fmt.Sprintf("engine %q is not configured here; see GET /api/engines", in.Engine))
 	}
 	release, ok := s.waits.await(ctx)
 	if !ok && !in.Background {
-		return nil, engineBusy()
+		return nil, provision.Outcome{}, engineBusy()
 	}
+	how := provision.ReadOnly
 	if ok {
 		defer release()
+		how = provision.Stored
 	}
 	name := NewName(in.UserID)
-	password := secrets.RandomPassword()
-	sealed, err := s.sealer.Seal([]byte(password), passwordAAD(engine.ID(), name))
+	sealed, err := s.sealer.Seal([]byte(secrets.RandomPassword()), passwordAAD(engine.ID(), name))
 	if err != nil {
-		return nil, err
+		return nil, provision.Outcome{}, err
 	}
 	display := strings.TrimSpace(in.Name)
 	if display == "" {
 		display = name
 	}
-	inst := &Instance{UserID: in.UserID, Name: display, Engine: engine.ID(), DatabaseName: name, DatabaseUser: name,
-		PasswordSealed: sealed, Status: StatusProvisioning, MaxSpaceBytes: s.cfg.Databases.DefaultMaxSpaceBytes,
-		NextAttemptAt: time.Now(), RotationDays: in.RotationDays}
+	inst := &Instance{Name: display, Engine: engine.ID(), DatabaseName: name, DatabaseUser: name, PasswordSealed: sealed,
+		MaxSpaceBytes: s.cfg.Databases.DefaultMaxSpaceBytes, RotationDays: in.RotationDays, State: spec.Intent(in.UserID)}
+	inst.NextAttemptAt = time.Now() // the finisher's at once: a registration's drive may be cut short
 	err = db.RunInTx(ctx, s.db, func(ctx context.Context, tx bun.Tx) error {
 		// The owner's row lock serialises concurrent creates, so the quota cannot be overrun.
-		if err := db.LockLiveUser(ctx, tx, in.UserID); err != nil {
+		if err := s.roomFor(ctx, tx, in.UserID, in.SkipQuota); err != nil {
 			return err
-		}
-		if !in.SkipQuota {
-			n, err := countTowardQuota(ctx, tx, in.UserID)
-			if err != nil {
-				return err
-			}
-			if n >= int64(s.cfg.Databases.MaxPerUser) {
-				return httpx.Conflict(fmt.Sprintf("Quota reached: at most %d databases per user", s.cfg.Databases.MaxPerUser))
-			}
 		}
 		if _, err := tx.NewInsert().Model(inst).Returning("*").Exec(ctx); err != nil {
 			return fmt.Errorf("store database intent: %w", err)
@@ -158,33 +146,31 @@ func (s *Service) Create(ctx context.Context, in CreateInput) (*Instance, error)
 		return reschedule(ctx, tx, inst.ID, inst.RotationDays)
 	})
 	if err != nil {
-		return nil, err
+		return nil, provision.Outcome{}, err
 	}
-	var driveErr error
-	if ok {
-		driveErr = s.finisher.DriveNow(ctx, Kind, inst.ID)
-	}
-	out, err := s.get(context.WithoutCancel(ctx), s.db, inst.ID, 0)
-	if err != nil {
-		return nil, err
-	}
-	return out, driveErr
+	return provision.Run[Instance](ctx, s.finisher, s.db, spec, inst.ID, how)
 }
 
+// roomFor locks live user userID and checks Databases:MaxPerUser for one more database of theirs
+// (none for an administrator's create: skip).
+func (s *Service) roomFor(ctx context.Context, tx bun.Tx, userID int64, skip bool) error {
+	if skip {
+		return db.LockLiveUser(ctx, tx, userID)
+	}
+	return spec.RoomFor(ctx, tx, (*Instance)(nil), userID, s.cfg.Databases.MaxPerUser,
+		fmt.Sprintf("Quota reached: at most %d databases per user", s.cfg.Databases.MaxPerUser))
+}
+
+// msgNotFound is the 404 of a database.
+const msgNotFound = "Database not found"
+
 // get loads a non-deleted instance; userID 0 means any owner (administrators).
-func (s *Service) get(ctx context.Context, db bun.IDB, id, userID int64) (*Instance, error) {
-	inst := new(Instance)
-	q := db.NewSelect().Model(inst).Where("id = ?", id).Where("status <> ?", StatusDeleted)
-	if userID != 0 {
-		q = q.Where("user_id = ?", userID)
+func (s *Service) get(ctx context.Context, id, userID int64) (*Instance, error) {
+	inst, err := provision.Find[Instance](ctx, s.db, id, msgNotFound)
+	if err == nil && (inst.Status == StatusDeleted || (userID != 0 && inst.UserID != userID)) {
+		return nil, fault.NotFound(msgNotFound)
 	}
-	if err := q.Scan(ctx); err != nil {
-		if errors.Is(err, sql.ErrNoRows) {
-			return nil, httpx.NotFound("Database not found")
-		}
-		return nil, fmt.Errorf("load database %d: %w", id, err)
-	}
-	return inst, nil
+	return inst, err
 }
 
 // ListMine is List for the user's own requests, served from a cache that every change to one of
@@ -195,39 +181,27 @@ func (s *Service) ListMine(ctx context.Context, userID int64) ([]Item, error) {
 
 // List returns the user's databases (deleted ones are not listed).
 func (s *Service) List(ctx context.Context, userID int64) ([]Item, error) {
-	var rows []Instance
-	err := s.db.NewSelect().Model(&rows).Where("user_id = ?", userID).Where("status <> ?", StatusDeleted).
-		OrderExpr("id").Scan(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("list databases: %w", err)
-	}
-	items := make([]Item, len(rows))
-	for i := range rows {
-		items[i] = s.item(&rows[i])
-	}
-	return items, nil
+	return provision.List(ctx, s.db, userID, []string{StatusDeleted}, s.item)
 }
 
 // SetPaused pauses (the logins of the database's role and of its access credentials are
 // refused and their sessions end) or resumes a database. The intent (Pausing, Resuming) is stored
 // first and then driven through the finisher, which finishes it in the background when the
 // engine fails or the process dies meanwhile; asking again drives an unfinished one again. It
-// returns the row as it then stands and the attempt's error.
-func (s *Service) SetPaused(ctx context.Context, id, userID int64, pause bool) (*Instance, error) {
-	from, via, action := StatusActive, StatusPausing, "database.paused"
+// returns the row as it then stands and the outcome.
+func (s *Service) SetPaused(ctx context.Context, id, userID int64, pause bool) (*Instance, provision.Outcome, error) {
+	from, via, action, only := StatusActive, StatusPausing, "database.paused", "an Active database can be paused"
 	if !pause {
-		from, via, action = StatusPaused, StatusResuming, "database.resumed"
+		from, via, action, only = StatusPaused, StatusResuming, "database.resumed", "a Paused database can be resumed"
 	}
 	return s.change(ctx, id, userID, func(ctx context.Context, tx bun.Tx, inst *Instance) error {
 		if inst.Status == via {
 			return nil // unfinished: driven again
 		}
 		if inst.Status != from {
-			return httpx.Conflict(fmt.Sprintf("Database is %s; only %s database can be %s", apiStatus(inst.Status), httpx.WithArticle(string(from)),
-				map[bool]string{true: "paused", false: "resumed"}[pause]))
+			return fault.Conflict(fmt.Sprintf("Database is %s; only %s", apiStatus(inst.Status), only))
 		}
-		if _, err := tx.NewUpdate().Model(inst).Set("status = ?", via).Set("attempts = 0").Set("next_attempt_at = now()").
-			Set("last_error = ''").Set("updated_at = now()").WherePK().Exec(ctx); err != nil {
+		if _, err := provision.Restart(tx.NewUpdate().Model(inst), via, time.Time{}).WherePK().Exec(ctx); err != nil {
 			return fmt.Errorf("mark database %d %s: %w", id, strings.ToLower(via), err)
 		}
 		return s.audit.RecordTx(ctx, tx, audit.Event{Action: action, UserID: audit.Int64(inst.UserID),
@@ -237,11 +211,11 @@ func (s *Service) SetPaused(ctx context.Context, id, userID int64, pause bool) (
 
 // change runs a request's change of database id (of userID; 0: any owner): it takes an
 // engine-wait slot, stores the intent through step in a transaction holding the row's lock (lock),
-// then drives it through the finisher. It returns the row as it then stands and the attempt's error.
-func (s *Service) change(ctx context.Context, id, userID int64, step func(ctx context.Context, tx bun.Tx, inst *Instance) error) (*Instance, error) {
+// then drives it through the finisher. It returns the row as it then stands and the outcome.
+func (s *Service) change(ctx context.Context, id, userID int64, step func(ctx context.Context, tx bun.Tx, inst *Instance) error) (*Instance, provision.Outcome, error) {
 	release, err := s.waits.acquire(ctx)
 	if err != nil {
-		return nil, err
+		return nil, provision.Outcome{}, err
 	}
 	defer release()
 	err = db.RunInTx(ctx, s.db, func(ctx context.Context, tx bun.Tx) error {
@@ -252,29 +226,36 @@ func (s *Service) change(ctx context.Context, id, userID int64, step func(ctx co
 		return step(ctx, tx, inst)
 	})
 	if err != nil {
-		return nil, err
+		return nil, provision.Outcome{}, err
 	}
-	driveErr := s.finisher.DriveNow(ctx, Kind, id)
-	inst := new(Instance)
-	if err := s.db.NewSelect().Model(inst).Where("id = ?", id).Scan(context.WithoutCancel(ctx)); err != nil {
-		return nil, fmt.Errorf("reload database %d: %w", id, err)
-	}
-	return inst, driveErr
+	return provision.Run[Instance](ctx, s.finisher, s.db, spec, id, provision.Again)
 }
 
-// lock locks an instance row for a change by this request. It does not wait: a row another
-// request or the finisher holds (while it asks the engine, which may take long) answers 409 at
-// once, instead of a request that waits until its own deadline.
-func (s *Service) lock(ctx context.Context, tx bun.Tx, id, userID int64) (*Instance, error) {
-	inst := new(Instance)
-	q := tx.NewSelect().Model(inst).Where("id = ?", id).Where("status <> ?", StatusDeleted).For("UPDATE NOWAIT")
+// lockNow locks row id of T (userID's own unless 0; a Deleted one is not found) FOR mode
+// ("UPDATE", "SHARE") without waiting: a row another request or the finisher holds (while it asks
+// the engine, which may take long) answers 409 busy at once, instead of a request that waits until
+// its own deadline.
+func lockNow[T any](ctx context.Context, tx bun.Tx, id, userID int64, mode, notFound, busy string) (*T, error) {
+	row := new(T)
+	q := tx.NewSelect().Model(row).Where("id = ?", id).Where("status <> 'Deleted'").For(mode + " NOWAIT")
 	if userID != 0 {
 		q = q.Where("user_id = ?", userID)
 	}
-	if err := q.Scan(ctx); err != nil {
-		return nil, lockErr(err, "Database not found", errDatabaseBusy, fmt.Sprintf("lock database %d", id))
+	err := q.Scan(ctx)
+	switch {
+	case err == nil:
+		return row, nil
+	case errors.Is(err, sql.ErrNoRows):
+		return nil, fault.NotFound(notFound)
+	case db.IsCode(err, "55P03"): // lock_not_available
+		return nil, fault.Conflict(busy)
 	}
-	return inst, nil
+	return nil, fmt.Errorf("lock %T %d: %w", row, id, err)
+}
+
+// lock locks database id (of userID; 0: any owner) for a change by this request (lockNow).
+func (s *Service) lock(ctx context.Context, tx bun.Tx, id, userID int64) (*Instance, error) {
+	return lockNow[Instance](ctx, tx, id, userID, "UPDATE", msgNotFound, errDatabaseBusy)
 }
 
 // deleteLease is how long the request that stores a delete's intent (Deleting) keeps the row to
@@ -282,20 +263,16 @@ func (s *Service) lock(ctx context.Context, tx bun.Tx, id, userID int64) (*Insta
 // request's own drive, and another DELETE meanwhile is told it is in progress. A drive that fails
 // records its attempt (attempts 1 and more, next_attempt_at at the backoff); one the request
 // never made (the process died) is the finisher's once the lease is over.
-const deleteLease = "1 minute"
+const deleteLease = time.Minute
 
-// deleteInProgress answers a DELETE of a row (table: database_instances, access_credentials)
-// already Deleting and locked by this transaction: 409 busy while the request that stored the
-// intent is still under way (no attempt recorded, its lease not over), so parallel DELETEs give
-// one 200 and 409s; nil otherwise (an attempt failed, 502, or the intent was stored by something
-// else), and the caller drives the delete again.
-func deleteInProgress(ctx context.Context, tx bun.Tx, table string, id int64, busy string) error {
-	var leased bool
-	if err := tx.QueryRowContext(ctx, "SELECT attempts = 0 AND next_attempt_at > now() FROM "+table+" WHERE id = ?", id).Scan(&leased); err != nil {
-		return fmt.Errorf("read %s %d: %w", table, id, err)
-	}
-	if leased {
-		return httpx.Conflict(busy)
+// deleteInProgress answers a DELETE of a row already Deleting and locked by this transaction (its
+// retries r): 409 busy while the request that stored the intent is still under way (no attempt
+// recorded, its lease not over), so parallel DELETEs give one 200 and 409s; nil otherwise (an
+// attempt failed, 502, or the intent was stored by something else), and the caller drives the
+// delete again.
+func deleteInProgress(r provision.Retries, busy string) error {
+	if r.Attempts == 0 && r.NextAttemptAt.After(time.Now()) {
+		return fault.Conflict(busy)
 	}
 	return nil
 }
@@ -304,26 +281,13 @@ func deleteInProgress(ctx context.Context, tx bun.Tx, table string, id int64, bu
 // changing.
 const errDatabaseBusy = "The database is being changed; try again"
 
-// lockErr maps the error of a row lock taken with NOWAIT: no row is 404 (notFound), a row held
-// by someone else 409 (busy).
-func lockErr(err error, notFound, busy, what string) error {
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-		return httpx.NotFound(notFound)
-	case db.IsCode(err, "55P03"): // lock_not_available
-		return httpx.Conflict(busy)
-	default:
-		return fmt.Errorf("%s: %w", what, err)
-	}
-}
-
 // Delete marks the database Deleting and drives it: within Databases:RecoveryHours its logins are
 // refused and it is kept (Recoverable) until purge_at, else (or with purge) it is dropped; the
-// finisher retries if the engine fails. It returns the row as it then stands and the attempt's error.
-func (s *Service) Delete(ctx context.Context, id, userID int64, purge bool) (*Instance, error) {
+// finisher retries if the engine fails. It returns the row as it then stands and the outcome.
+func (s *Service) Delete(ctx context.Context, id, userID int64, purge bool) (*Instance, provision.Outcome, error) {
 	return s.change(ctx, id, userID, func(ctx context.Context, tx bun.Tx, inst *Instance) error {
 		if inst.Status == StatusDeleting {
-			if err := deleteInProgress(ctx, tx, "database_instances", id, errDatabaseBusy); err != nil {
+			if err := deleteInProgress(inst.Retries, errDatabaseBusy); err != nil {
 				return err
 			}
 			return s.purgeDeleting(ctx, tx, inst, purge)
@@ -332,8 +296,8 @@ func (s *Service) Delete(ctx context.Context, id, userID int64, purge bool) (*In
 		if err != nil {
 			return err
 		}
-		if _, err := tx.NewUpdate().Model(inst).Set("status = ?", StatusDeleting).Set("attempts = 0").Set("purge_at = ?", purgeAt).
-			Set("next_attempt_at = now() + ?::interval", deleteLease).Set("updated_at = now()").WherePK().Exec(ctx); err != nil {
+		if _, err := provision.Restart(tx.NewUpdate().Model(inst), StatusDeleting, time.Now().Add(deleteLease)).Set("purge_at = ?", purgeAt).
+			WherePK().Exec(ctx); err != nil {
 			return fmt.Errorf("mark database %d deleting: %w", id, err)
 		}
 		return s.audit.RecordTx(ctx, tx, ev)
@@ -342,21 +306,20 @@ func (s *Service) Delete(ctx context.Context, id, userID int64, purge bool) (*In
 
 // Reveal returns the password of an own database and audits it.
 func (s *Service) Reveal(ctx context.Context, id, userID int64) (*Reveal, error) {
-	inst, err := s.get(ctx, s.db, id, userID)
+	inst, err := s.get(ctx, id, userID)
 	if err != nil {
 		return nil, err
 	}
 	switch inst.Status {
 	case StatusProvisioning, StatusFailed, StatusDeleting, StatusRecoverable, StatusRestoring:
-		return nil, httpx.Conflict(fmt.Sprintf("Database is %s; its password is available once it is Active", apiStatus(inst.Status)))
+		return nil, fault.Conflict(fmt.Sprintf("Database is %s; its password is available once it is Active", apiStatus(inst.Status)))
 	}
 	// The new password of a rotation not yet made on the engine would not log in: none is shown
 	// until it is (the old one no longer is the stored one).
 	if next, pending, err := pendingRotation(ctx, s.db, id); err != nil {
 		return nil, err
 	} else if pending {
-		wait := max(time.Until(next), time.Second)
-		return nil, httpx.Conflict(errPasswordRotating).WithHeader("Retry-After", fmt.Sprint(int64(math.Ceil(wait.Seconds()))))
+		return nil, fault.Conflict(errPasswordRotating).WithRetryAfter(max(time.Until(next), time.Second))
 	}
 	pw, err := s.sealer.Open(inst.PasswordSealed, passwordAAD(inst.Engine, inst.DatabaseName))
 	if err != nil {
@@ -381,7 +344,7 @@ const errPasswordRotating = "The database's password is being changed on its eng
 // schedule counts from now).
 func (s *Service) Update(ctx context.Context, id int64, name *string, maxSpace *int64, rotationDays *int) (*Instance, error) {
 	if name != nil && strings.TrimSpace(*name) == "" {
-		return nil, httpx.BadRequest("Validation failed", httpx.FieldError{Field: "name", Message: "must not be blank"})
+		return nil, fault.InvalidField("name", "must not be blank")
 	}
 	var out *Instance
 	err := db.RunInTx(ctx, s.db, func(ctx context.Context, tx bun.Tx) error {
@@ -426,11 +389,11 @@ type AdminFilter struct {
 	Status, Engine string
 	// Recoverable lists only deleted databases still in their recovery window.
 	Recoverable bool
-	httpx.PageQuery
+	paging.PageQuery
 }
 
 // AdminList pages through every database (dropped ones only when asked by status).
-func (s *Service) AdminList(ctx context.Context, f AdminFilter) (httpx.Page[Item], error) {
+func (s *Service) AdminList(ctx context.Context, f AdminFilter) (paging.Page[Item], error) {
 	var rows []Instance
 	q := s.db.NewSelect().Model(&rows)
 	if f.UserID > 0 {

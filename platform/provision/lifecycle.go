@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/uptrace/bun"
@@ -47,11 +48,19 @@ const RequestGrace = time.Minute
 
 // Spec names a resource kind's table and its statuses: Creating → Active, or Failed (a refusal,
 // or attempts run out); a live or Failed row → Deleting → Gone. A provisioner embeds its Spec,
-// which implements Kind and Queue.
+// which implements Kind and Queue. A status left "" is one the kind does not have.
 type Spec struct {
 	Name                                     Kind
 	Rows                                     string
 	Creating, Active, Failed, Deleting, Gone string
+	// Between maps further in-between statuses to the verb that finishes them (a pause, a
+	// resume): a request's drive that leaves a row in one is Pending, as in Creating or Deleting.
+	Between map[string]Verb
+	// Due maps statuses a request's drive may end in (Done) that the Finisher drives once their
+	// next attempt is due (the end of a recovery window, of a grace period).
+	Due map[string]Verb
+	// Counted are the statuses RoomFor counts against a quota; nil: Live.
+	Counted []string
 }
 
 // Kind implements Provisioner.
@@ -62,7 +71,22 @@ func (s Spec) Table() string { return s.Rows }
 
 // InFlight implements Queue.
 func (s Spec) InFlight() map[string]Verb {
-	return map[string]Verb{s.Creating: VerbCreate, s.Deleting: VerbDelete}
+	m := map[string]Verb{}
+	if s.Creating != "" {
+		m[s.Creating] = VerbCreate
+	}
+	if s.Deleting != "" {
+		m[s.Deleting] = VerbDelete
+	}
+	maps.Copy(m, s.Due)
+	maps.Copy(m, s.Between)
+	return m
+}
+
+// pending tells whether status is in between: being made, deleted or changed.
+func (s Spec) pending(status string) bool {
+	_, between := s.Between[status]
+	return status != "" && (between || status == s.Creating || status == s.Deleting)
 }
 
 // Live are the statuses of a row that holds its resource (and a place in its user's quota).
@@ -75,7 +99,7 @@ func (s Spec) Intent(userID int64) State {
 
 // Shown is the error a row shows its user: its final error, or while in flight the last attempt's.
 func (s Spec) Shown(st *State) string {
-	if st.ErrorMessage == "" && (st.Status == s.Creating || st.Status == s.Deleting) {
+	if st.ErrorMessage == "" && s.pending(st.Status) {
 		return st.LastError
 	}
 	return st.ErrorMessage
@@ -199,10 +223,10 @@ func Run[T any, P interface {
 		return row, Outcome{Result: Conflict, Err: refused.Err}, nil
 	}
 	st := row.Lifecycle()
-	switch st.Status {
-	case spec.Creating, spec.Deleting:
+	switch {
+	case spec.pending(st.Status):
 		return row, Outcome{Result: Pending, RetryAt: st.NextAttemptAt, Err: driveErr}, nil
-	case spec.Failed:
+	case st.Status == spec.Failed:
 		return row, Outcome{Result: Failed, Err: driveErr}, nil
 	}
 	if how == Stored && st.Status != spec.Active { // deleted meanwhile: not made
@@ -212,13 +236,17 @@ func Run[T any, P interface {
 }
 
 // RoomFor locks user userID (a live one: db.UserGone otherwise) and checks, under that lock, that
-// one more live row of model's table stays within most: a conflict saying quota otherwise. Every
+// one more row of model's table in a Counted status stays within most: a conflict saying quota otherwise. Every
 // path that makes a row live calls it (a create, the retry of a Failed row).
 func (s Spec) RoomFor(ctx context.Context, tx bun.Tx, model any, userID int64, most int, quota string) error {
 	if err := db.LockLiveUser(ctx, tx, userID); err != nil {
 		return err
 	}
-	n, err := tx.NewSelect().Model(model).Where("user_id = ?", userID).Where("status IN (?)", bun.In(s.Live())).Count(ctx)
+	counted := s.Counted
+	if counted == nil {
+		counted = s.Live()
+	}
+	n, err := tx.NewSelect().Model(model).Where("user_id = ?", userID).Where("status IN (?)", bun.In(counted)).Count(ctx)
 	if err != nil {
 		return fmt.Errorf("count %s of user %d: %w", s.Rows, userID, err)
 	}
