@@ -4,27 +4,17 @@ import (
 	"time"
 
 	"github.com/uptrace/bun"
+
+	"provisioner/platform/db"
 )
 
 // userRow is a row of the platform's users table as administration sees it.
 type userRow struct {
 	bun.BaseModel `bun:"table:users,alias:u"`
-
-	ID            int64   `bun:"id,pk,autoincrement"`
-	Email         string  `bun:"email,notnull"`
-	FullName      string  `bun:"full_name,notnull"`
-	Organization  string  `bun:"organization,notnull"`
-	Role          string  `bun:"role,notnull"`
-	PasswordHash  *string `bun:"password_hash"`
-	SecurityStamp int64   `bun:"security_stamp,notnull"`
-	// EmailVerifiedAt is the auth module's proof of the email; a change of the email clears it.
-	EmailVerifiedAt *time.Time `bun:"email_verified_at"`
+	db.Account
 	// AiMonthlyTokenBudget is the user's AI token ceiling per calendar month (UTC) across all
 	// their AI keys (nil: none); the aikeys module enforces it.
-	AiMonthlyTokenBudget *int64     `bun:"ai_monthly_token_budget"`
-	CreatedAt            time.Time  `bun:"created_at,nullzero,notnull,default:current_timestamp"`
-	UpdatedAt            time.Time  `bun:"updated_at,nullzero,notnull,default:current_timestamp"`
-	DeletedAt            *time.Time `bun:"deleted_at"`
+	AiMonthlyTokenBudget *int64 `bun:"ai_monthly_token_budget"`
 }
 
 // User is an account as the admin API shows it (never the password hash).

@@ -132,8 +132,8 @@ func (s *Users) Create(ctx context.Context, in CreateUserInput) (*userRow, error
 	if role == "" {
 		role = authn.RoleUser
 	}
-	u := &userRow{Email: email, FullName: strings.TrimSpace(in.FullName),
-		Organization: strings.TrimSpace(in.Organization), Role: role, PasswordHash: &hash, SecurityStamp: 1}
+	u := &userRow{Account: db.Account{Email: email, FullName: strings.TrimSpace(in.FullName),
+		Organization: strings.TrimSpace(in.Organization), Role: role, PasswordHash: &hash, SecurityStamp: 1}}
 	err = db.RunInTx(ctx, s.db, func(ctx context.Context, tx bun.Tx) error {
 		if _, err := tx.NewInsert().Model(u).Returning("*").Exec(ctx); err != nil {
 			if db.IsUniqueViolation(err) {

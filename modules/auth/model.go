@@ -5,29 +5,17 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/uptrace/bun"
+
+	"provisioner/platform/db"
 )
 
 // User is a row of the platform's users table.
 type User struct {
 	bun.BaseModel `bun:"table:users,alias:u"`
-
-	ID            int64   `bun:"id,pk,autoincrement"`
-	Email         string  `bun:"email,notnull"`
-	FullName      string  `bun:"full_name,notnull"`
-	Organization  string  `bun:"organization,notnull"`
-	Role          string  `bun:"role,notnull"`
-	PasswordHash  *string `bun:"password_hash"`
-	SecurityStamp int64   `bun:"security_stamp,notnull"`
-	// EmailVerifiedAt is when Email was last proven to reach the account's owner (an account made
-	// from a provider's verified email, a reset through the mailed link); nil while it is not. A
-	// change of the email clears it (trigger users_email_changed).
-	EmailVerifiedAt *time.Time `bun:"email_verified_at"`
+	db.Account
 	// AiMonthlyTokenBudget is the admin module's column (an AI ceiling), only so that RETURNING *
 	// scans: never written or used here.
-	AiMonthlyTokenBudget *int64     `bun:"ai_monthly_token_budget,scanonly"`
-	CreatedAt            time.Time  `bun:"created_at,nullzero,notnull,default:current_timestamp"`
-	UpdatedAt            time.Time  `bun:"updated_at,nullzero,notnull,default:current_timestamp"`
-	DeletedAt            *time.Time `bun:"deleted_at"`
+	AiMonthlyTokenBudget *int64 `bun:"ai_monthly_token_budget,scanonly"`
 }
 
 // resetToken is a single-use password reset token; only its SHA-256 is stored.

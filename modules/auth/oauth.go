@@ -499,7 +499,7 @@ func (s *Service) signInExternalTx(ctx context.Context, id Identity, retry bool)
 			return &flowError{"account_exists"}
 		default:
 			now := time.Now()
-			fresh := &User{Email: email, FullName: firstNonEmpty(providerName(id.Name), email), Role: authn.RoleUser, SecurityStamp: 1, EmailVerifiedAt: &now}
+			fresh := &User{Account: db.Account{Email: email, FullName: firstNonEmpty(providerName(id.Name), email), Role: authn.RoleUser, SecurityStamp: 1, EmailVerifiedAt: &now}}
 			if _, err := tx.NewInsert().Model(fresh).Returning("*").Exec(ctx); err != nil {
 				if db.IsUniqueViolation(err) {
 					if retry {

@@ -77,10 +77,10 @@ func (s *Service) Register(ctx context.Context, in RegisterInput) (*RegisterResu
 	if err != nil {
 		return nil, fmt.Errorf("hash password: %w", err)
 	}
-	u := &User{
+	u := &User{Account: db.Account{
 		Email: email, FullName: strings.TrimSpace(in.FullName), Organization: strings.TrimSpace(in.Organization),
 		Role: authn.RoleUser, PasswordHash: &hash, SecurityStamp: 1,
-	}
+	}}
 	err = s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
 		if _, err := tx.NewInsert().Model(u).Returning("*").Exec(ctx); err != nil {
 			if db.IsUniqueViolation(err) {
@@ -459,7 +459,7 @@ func (s *Service) EnsureBootstrapAdmin(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	u = &User{Email: email, FullName: "Administrator", Role: authn.RoleAdmin, PasswordHash: &hash, SecurityStamp: 1}
+	u = &User{Account: db.Account{Email: email, FullName: "Administrator", Role: authn.RoleAdmin, PasswordHash: &hash, SecurityStamp: 1}}
 	if _, err := s.db.NewInsert().Model(u).Returning("*").Exec(ctx); err != nil {
 		if db.IsUniqueViolation(err) {
 			return nil // another replica created it

@@ -32,11 +32,11 @@ func (b *RecordBody) Resolve(huma.Context) []error {
 	if b.Label != "" {
 		label = &b.Label
 	}
-	if c := strings.TrimSpace(deref(b.Content)); c != "" {
+	if c := strings.TrimSpace(orDefault(b.Content, "")); c != "" {
 		content = &c
 	}
 	var errs []error
-	for _, f := range fieldProblems(label, content, b.RecordTTL, true) { // private addresses: the service's to say
+	for _, f := range fieldProblems(label, content, b.RecordTTL, true, "") { // private addresses: the service's to say
 		errs = append(errs, httpx.Invalid(f.Field, f.Message))
 	}
 	return errs
@@ -64,25 +64,15 @@ const createDoc = "201 with the Active record. 409 when the label is reserved (D
 	"`Dns:MaxRecordsPerUser`; 502 with the record as stored when the provider failed (retried in the background)."
 
 // providerFailedResponse documents the 502 of the operations that call the provider.
-var providerFailedResponse = map[string]*huma.Response{
-	"502": {Description: "The DNS provider failed; `data` is the record as stored.",
-		Headers: map[string]*huma.Param{"Retry-After": {Description: "Only while the record is Pending or Revoking: seconds until the background retry (at least the provider's " +
-			"`Retry-After`).", Schema: &huma.Schema{Type: "integer"}}}},
-}
+var providerFailedResponse = httpx.ProviderFailed("The DNS provider failed; `data` is the record as stored.",
+	"Only while the record is Pending or Revoking: seconds until the background retry (at least the provider's `Retry-After`).")
 
 // Register implements httpx.Routes.
 func (h *Handler) Register(api *httpx.API) {
 	tags := []string{"DNS"}
-	httpx.Register(api, httpx.Authenticated, huma.Operation{OperationID: "listMyDnsRecords", Method: http.MethodGet,
+	httpx.RegisterMine(api, huma.Operation{OperationID: "listMyDnsRecords", Method: http.MethodGet,
 		Path: "/api/me/dns", Tags: tags, Summary: "List my DNS records",
-		Description: "Every record but the Revoked ones, oldest first."},
-		func(ctx context.Context, _ *struct{}) (*httpx.Response[[]View], error) {
-			list, err := h.svc.List(ctx, authn.FromContext(ctx).UserID)
-			if err != nil {
-				return nil, err
-			}
-			return httpx.OK("OK", list), nil
-		})
+		Description: "Every record but the Revoked ones, oldest first."}, h.svc.List)
 	httpx.Register(api, httpx.Authenticated, huma.Operation{OperationID: "createMyDnsRecord", Metadata: httpx.Meta(httpx.PerUserLimit("Provision"), httpx.Idempotent()), Method: http.MethodPost,
 		Path: "/api/me/dns", Tags: tags, Summary: "Create a DNS A record", Description: createDoc, DefaultStatus: http.StatusCreated,
 		Errors: []int{http.StatusConflict, http.StatusBadGateway, http.StatusServiceUnavailable}, Responses: providerFailedResponse},
@@ -119,21 +109,13 @@ func (h *Handler) Register(api *httpx.API) {
 		Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusBadGateway}, Responses: providerFailedResponse},
 		func(ctx context.Context, in *httpx.IDInput) (*httpx.Response[View], error) {
 			r, o, err := h.svc.Retry(ctx, in.ID)
-			return httpx.Driven(r, o, err, view, answers(r, false, "Record "+status(r)))
+			return httpx.Driven(r, o, err, view, answers(r, false, "Record "+provision.StatusOf(r)))
 		})
-}
-
-// status is r's status, "" for none.
-func status(r *Record) string {
-	if r == nil {
-		return ""
-	}
-	return r.Status
 }
 
 // answers are the messages of a route that drove r: done, and the provider's failure.
 func answers(r *Record, created bool, done string) httpx.Answers {
-	return httpx.Answers{Created: created, Done: done, Failed: "The DNS provider failed; the record is " + status(r)}
+	return httpx.Answers{Created: created, Done: done, Failed: "The DNS provider failed; the record is " + provision.StatusOf(r)}
 }
 
 func (h *Handler) created(ctx context.Context, in CreateInput) (*httpx.Response[View], error) {

@@ -122,7 +122,7 @@ func (s *Sweeper) Delete(ctx context.Context, req provision.DeleteRequest) (prov
 		return provision.DeleteResponse{}, fmt.Errorf("lock record %d: %w", l.RecordID, err)
 	}
 	ctx = ratelimit.WithOwner(ctx, r.UserID)
-	if r.Status == StatusFailed || r.Status == StatusRevoked {
+	if r.Status == spec.Failed || r.Status == spec.Gone {
 		ids, err := lookupOurs(ctx, s.provider, req.Tx, r)
 		if err != nil {
 			return provision.DeleteResponse{}, err

@@ -8,19 +8,6 @@ import (
 	"provisioner/platform/provision"
 )
 
-// Statuses of a DNS record.
-const (
-	StatusPending  = "Pending"
-	StatusActive   = "Active"
-	StatusFailed   = "Failed"
-	StatusRevoking = "Revoking"
-	StatusRevoked  = "Revoked"
-)
-
-// spec is the records' lifecycle: Pending → Active or Failed; Revoking → Revoked.
-var spec = provision.Spec{Name: Kind, Rows: "dns_records", Creating: StatusPending, Active: StatusActive, Failed: StatusFailed,
-	Deleting: StatusRevoking, Gone: StatusRevoked}
-
 // Record is a DNS record as stored: our own trace of every state.
 type Record struct {
 	bun.BaseModel `bun:"table:dns_records,alias:r"`

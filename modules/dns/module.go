@@ -20,40 +20,29 @@ import (
 	"provisioner/modules/dns/migrations"
 	"provisioner/platform/audit"
 	"provisioner/platform/config"
-	"provisioner/platform/db"
 	"provisioner/platform/httpx"
-	"provisioner/platform/module"
 	"provisioner/platform/provision"
 	"provisioner/platform/ratelimit"
 )
 
-// Module is the dns module: its wiring, its configuration section (Dns:*), its audit namespace
-// and its OpenAPI tags.
-var Module = module.Module{Name: "dns", Options: wiring, Config: Settings, AuditNamespaces: []string{"dns"},
-	Tags: map[string]string{
-		"DNS":                "The signed-in user's A records in the DNS cell.",
-		"Admin: DNS records": "Every DNS record (role Admin).",
-	}}
-
-// wiring is everything the dns module contributes to the fx graph.
-var wiring = fx.Module("dns",
+// Module is the dns module: its configuration section (Dns:*), its OpenAPI tags and its wiring.
+var Module = httpx.ResourceModule("dns", Settings, map[string]string{
+	"DNS":                "The signed-in user's A records in the DNS cell.",
+	"Admin: DNS records": "Every DNS record (role Admin).",
+}, migrations.FS, func(s *Service) *Handler { return &Handler{svc: s} },
 	provision.Resource[*Provisioner](func(c *cloudflare.Client, a *audit.Recorder, log *slog.Logger) *Provisioner {
 		return &Provisioner{Spec: spec, provider: c, audit: a, log: log}
 	}),
 	provision.Summarised(func(s *Service) *provision.Summary[View] {
 		return &provision.Summary[View]{Key: "dnsRecords", DB: s.db, Spec: spec, Model: (*Record)(nil), List: s.List}
 	}),
-	fx.Provide(
-		newClient,
+	fx.Provide(newClient,
 		provision.AsProvisioner(func(c *cloudflare.Client, a *audit.Recorder, log *slog.Logger) *Sweeper {
 			return &Sweeper{provider: c, audit: a, log: log}
 		}),
 		func(d *bun.DB, cfg Config, a *audit.Recorder, f *provision.Finisher) *Service {
 			return &Service{db: d, cfg: cfg, audit: a, finisher: f}
-		},
-		httpx.AsRoutes(func(s *Service) *Handler { return &Handler{svc: s} }),
-		db.AsMigrations(func() db.Migrations { return db.Migrations{Module: "dns", FS: migrations.FS} }),
-	),
+		}),
 )
 
 // newClient builds the provider client with our own outbound budget (Dns:OutboundRate, below the

@@ -51,15 +51,26 @@ func Marker(r *Record) string {
 	return fmt.Sprintf("provisioner user:%d record:%d ref:%s", r.UserID, r.ID, r.MarkerToken)
 }
 
-// findOurs returns the provider's A record named like r, with r's content and r's marker, if any.
-// The lookup lists every type: a record of another type at the name is never ours.
+// ours reports whether f is r's record as r made it: an A record named like r, with r's content
+// and r's marker. The lookup lists every type: a record of another type at the name is never ours.
+func ours(f cloudflare.Record, r *Record) bool {
+	return f.ID != "" && f.Type == "A" && strings.EqualFold(strings.TrimSuffix(f.Name, "."), r.Fqdn) && f.Content == r.Content && f.Comment == Marker(r)
+}
+
+// findOurs returns the provider's record among found that is r's (ours), if any.
 func findOurs(found []cloudflare.Record, r *Record) *cloudflare.Record {
-	for i, f := range found {
-		if f.ID != "" && f.Type == "A" && strings.EqualFold(strings.TrimSuffix(f.Name, "."), r.Fqdn) && f.Content == r.Content && f.Comment == Marker(r) {
+	for i := range found {
+		if ours(found[i], r) {
 			return &found[i]
 		}
 	}
 	return nil
+}
+
+// suspicious is the error of a provider's answer we refuse: transient like a malformed answer, so
+// the next attempt looks the name up first and adopts the record carrying the row's marker.
+func suspicious(msg string) error {
+	return &cloudflare.APIError{Status: http.StatusBadGateway, Errors: []cloudflare.Message{{Message: msg}}}
 }
 
 // Create implements provision.Provisioner.
@@ -107,11 +118,9 @@ func (p *Provisioner) Create(ctx context.Context, req provision.CreateRequest) (
 		return provision.CreateResponse{}, p.failed(ctx, req.Tx, r, err, true)
 	}
 	if what := notAsAsked(created, r); what != "" {
-		// An answer about another record (one meant for another request): its id is not ours, and
-		// stored, revoking r would delete that record. Refused, transient like a malformed answer:
-		// the next attempt looks the name up first and adopts the record carrying r's comment.
-		return provision.CreateResponse{}, &cloudflare.APIError{Status: http.StatusBadGateway,
-			Errors: []cloudflare.Message{{Message: msgOtherRecord + what + "; refused"}}}
+		// An answer about another record (one meant for another request): stored, its id would
+		// have revoking r delete that record.
+		return provision.CreateResponse{}, suspicious(msgOtherRecord + what + "; refused")
 	}
 	return p.active(ctx, req.Tx, r, created, false)
 }
@@ -155,7 +164,7 @@ func (p *Provisioner) dropLeftovers(ctx context.Context, tx bun.IDB, r *Record, 
 		}
 		dead := new(Record)
 		err := tx.NewSelect().Model(dead).Where("id = ?", id).Where("user_id = ?", userID).
-			Where("id <> ?", r.ID).Where("fqdn = ?", r.Fqdn).Where("status IN (?)", bun.In([]string{StatusFailed, StatusRevoked})).Scan(ctx)
+			Where("id <> ?", r.ID).Where("fqdn = ?", r.Fqdn).Where("status IN (?)", bun.In([]string{spec.Failed, spec.Gone})).Scan(ctx)
 		if errors.Is(err, sql.ErrNoRows) {
 			rest = append(rest, f)
 			continue
@@ -163,11 +172,11 @@ func (p *Provisioner) dropLeftovers(ctx context.Context, tx bun.IDB, r *Record, 
 		if err != nil {
 			return nil, fmt.Errorf("look up the row of %q: %w", f.Comment, err)
 		}
-		if findOurs([]cloudflare.Record{f}, dead) == nil {
+		if !ours(f, dead) {
 			rest = append(rest, f) // our marker, another content: not the dead row's record as it made it
 			continue
 		}
-		if another, err := heldByAnother(ctx, tx, f.ID, dead.ID); err != nil {
+		if another, err := spec.HeldByAnother(ctx, tx, "provider_record_id", f.ID, dead.ID); err != nil {
 			return nil, err
 		} else if another { // another row's record: never deleted as a leftover
 			rest = append(rest, f)
@@ -221,7 +230,7 @@ func (p *Provisioner) nameTaken(ctx context.Context, req provision.CreateRequest
 		}
 		return refused
 	}
-	if _, err := req.Tx.NewDelete().Model(r).WherePK().Where("status = ?", StatusPending).Exec(ctx); err != nil {
+	if _, err := req.Tx.NewDelete().Model(r).WherePK().Where("status = ?", spec.Creating).Exec(ctx); err != nil {
 		return fmt.Errorf("drop record %d whose name is taken: %w", r.ID, err)
 	}
 	return refused
@@ -230,17 +239,6 @@ func (p *Provisioner) nameTaken(ctx context.Context, req provision.CreateRequest
 // msgDuplicateID is the error of a provider's answer naming a record another row holds.
 const msgDuplicateID = "suspicious result from the provider: a record id that belongs to another record; refused"
 
-// heldByAnother reports whether a row other than self that is not Revoked holds the provider's
-// record id: such an id is never stored for self, nor deleted at the provider for it.
-func heldByAnother(ctx context.Context, tx bun.IDB, providerID string, self int64) (bool, error) {
-	held, err := tx.NewSelect().Model((*Record)(nil)).Where("provider_record_id = ?", providerID).Where("id <> ?", self).
-		Where("status <> ?", StatusRevoked).Exists(ctx)
-	if err != nil {
-		return false, fmt.Errorf("is provider record %q held by another record: %w", providerID, err)
-	}
-	return held, nil
-}
-
 // active records the provider's record as r's: its id, and the TTL the provider holds (1,
 // automatic, for a proxied record whatever was asked), so what we show is what the zone serves.
 func (p *Provisioner) active(ctx context.Context, tx bun.IDB, r *Record, held cloudflare.Record, adopted bool) (provision.CreateResponse, error) {
@@ -248,17 +246,13 @@ func (p *Provisioner) active(ctx context.Context, tx bun.IDB, r *Record, held cl
 	if providerID == "" { // never Active without the provider's id (a revocation could not find it)
 		return provision.CreateResponse{}, fmt.Errorf("record %d: the provider gave no record id", r.ID)
 	}
-	if another, err := heldByAnother(ctx, tx, providerID, r.ID); err != nil {
+	if another, err := spec.HeldByAnother(ctx, tx, "provider_record_id", providerID, r.ID); err != nil {
 		return provision.CreateResponse{}, err
-	} else if another {
-		// The provider names a record another of our rows holds: stored, revoking r would delete
-		// that record. A suspicious answer, transient like a malformed one: the next attempt looks
-		// the name up first (and adopts the record carrying r's comment, with its own id).
-		return provision.CreateResponse{}, &cloudflare.APIError{Status: http.StatusBadGateway,
-			Errors: []cloudflare.Message{{Message: msgDuplicateID}}}
+	} else if another { // stored, revoking r would delete another row's record
+		return provision.CreateResponse{}, suspicious(msgDuplicateID)
 	}
 	ttl := heldTTL(r, held)
-	if _, err := provision.Succeed(tx.NewUpdate().Model(r), StatusActive).Set("provider_record_id = ?", providerID).
+	if _, err := provision.Succeed(tx.NewUpdate().Model(r), spec.Active).Set("provider_record_id = ?", providerID).
 		Set("record_ttl = ?", ttl).WherePK().Exec(ctx); err != nil {
 		return provision.CreateResponse{}, fmt.Errorf("record %d active: %w", r.ID, err)
 	}
@@ -274,7 +268,7 @@ func (p *Provisioner) active(ctx context.Context, tx bun.IDB, r *Record, held cl
 // answer, or this attempt sent one: sent), a sweep is queued: the finisher deletes the record
 // carrying r's comment and content, if the provider holds one.
 func (p *Provisioner) final(ctx context.Context, tx bun.IDB, r *Record, msg string, sent bool) error {
-	if _, err := provision.Fail(tx.NewUpdate().Model(r), StatusFailed, msg).WherePK().Exec(ctx); err != nil {
+	if _, err := provision.Fail(tx.NewUpdate().Model(r), spec.Failed, msg).WherePK().Exec(ctx); err != nil {
 		return fmt.Errorf("record %d failed: %w", r.ID, err)
 	}
 	if r.Attempts > 0 || sent {
@@ -295,15 +289,7 @@ const MsgInternal = "internal error while handling the provider's answer (detail
 // the client, or what happened to a call without an answer), our own words about it (they wrap
 // it), a call put off by our budget, or MsgInternal for anything else.
 func shownError(err error) string {
-	var (
-		ae *cloudflare.APIError
-		te *cloudflare.TransportError
-		de *provision.Deferred
-	)
-	if errors.As(err, &ae) || errors.As(err, &te) || errors.As(err, &de) {
-		return provision.StoredError(err)
-	}
-	return MsgInternal
+	return provision.ProviderText(err, MsgInternal, new(*cloudflare.APIError), new(*cloudflare.TransportError), new(*provision.Deferred))
 }
 
 // ErrorText implements provision.ErrorTexter: a failed attempt's last_error is the errorMessage
@@ -330,10 +316,10 @@ func lookupOurs(ctx context.Context, provider Provider, tx bun.IDB, r *Record) (
 	}
 	var ids []string
 	for _, f := range found {
-		if findOurs([]cloudflare.Record{f}, r) == nil {
+		if !ours(f, r) {
 			continue
 		}
-		if another, err := heldByAnother(ctx, tx, f.ID, r.ID); err != nil {
+		if another, err := spec.HeldByAnother(ctx, tx, "provider_record_id", f.ID, r.ID); err != nil {
 			return nil, err
 		} else if !another {
 			ids = append(ids, f.ID)
@@ -357,7 +343,7 @@ func (p *Provisioner) Delete(ctx context.Context, req provision.DeleteRequest) (
 	ids := []string{}
 	lookup := r.ProviderRecordID == ""
 	if !lookup {
-		another, err := heldByAnother(ctx, req.Tx, r.ProviderRecordID, r.ID)
+		another, err := spec.HeldByAnother(ctx, req.Tx, "provider_record_id", r.ProviderRecordID, r.ID)
 		if err != nil {
 			return provision.DeleteResponse{}, err
 		}
@@ -391,7 +377,7 @@ func (p *Provisioner) Delete(ctx context.Context, req provision.DeleteRequest) (
 			return provision.DeleteResponse{}, err
 		}
 	}
-	if _, err := provision.Succeed(req.Tx.NewUpdate().Model(r), StatusRevoked).WherePK().Exec(ctx); err != nil {
+	if _, err := provision.Succeed(req.Tx.NewUpdate().Model(r), spec.Gone).WherePK().Exec(ctx); err != nil {
 		return provision.DeleteResponse{}, fmt.Errorf("record %d revoked: %w", r.ID, err)
 	}
 	return provision.DeleteResponse{}, nil
@@ -413,18 +399,18 @@ func (p *Provisioner) GiveUp(ctx context.Context, tx bun.IDB, id int64, lastErr 
 // is Revoked at once with a sweep queued for its leftover. Each is audited as dns.revoked.
 func (p *Provisioner) ReleaseUser(ctx context.Context, tx bun.IDB, userID int64) error {
 	var revoking, revoked []releasedRecord
-	if err := provision.Restart(tx.NewUpdate().Model((*Record)(nil)), StatusRevoking, time.Time{}).Where("user_id = ?", userID).
+	if err := provision.Restart(tx.NewUpdate().Model((*Record)(nil)), spec.Deleting, time.Time{}).Where("user_id = ?", userID).
 		WhereGroup(" AND ", func(q *bun.UpdateQuery) *bun.UpdateQuery {
-			return q.Where("status IN (?)", bun.In([]string{StatusPending, StatusActive})).
+			return q.Where("status IN (?)", bun.In([]string{spec.Creating, spec.Active})).
 				WhereOr("status = ? AND NOT EXISTS (SELECT 1 FROM dns_records o WHERE o.label = r.label AND o.id <> r.id AND o.status IN (?))",
-					StatusFailed, bun.In(p.Live()))
+					spec.Failed, bun.In(p.Live()))
 		}).Returning("id, fqdn").Scan(ctx, &revoking); err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return fmt.Errorf("release records of user %d: %w", userID, err)
 	}
-	if err := queueSweeps(ctx, tx, "r.user_id = ? AND r.status = ?", userID, StatusFailed); err != nil {
+	if err := queueSweeps(ctx, tx, "r.user_id = ? AND r.status = ?", userID, spec.Failed); err != nil {
 		return err
 	}
-	if err := provision.Move(tx.NewUpdate().Model((*Record)(nil)), StatusRevoked).Where("user_id = ?", userID).Where("status = ?", StatusFailed).Returning("id, fqdn").Scan(ctx, &revoked); err != nil &&
+	if err := provision.Move(tx.NewUpdate().Model((*Record)(nil)), spec.Gone).Where("user_id = ?", userID).Where("status = ?", spec.Failed).Returning("id, fqdn").Scan(ctx, &revoked); err != nil &&
 		!errors.Is(err, sql.ErrNoRows) {
 		return fmt.Errorf("revoke failed records of user %d: %w", userID, err)
 	}

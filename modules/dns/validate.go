@@ -78,17 +78,17 @@ const (
 )
 
 // fieldProblems is the one check of a record's fields beyond the schema, for the fields given (nil:
-// not given); RecordBody.Resolve and validate both call it. Content allowed private addresses
-// only when allowPrivate (Dns:AllowPrivateContent).
-func fieldProblems(label, content *string, ttl *int, allowPrivate bool) []fault.FieldError {
+// not given); RecordBody.Resolve and validate both call it. An empty content is refused with empty.
+// Content may be a private address only when allowPrivate (Dns:AllowPrivateContent).
+func fieldProblems(label, content *string, ttl *int, allowPrivate bool, empty string) []fault.FieldError {
 	var fields []fault.FieldError
-	if _, ok := NormalizeLabel(deref(label)); label != nil && !ok {
+	if _, ok := NormalizeLabel(orDefault(label, "")); label != nil && !ok {
 		fields = append(fields, fault.FieldError{Field: "label", Message: msgLabel})
 	}
-	if content != nil {
-		if msg := ContentProblem(*content, allowPrivate); msg != "" {
-			fields = append(fields, fault.FieldError{Field: "content", Message: msg})
-		}
+	if msg := ContentProblem(orDefault(content, ""), allowPrivate); content != nil && *content == "" {
+		fields = append(fields, fault.FieldError{Field: "content", Message: empty})
+	} else if content != nil && msg != "" {
+		fields = append(fields, fault.FieldError{Field: "content", Message: msg})
 	}
 	if ttl != nil && !ValidTTL(*ttl) {
 		fields = append(fields, fault.FieldError{Field: "recordTtl", Message: msgTTL})
@@ -96,28 +96,23 @@ func fieldProblems(label, content *string, ttl *int, allowPrivate bool) []fault.
 	return fields
 }
 
-func deref(s *string) string {
-	if s == nil {
-		return ""
+// orDefault is *p, or d when p is nil.
+func orDefault[T any](p *T, d T) T {
+	if p == nil {
+		return d
 	}
-	return *s
+	return *p
 }
 
 // validate checks a create request after defaults, listing every bad field (fieldProblems). omittable
 // reports that content was given while Dns:DefaultContent is configured: an empty one is then refused
 // as such (omitting it takes the default); otherwise an empty one means that no default exists.
 func validate(label, content string, omittable bool, ttl int, allowPrivate bool) (string, error) {
-	fields := fieldProblems(&label, nil, nil, allowPrivate)
-	switch {
-	case content == "" && omittable:
-		fields = append(fields, fault.FieldError{Field: "content", Message: "must not be empty: omit it to use the default (Dns:DefaultContent)"})
-	case content == "":
-		fields = append(fields, fault.FieldError{Field: "content", Message: "is required (no Dns:DefaultContent is configured)"})
-	default:
-		fields = append(fields, fieldProblems(nil, &content, nil, allowPrivate)...)
+	empty := "is required (no Dns:DefaultContent is configured)"
+	if omittable {
+		empty = "must not be empty: omit it to use the default (Dns:DefaultContent)"
 	}
-	fields = append(fields, fieldProblems(nil, nil, &ttl, allowPrivate)...)
-	if len(fields) > 0 {
+	if fields := fieldProblems(&label, &content, &ttl, allowPrivate, empty); len(fields) > 0 {
 		return "", fault.Invalid("Validation failed", fields...)
 	}
 	l, _ := NormalizeLabel(label)

@@ -45,24 +45,13 @@ func (in queuesAdminListInput) Filter() (provision.AdminFilter, string) {
 const createDoc = "409 at `Queues:MaxPerUser`; 503 without `Queues:ManagementUrl`."
 
 // brokerFailed documents the 502 of the operations that call the broker.
-var brokerFailed = map[string]*huma.Response{
-	"502": {Description: "The broker failed; `data` as stored.",
-		Headers: map[string]*huma.Param{"Retry-After": {Description: "Seconds to the background retry.",
-			Schema: &huma.Schema{Type: "integer"}}}},
-}
+var brokerFailed = httpx.ProviderFailed("The broker failed; `data` as stored.", "Seconds to the background retry.")
 
 // Register implements httpx.Routes.
 func (h *Handler) Register(api *httpx.API) {
 	tags := []string{"Queues"}
-	httpx.Register(api, httpx.Authenticated, huma.Operation{OperationID: "listMyQueueSpaces", Method: http.MethodGet,
-		Path: "/api/me/queues", Tags: tags, Summary: "List my queue spaces"},
-		func(ctx context.Context, _ *struct{}) (*httpx.Response[[]View], error) {
-			list, err := h.svc.List(ctx, authn.FromContext(ctx).UserID)
-			if err != nil {
-				return nil, err
-			}
-			return httpx.OK("OK", list), nil
-		})
+	httpx.RegisterMine(api, huma.Operation{OperationID: "listMyQueueSpaces", Method: http.MethodGet,
+		Path: "/api/me/queues", Tags: tags, Summary: "List my queue spaces"}, h.svc.List)
 	httpx.Register(api, httpx.Authenticated, huma.Operation{OperationID: "createMyQueueSpace", Method: http.MethodPost,
 		Path: "/api/me/queues", Tags: tags, Summary: "Create a queue space", Description: createDoc, DefaultStatus: http.StatusCreated,
 		Errors: []int{http.StatusConflict, http.StatusBadGateway, http.StatusServiceUnavailable}, Responses: brokerFailed},
@@ -75,21 +64,10 @@ func (h *Handler) Register(api *httpx.API) {
 		func(ctx context.Context, in *httpx.IDInput) (*httpx.Response[View], error) {
 			return h.deleted(ctx, in.ID, authn.FromContext(ctx).UserID)
 		})
-	httpx.Register(api, httpx.Authenticated, huma.Operation{OperationID: "revealMyQueueSpacePassword", Method: http.MethodGet,
+	authn.RegisterReveal(api, huma.Operation{OperationID: "revealMyQueueSpacePassword", Method: http.MethodGet,
 		Path: "/api/me/queues/{id}/password", Tags: tags, Summary: "Reveal a queue space's password",
 		Description: "Limited by `RateLimit:PasswordReveal`; audited.",
-		Errors:      []int{http.StatusNotFound, http.StatusConflict, http.StatusForbidden}},
-		func(ctx context.Context, in *httpx.IDInput) (*httpx.Response[Reveal], error) {
-			uid := authn.FromContext(ctx).UserID
-			if err := authn.GuardSecret(ctx, h.limiter); err != nil {
-				return nil, err
-			}
-			r, err := h.svc.Reveal(ctx, in.ID, uid)
-			if err != nil {
-				return nil, err
-			}
-			return httpx.OK("OK", *r), nil
-		})
+		Errors:      []int{http.StatusNotFound, http.StatusConflict, http.StatusForbidden}}, h.limiter, h.svc.Reveal)
 	h.registerAdmin(api)
 }
 
@@ -118,7 +96,7 @@ func (h *Handler) registerAdmin(api *httpx.API) {
 		Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusBadGateway, http.StatusServiceUnavailable}, Responses: brokerFailed},
 		func(ctx context.Context, in *httpx.IDInput) (*httpx.Response[View], error) {
 			sp, o, err := h.svc.Retry(ctx, in.ID)
-			return h.answer(sp, o, err, false, "Queue space "+statusOf(sp))
+			return h.answer(sp, o, err, false, "Queue space "+provision.StatusOf(sp))
 		})
 	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "deleteQueueSpace", Method: http.MethodDelete,
 		Path: "/api/queues/{id}", Tags: tags, Summary: "Delete a queue space",
@@ -141,13 +119,5 @@ func (h *Handler) deleted(ctx context.Context, id, userID int64) (*httpx.Respons
 // answer is the answer of a route that drove sp (httpx.Driven).
 func (h *Handler) answer(sp *Space, o provision.Outcome, err error, created bool, done string) (*httpx.Response[View], error) {
 	return httpx.Driven(sp, o, err, func(sp *Space) View { return view(h.svc.cfg, sp) },
-		httpx.Answers{Created: created, Done: done, Failed: "The broker failed; the queue space is " + statusOf(sp)})
-}
-
-// statusOf is sp's status, "" for none.
-func statusOf(sp *Space) string {
-	if sp == nil {
-		return ""
-	}
-	return sp.Status
+		httpx.Answers{Created: created, Done: done, Failed: "The broker failed; the queue space is " + provision.StatusOf(sp)})
 }

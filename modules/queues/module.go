@@ -14,37 +14,28 @@ import (
 
 	"provisioner/modules/queues/migrations"
 	"provisioner/platform/audit"
-	"provisioner/platform/db"
 	"provisioner/platform/httpx"
-	"provisioner/platform/module"
 	"provisioner/platform/provision"
 	"provisioner/platform/ratelimit"
 	"provisioner/platform/secrets"
 )
 
-// Module is the queues module: its wiring, its configuration section (Queues:*), its audit
-// namespace and its OpenAPI tags.
-var Module = module.Module{Name: "queues", Options: wiring, Config: Settings, AuditNamespaces: []string{"queues"},
-	Tags: map[string]string{
-		"Queues":        "The user's RabbitMQ queue spaces.",
-		"Admin: queues": "Every queue space (Admin).",
-	}}
-
-var wiring = fx.Module("queues",
+// Module is the queues module: its configuration section (Queues:*), its OpenAPI tags and its
+// wiring.
+var Module = httpx.ResourceModule("queues", Settings, map[string]string{
+	"Queues":        "The user's RabbitMQ queue spaces.",
+	"Admin: queues": "Every queue space (Admin).",
+}, migrations.FS, func(s *Service, l *ratelimit.Limiter) *Handler { return &Handler{svc: s, limiter: l} },
 	provision.Resource[*Provisioner](func(b *Broker, s *secrets.Sealer, a *audit.Recorder, log *slog.Logger) *Provisioner {
 		return &Provisioner{Spec: spec, broker: b, sealer: s, audit: a, log: log}
 	}),
 	provision.Summarised(func(s *Service) *provision.Summary[View] {
 		return &provision.Summary[View]{Key: "queueSpaces", DB: s.db, Spec: spec, Model: (*Space)(nil), List: s.List}
 	}),
-	fx.Provide(
-		NewBroker,
+	fx.Provide(NewBroker,
 		provision.AsProvisioner(func(p *Provisioner) *Sweeper { return &Sweeper{p: p} }),
 		func(d *bun.DB, cfg Config, s *secrets.Sealer, a *audit.Recorder, f *provision.Finisher) *Service {
 			return &Service{db: d, cfg: cfg, sealer: s, audit: a, finisher: f}
 		},
-		provision.AsTakeoverRevoker(func(s *Service, log *slog.Logger) *Takeover { return &Takeover{svc: s, log: log} }),
-		httpx.AsRoutes(func(s *Service, l *ratelimit.Limiter) *Handler { return &Handler{svc: s, limiter: l} }),
-		db.AsMigrations(func() db.Migrations { return db.Migrations{Module: "queues", FS: migrations.FS} }),
-	),
+		provision.AsTakeoverRevoker(func(s *Service, log *slog.Logger) *Takeover { return &Takeover{svc: s, log: log} })),
 )

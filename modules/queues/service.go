@@ -26,8 +26,13 @@ type Service struct {
 	finisher *provision.Finisher
 }
 
-// errNotConfigured is the 503 of every route that would call the broker while none is configured.
-var errNotConfigured = fault.Unavailable("Queue spaces are not configured (Queues:ManagementUrl)")
+// enabled is the 503 of every route that would call the broker while none is configured.
+func (s *Service) enabled() error {
+	if !s.cfg.Enabled() {
+		return fault.Unavailable("Queue spaces are not configured (Queues:ManagementUrl)")
+	}
+	return nil
+}
 
 // newNames returns a fresh virtual host and user name: random, never user text.
 func newNames() (vhost, username string) {
@@ -44,8 +49,8 @@ func (s *Service) Create(ctx context.Context, userID int64, name string) (*Space
 	if name == "" {
 		return nil, provision.Outcome{}, fault.InvalidField("name", "must not be blank")
 	}
-	if !s.cfg.Enabled() {
-		return nil, provision.Outcome{}, errNotConfigured
+	if err := s.enabled(); err != nil {
+		return nil, provision.Outcome{}, err
 	}
 	vhost, username := newNames()
 	sealed, err := s.sealer.Seal([]byte(secrets.RandomPassword()), passwordAAD(username))
@@ -107,8 +112,8 @@ func (s *Service) Delete(ctx context.Context, id, userID int64) (*Space, provisi
 		if err != nil {
 			return err
 		}
-		if !s.cfg.Enabled() { // after the lookup: another user's space is a 404 all the same
-			return errNotConfigured
+		if err := s.enabled(); err != nil { // after the lookup: another user's space is a 404 all the same
+			return err
 		}
 		if sp.Status == StatusDeleting {
 			if sp.NextAttemptAt.After(time.Now()) {
@@ -131,20 +136,8 @@ func (s *Service) Delete(ctx context.Context, id, userID int64) (*Space, provisi
 // Retry provisions a Failed space again (within its user's quota), or drives a Provisioning or
 // Deleting one now.
 func (s *Service) Retry(ctx context.Context, id int64) (*Space, provision.Outcome, error) {
-	sp, err := s.get(ctx, id, 0)
-	if err != nil {
-		return nil, provision.Outcome{}, err
-	}
-	if !s.cfg.Enabled() {
-		return nil, provision.Outcome{}, errNotConfigured
-	}
-	err = db.RunInTx(ctx, s.db, func(ctx context.Context, tx bun.Tx) error {
-		return spec.Retry(ctx, tx, sp, sp.Status, "queue space", func() error { return s.roomFor(ctx, tx, sp.UserID) })
-	})
-	if err != nil {
-		return nil, provision.Outcome{}, err
-	}
-	return provision.Run[Space](ctx, s.finisher, s.db, spec, id, provision.Again)
+	return provision.RetryNow[Space](ctx, s.finisher, s.db, spec, id, provision.Retrying{What: "queue space", NotFound: msgNotFound,
+		Check: s.enabled, Room: s.roomFor})
 }
 
 // Reveal returns the password of an own Active space, audited (no reveal without its record).

@@ -38,24 +38,14 @@ const provisionDoc = "201 with the Active account. 409 while one is Pending or A
 	"502 with the account as stored when the cell failed; 503 when no cell is configured."
 
 // cellFailedResponse documents the 502 of the operations that call the cell.
-var cellFailedResponse = map[string]*huma.Response{
-	"502": {Description: "The cell failed, timed out, was rate limiting or answered garbage; `data` is the account as stored.",
-		Headers: map[string]*huma.Param{"Retry-After": {Description: "Only while the account is Pending or Deprovisioning: seconds until the background retry (at least the " +
-			"cell's `Retry-After`).", Schema: &huma.Schema{Type: "integer"}}}},
-}
+var cellFailedResponse = httpx.ProviderFailed("The cell failed, timed out, was rate limiting or answered garbage; `data` is the account as stored.",
+	"Only while the account is Pending or Deprovisioning: seconds until the background retry (at least the cell's `Retry-After`).")
 
 // Register implements httpx.Routes.
 func (h *Handler) Register(api *httpx.API) {
 	tags := []string{"Workflow automation"}
-	httpx.Register(api, httpx.Authenticated, huma.Operation{OperationID: "listMyWfautoAccounts", Method: http.MethodGet,
-		Path: "/api/me/wfauto", Tags: tags, Summary: "List my workflow-automation accounts"},
-		func(ctx context.Context, _ *struct{}) (*httpx.Response[[]View], error) {
-			list, err := h.svc.List(ctx, authn.FromContext(ctx).UserID)
-			if err != nil {
-				return nil, err
-			}
-			return httpx.OK("OK", list), nil
-		})
+	httpx.RegisterMine(api, huma.Operation{OperationID: "listMyWfautoAccounts", Method: http.MethodGet,
+		Path: "/api/me/wfauto", Tags: tags, Summary: "List my workflow-automation accounts"}, h.svc.List)
 	httpx.Register(api, httpx.Authenticated, huma.Operation{OperationID: "provisionMyWfautoAccount", Metadata: httpx.Meta(httpx.PerUserLimit("Provision"), httpx.Idempotent()), Method: http.MethodPost,
 		Path: "/api/me/wfauto/provision", Tags: tags, Summary: "Provision my workflow-automation account", Description: provisionDoc,
 		DefaultStatus: http.StatusCreated, Errors: []int{http.StatusConflict, http.StatusBadGateway, http.StatusServiceUnavailable},
@@ -96,12 +86,8 @@ func (h *Handler) provisioned(ctx context.Context, userID int64) (*httpx.Respons
 // A 502's Retry-After makes sending the request again needless (a second provision is a 409 while
 // Pending).
 func answers(a *Account, created bool, done string) httpx.Answers {
-	status := ""
-	if a != nil {
-		status = a.Status
-	}
 	if !created {
-		done += status
+		done += provision.StatusOf(a)
 	}
-	return httpx.Answers{Created: created, Done: done, Failed: "The workflow-automation cell failed; the account is " + status}
+	return httpx.Answers{Created: created, Done: done, Failed: "The workflow-automation cell failed; the account is " + provision.StatusOf(a)}
 }

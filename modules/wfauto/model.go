@@ -8,19 +8,6 @@ import (
 	"provisioner/platform/provision"
 )
 
-// Statuses of a workflow-automation account.
-const (
-	StatusPending        = "Pending"
-	StatusActive         = "Active"
-	StatusFailed         = "Failed"
-	StatusDeprovisioning = "Deprovisioning" // in-between: the owner was deleted; the finisher deletes it at the cell
-	StatusDeprovisioned  = "Deprovisioned"
-)
-
-// spec is the accounts' lifecycle: Pending → Active or Failed; Deprovisioning → Deprovisioned.
-var spec = provision.Spec{Name: Kind, Rows: "wfauto_accounts", Creating: StatusPending, Active: StatusActive, Failed: StatusFailed,
-	Deleting: StatusDeprovisioning, Gone: StatusDeprovisioned}
-
 // Account is an account as stored.
 type Account struct {
 	bun.BaseModel `bun:"table:wfauto_accounts,alias:w"`

@@ -14,36 +14,26 @@ import (
 	"provisioner/modules/wfauto/cell"
 	"provisioner/modules/wfauto/migrations"
 	"provisioner/platform/audit"
-	"provisioner/platform/db"
 	"provisioner/platform/httpx"
-	"provisioner/platform/module"
 	"provisioner/platform/provision"
 )
 
-// Module is the wfauto module: its wiring, its configuration section (WfautoProvisioning:*), its
-// audit namespace and its OpenAPI tags.
-var Module = module.Module{Name: "wfauto", Options: wiring, Config: Settings, AuditNamespaces: []string{"wfauto"},
-	Tags: map[string]string{
-		"Workflow automation":        "The signed-in user's workflow-automation account, provisioned by the external cell.",
-		"Admin: workflow automation": "Every workflow-automation account (role Admin).",
-	}}
-
-// wiring is everything the wfauto module contributes to the fx graph.
-var wiring = fx.Module("wfauto",
+// Module is the wfauto module: its configuration section (WfautoProvisioning:*), its OpenAPI tags
+// and its wiring.
+var Module = httpx.ResourceModule("wfauto", Settings, map[string]string{
+	"Workflow automation":        "The signed-in user's workflow-automation account, provisioned by the external cell.",
+	"Admin: workflow automation": "Every workflow-automation account (role Admin).",
+}, migrations.FS, func(s *Service) *Handler { return &Handler{svc: s} },
 	provision.Resource[*Provisioner](func(d *bun.DB, c *cell.Client, a *audit.Recorder, log *slog.Logger) *Provisioner {
 		return &Provisioner{Spec: spec, db: d, cell: c, audit: a, log: log}
 	}),
 	provision.Summarised(func(s *Service) *provision.Summary[View] {
 		return &provision.Summary[View]{Key: "wfautoAccounts", DB: s.db, Spec: spec, Model: (*Account)(nil), List: s.List}
 	}),
-	fx.Provide(
-		func(w Config) *cell.Client {
-			return cell.New(w.BaseUrl, w.ApiKey, time.Duration(w.TimeoutSeconds)*time.Second)
-		},
+	fx.Provide(func(w Config) *cell.Client {
+		return cell.New(w.BaseUrl, w.ApiKey, time.Duration(w.TimeoutSeconds)*time.Second)
+	},
 		func(d *bun.DB, c *cell.Client, a *audit.Recorder, f *provision.Finisher) *Service {
 			return &Service{db: d, cell: c, audit: a, finisher: f}
-		},
-		httpx.AsRoutes(func(s *Service) *Handler { return &Handler{svc: s} }),
-		db.AsMigrations(func() db.Migrations { return db.Migrations{Module: "wfauto", FS: migrations.FS} }),
-	),
+		}),
 )

@@ -136,7 +136,7 @@ func (p *Provisioner) Create(ctx context.Context, req provision.CreateRequest) (
 	if err != nil {
 		return provision.CreateResponse{}, err // transient: retried with the same Idempotency-Key
 	}
-	if held, err := heldByAnother(ctx, req.Tx, got.AccountID, a.ID); err != nil {
+	if held, err := spec.HeldByAnother(ctx, req.Tx, "external_account_id", got.AccountID, a.ID); err != nil {
 		return provision.CreateResponse{}, err
 	} else if held {
 		// The cell answered with another live account's id: stored, deleting this account would
@@ -145,7 +145,7 @@ func (p *Provisioner) Create(ctx context.Context, req provision.CreateRequest) (
 		msg := (&cell.Error{Status: http.StatusBadGateway, Msg: msgDuplicateID}).Error()
 		return provision.CreateResponse{}, p.fail(ctx, req.Tx, a, msg, false, map[string]any{"externalAccountId": got.AccountID})
 	}
-	if _, err := provision.Succeed(req.Tx.NewUpdate().Model(a), StatusActive).Set("external_account_id = ?", got.AccountID).
+	if _, err := provision.Succeed(req.Tx.NewUpdate().Model(a), spec.Active).Set("external_account_id = ?", got.AccountID).
 		Set("url = ?", got.URL).WherePK().Exec(ctx); err != nil {
 		return provision.CreateResponse{}, fmt.Errorf("record account %d active: %w", a.ID, err)
 	}
@@ -159,7 +159,7 @@ func (p *Provisioner) Create(ctx context.Context, req provision.CreateRequest) (
 // fail records a's create as Failed with msg, audited wfauto.failed (details: msg as error, and
 // more); newKey gives a a fresh Idempotency-Key for its next provisioning.
 func (p *Provisioner) fail(ctx context.Context, tx bun.IDB, a *Account, msg string, newKey bool, more map[string]any) error {
-	q := provision.Fail(tx.NewUpdate().Model(a), StatusFailed, msg)
+	q := provision.Fail(tx.NewUpdate().Model(a), spec.Failed, msg)
 	if newKey {
 		q = q.Set("idempotency_key = gen_random_uuid()::text")
 	}
@@ -175,17 +175,6 @@ func (p *Provisioner) fail(ctx context.Context, tx bun.IDB, a *Account, msg stri
 // msgDuplicateID is the error of a cell's answer naming an account another live row holds.
 const msgDuplicateID = "suspicious answer: the accountId belongs to another account; refused"
 
-// heldByAnother reports whether a live account other than self (not Deprovisioned) holds the
-// cell's accountID: such an id is never stored for self nor deprovisioned for it.
-func heldByAnother(ctx context.Context, tx bun.IDB, accountID string, self int64) (bool, error) {
-	held, err := tx.NewSelect().Model((*Account)(nil)).Where("external_account_id = ?", accountID).Where("id <> ?", self).
-		Where("status <> ?", StatusDeprovisioned).Exists(ctx)
-	if err != nil {
-		return false, fmt.Errorf("is account id held by another account: %w", err)
-	}
-	return held, nil
-}
-
 // Delete implements provision.Provisioner. An account never sent to the cell, or whose only
 // attempt was refused, is not at the cell. Otherwise re-posting its Idempotency-Key with the same
 // body returns it, and it is deleted; the cell's 400 to that body means nothing is there, any other
@@ -199,7 +188,7 @@ func (p *Provisioner) Delete(ctx context.Context, req provision.DeleteRequest) (
 	}
 	accountID, left, why := a.ExternalAccountID, "", "held by another account"
 	if accountID != "" {
-		held, err := heldByAnother(ctx, req.Tx, accountID, a.ID)
+		held, err := spec.HeldByAnother(ctx, req.Tx, "external_account_id", accountID, a.ID)
 		if err != nil {
 			return provision.DeleteResponse{}, err
 		}
@@ -234,7 +223,7 @@ func (p *Provisioner) Delete(ctx context.Context, req provision.DeleteRequest) (
 				"account", a.ID, "externalAccountId", got.AccountID)
 			left, why = got.AccountID, "made for another user"
 		case err == nil:
-			held, herr := heldByAnother(ctx, req.Tx, got.AccountID, a.ID)
+			held, herr := spec.HeldByAnother(ctx, req.Tx, "external_account_id", got.AccountID, a.ID)
 			if herr != nil {
 				return provision.DeleteResponse{}, herr
 			}
@@ -257,7 +246,7 @@ func (p *Provisioner) Delete(ctx context.Context, req provision.DeleteRequest) (
 			return provision.DeleteResponse{}, err
 		}
 	}
-	if _, err := provision.Succeed(req.Tx.NewUpdate().Model(a), StatusDeprovisioned).WherePK().Exec(ctx); err != nil {
+	if _, err := provision.Succeed(req.Tx.NewUpdate().Model(a), spec.Gone).WherePK().Exec(ctx); err != nil {
 		return provision.DeleteResponse{}, fmt.Errorf("record account %d deprovisioned: %w", a.ID, err)
 	}
 	if err := unmarkSent(ctx, req.Tx, a.ID); err != nil {
@@ -284,13 +273,7 @@ const MsgInternal = "internal error while handling the cell's answer (details in
 
 // shownError is err's text as stored and shown: the cell's answer (sanitised by the client),
 // with our own words about it (they wrap it), or MsgInternal for anything else.
-func shownError(err error) string {
-	var ce *cell.Error
-	if errors.As(err, &ce) {
-		return provision.StoredError(err)
-	}
-	return MsgInternal
-}
+func shownError(err error) string { return provision.ProviderText(err, MsgInternal, new(*cell.Error)) }
 
 // ErrorText implements provision.ErrorTexter: a failed attempt's last_error is the errorMessage
 // of a Pending or Deprovisioning account.
@@ -313,7 +296,7 @@ func (p *Provisioner) ReleaseUser(ctx context.Context, tx bun.IDB, userID int64)
 	if pr := authn.FromContext(ctx); pr != nil {
 		actor = audit.Int64(pr.UserID)
 	}
-	_, err := p.Release(ctx, tx, (*Account)(nil), userID, []string{StatusPending, StatusActive, StatusFailed},
+	_, err := p.Release(ctx, tx, (*Account)(nil), userID, []string{spec.Creating, spec.Active, spec.Failed},
 		func(q *bun.UpdateQuery) *bun.UpdateQuery { return q.Set("released_by = ?", actor) })
 	return err
 }

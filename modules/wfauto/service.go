@@ -18,6 +18,11 @@ import (
 // Kind is the provisioner kind of workflow-automation accounts.
 const Kind provision.Kind = "wfauto"
 
+// spec is the accounts' lifecycle: Pending → Active or Failed; Deprovisioning (the owner was
+// deleted: the finisher deletes it at the cell) → Deprovisioned.
+var spec = provision.Spec{Name: Kind, Rows: "wfauto_accounts", Creating: "Pending", Active: "Active", Failed: "Failed",
+	Deleting: "Deprovisioning", Gone: "Deprovisioned"}
+
 // Service manages accounts: local state first, then the cell.
 type Service struct {
 	db       *bun.DB
@@ -41,7 +46,7 @@ func (s *Service) Provision(ctx context.Context, userID int64) (*Account, provis
 			return err
 		}
 		cur := new(Account)
-		err := tx.NewSelect().Model(cur).Where("user_id = ?", userID).Where("status <> ?", StatusDeprovisioned).For("UPDATE").Scan(ctx)
+		err := tx.NewSelect().Model(cur).Where("user_id = ?", userID).Where("status <> ?", spec.Gone).For("UPDATE").Scan(ctx)
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
 			acc := &Account{State: spec.Intent(userID)}
@@ -54,9 +59,9 @@ func (s *Service) Provision(ctx context.Context, userID int64) (*Account, provis
 			id = acc.ID
 		case err != nil:
 			return fmt.Errorf("load account: %w", err)
-		case cur.Status == StatusFailed:
+		case cur.Status == spec.Failed:
 			// Try again with the same row, so the cell sees the same Idempotency-Key.
-			if _, err := provision.Restart(tx.NewUpdate().Model(cur), StatusPending, spec.Intent(userID).NextAttemptAt).WherePK().Exec(ctx); err != nil {
+			if _, err := provision.Restart(tx.NewUpdate().Model(cur), spec.Creating, spec.Intent(userID).NextAttemptAt).WherePK().Exec(ctx); err != nil {
 				return fmt.Errorf("retry account: %w", err)
 			}
 			id = cur.ID
@@ -70,7 +75,7 @@ func (s *Service) Provision(ctx context.Context, userID int64) (*Account, provis
 		return nil, provision.Outcome{}, err
 	}
 	a, o, err := provision.Run[Account](ctx, s.finisher, s.db, spec, id, provision.Stored)
-	if a != nil && (a.Status == StatusDeprovisioning || a.Status == StatusDeprovisioned) {
+	if a != nil && (a.Status == spec.Deleting || a.Status == spec.Gone) {
 		return nil, provision.Outcome{}, db.UserGone(ctx, userID)
 	}
 	return a, o, err
@@ -91,9 +96,9 @@ func (s *Service) Retry(ctx context.Context, id int64) (*Account, provision.Outc
 		return nil, provision.Outcome{}, err
 	}
 	switch a.Status {
-	case StatusFailed:
+	case spec.Failed:
 		return s.Provision(ctx, a.UserID)
-	case StatusPending, StatusDeprovisioning:
+	case spec.Creating, spec.Deleting:
 		if _, err := provision.Nudge(s.db.NewUpdate().Model(a)).WherePK().Exec(ctx); err != nil {
 			return nil, provision.Outcome{}, err
 		}

@@ -11,7 +11,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"provisioner/app/apptest"
-	"provisioner/modules/wfauto"
 	"provisioner/modules/wfauto/cell"
 	"provisioner/modules/wfauto/wfautotest"
 	"provisioner/platform/testutil"
@@ -189,7 +188,7 @@ func TestAnAnswerForAnotherUserIsRefused(t *testing.T) {
 		production.Settle(5 * time.Second)
 		var status, left string
 		require.NoError(t, production.DB.QueryRow("SELECT status FROM wfauto_accounts WHERE id = ?", acc.ID).Scan(&status))
-		assert.Equal(t, wfauto.StatusDeprovisioned, status)
+		assert.Equal(t, "Deprovisioned", status)
 		require.NoError(t, production.DB.QueryRow("SELECT details->>'leftAtCell' FROM audit_events "+
 			"WHERE action = 'wfauto.deprovisioned' AND target_id = ?", fmt.Sprint(acc.ID)).Scan(&left))
 		assert.Equal(t, "made for another user", left)
