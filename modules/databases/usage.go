@@ -17,9 +17,9 @@ import (
 // ReadOnlyResume is the fraction of the quota under which a read-only database is writable again.
 const ReadOnlyResume = 0.9
 
-// Usage refreshes used space and last activity of every live database, one query per engine, and
-// switches databases over their quota to read-only (and back under 90%). One replica at a time
-// refreshes (a PostgreSQL advisory lock).
+// Usage refreshes used space and last activity of every live database, one query per engine and
+// usageBatch databases, and switches databases over their quota to read-only (and back under
+// 90%). One replica at a time refreshes (a PostgreSQL advisory lock).
 type UsageRefresher struct {
 	db       *bun.DB
 	engines  *Engines
@@ -103,8 +103,15 @@ type usageRow struct {
 	LastActivity *time.Time `bun:"last_activity"`
 }
 
-// Refresh reads every engine once and records what changed.
+// Refresh reads every configured engine and records what changed. Each engine's live databases
+// are taken usageBatch at a time, in id order, each batch measured in one query and recorded in
+// one statement: a deployment with a million databases is never held in memory at once, and
+// databases on an engine this process does not have are not read at all.
 func (u *UsageRefresher) Refresh(ctx context.Context) error {
+	engines := u.engines.All()
+	if len(engines) == 0 {
+		return nil
+	}
 	conn, err := u.db.Conn(ctx)
 	if err != nil {
 		return fmt.Errorf("usage refresh: %w", err)
@@ -119,16 +126,6 @@ func (u *UsageRefresher) Refresh(ctx context.Context) error {
 	}
 	defer conn.ExecContext(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock(?)", usageLockKey) //nolint:errcheck
 
-	var rows []usageRow
-	if err := u.db.NewSelect().Table("database_instances").
-		Column("id", "user_id", "engine", "database_name", "database_user", "used_space_bytes", "max_space_bytes", "read_only", "read_only_reason", "last_activity").
-		Where("status IN ('Active', 'Paused')").Scan(ctx, &rows); err != nil {
-		return fmt.Errorf("list live databases: %w", err)
-	}
-	byEngine := map[string][]usageRow{}
-	for _, r := range rows {
-		byEngine[r.Engine] = append(byEngine[r.Engine], r)
-	}
 	now := time.Now().UTC()
 	// Each engine on its own: one that hangs (connections open, nothing answers) used the
 	// refresh's whole time, and an engine asked after it was not measured at all.
@@ -137,15 +134,11 @@ func (u *UsageRefresher) Refresh(ctx context.Context) error {
 		mu     sync.Mutex
 		failed error
 	)
-	for engineID, list := range byEngine {
-		engine := u.engines.Get(engineID)
-		if engine == nil {
-			continue
-		}
+	for _, engine := range engines {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := u.refreshEngine(ctx, engine, list, now); err != nil {
+			if err := u.refreshBatches(ctx, engine, now); err != nil {
 				mu.Lock()
 				failed = errors.Join(failed, err)
 				mu.Unlock()
@@ -154,6 +147,32 @@ func (u *UsageRefresher) Refresh(ctx context.Context) error {
 	}
 	wg.Wait()
 	return failed
+}
+
+// usageBatch is how many databases of an engine one step of a refresh reads, measures and records.
+const usageBatch = 5000
+
+// refreshBatches refreshes the live databases of engine, usageBatch at a time.
+func (u *UsageRefresher) refreshBatches(ctx context.Context, engine Engine, now time.Time) error {
+	var after int64
+	for {
+		var rows []usageRow
+		if err := u.db.NewSelect().Table("database_instances").
+			Column("id", "user_id", "engine", "database_name", "database_user", "used_space_bytes", "max_space_bytes", "read_only", "read_only_reason", "last_activity").
+			Where("status IN ('Active', 'Paused')").Where("engine = ?", engine.ID()).Where("id > ?", after).
+			OrderExpr("id").Limit(usageBatch).Scan(ctx, &rows); err != nil {
+			return fmt.Errorf("list live databases of %s: %w", engine.ID(), err)
+		}
+		if len(rows) > 0 {
+			if err := u.refreshEngine(ctx, engine, rows, now); err != nil {
+				return err
+			}
+		}
+		if len(rows) < usageBatch || ctx.Err() != nil {
+			return nil
+		}
+		after = rows[len(rows)-1].ID
+	}
 }
 
 // refreshEngine measures the databases of one engine (list), switches those over or back under
