@@ -2,6 +2,7 @@ package databases
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"regexp"
@@ -198,6 +199,22 @@ func (e *Engines) Close() error {
 	}
 	return nil
 }
+
+// sizeEnginePool bounds an engine's admin pool to enginePoolSize sessions and keeps every one of
+// them open between statements, for engineIdleTime after its last use: a burst of creates reuses
+// the sessions instead of logging in again for most statements (database/sql keeps two idle by
+// default; a PostgreSQL login with scram-sha-256 costs more than the CREATE ROLE it serves).
+func sizeEnginePool(pool *sql.DB) {
+	pool.SetMaxOpenConns(enginePoolSize)
+	pool.SetMaxIdleConns(enginePoolSize)
+	pool.SetConnMaxIdleTime(engineIdleTime)
+}
+
+// enginePoolSize is how many admin sessions an engine's pool has open at most.
+const enginePoolSize = 8
+
+// engineIdleTime is how long an admin session of an engine's pool stays open unused.
+const engineIdleTime = time.Minute
 
 // engineTimeout bounds one administrative operation on an engine.
 const engineTimeout = 20 * time.Second
