@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/uptrace/bun"
+	"go.uber.org/fx"
 
 	"provisioner/app/apptest"
 	"provisioner/modules/databases"
@@ -23,7 +24,8 @@ import (
 // (POST /api/me/databases), on PostgreSQL and on MariaDB, until every one is Active; then as many
 // bare CREATE ROLE + CREATE DATABASE one after another on the same server. It reports the answers
 // that were 5xx (target 0), the wall time until every database answered 201 is Active, the serial
-// time, and their ratio ("x-serial-bare"; the target is ≤ 1.2). Databases:MaxEngineWaits is at its
+// time, and their ratio ("x-serial-bare"; the target is ≤ 1.2), with the admin sessions the
+// engine's pool opened per create during the crowd ("engine-logins/create"). Databases:MaxEngineWaits is at its
 // maximum (16) and a request past it waits for a slot as long as it takes (SetEngineSlotWait): the
 // product refuses one that found no slot within a second (503, Retry-After), a safeguard against a
 // hung engine that a crowd of 300 on a 2-core machine would otherwise meet by design.
@@ -35,11 +37,13 @@ func BenchmarkCrowdCreate(b *testing.B) {
 	for _, engine := range []string{"postgres", "mysql"} {
 		b.Run(engine, func(b *testing.B) {
 			b.Cleanup(databases.SetEngineSlotWait(10 * time.Minute))
-			a := crowdApp(b, 16)
+			a, engines := crowdApp(b, 16)
 			bare := barePool(b, engine)
 			defer bare.Close()
 			for i := 0; i < b.N; i++ {
+				logins := databases.EngineLogins(engines, engine)
 				failed, wall := crowd(b, a, engine, n)
+				logins = databases.EngineLogins(engines, engine) - logins
 				start := time.Now()
 				names := make([]string, n)
 				for j := range names {
@@ -60,6 +64,7 @@ func BenchmarkCrowdCreate(b *testing.B) {
 				b.ReportMetric(wall.Seconds(), "crowd-s")
 				b.ReportMetric(serial.Seconds(), "serial-bare-s")
 				b.ReportMetric(wall.Seconds()/serial.Seconds(), "x-serial-bare")
+				b.ReportMetric(float64(logins)/float64(n), "engine-logins/create")
 			}
 		})
 	}
@@ -72,7 +77,7 @@ func TestCrowdCreatesAllActive(t *testing.T) {
 	for _, engine := range []string{"postgres", "mysql"} {
 		t.Run(engine, func(t *testing.T) {
 			t.Cleanup(databases.SetEngineSlotWait(10 * time.Minute))
-			a := crowdApp(t, 4)
+			a, _ := crowdApp(t, 4)
 			failed, _ := crowd(t, a, engine, 40)
 			require.Zero(t, failed, "5xx answers")
 		})
@@ -80,11 +85,14 @@ func TestCrowdCreatesAllActive(t *testing.T) {
 }
 
 // crowdApp starts the service with both engines and limits far above a crowd's; the crowd comes
-// from one address, so Server:MaxConnectionsPerIp (256) is off.
-func crowdApp(tb testing.TB, waits int) *apptest.App {
-	return apptest.Start(tb, apptest.With(map[string]any{"ConnectionStrings:TenantPostgres": testutil.TenantPostgresURL(tb),
+// from one address, so Server:MaxConnectionsPerIp (256) is off. It returns the app's engines too.
+func crowdApp(tb testing.TB, waits int) (*apptest.App, *databases.Engines) {
+	var engines *databases.Engines
+	a := apptest.Start(tb, apptest.With(map[string]any{"ConnectionStrings:TenantPostgres": testutil.TenantPostgresURL(tb),
 		"ConnectionStrings:TenantMysql": testutil.TenantMysqlDSN(), "Databases:MaxEngineWaits": waits, "Server:MaxConnectionsPerIp": 0,
-		"RateLimit:Register": "1000000-M", "RateLimit:PerUser": "1000000-M", "RateLimit:PerIp": "1000000-M"}))
+		"RateLimit:Register": "1000000-M", "RateLimit:PerUser": "1000000-M", "RateLimit:PerIp": "1000000-M"}),
+		apptest.WithFx(fx.Populate(&engines)))
+	return a, engines
 }
 
 // crowd registers n users, has each create a database on engine at the same moment and waits
