@@ -25,8 +25,8 @@ import (
 // bare CREATE ROLE + CREATE DATABASE one after another on the same server. It reports the answers
 // that were 5xx (target 0), the wall time until every database answered 201 is Active, the serial
 // time, and their ratio ("x-serial-bare"; the target is ≤ 1.2), with the admin sessions the
-// engine's pool opened per create during the crowd ("engine-logins/create"). Databases:MaxEngineWaits is at its
-// maximum (16) and a request past it waits for a slot as long as it takes (SetEngineSlotWait): the
+// engine's pool opened per create of the crowd ("engine-logins/create"). Databases:MaxEngineWaits
+// is at its maximum (16) and a request past it waits for a slot as long as it takes (SetEngineSlotWait): the
 // product refuses one that found no slot within a second (503, Retry-After), a safeguard against a
 // hung engine that a crowd of 300 on a 2-core machine would otherwise meet by design.
 func BenchmarkCrowdCreate(b *testing.B) {
@@ -41,8 +41,9 @@ func BenchmarkCrowdCreate(b *testing.B) {
 			bare := barePool(b, engine)
 			defer bare.Close()
 			for i := 0; i < b.N; i++ {
+				users := register(b, a, n)
 				logins := databases.EngineLogins(engines, engine)
-				failed, wall := crowd(b, a, engine, n)
+				failed, wall := crowd(b, a, engine, users)
 				logins = databases.EngineLogins(engines, engine) - logins
 				start := time.Now()
 				names := make([]string, n)
@@ -78,7 +79,7 @@ func TestCrowdCreatesAllActive(t *testing.T) {
 		t.Run(engine, func(t *testing.T) {
 			t.Cleanup(databases.SetEngineSlotWait(10 * time.Minute))
 			a, _ := crowdApp(t, 4)
-			failed, _ := crowd(t, a, engine, 40)
+			failed, _ := crowd(t, a, engine, register(t, a, 40))
 			require.Zero(t, failed, "5xx answers")
 		})
 	}
@@ -95,16 +96,22 @@ func crowdApp(tb testing.TB, waits int) (*apptest.App, *databases.Engines) {
 	return a, engines
 }
 
-// crowd registers n users, has each create a database on engine at the same moment and waits
-// until every database answered 201 is Active; it fails on an answer neither 201 nor 5xx, and
-// returns the 5xx answers and the wall time from the creates to the last Active.
-func crowd(tb testing.TB, a *apptest.App, engine string, n int) (failed int, wall time.Duration) {
+// register registers n users, one after another.
+func register(tb testing.TB, a *apptest.App, n int) []apptest.User {
 	tb.Helper()
 	users := make([]apptest.User, n)
 	for j := range users {
 		users[j] = a.Register(tb)
 	}
-	statuses := make([]int, n)
+	return users
+}
+
+// crowd has each of users create a database on engine at the same moment and waits until every
+// database answered 201 is Active; it fails on an answer neither 201 nor 5xx, and returns the 5xx
+// answers and the wall time from the creates to the last Active.
+func crowd(tb testing.TB, a *apptest.App, engine string, users []apptest.User) (failed int, wall time.Duration) {
+	tb.Helper()
+	statuses := make([]int, len(users))
 	var wg sync.WaitGroup
 	start := time.Now()
 	for j, u := range users {
