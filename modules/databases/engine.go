@@ -74,6 +74,14 @@ type statsRefresher interface {
 	RefreshStats(ctx context.Context, dbs []string) error
 }
 
+// usagePass is an engine whose Usage also fixes the databases it names, once per process (roles
+// and users made before a limit or a grant rule existed): the refresher calls usagePassDone when
+// one refresh has measured every live database of the engine, batch by batch, and Usage skips
+// those fixes from then on.
+type usagePass interface {
+	usagePassDone()
+}
+
 // overQuotaGuard is an engine where a tenant keeps a way to grow what counts toward its quota
 // after its database went read-only (PostgreSQL: ALTER ROLE <itself> SET, which every role may
 // run). GuardOverQuota undoes such growth beyond what any tenant needs, for the named databases

@@ -28,13 +28,14 @@ type mysqlEngine struct {
 	mu         sync.Mutex
 	marksReady bool // the table of credential users' marks exists
 	// grantsEscaped: the grants on every live tenant schema name its schema alone (see
-	// escapeGrants); checked once per process, at the first usage refresh.
+	// escapeGrants); checked once per process, by the first usage refresh to name them all.
 	grantsEscaped bool
 	// flavor: "mariadb" or "mysql" ("" until read).
 	flavor string
-	// eventsRevoked: no tenant user of the databases the first usage refresh named has EVENT.
+	// eventsRevoked: no tenant user of the live databases has EVENT (set when a usage refresh
+	// has named them all, see usagePass).
 	eventsRevoked bool
-	// limitsSet: every tenant user of the databases the first usage refresh named has maxConns.
+	// limitsSet: every tenant user of the live databases has maxConns (likewise).
 	limitsSet bool
 	// tablespaces is the information_schema table listing InnoDB's tablespace files with their
 	// sizes (see mysqlTablespaces; "" until looked up, "-" when the server has none).

@@ -33,7 +33,8 @@ type postgresEngine struct {
 	// connLimit is every tenant login role's CONNECTION LIMIT (-1: none); limit is the clause.
 	connLimit int
 	limit     string
-	// limitsSet: the roles of the databases the first usage refresh named have connLimit.
+	// limitsSet: the roles of the live databases have connLimit (set when a usage refresh has
+	// named them all, see usagePass).
 	limitsSet bool
 	// locks serialise catalogue changes per tenant database (see dbLocks).
 	locks *dbLocks

@@ -152,9 +152,11 @@ func (u *UsageRefresher) Refresh(ctx context.Context) error {
 // usageBatch is how many databases of an engine one step of a refresh reads, measures and records.
 const usageBatch = 5000
 
-// refreshBatches refreshes the live databases of engine, usageBatch at a time.
+// refreshBatches refreshes the live databases of engine, usageBatch at a time, until the engine
+// fails to answer; a pass that measured every batch is reported to the engine (usagePass).
 func (u *UsageRefresher) refreshBatches(ctx context.Context, engine Engine, now time.Time) error {
 	var after int64
+	named := false // a batch was measured
 	for {
 		var rows []usageRow
 		if err := u.db.NewSelect().Table("database_instances").
@@ -163,12 +165,21 @@ func (u *UsageRefresher) refreshBatches(ctx context.Context, engine Engine, now 
 			OrderExpr("id").Limit(usageBatch).Scan(ctx, &rows); err != nil {
 			return fmt.Errorf("list live databases of %s: %w", engine.ID(), err)
 		}
+		measured := true
 		if len(rows) > 0 {
-			if err := u.refreshEngine(ctx, engine, rows, now); err != nil {
+			var err error
+			if measured, err = u.refreshEngine(ctx, engine, rows, now); err != nil {
 				return err
 			}
+			named = named || measured
 		}
-		if len(rows) < usageBatch || ctx.Err() != nil {
+		if !measured || ctx.Err() != nil {
+			return nil
+		}
+		if len(rows) < usageBatch {
+			if p, ok := engine.(usagePass); ok && named {
+				p.usagePassDone()
+			}
 			return nil
 		}
 		after = rows[len(rows)-1].ID
@@ -176,8 +187,8 @@ func (u *UsageRefresher) refreshBatches(ctx context.Context, engine Engine, now 
 }
 
 // refreshEngine measures the databases of one engine (list), switches those over or back under
-// their quota, and records the figures.
-func (u *UsageRefresher) refreshEngine(ctx context.Context, engine Engine, list []usageRow, now time.Time) error {
+// their quota, and records the figures. measured is false when the engine did not answer.
+func (u *UsageRefresher) refreshEngine(ctx context.Context, engine Engine, list []usageRow, now time.Time) (measured bool, err error) {
 	engineID := engine.ID()
 	names := make([]string, len(list))
 	var stale []string
@@ -209,7 +220,7 @@ func (u *UsageRefresher) refreshEngine(ctx context.Context, engine Engine, list 
 	usage, err := engine.Usage(ctx, names)
 	if err != nil {
 		u.log.Warn("engine usage unavailable", "engine", engineID, "error", err.Error())
-		return nil
+		return false, nil
 	}
 	var values []usageRow
 	for _, r := range list {
@@ -228,9 +239,9 @@ func (u *UsageRefresher) refreshEngine(ctx context.Context, engine Engine, list 
 		values = append(values, r)
 	}
 	if len(values) == 0 {
-		return nil
+		return true, nil
 	}
-	// One statement for every database of the engine, on a context of its own: what was
+	// One statement for every database of the batch, on a context of its own: what was
 	// measured and switched is recorded even when the refresh's time ran out meanwhile.
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordBudget)
 	_, err = u.db.NewUpdate().With("_data", u.db.NewValues(&values)).
@@ -242,9 +253,9 @@ func (u *UsageRefresher) refreshEngine(ctx context.Context, engine Engine, list 
 		Where("database_instances.id = _data.id").Exec(rctx)
 	cancel()
 	if err != nil {
-		return fmt.Errorf("record usage of %s: %w", engineID, err)
+		return true, fmt.Errorf("record usage of %s: %w", engineID, err)
 	}
-	return nil
+	return true, nil
 }
 
 // switchBudget bounds one database's read-only switch, which is tried again at the next refresh
