@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/uptrace/bun"
+	"go.uber.org/fx"
 
 	"provisioner/app/apptest"
 	"provisioner/modules/databases"
@@ -23,8 +24,9 @@ import (
 // (POST /api/me/databases), on PostgreSQL and on MariaDB, until every one is Active; then as many
 // bare CREATE ROLE + CREATE DATABASE one after another on the same server. It reports the answers
 // that were 5xx (target 0), the wall time until every database answered 201 is Active, the serial
-// time, and their ratio ("x-serial-bare"; the target is ≤ 1.2). Databases:MaxEngineWaits is at its
-// maximum (16) and a request past it waits for a slot as long as it takes (SetEngineSlotWait): the
+// time, and their ratio ("x-serial-bare"; the target is ≤ 1.2), with the admin sessions the
+// engine's pool opened per create of the crowd ("engine-logins/create"). Databases:MaxEngineWaits
+// is at its maximum (16) and a request past it waits for a slot as long as it takes (SetEngineSlotWait): the
 // product refuses one that found no slot within a second (503, Retry-After), a safeguard against a
 // hung engine that a crowd of 300 on a 2-core machine would otherwise meet by design.
 func BenchmarkCrowdCreate(b *testing.B) {
@@ -35,11 +37,14 @@ func BenchmarkCrowdCreate(b *testing.B) {
 	for _, engine := range []string{"postgres", "mysql"} {
 		b.Run(engine, func(b *testing.B) {
 			b.Cleanup(databases.SetEngineSlotWait(10 * time.Minute))
-			a := crowdApp(b, 16)
+			a, engines := crowdApp(b, 16)
 			bare := barePool(b, engine)
 			defer bare.Close()
 			for i := 0; i < b.N; i++ {
-				failed, wall := crowd(b, a, engine, n)
+				users := register(b, a, n)
+				logins := databases.EngineLogins(engines, engine)
+				failed, wall := crowd(b, a, engine, users)
+				logins = databases.EngineLogins(engines, engine) - logins
 				start := time.Now()
 				names := make([]string, n)
 				for j := range names {
@@ -60,6 +65,7 @@ func BenchmarkCrowdCreate(b *testing.B) {
 				b.ReportMetric(wall.Seconds(), "crowd-s")
 				b.ReportMetric(serial.Seconds(), "serial-bare-s")
 				b.ReportMetric(wall.Seconds()/serial.Seconds(), "x-serial-bare")
+				b.ReportMetric(float64(logins)/float64(n), "engine-logins/create")
 			}
 		})
 	}
@@ -72,31 +78,40 @@ func TestCrowdCreatesAllActive(t *testing.T) {
 	for _, engine := range []string{"postgres", "mysql"} {
 		t.Run(engine, func(t *testing.T) {
 			t.Cleanup(databases.SetEngineSlotWait(10 * time.Minute))
-			a := crowdApp(t, 4)
-			failed, _ := crowd(t, a, engine, 40)
+			a, _ := crowdApp(t, 4)
+			failed, _ := crowd(t, a, engine, register(t, a, 40))
 			require.Zero(t, failed, "5xx answers")
 		})
 	}
 }
 
 // crowdApp starts the service with both engines and limits far above a crowd's; the crowd comes
-// from one address, so Server:MaxConnectionsPerIp (256) is off.
-func crowdApp(tb testing.TB, waits int) *apptest.App {
-	return apptest.Start(tb, apptest.With(map[string]any{"ConnectionStrings:TenantPostgres": testutil.TenantPostgresURL(tb),
+// from one address, so Server:MaxConnectionsPerIp (256) is off. It returns the app's engines too.
+func crowdApp(tb testing.TB, waits int) (*apptest.App, *databases.Engines) {
+	var engines *databases.Engines
+	a := apptest.Start(tb, apptest.With(map[string]any{"ConnectionStrings:TenantPostgres": testutil.TenantPostgresURL(tb),
 		"ConnectionStrings:TenantMysql": testutil.TenantMysqlDSN(), "Databases:MaxEngineWaits": waits, "Server:MaxConnectionsPerIp": 0,
-		"RateLimit:Register": "1000000-M", "RateLimit:PerUser": "1000000-M", "RateLimit:PerIp": "1000000-M"}))
+		"RateLimit:Register": "1000000-M", "RateLimit:PerUser": "1000000-M", "RateLimit:PerIp": "1000000-M"}),
+		apptest.WithFx(fx.Populate(&engines)))
+	return a, engines
 }
 
-// crowd registers n users, has each create a database on engine at the same moment and waits
-// until every database answered 201 is Active; it fails on an answer neither 201 nor 5xx, and
-// returns the 5xx answers and the wall time from the creates to the last Active.
-func crowd(tb testing.TB, a *apptest.App, engine string, n int) (failed int, wall time.Duration) {
+// register registers n users, one after another.
+func register(tb testing.TB, a *apptest.App, n int) []apptest.User {
 	tb.Helper()
 	users := make([]apptest.User, n)
 	for j := range users {
 		users[j] = a.Register(tb)
 	}
-	statuses := make([]int, n)
+	return users
+}
+
+// crowd has each of users create a database on engine at the same moment and waits until every
+// database answered 201 is Active; it fails on an answer neither 201 nor 5xx, and returns the 5xx
+// answers and the wall time from the creates to the last Active.
+func crowd(tb testing.TB, a *apptest.App, engine string, users []apptest.User) (failed int, wall time.Duration) {
+	tb.Helper()
+	statuses := make([]int, len(users))
 	var wg sync.WaitGroup
 	start := time.Now()
 	for j, u := range users {

@@ -2,6 +2,7 @@ package databases
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"regexp"
@@ -71,6 +72,14 @@ type Engine interface {
 // read-only tenant may not run). RefreshStats measures the named databases afresh, within ctx.
 type statsRefresher interface {
 	RefreshStats(ctx context.Context, dbs []string) error
+}
+
+// usagePass is an engine whose Usage also fixes the databases it names, once per process (roles
+// and users made before a limit or a grant rule existed): the refresher calls usagePassDone when
+// one refresh has measured every live database of the engine, batch by batch, and Usage skips
+// those fixes from then on.
+type usagePass interface {
+	usagePassDone()
 }
 
 // overQuotaGuard is an engine where a tenant keeps a way to grow what counts toward its quota
@@ -198,6 +207,22 @@ func (e *Engines) Close() error {
 	}
 	return nil
 }
+
+// sizeEnginePool bounds an engine's admin pool to enginePoolSize sessions and keeps every one of
+// them open between statements, for engineIdleTime after its last use: a burst of creates reuses
+// the sessions instead of logging in again for most statements (database/sql keeps two idle by
+// default; a PostgreSQL login with scram-sha-256 costs more than the CREATE ROLE it serves).
+func sizeEnginePool(pool *sql.DB) {
+	pool.SetMaxOpenConns(enginePoolSize)
+	pool.SetMaxIdleConns(enginePoolSize)
+	pool.SetConnMaxIdleTime(engineIdleTime)
+}
+
+// enginePoolSize is how many admin sessions an engine's pool has open at most.
+const enginePoolSize = 8
+
+// engineIdleTime is how long an admin session of an engine's pool stays open unused.
+const engineIdleTime = time.Minute
 
 // engineTimeout bounds one administrative operation on an engine.
 const engineTimeout = 20 * time.Second

@@ -28,13 +28,14 @@ type mysqlEngine struct {
 	mu         sync.Mutex
 	marksReady bool // the table of credential users' marks exists
 	// grantsEscaped: the grants on every live tenant schema name its schema alone (see
-	// escapeGrants); checked once per process, at the first usage refresh.
+	// escapeGrants); checked once per process, by the first usage refresh to name them all.
 	grantsEscaped bool
 	// flavor: "mariadb" or "mysql" ("" until read).
 	flavor string
-	// eventsRevoked: no tenant user of the databases the first usage refresh named has EVENT.
+	// eventsRevoked: no tenant user of the live databases has EVENT (set when a usage refresh
+	// has named them all, see usagePass).
 	eventsRevoked bool
-	// limitsSet: every tenant user of the databases the first usage refresh named has maxConns.
+	// limitsSet: every tenant user of the live databases has maxConns (likewise).
 	limitsSet bool
 	// tablespaces is the information_schema table listing InnoDB's tablespace files with their
 	// sizes (see mysqlTablespaces; "" until looked up, "-" when the server has none).
@@ -55,7 +56,7 @@ func newMySQL(dsn string, pub EnginePublic, maxConns int) (*mysqlEngine, error) 
 		return nil, err
 	}
 	pool := sql.OpenDB(conn)
-	pool.SetMaxOpenConns(8)
+	sizeEnginePool(pool)
 	pool.SetConnMaxLifetime(5 * time.Minute)
 	e := &mysqlEngine{pool: pool, host: "127.0.0.1", port: 3306, limit: fmt.Sprintf(" WITH MAX_USER_CONNECTIONS %d", max(maxConns, 0)),
 		maxConns: max(maxConns, 0)}
@@ -119,11 +120,15 @@ func (e *mysqlEngine) exec(ctx context.Context, stmts ...string) error {
 }
 
 // ensureUser creates or adopts user with password and the per-user session limit (one tenant
-// could otherwise take every connection of the server, the service's own included).
+// could otherwise take every connection of the server, the service's own included). The CREATE
+// goes first: a fresh user costs one round trip; one that exists (ER_CANNOT_USER, 1396: a crash
+// interrupted an earlier attempt) is altered instead.
 func (e *mysqlEngine) ensureUser(ctx context.Context, user, password string) error {
-	return e.exec(ctx,
-		fmt.Sprintf("CREATE USER IF NOT EXISTS %s IDENTIFIED BY %s%s", mqa(user), ql(password), e.limit),
-		fmt.Sprintf("ALTER USER %s IDENTIFIED BY %s%s", mqa(user), ql(password), e.limit))
+	err := e.exec(ctx, fmt.Sprintf("CREATE USER %s IDENTIFIED BY %s%s", mqa(user), ql(password), e.limit))
+	if isMySQLCode(err, 1396) {
+		return e.exec(ctx, fmt.Sprintf("ALTER USER %s IDENTIFIED BY %s%s", mqa(user), ql(password), e.limit))
+	}
+	return err
 }
 
 func (e *mysqlEngine) Create(ctx context.Context, dbName, role, password string) error {

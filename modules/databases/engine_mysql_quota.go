@@ -98,6 +98,14 @@ func (e *mysqlEngine) SetReadOnly(ctx context.Context, dbName, role string, read
 	return nil
 }
 
+// usagePassDone implements usagePass: the grants, EVENT and limits of every live database are
+// fixed, so later refreshes skip those steps.
+func (e *mysqlEngine) usagePassDone() {
+	e.mu.Lock()
+	e.grantsEscaped, e.eventsRevoked, e.limitsSet = true, true, true
+	e.mu.Unlock()
+}
+
 func (e *mysqlEngine) Usage(ctx context.Context, dbs []string) (map[string]Usage, error) {
 	out := map[string]Usage{}
 	if len(dbs) == 0 {
@@ -106,13 +114,10 @@ func (e *mysqlEngine) Usage(ctx context.Context, dbs []string) (map[string]Usage
 	e.mu.Lock()
 	escaped := e.grantsEscaped
 	e.mu.Unlock()
-	if !escaped { // the refresher's first run escapes the grants of an existing server
+	if !escaped { // the refresher's first pass escapes the grants of an existing server
 		if err := e.escapeGrants(ctx, dbs...); err != nil {
 			return nil, err
 		}
-		e.mu.Lock()
-		e.grantsEscaped = true
-		e.mu.Unlock()
 	}
 	e.mu.Lock()
 	revoked := e.eventsRevoked
@@ -121,9 +126,6 @@ func (e *mysqlEngine) Usage(ctx context.Context, dbs []string) (map[string]Usage
 		if err := e.revokeEvents(ctx, dbs); err != nil {
 			return nil, err
 		}
-		e.mu.Lock()
-		e.eventsRevoked = true
-		e.mu.Unlock()
 	}
 	e.mu.Lock()
 	limited := e.limitsSet
@@ -132,9 +134,6 @@ func (e *mysqlEngine) Usage(ctx context.Context, dbs []string) (map[string]Usage
 		if err := e.limitUsers(ctx, dbs); err != nil {
 			return nil, err
 		}
-		e.mu.Lock()
-		e.limitsSet = true
-		e.mu.Unlock()
 	}
 	args := make([]any, 0, len(dbs))
 	marks := strings.TrimSuffix(strings.Repeat("?,", len(dbs)), ",")

@@ -33,7 +33,8 @@ type postgresEngine struct {
 	// connLimit is every tenant login role's CONNECTION LIMIT (-1: none); limit is the clause.
 	connLimit int
 	limit     string
-	// limitsSet: the roles of the databases the first usage refresh named have connLimit.
+	// limitsSet: the roles of the live databases have connLimit (set when a usage refresh has
+	// named them all, see usagePass).
 	limitsSet bool
 	// locks serialise catalogue changes per tenant database (see dbLocks).
 	locks *dbLocks
@@ -98,7 +99,7 @@ func newPostgres(dsn string, pub EnginePublic, maxConns int) (*postgresEngine, e
 		return nil, err
 	}
 	pool := sql.OpenDB(conn)
-	pool.SetMaxOpenConns(8)
+	sizeEnginePool(pool)
 	e := &postgresEngine{admin: u, pool: pool, host: u.Hostname(), port: 5432, per: map[string]*sql.DB{}, connLimit: -1,
 		locks: newDBLocks(sql.OpenDB(conn))}
 	if maxConns > 0 {
@@ -167,28 +168,12 @@ func redactStmt(s string) string {
 	return s
 }
 
-func (e *postgresEngine) exists(ctx context.Context, q, name string) (bool, error) {
-	var one int
-	err := e.pool.QueryRowContext(ctx, q, name).Scan(&one)
-	if errors.Is(err, sql.ErrNoRows) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("postgres: %w", err)
-	}
-	return true, nil
-}
-
+// ensureRole creates role as a login role with password and the connection limit, or, when it
+// exists (a crash interrupted an earlier attempt, or it was made concurrently), sets them on it.
+// The CREATE goes first: a fresh role costs one round trip.
 func (e *postgresEngine) ensureRole(ctx context.Context, role, password string) error {
-	ok, err := e.exists(ctx, "SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = $1", role)
-	if err != nil {
-		return err
-	}
-	if ok {
-		return e.exec(ctx, fmt.Sprintf("ALTER ROLE %s WITH LOGIN PASSWORD %s%s", qi(role), ql(password), e.limit))
-	}
-	err = e.exec(ctx, fmt.Sprintf("CREATE ROLE %s WITH LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE PASSWORD %s%s", qi(role), ql(password), e.limit))
-	if db.IsCode(err, "42710") { // created concurrently
+	err := e.exec(ctx, fmt.Sprintf("CREATE ROLE %s WITH LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE PASSWORD %s%s", qi(role), ql(password), e.limit))
+	if db.IsCode(err, "42710") { // duplicate_object: adopted
 		return e.exec(ctx, fmt.Sprintf("ALTER ROLE %s WITH LOGIN PASSWORD %s%s", qi(role), ql(password), e.limit))
 	}
 	return err
@@ -250,21 +235,16 @@ func (e *postgresEngine) Create(ctx context.Context, dbName, role, password stri
 	if err := e.ensureRole(ctx, role, password); err != nil {
 		return err
 	}
-	ok, err := e.exists(ctx, "SELECT 1 FROM pg_catalog.pg_database WHERE datname = $1", dbName)
-	if err != nil {
+	// The CREATE goes first; an existing database (duplicate_database) is adopted.
+	err := e.exec(ctx, fmt.Sprintf("CREATE DATABASE %s OWNER %s", qi(dbName), qi(role)))
+	if err != nil && !db.IsCode(err, "42P04") {
 		return err
 	}
-	fresh := false
-	if !ok {
-		err := e.exec(ctx, fmt.Sprintf("CREATE DATABASE %s OWNER %s", qi(dbName), qi(role)))
-		if err != nil && !db.IsCode(err, "42P04") {
-			return err
-		}
-		fresh = err == nil
-	}
-	if err := e.exec(ctx,
-		fmt.Sprintf("REVOKE ALL ON DATABASE %s FROM PUBLIC", qi(dbName)),
-		fmt.Sprintf("GRANT CONNECT, TEMPORARY ON DATABASE %s TO %s", qi(dbName), qi(role))); err != nil {
+	fresh := err == nil
+	// One round trip, one implicit transaction (a statement without arguments goes by the simple
+	// protocol, which takes several).
+	if err := e.exec(ctx, fmt.Sprintf("REVOKE ALL ON DATABASE %s FROM PUBLIC; GRANT CONNECT, TEMPORARY ON DATABASE %s TO %s",
+		qi(dbName), qi(dbName), qi(role))); err != nil {
 		return err
 	}
 	e.mu.Lock()

@@ -225,6 +225,14 @@ func (e *postgresEngine) switchOwners(ctx context.Context, t *sql.DB, dbName, ro
 // client backend of a role other than the service's own (its admin sessions there, kept for a
 // while after granting a read-only credential or switching the database read-only, and
 // autovacuum's workers made every refresh set lastActivity of a database nobody used).
+// usagePassDone implements usagePass: the roles of every live database have the limit, so later
+// refreshes skip that step.
+func (e *postgresEngine) usagePassDone() {
+	e.mu.Lock()
+	e.limitsSet = true
+	e.mu.Unlock()
+}
+
 func (e *postgresEngine) Usage(ctx context.Context, dbs []string) (map[string]Usage, error) {
 	out := map[string]Usage{}
 	if err := e.lockDown(ctx); err != nil { // the refresher's first run locks an existing cluster down
@@ -240,9 +248,6 @@ func (e *postgresEngine) Usage(ctx context.Context, dbs []string) (map[string]Us
 		if err := e.limitRoles(ctx, dbs); err != nil {
 			return nil, err
 		}
-		e.mu.Lock()
-		e.limitsSet = true
-		e.mu.Unlock()
 	}
 	rows, err := e.pool.QueryContext(ctx, `
 		SELECT d.datname, pg_catalog.pg_database_size(d.datname) + `+pgSharedBytes+`,

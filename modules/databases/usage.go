@@ -17,9 +17,9 @@ import (
 // ReadOnlyResume is the fraction of the quota under which a read-only database is writable again.
 const ReadOnlyResume = 0.9
 
-// Usage refreshes used space and last activity of every live database, one query per engine, and
-// switches databases over their quota to read-only (and back under 90%). One replica at a time
-// refreshes (a PostgreSQL advisory lock).
+// Usage refreshes used space and last activity of every live database, one query per engine and
+// usageBatch databases, and switches databases over their quota to read-only (and back under
+// 90%). One replica at a time refreshes (a PostgreSQL advisory lock).
 type UsageRefresher struct {
 	db       *bun.DB
 	engines  *Engines
@@ -103,8 +103,15 @@ type usageRow struct {
 	LastActivity *time.Time `bun:"last_activity"`
 }
 
-// Refresh reads every engine once and records what changed.
+// Refresh reads every configured engine and records what changed. Each engine's live databases
+// are taken usageBatch at a time, in id order, each batch measured in one query and recorded in
+// one statement: a deployment with a million databases is never held in memory at once, and
+// databases on an engine this process does not have are not read at all.
 func (u *UsageRefresher) Refresh(ctx context.Context) error {
+	engines := u.engines.All()
+	if len(engines) == 0 {
+		return nil
+	}
 	conn, err := u.db.Conn(ctx)
 	if err != nil {
 		return fmt.Errorf("usage refresh: %w", err)
@@ -119,16 +126,6 @@ func (u *UsageRefresher) Refresh(ctx context.Context) error {
 	}
 	defer conn.ExecContext(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock(?)", usageLockKey) //nolint:errcheck
 
-	var rows []usageRow
-	if err := u.db.NewSelect().Table("database_instances").
-		Column("id", "user_id", "engine", "database_name", "database_user", "used_space_bytes", "max_space_bytes", "read_only", "read_only_reason", "last_activity").
-		Where("status IN ('Active', 'Paused')").Scan(ctx, &rows); err != nil {
-		return fmt.Errorf("list live databases: %w", err)
-	}
-	byEngine := map[string][]usageRow{}
-	for _, r := range rows {
-		byEngine[r.Engine] = append(byEngine[r.Engine], r)
-	}
 	now := time.Now().UTC()
 	// Each engine on its own: one that hangs (connections open, nothing answers) used the
 	// refresh's whole time, and an engine asked after it was not measured at all.
@@ -137,15 +134,11 @@ func (u *UsageRefresher) Refresh(ctx context.Context) error {
 		mu     sync.Mutex
 		failed error
 	)
-	for engineID, list := range byEngine {
-		engine := u.engines.Get(engineID)
-		if engine == nil {
-			continue
-		}
+	for _, engine := range engines {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := u.refreshEngine(ctx, engine, list, now); err != nil {
+			if err := u.refreshBatches(ctx, engine, now); err != nil {
 				mu.Lock()
 				failed = errors.Join(failed, err)
 				mu.Unlock()
@@ -156,9 +149,46 @@ func (u *UsageRefresher) Refresh(ctx context.Context) error {
 	return failed
 }
 
+// usageBatch is how many databases of an engine one step of a refresh reads, measures and records.
+const usageBatch = 5000
+
+// refreshBatches refreshes the live databases of engine, usageBatch at a time, until the engine
+// fails to answer; a pass that measured every batch is reported to the engine (usagePass).
+func (u *UsageRefresher) refreshBatches(ctx context.Context, engine Engine, now time.Time) error {
+	var after int64
+	named := false // a batch was measured
+	for {
+		var rows []usageRow
+		if err := u.db.NewSelect().Table("database_instances").
+			Column("id", "user_id", "engine", "database_name", "database_user", "used_space_bytes", "max_space_bytes", "read_only", "read_only_reason", "last_activity").
+			Where("status IN ('Active', 'Paused')").Where("engine = ?", engine.ID()).Where("id > ?", after).
+			OrderExpr("id").Limit(usageBatch).Scan(ctx, &rows); err != nil {
+			return fmt.Errorf("list live databases of %s: %w", engine.ID(), err)
+		}
+		measured := true
+		if len(rows) > 0 {
+			var err error
+			if measured, err = u.refreshEngine(ctx, engine, rows, now); err != nil {
+				return err
+			}
+			named = named || measured
+		}
+		if !measured || ctx.Err() != nil {
+			return nil
+		}
+		if len(rows) < usageBatch {
+			if p, ok := engine.(usagePass); ok && named {
+				p.usagePassDone()
+			}
+			return nil
+		}
+		after = rows[len(rows)-1].ID
+	}
+}
+
 // refreshEngine measures the databases of one engine (list), switches those over or back under
-// their quota, and records the figures.
-func (u *UsageRefresher) refreshEngine(ctx context.Context, engine Engine, list []usageRow, now time.Time) error {
+// their quota, and records the figures. measured is false when the engine did not answer.
+func (u *UsageRefresher) refreshEngine(ctx context.Context, engine Engine, list []usageRow, now time.Time) (measured bool, err error) {
 	engineID := engine.ID()
 	names := make([]string, len(list))
 	var stale []string
@@ -190,7 +220,7 @@ func (u *UsageRefresher) refreshEngine(ctx context.Context, engine Engine, list 
 	usage, err := engine.Usage(ctx, names)
 	if err != nil {
 		u.log.Warn("engine usage unavailable", "engine", engineID, "error", err.Error())
-		return nil
+		return false, nil
 	}
 	var values []usageRow
 	for _, r := range list {
@@ -209,9 +239,9 @@ func (u *UsageRefresher) refreshEngine(ctx context.Context, engine Engine, list 
 		values = append(values, r)
 	}
 	if len(values) == 0 {
-		return nil
+		return true, nil
 	}
-	// One statement for every database of the engine, on a context of its own: what was
+	// One statement for every database of the batch, on a context of its own: what was
 	// measured and switched is recorded even when the refresh's time ran out meanwhile.
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordBudget)
 	_, err = u.db.NewUpdate().With("_data", u.db.NewValues(&values)).
@@ -223,9 +253,9 @@ func (u *UsageRefresher) refreshEngine(ctx context.Context, engine Engine, list 
 		Where("database_instances.id = _data.id").Exec(rctx)
 	cancel()
 	if err != nil {
-		return fmt.Errorf("record usage of %s: %w", engineID, err)
+		return true, fmt.Errorf("record usage of %s: %w", engineID, err)
 	}
-	return nil
+	return true, nil
 }
 
 // switchBudget bounds one database's read-only switch, which is tried again at the next refresh
