@@ -98,7 +98,7 @@ func (h *Handler) registerAdmin(api *httpx.API) {
 	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "createDatabaseInstance", Metadata: httpx.Meta(httpx.PerUserLimit("Provision"), httpx.Idempotent()), Method: http.MethodPost,
 		Path: "/api/database-instances", Tags: tags, Summary: "Create a database for a user", DefaultStatus: http.StatusCreated,
 		Description: "Like POST /api/me/databases on the user's behalf, without the per-user quota.",
-		Errors:      []int{http.StatusNotFound, http.StatusBadGateway}},
+		Errors:      []int{http.StatusNotFound, http.StatusBadGateway}, Responses: engineFailed},
 		func(ctx context.Context, in *adminCreateInput) (*httpx.Response[Item], error) {
 			return h.created(ctx, CreateInput{UserID: in.Body.UserID, Engine: in.Body.Engine, Name: in.Body.Name, SkipQuota: true,
 				RotationDays: in.Body.RotationDays})
@@ -119,7 +119,7 @@ func (h *Handler) registerAdmin(api *httpx.API) {
 		Path: "/api/database-instances/{id}", Tags: tags, Summary: "Delete a database",
 		Description: "As the owner's DELETE; `purge=true` drops it, its roles and credentials at once, one in its recovery " +
 			"window too (audited). 502 when the engine failed (retried in the background); 409 during another change.",
-		Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusBadGateway}},
+		Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusBadGateway}, Responses: engineFailed},
 		func(ctx context.Context, in *adminDeleteInput) (*httpx.Response[Item], error) {
 			return h.deleted(ctx, in.ID, 0, in.Purge)
 		})
@@ -148,7 +148,7 @@ func (h *Handler) registerAdmin(api *httpx.API) {
 		Path: "/api/access-credentials", Tags: ctags, Summary: "Add a login role to a database", DefaultStatus: http.StatusCreated,
 		Description: "The password is in this answer only. 409 when the database is not Active or Paused or is being changed, " +
 			"or the username is taken.",
-		Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusBadGateway}},
+		Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusBadGateway}, Responses: engineFailed},
 		func(ctx context.Context, in *credCreateInput) (*httpx.Response[CredentialView], error) {
 			v, err := h.creds.Create(ctx, in.Body.DatabaseInstanceID, in.Body.Username, in.Body.ReadOnly)
 			if err != nil {
@@ -160,7 +160,7 @@ func (h *Handler) registerAdmin(api *httpx.API) {
 		Path: "/api/access-credentials/{id}", Tags: ctags, Summary: "Rotate an access credential's password",
 		Description: "`{rotatePassword: true}` sets a new password, in this answer only. 409 when not Active or during another " +
 			"change.",
-		Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusBadGateway}},
+		Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusBadGateway}, Responses: engineFailed},
 		func(ctx context.Context, in *credUpdateInput) (*httpx.Response[CredentialView], error) {
 			if !in.Body.RotatePassword {
 				return nil, httpx.BadRequest("Validation failed", httpx.FieldError{Field: "rotatePassword", Message: "must be true"})
@@ -175,7 +175,7 @@ func (h *Handler) registerAdmin(api *httpx.API) {
 		Path: "/api/access-credentials/{id}", Tags: ctags, Summary: "Remove an access credential",
 		Description: "Drops the credential's login role. 502 when the engine failed (retried in the background); 409 during " +
 			"another change.",
-		Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusBadGateway}},
+		Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusBadGateway}, Responses: engineFailed},
 		func(ctx context.Context, in *idInput) (*httpx.Response[httpx.NoData], error) {
 			cr, o, err := h.creds.Delete(ctx, in.ID)
 			if _, err := httpx.Driven(cr, o, err, h.creds.view, httpx.Answers{

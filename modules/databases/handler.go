@@ -93,7 +93,7 @@ func (h *Handler) Register(api *httpx.API) {
 		Path: "/api/me/databases", Tags: tags, Summary: "Create a database", DefaultStatus: http.StatusCreated,
 		Description: "201 with the Active database; 409 at `Databases:MaxPerUser`; 502 with the database as stored when the " +
 			"engine failed.",
-		Errors: []int{http.StatusConflict, http.StatusBadGateway}},
+		Errors: []int{http.StatusConflict, http.StatusBadGateway}, Responses: engineFailed},
 		func(ctx context.Context, in *createInput) (*httpx.Response[Item], error) {
 			ci := CreateInput{UserID: authn.FromContext(ctx).UserID}
 			if in.Body != nil {
@@ -113,7 +113,7 @@ func (h *Handler) Register(api *httpx.API) {
 					"background); 409 in another state or change.",
 				false: "Paused → Active. 502 when the engine failed (finished in the background); 409 in another state or change.",
 			}[v.pause],
-			Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusBadGateway}},
+			Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusBadGateway}, Responses: engineFailed},
 			func(ctx context.Context, in *idInput) (*httpx.Response[Item], error) {
 				inst, o, err := h.svc.SetPaused(ctx, in.ID, authn.FromContext(ctx).UserID, v.pause)
 				return h.answer(inst, o, err, false, "Database "+map[bool]string{true: "paused", false: "resumed"}[v.pause])
@@ -125,7 +125,7 @@ func (h *Handler) Register(api *httpx.API) {
 		Description: "Deleted at once: logins refused, sessions ended; dropped at purgeAt (`Databases:RecoveryHours`), " +
 			"restorable until then. 502 when the engine failed (retried in the background); 409 during another change or if " +
 			"already deleted.",
-		Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusBadGateway}},
+		Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusBadGateway}, Responses: engineFailed},
 		func(ctx context.Context, in *idInput) (*httpx.Response[Item], error) {
 			return h.deleted(ctx, in.ID, authn.FromContext(ctx).UserID, false)
 		})
@@ -156,6 +156,10 @@ func (h *Handler) Register(api *httpx.API) {
 	h.registerRotation(api)
 	h.registerAdmin(api)
 }
+
+// engineFailed documents the 502 of the operations that drive an engine.
+var engineFailed = httpx.ProviderFailed("The database engine failed; `data` as stored (the database or the credential).",
+	"Seconds to the background retry, while the change is still pending.")
 
 // answer is the answer of a route that drove inst (httpx.Driven): done (201 for a create), or 502
 // with the database as it stands (Retry-After while the finisher retries it).

@@ -28,7 +28,7 @@ func (h *Handler) registerRecovery(api *httpx.API) {
 		Metadata: httpx.Meta(httpx.PerUserLimit("Provision"), httpx.Idempotent()), Method: http.MethodPost,
 		Path: "/api/me/databases/{id}/restore", Tags: []string{"Databases"}, Summary: "Restore a deleted database",
 		Description: restoreDoc + " or at `Databases:MaxPerUser`; 502 when the engine failed (finished in the background).",
-		Errors:      []int{http.StatusNotFound, http.StatusConflict, http.StatusBadGateway}},
+		Errors:      []int{http.StatusNotFound, http.StatusConflict, http.StatusBadGateway}, Responses: engineFailed},
 		func(ctx context.Context, in *idInput) (*httpx.Response[Item], error) {
 			return h.restored(ctx, in.ID, authn.FromContext(ctx).UserID, 0)
 		})
@@ -37,7 +37,7 @@ func (h *Handler) registerRecovery(api *httpx.API) {
 		Path: "/api/database-instances/{id}/restore", Tags: []string{"Admin: database instances"}, Summary: "Restore a deleted database",
 		Description: restoreDoc + ", or when its owner is deleted and no userId is given; no quota. 502 when the engine " +
 			"failed (finished in the background).",
-		Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusBadGateway}},
+		Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusBadGateway}, Responses: engineFailed},
 		func(ctx context.Context, in *adminRestoreInput) (*httpx.Response[Item], error) {
 			var to int64
 			if in.Body != nil {

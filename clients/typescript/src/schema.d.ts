@@ -2889,11 +2889,13 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
-        /** @description A provider or an engine failed; `data` holds the resource as stored, if any. */
+        /** @description The database engine failed; `data` as stored (the database or the credential). */
         502: {
             headers: {
                 RateLimit?: string;
                 "RateLimit-Policy"?: string;
+                /** @description Seconds to the background retry, while the change is still pending. */
+                "Retry-After"?: number;
                 "X-RateLimit-Limit"?: number;
                 "X-RateLimit-Remaining"?: number;
                 "X-RateLimit-Reset"?: number;
@@ -3536,7 +3538,19 @@ export interface operations {
             };
             500: components["responses"]["500"];
             /** @description The upstream failed, timed out or answered something unusable; no `Retry-After`. */
-            502: components["responses"]["502"];
+            502: {
+                headers: {
+                    RateLimit?: string;
+                    "RateLimit-Policy"?: string;
+                    "X-RateLimit-Limit"?: number;
+                    "X-RateLimit-Remaining"?: number;
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             503: components["responses"]["503"];
         };
     };

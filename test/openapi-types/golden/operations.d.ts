@@ -496,6 +496,7 @@ export interface components {
             headers: {
                 RateLimit?: string;
                 "RateLimit-Policy"?: string;
+                "Retry-After"?: number;
                 "X-RateLimit-Limit"?: number;
                 "X-RateLimit-Remaining"?: number;
                 "X-RateLimit-Reset"?: number;
@@ -918,7 +919,19 @@ export interface operations {
                 };
             };
             500: components["responses"]["500"];
-            502: components["responses"]["502"];
+            502: {
+                headers: {
+                    RateLimit?: string;
+                    "RateLimit-Policy"?: string;
+                    "X-RateLimit-Limit"?: number;
+                    "X-RateLimit-Remaining"?: number;
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             503: components["responses"]["503"];
         };
     };
