@@ -2,7 +2,7 @@
 // The intent is stored (Pending), the provider is called, the outcome is recorded; the background
 // finisher completes whatever a crash or a timeout left Pending or Revoking, looking the name up
 // first so nothing is created twice, and deletes the records at the provider of rows that ended
-// Failed (or Revoked at once) while their create may have reached it (Sweeper).
+// Failed (or Revoked at once) while their create may have reached it (newSweeper).
 package dns
 
 import (
@@ -37,8 +37,8 @@ var Module = httpx.ResourceModule("dns", Settings, map[string]string{
 		return &provision.Summary[View]{Key: "dnsRecords", DB: s.db, Spec: spec, Model: (*Record)(nil), List: s.List}
 	}),
 	fx.Provide(newClient,
-		provision.AsProvisioner(func(c *cloudflare.Client, a *audit.Recorder, log *slog.Logger) *Sweeper {
-			return &Sweeper{provider: c, audit: a, log: log}
+		provision.AsProvisioner(func(c *cloudflare.Client, a *audit.Recorder, log *slog.Logger) *provision.Sweeper {
+			return newSweeper(c, a, log)
 		}),
 		func(d *bun.DB, cfg Config, a *audit.Recorder, f *provision.Finisher) *Service {
 			return &Service{db: d, cfg: cfg, audit: a, finisher: f}

@@ -272,7 +272,7 @@ func (p *Provisioner) final(ctx context.Context, tx bun.IDB, r *Record, msg stri
 		return fmt.Errorf("record %d failed: %w", r.ID, err)
 	}
 	if r.Attempts > 0 || sent {
-		if err := queueSweeps(ctx, tx, "r.id = ?", r.ID); err != nil {
+		if err := sweeps.Queue(ctx, tx, "r.id = ?", r.ID); err != nil {
 			return err
 		}
 	}
@@ -373,7 +373,7 @@ func (p *Provisioner) Delete(ctx context.Context, req provision.DeleteRequest) (
 	if r.ProviderRecordID == "" {
 		// The create's outcome was never recorded: a create that timed out on our side may still be
 		// carried out by a slow provider after this lookup. A later cleanup deletes what it makes.
-		if err := queueLateSweep(ctx, req.Tx, r.ID, LateCreateSweepAfter); err != nil {
+		if err := sweeps.QueueAfter(ctx, req.Tx, r.ID, LateCreateSweepAfter); err != nil {
 			return provision.DeleteResponse{}, err
 		}
 	}
@@ -391,7 +391,7 @@ func (p *Provisioner) GiveUp(ctx context.Context, tx bun.IDB, id int64, lastErr 
 	if ended, err := p.Spec.GiveUp(ctx, tx, (*Record)(nil), id, shownError(lastErr)); err != nil || !ended {
 		return err
 	}
-	return queueSweeps(ctx, tx, "r.id = ?", id)
+	return sweeps.Queue(ctx, tx, "r.id = ?", id)
 }
 
 // ReleaseUser marks a deleted user's live and Failed records for revocation (the finisher deletes
@@ -407,7 +407,7 @@ func (p *Provisioner) ReleaseUser(ctx context.Context, tx bun.IDB, userID int64)
 		}).Returning("id, fqdn").Scan(ctx, &revoking); err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return fmt.Errorf("release records of user %d: %w", userID, err)
 	}
-	if err := queueSweeps(ctx, tx, "r.user_id = ? AND r.status = ?", userID, spec.Failed); err != nil {
+	if err := sweeps.Queue(ctx, tx, "r.user_id = ? AND r.status = ?", userID, spec.Failed); err != nil {
 		return err
 	}
 	if err := provision.Move(tx.NewUpdate().Model((*Record)(nil)), spec.Gone).Where("user_id = ?", userID).Where("status = ?", spec.Failed).Returning("id, fqdn").Scan(ctx, &revoked); err != nil &&
@@ -429,7 +429,4 @@ type releasedRecord struct {
 	Fqdn string `bun:"fqdn"`
 }
 
-var (
-	_ provision.RetryAfterer = (*cloudflare.APIError)(nil)
-	_ provision.ErrorTexter  = (*Sweeper)(nil)
-)
+var _ provision.RetryAfterer = (*cloudflare.APIError)(nil)

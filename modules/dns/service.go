@@ -107,50 +107,39 @@ func (s *Service) List(ctx context.Context, userID int64) ([]View, error) {
 // stands and the outcome (Pending: it stays Revoking for the finisher). A record already Revoking
 // is driven again only once its next attempt is due: before that the provider is not called.
 func (s *Service) Revoke(ctx context.Context, id, userID int64) (*Record, provision.Outcome, error) {
-	how := provision.Again
-	err := db.RunInTx(ctx, s.db, func(ctx context.Context, tx bun.Tx) error {
-		r, err := provision.Lock[Record](ctx, tx, id, userID, msgNotFound)
+	return provision.DeleteNow[Record](ctx, s.finisher, s.db, spec, id, userID, provision.Deleting[Record]{NotFound: msgNotFound,
+		Gone: "The record is already revoked", Start: s.startRevoke,
+		Audit: func(ctx context.Context, tx bun.Tx, r *Record) error {
+			return s.audit.RecordTx(ctx, tx, audit.Event{Action: "dns.revoked", UserID: audit.Int64(r.UserID),
+				TargetType: "dnsRecord", TargetID: fmt.Sprint(r.ID), Details: map[string]any{"fqdn": r.Fqdn}})
+		}})
+}
+
+// startRevoke sets r (live or Failed, locked in tx) Revoking. A Failed record does not hold its
+// label: when another live record took it, this one is Revoked at once and a sweep deletes
+// whatever record of its own its create may have left (only one carrying its marker), as for a
+// deleted user's.
+func (s *Service) startRevoke(ctx context.Context, tx bun.Tx, r *Record) error {
+	if r.Status == spec.Failed {
+		taken, err := tx.NewSelect().Model((*Record)(nil)).Where("label = ?", r.Label).Where("id <> ?", r.ID).
+			Where("status IN (?)", bun.In(spec.Live())).Exists(ctx)
 		if err != nil {
-			return err
-		}
-		taken := false
-		switch r.Status {
-		case spec.Gone:
-			return fault.Conflict("The record is already revoked")
-		case spec.Deleting:
-			if r.NextAttemptAt.After(time.Now()) {
-				how = provision.ReadOnly
-			}
-			return nil
-		case spec.Failed:
-			// A Failed record does not hold its label: when another live record took it, this one
-			// is Revoked at once and a sweep deletes whatever record of its own its create may have
-			// left (only one carrying its marker), as for a deleted user's.
-			taken, err = tx.NewSelect().Model((*Record)(nil)).Where("label = ?", r.Label).Where("id <> ?", r.ID).
-				Where("status IN (?)", bun.In(spec.Live())).Exists(ctx)
-			if err != nil {
-				return fmt.Errorf("find the live record of label %q: %w", r.Label, err)
-			}
+			return fmt.Errorf("find the live record of label %q: %w", r.Label, err)
 		}
 		if taken {
-			if err := queueSweeps(ctx, tx, "r.id = ?", r.ID); err != nil {
+			if err := sweeps.Queue(ctx, tx, "r.id = ?", r.ID); err != nil {
 				return err
 			}
-			if _, err := provision.Move(tx.NewUpdate().Model(r), spec.Gone).WherePK().Exec(ctx); err != nil {
-				return err
-			}
-		} else if _, err := provision.Restart(tx.NewUpdate().Model(r), spec.Deleting, time.Time{}).WherePK().Exec(ctx); db.IsUniqueViolation(err) {
-			return fault.Conflict(fmt.Sprintf("Another live record uses the label %q; revoke this one once that one is settled", r.Label))
-		} else if err != nil {
+			_, err := provision.Move(tx.NewUpdate().Model(r), spec.Gone).WherePK().Exec(ctx)
 			return err
 		}
-		return s.audit.RecordTx(ctx, tx, audit.Event{Action: "dns.revoked", UserID: audit.Int64(r.UserID),
-			TargetType: "dnsRecord", TargetID: fmt.Sprint(id), Details: map[string]any{"fqdn": r.Fqdn}})
-	})
-	if err != nil {
-		return nil, provision.Outcome{}, err
 	}
-	return provision.Run[Record](ctx, s.finisher, s.db, spec, id, how)
+	if _, err := provision.Restart(tx.NewUpdate().Model(r), spec.Deleting, time.Time{}).WherePK().Exec(ctx); db.IsUniqueViolation(err) {
+		return fault.Conflict(fmt.Sprintf("Another live record uses the label %q; revoke this one once that one is settled", r.Label))
+	} else if err != nil {
+		return err
+	}
+	return nil
 }
 
 // Retry sends a Failed record through provisioning again, or drives a Revoking one now.

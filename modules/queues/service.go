@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/uptrace/bun"
 
@@ -106,31 +105,11 @@ func (s *Service) List(ctx context.Context, userID int64) ([]View, error) {
 // Deleted. A space already Deleting is driven again once its next attempt is due; before that the
 // broker is not called and the space is returned as it stands.
 func (s *Service) Delete(ctx context.Context, id, userID int64) (*Space, provision.Outcome, error) {
-	how := provision.Again
-	err := db.RunInTx(ctx, s.db, func(ctx context.Context, tx bun.Tx) error {
-		sp, err := provision.Lock[Space](ctx, tx, id, userID, msgNotFound, StatusDeleted)
-		if err != nil {
-			return err
-		}
-		if err := s.enabled(); err != nil { // after the lookup: another user's space is a 404 all the same
-			return err
-		}
-		if sp.Status == StatusDeleting {
-			if sp.NextAttemptAt.After(time.Now()) {
-				how = provision.ReadOnly
-			}
-			return nil
-		}
-		if _, err := provision.Restart(tx.NewUpdate().Model(sp), StatusDeleting, time.Time{}).WherePK().Exec(ctx); err != nil {
-			return fmt.Errorf("mark queue space %d deleting: %w", id, err)
-		}
-		return s.audit.RecordTx(ctx, tx, audit.Event{Action: "queues.deleted", UserID: audit.Int64(sp.UserID),
-			TargetType: "queueSpace", TargetID: fmt.Sprint(id), Details: map[string]any{"vhost": sp.VHost}})
-	})
-	if err != nil {
-		return nil, provision.Outcome{}, err
-	}
-	return provision.Run[Space](ctx, s.finisher, s.db, spec, id, how)
+	return provision.DeleteNow[Space](ctx, s.finisher, s.db, spec, id, userID, provision.Deleting[Space]{NotFound: msgNotFound,
+		Check: s.enabled, Audit: func(ctx context.Context, tx bun.Tx, sp *Space) error {
+			return s.audit.RecordTx(ctx, tx, audit.Event{Action: "queues.deleted", UserID: audit.Int64(sp.UserID),
+				TargetType: "queueSpace", TargetID: fmt.Sprint(sp.ID), Details: map[string]any{"vhost": sp.VHost}})
+		}})
 }
 
 // Retry provisions a Failed space again (within its user's quota), or drives a Provisioning or

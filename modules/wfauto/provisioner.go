@@ -2,7 +2,6 @@ package wfauto
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -30,54 +29,9 @@ type Provisioner struct {
 	log   *slog.Logger
 }
 
-// markSent commits, on a connection of its own (the row's transaction would roll it back with a
-// crash), that a create of account id may reach the cell, with body, the request about to be
-// sent. fresh reports that no earlier attempt may have reached it. When one may have, the body of
-// the first is returned instead (the same Idempotency-Key must go with the same body); original
-// is false when that body is not known (a record from before bodies were kept): then body, built
-// from the owner's current details, is a guess.
-func (p *Provisioner) markSent(ctx context.Context, id int64, body []byte) (sent []byte, fresh, original bool, err error) {
-	res, err := p.db.ExecContext(ctx, "INSERT INTO wfauto_cell_creates (account_id, request) VALUES (?, ?) ON CONFLICT DO NOTHING", id, string(body))
-	if err != nil {
-		return nil, false, false, fmt.Errorf("record the create of account %d: %w", id, err)
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return nil, false, false, fmt.Errorf("record the create of account %d: %w", id, err)
-	}
-	if n == 1 {
-		return body, true, true, nil
-	}
-	_, stored, err := sentRequest(ctx, p.db, id)
-	if err != nil || stored == nil { // nil: a record from before bodies were kept
-		return body, false, false, err
-	}
-	return stored, false, true, nil
-}
-
-// unmarkSent records, within tx, that the cell holds nothing for account id.
-func unmarkSent(ctx context.Context, tx bun.IDB, id int64) error {
-	if _, err := tx.ExecContext(ctx, "DELETE FROM wfauto_cell_creates WHERE account_id = ?", id); err != nil {
-		return fmt.Errorf("record that account %d is not at the cell: %w", id, err)
-	}
-	return nil
-}
-
-// sentRequest reports whether a create of account id may have reached the cell, and the body it
-// was sent with (nil when not known: a record from before bodies were kept).
-func sentRequest(ctx context.Context, tx bun.IDB, id int64) (sent bool, body []byte, err error) {
-	var stored sql.NullString
-	err = tx.QueryRowContext(ctx, "SELECT request FROM wfauto_cell_creates WHERE account_id = ?", id).Scan(&stored)
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-		return false, nil, nil
-	case err != nil:
-		return false, nil, fmt.Errorf("was account %d sent: %w", id, err)
-	case stored.Valid:
-		return true, []byte(stored.String), nil
-	}
-	return true, nil, nil
-}
+// sent is the record, committed before each create, that a create of an account may have reached
+// the cell, with the body sent (provision.SentMarker).
+var sent = provision.SentMarker{Table: "wfauto_cell_creates", Ref: "account_id"}
 
 // refusedOriginal reports whether err is the cell's 400 to the body first sent under an account's
 // Idempotency-Key: the cell, which must answer the same key and body with the same account, holds
@@ -110,7 +64,7 @@ func (p *Provisioner) Create(ctx context.Context, req provision.CreateRequest) (
 	if err != nil {
 		return provision.CreateResponse{}, err
 	}
-	body, fresh, original, err := p.markSent(ctx, a.ID, body)
+	body, fresh, original, err := sent.Mark(ctx, p.db, a.ID, body)
 	if err != nil {
 		return provision.CreateResponse{}, err // nothing sent: retried
 	}
@@ -125,7 +79,7 @@ func (p *Provisioner) Create(ctx context.Context, req provision.CreateRequest) (
 		// Only this attempt could have reached the cell and it made nothing there, or the cell
 		// refused the key's own body, or holds another user's account under the key: it holds
 		// nothing of ours for the key. A next create sends the owner's details as they are then.
-		if uerr := unmarkSent(ctx, req.Tx, a.ID); uerr != nil {
+		if uerr := sent.Unmark(ctx, req.Tx, a.ID); uerr != nil {
 			return provision.CreateResponse{}, uerr
 		}
 	}
@@ -198,13 +152,13 @@ func (p *Provisioner) Delete(ctx context.Context, req provision.DeleteRequest) (
 			accountID, left = "", accountID
 		}
 	}
-	sent, body := a.ExternalAccountID != "", []byte(nil)
-	if !sent {
-		if sent, body, err = sentRequest(ctx, req.Tx, a.ID); err != nil {
+	wasSent, body := a.ExternalAccountID != "", []byte(nil)
+	if !wasSent {
+		if wasSent, body, err = sent.Sent(ctx, req.Tx, a.ID); err != nil {
 			return provision.DeleteResponse{}, err
 		}
 	}
-	if a.ExternalAccountID == "" && sent {
+	if a.ExternalAccountID == "" && wasSent {
 		// Never recorded (a crash, a timeout, or a Failed account whose attempts ran out after
 		// its create may have reached the cell): the Idempotency-Key tells us its id.
 		original := body != nil
@@ -249,7 +203,7 @@ func (p *Provisioner) Delete(ctx context.Context, req provision.DeleteRequest) (
 	if _, err := provision.Succeed(req.Tx.NewUpdate().Model(a), spec.Gone).WherePK().Exec(ctx); err != nil {
 		return provision.DeleteResponse{}, fmt.Errorf("record account %d deprovisioned: %w", a.ID, err)
 	}
-	if err := unmarkSent(ctx, req.Tx, a.ID); err != nil {
+	if err := sent.Unmark(ctx, req.Tx, a.ID); err != nil {
 		return provision.DeleteResponse{}, err
 	}
 	// An account is deprovisioned only because its owner was deleted: audited as the other modules
