@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/uptrace/bun"
+
+	"provisioner/platform/outbound"
 )
 
 // FinisherOptions tunes the Finisher.
@@ -57,8 +59,8 @@ type Finisher struct {
 }
 
 // DefaultMaxRetryAfter is the longest a provider's Retry-After holds an attempt back unless
-// FinisherOptions.MaxRetryAfter says otherwise: a day, as ParseRetryAfter reads at most.
-const DefaultMaxRetryAfter = maxRetryAfter
+// FinisherOptions.MaxRetryAfter says otherwise: a day, as outbound.ParseRetryAfter reads at most.
+const DefaultMaxRetryAfter = outbound.MaxRetryAfter
 
 // NewFinisher builds a Finisher over every provisioner; only those implementing Queue are polled.
 func NewFinisher(db *bun.DB, provisioners []Provisioner, o FinisherOptions) (*Finisher, error) {
@@ -146,8 +148,11 @@ func (f *Finisher) loop() {
 
 // RunOnce drives up to BatchSize due rows of every kind and returns how many it drove; when a
 // prune is due (every PruneInterval, the first poll included) it also prunes the Pruners' queues.
-// Tests call it to settle work without waiting for the loop.
+// Tests call it to settle work without waiting for the loop. Its attempts make one try of each
+// provider call (outbound.OneTry): a retryable failure is rescheduled by the row's backoff (no
+// sooner than the provider's Retry-After) instead of holding a worker through waits in the call.
 func (f *Finisher) RunOnce(ctx context.Context) int {
+	ctx = outbound.OneTry(ctx)
 	f.prune(ctx)
 	total := 0
 	for _, kind := range f.order {
