@@ -30,6 +30,9 @@ type Options struct {
 	// Name names the provider in errors and logs ("DNS provider").
 	Name    string
 	BaseURL string
+	// Accept is the Accept header of every call when set ("application/json"; RabbitMQ's
+	// management API answers some calls 406 with it).
+	Accept string
 	// Bearer is sent as "Authorization: Bearer …"; User and Password as basic
 	// authentication (when either is set). Both are secrets: never in an error or a log line.
 	Bearer, User, Password string
@@ -253,7 +256,9 @@ func (c *Client) once(ctx context.Context, r Request, body []byte) (*Response, e
 	for k, v := range r.Header {
 		req.Header[k] = v
 	}
-	req.Header.Set("Accept", "application/json")
+	if c.o.Accept != "" {
+		req.Header.Set("Accept", c.o.Accept)
+	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}

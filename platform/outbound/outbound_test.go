@@ -70,7 +70,7 @@ func TestJSONCall(t *testing.T) {
 		w.WriteHeader(http.StatusCreated)
 		_, _ = w.Write([]byte(`{"id":"r1"}`))
 	})
-	c := outbound.New(outbound.Options{Name: "test provider", BaseURL: p.URL + "/", Bearer: token})
+	c := outbound.New(outbound.Options{Name: "test provider", BaseURL: p.URL + "/", Bearer: token, Accept: "application/json"})
 	res, err := c.Do(context.Background(), outbound.Request{Method: http.MethodPost, Path: "/things",
 		JSON: map[string]int{"n": 1}, Header: http.Header{"Idempotency-Key": {"k1"}}})
 	require.NoError(t, err)
@@ -99,6 +99,7 @@ func TestJSONCall(t *testing.T) {
 	_, err = b.Do(context.Background(), outbound.Request{Method: http.MethodGet, Path: "/x"})
 	require.NoError(t, err)
 	assert.Empty(t, p.got[2].Header.Get("Content-Type"))
+	assert.Empty(t, p.got[2].Header.Get("Accept"), "no Accept unless Options.Accept")
 	assert.Empty(t, p.bodies[2])
 }
 

@@ -105,18 +105,10 @@ func Transient(err error) bool {
 // Options configures a Client.
 type Options struct {
 	BaseURL, ZoneID, Token string
-	// Timeout bounds each call whole (its tries and the waits between them, from its first try);
-	// default 10 s. A try that timed out is not repeated within the call.
+	// Timeout bounds each call whole (its tries and the waits between them); default 10 s.
 	Timeout time.Duration
-	// Retries of one call on 429/5xx/connection errors, while Timeout leaves time; default 2 (3
-	// tries); none under outbound.OneTry (the finisher's attempts).
-	Retries int
-	// MaxRetryWait caps a Retry-After or backoff wait inside one call; default 2 s. A longer
-	// Retry-After ends the call with the error (the finisher retries later).
-	MaxRetryWait time.Duration
 	// Budget is asked before every try; it may wait (queue) and fails only when ctx ends.
 	Budget func(ctx context.Context) error
-	HTTP   *http.Client
 	// Logger gets the details of calls that got no answer (never the token); default: discarded.
 	Logger *slog.Logger
 }
@@ -129,23 +121,22 @@ type Client struct {
 	zone string
 }
 
-// New builds a Client.
+// New builds a Client. A call is tried up to 3 times on 429, 5xx and connection errors (once
+// under outbound.OneTry: the finisher's attempts), waiting 200 ms, 400 ms or the provider's
+// Retry-After up to 2 s between tries.
 func New(o Options) *Client {
-	if o.Retries == 0 {
-		o.Retries = 2
-	}
 	budget := o.Budget
 	if budget != nil {
-		o.Budget = func(ctx context.Context) error {
-			if err := budget(ctx); err != nil {
+		budget = func(ctx context.Context) error {
+			if err := o.Budget(ctx); err != nil {
 				return fmt.Errorf("outbound budget: %w", err)
 			}
 			return nil
 		}
 	}
 	return &Client{zone: "/zones/" + url.PathEscape(o.ZoneID) + "/dns_records", http: outbound.New(outbound.Options{
-		Name: "DNS provider", BaseURL: o.BaseURL, Bearer: o.Token, Timeout: o.Timeout, Retries: o.Retries,
-		MaxRetryWait: o.MaxRetryWait, MaxBody: 4 << 20, Budget: o.Budget, HTTP: o.HTTP, Logger: o.Logger})}
+		Name: "DNS provider", BaseURL: o.BaseURL, Accept: "application/json", Bearer: o.Token, Timeout: o.Timeout, Retries: 2, MaxBody: 4 << 20,
+		Budget: budget, Logger: o.Logger})}
 }
 
 // do makes one provider call (outbound.Client.Do: bounded whole by Timeout, retried on 429, 5xx

@@ -105,7 +105,8 @@ type Client struct{ http *outbound.Client }
 // New builds the client; timeout bounds each call. A redirect is not followed but answered
 // like any other status (transient, retried).
 func New(base, key string, timeout time.Duration) *Client {
-	return &Client{http: outbound.New(outbound.Options{Name: "wfauto cell", BaseURL: base, Bearer: key, Timeout: timeout})}
+	return &Client{http: outbound.New(outbound.Options{Name: "wfauto cell", BaseURL: base, Accept: "application/json",
+		Bearer: key, Timeout: timeout})}
 }
 
 // Configured reports whether a cell address is set.
