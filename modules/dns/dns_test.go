@@ -446,9 +446,8 @@ func TestDeletedUsersLeftoverIsDeletedByTheFinisher(t *testing.T) {
 	require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
 	require.Len(t, at(fake, l), 2, "v's revocation deleted nothing: neither record is v's")
 
-	// The provider fails the cleanup's lookup: nothing is deleted, the cleanup is tried again (the
-	// finisher's attempt makes one try of the call).
-	fake.Fail(cloudflaretest.Fault{Status: 500, Method: "GET"})
+	// The provider fails the cleanup's lookup: nothing is deleted, the cleanup is tried again.
+	fake.Fail(cloudflaretest.Fault{Status: 500, Method: "GET"}, cloudflaretest.Fault{Status: 500, Method: "GET"}, cloudflaretest.Fault{Status: 500, Method: "GET"})
 	a.Settle(5 * time.Second)
 	require.Len(t, at(fake, l), 2, "the failed cleanup deleted nothing")
 	_, err := a.DB.Exec("UPDATE dns_leftovers SET next_attempt_at = now() WHERE record_id = ? AND status = 'Sweeping'", failed.ID)

@@ -1,7 +1,7 @@
 // Package outbound is the HTTP protocol every provider client shares: a JSON call under a context,
 // bounded whole by a timeout, redirects answered rather than followed, the body read up to a
-// bound, the outbound budget consulted before every try, retries of retryable answers (honouring
-// Retry-After) within the call unless the context says one try, and failures without an answer
+// bound, the outbound budget consulted before every try, retries of retryable answers within the
+// call (honouring Retry-After, or without waiting under NoWait), and failures without an answer
 // classified (timed out, unreachable, never sent) with no secret in their text. What an answer
 // means (paths, payloads, the provider's error codes) is left to the provider's client.
 package outbound
@@ -40,7 +40,7 @@ type Options struct {
 	// first try; default 10 s. A try that timed out is not repeated within the call.
 	Timeout time.Duration
 	// Retries of a retryable failure (Retryable, or a connection error) within one call while
-	// Timeout leaves time; default 0. OneTry turns them off for a call.
+	// Timeout leaves time; default 0. Under NoWait they are made without waiting.
 	Retries int
 	// MaxRetryWait caps a wait between tries (200 ms, doubling, or the answer's Retry-After); a
 	// longer Retry-After ends the call with that answer. Default 2 s.
@@ -166,25 +166,19 @@ func NotSent(err error) bool {
 	return errors.As(err, &te) && te.NotSent
 }
 
-// oneTry marks a context whose calls make one try each.
-type oneTry struct{}
+// noWait marks a context whose calls never sleep between tries.
+type noWait struct{}
 
-// OneTry returns ctx whose calls make a single try: a retryable answer or a connection error is
-// returned at once, for a caller that retries later itself (the finisher, with the row's backoff)
-// rather than holding its worker through the waits.
-func OneTry(ctx context.Context) context.Context { return context.WithValue(ctx, oneTry{}, true) }
-
-func retries(ctx context.Context, n int) int {
-	if one, _ := ctx.Value(oneTry{}).(bool); one {
-		return 0
-	}
-	return n
-}
+// NoWait returns ctx whose calls never sleep between tries: a retryable failure is tried again at
+// once (each try through the Budget, which paces them), and an answer asking for a wait
+// (Retry-After) ends the call. For a caller that retries later itself (the finisher, with the
+// row's backoff and no sooner than Retry-After) and must not hold its worker idle.
+func NoWait(ctx context.Context) context.Context { return context.WithValue(ctx, noWait{}, true) }
 
 // Do makes the call: its tries (Retries, while Timeout leaves time; not after a timeout, nor on
-// a Retry-After above MaxRetryWait) and the waits between them. It returns the last answer,
-// whatever its status, or the error of a call without one: a *TransportError, the Budget's error,
-// or an encoding error.
+// a Retry-After above MaxRetryWait, nor on any Retry-After under NoWait) and the waits between
+// them (none under NoWait). It returns the last answer, whatever its status, or the error of a
+// call without one: a *TransportError, the Budget's error, or an encoding error.
 func (c *Client) Do(ctx context.Context, r Request) (*Response, error) {
 	body := r.Body
 	if r.JSON != nil {
@@ -199,23 +193,27 @@ func (c *Client) Do(ctx context.Context, r Request) (*Response, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.o.Timeout)
 	defer cancel()
 	deadline, _ := ctx.Deadline()
-	tries := retries(ctx, c.o.Retries) + 1
+	now, _ := ctx.Value(noWait{}).(bool)
 	for try := 1; ; try++ {
 		res, err := c.once(ctx, r, body)
-		if try == tries || ctx.Err() != nil || !retryable(res, err) {
+		if try > c.o.Retries || ctx.Err() != nil || !retryable(res, err) {
 			return res, err
 		}
 		wait := time.Duration(100<<try) * time.Millisecond
 		if res != nil && res.RetryAfter() > 0 {
 			wait = res.RetryAfter()
+		} else if now {
+			wait = 0
 		}
-		if wait > c.o.MaxRetryWait || time.Until(deadline) <= wait {
+		if (now && wait > 0) || wait > c.o.MaxRetryWait || time.Until(deadline) <= wait {
 			return res, err
 		}
-		select {
-		case <-ctx.Done():
-			return res, err
-		case <-time.After(wait):
+		if wait > 0 {
+			select {
+			case <-ctx.Done():
+				return res, err
+			case <-time.After(wait):
+			}
 		}
 		if c.budget(ctx) != nil {
 			return res, err

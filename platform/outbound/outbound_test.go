@@ -117,8 +117,8 @@ func TestRedirectNotFollowed(t *testing.T) {
 }
 
 // TestRetriesWithinTheCall: a 503, then a 429 with Retry-After: 1, then a success: three tries in
-// one call. Under OneTry, the first answer is returned as it is. A Retry-After above MaxRetryWait
-// ends the call with that answer.
+// one call. Under NoWait, the 429 is returned as it is. A Retry-After above MaxRetryWait ends the
+// call with that answer; a refusal is not tried again.
 func TestRetriesWithinTheCall(t *testing.T) {
 	answers := []func(http.ResponseWriter){status(503), status(429, "Retry-After", "1"), status(200)}
 	p := newProvider(t, answers...)
@@ -131,12 +131,12 @@ func TestRetriesWithinTheCall(t *testing.T) {
 	assert.Equal(t, 3, budget, "the budget is asked before every try")
 	assert.Equal(t, []string{"1", "1", "1"}, p.bodies, "every try sends the body")
 
-	one := newProvider(t, answers...)
-	c = outbound.New(outbound.Options{BaseURL: one.URL, Retries: 2})
-	res, err = c.Do(outbound.OneTry(context.Background()), outbound.Request{Method: http.MethodPost, Path: "/x"})
+	now := newProvider(t, answers...)
+	c = outbound.New(outbound.Options{BaseURL: now.URL, Retries: 2})
+	res, err = c.Do(outbound.NoWait(context.Background()), outbound.Request{Method: http.MethodPost, Path: "/x"})
 	require.NoError(t, err)
-	assert.Equal(t, http.StatusServiceUnavailable, res.Status)
-	assert.Equal(t, 1, one.calls(), "one try: the caller retries later")
+	assert.Equal(t, http.StatusTooManyRequests, res.Status, "under NoWait a Retry-After ends the call: the caller retries later")
+	assert.Equal(t, 2, now.calls(), "the 503 was tried again at once")
 
 	long := newProvider(t, status(429, "Retry-After", "30"), status(200))
 	c = outbound.New(outbound.Options{BaseURL: long.URL, Retries: 2})

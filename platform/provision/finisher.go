@@ -148,11 +148,12 @@ func (f *Finisher) loop() {
 
 // RunOnce drives up to BatchSize due rows of every kind and returns how many it drove; when a
 // prune is due (every PruneInterval, the first poll included) it also prunes the Pruners' queues.
-// Tests call it to settle work without waiting for the loop. Its attempts make one try of each
-// provider call (outbound.OneTry): a retryable failure is rescheduled by the row's backoff (no
-// sooner than the provider's Retry-After) instead of holding a worker through waits in the call.
+// Tests call it to settle work without waiting for the loop. Its attempts' provider calls never
+// sleep (outbound.NoWait): a retryable failure is tried again at once, and one whose provider asks
+// for a wait ends the attempt, rescheduled by the row's backoff no sooner than the Retry-After, so
+// no worker sits out a wait.
 func (f *Finisher) RunOnce(ctx context.Context) int {
-	ctx = outbound.OneTry(ctx)
+	ctx = outbound.NoWait(ctx)
 	f.prune(ctx)
 	total := 0
 	for _, kind := range f.order {

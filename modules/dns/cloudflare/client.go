@@ -121,9 +121,9 @@ type Client struct {
 	zone string
 }
 
-// New builds a Client. A call is tried up to 3 times on 429, 5xx and connection errors (once
-// under outbound.OneTry: the finisher's attempts), waiting 200 ms, 400 ms or the provider's
-// Retry-After up to 2 s between tries.
+// New builds a Client. A call is tried up to 3 times on 429, 5xx and connection errors, waiting
+// 200 ms, 400 ms or the provider's Retry-After up to 2 s between tries (under outbound.NoWait, the
+// finisher's attempts: no wait, and a Retry-After ends the call).
 func New(o Options) *Client {
 	budget := o.Budget
 	if budget != nil {
