@@ -17,7 +17,7 @@ import (
 // is placed on purpose.
 var platformLayers = [][]string{
 	{"fault", "redact", "emailaddr", "docs", "summary", "coherent", "reqctx", "paging", "ipaddr", "displaytext"},
-	{"secrets"},
+	{"secrets", "outbound"},
 	{"config"},
 	{"redisx", "mail", "db", "ratelimit", "audit", "module"},
 	{"provision"},

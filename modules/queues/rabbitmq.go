@@ -1,35 +1,27 @@
 package queues
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"strings"
 	"time"
 
-	"provisioner/platform/provision"
-	"provisioner/platform/redact"
+	"provisioner/platform/outbound"
 )
 
 // Broker is a client of the RabbitMQ management HTTP API: the calls that make and remove a
-// queue space (a virtual host, its limits, a user and the user's permissions on it).
-type Broker struct {
-	base     string
-	user     string
-	password string
-	http     *http.Client
-}
+// queue space (a virtual host, its limits, a user and the user's permissions on it). The calls
+// themselves are platform/outbound's.
+type Broker struct{ http *outbound.Client }
 
 // NewBroker builds the client; timeout bounds each call.
 func NewBroker(c Config) *Broker {
-	return &Broker{base: strings.TrimRight(c.ManagementUrl, "/"), user: c.Username, password: c.Password,
-		http: &http.Client{Timeout: time.Duration(c.TimeoutSeconds) * time.Second,
-			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
+	return &Broker{http: outbound.New(outbound.Options{Name: "RabbitMQ management API", BaseURL: c.ManagementUrl,
+		User: c.Username, Password: c.Password, Timeout: time.Duration(c.TimeoutSeconds) * time.Second})}
 }
 
 // BrokerError is a management API call that did not succeed. Final: a refusal no retry changes
@@ -61,45 +53,23 @@ type errorBody struct {
 
 // notFound reports a 404 of the management API itself about a missing object (not a proxy's or a
 // wrong address's 404, which is an error).
-func notFound(status int, body []byte) bool {
+func notFound(res *outbound.Response) bool {
 	var e errorBody
-	return status == http.StatusNotFound && json.Unmarshal(body, &e) == nil && e.Error == "Object Not Found"
+	return res.Status == http.StatusNotFound && json.Unmarshal(res.Body, &e) == nil && e.Error == "Object Not Found"
 }
 
-// do sends one call and returns its status and body (at most 1 MiB).
-func (b *Broker) do(ctx context.Context, method, path string, in any) (int, []byte, error) {
-	if b.base == "" {
-		return 0, nil, &BrokerError{Op: method + " " + path, Msg: "not configured (Queues:ManagementUrl)"}
+// do sends one call and returns the answer (its body at most 1 MiB); a call without an answer
+// is a BrokerError saying what happened.
+func (b *Broker) do(ctx context.Context, method, path string, in any) (*outbound.Response, error) {
+	if !b.http.Configured() {
+		return nil, &BrokerError{Op: method + " " + path, Msg: "not configured (Queues:ManagementUrl)"}
 	}
-	var body io.Reader
-	if in != nil {
-		raw, _ := json.Marshal(in)
-		body = bytes.NewReader(raw)
+	res, err := b.http.Do(ctx, outbound.Request{Method: method, Path: path, JSON: in})
+	var te *outbound.TransportError
+	if errors.As(err, &te) {
+		return nil, &BrokerError{Op: method + " " + opPath(path), Msg: te.What, Final: te.What == outbound.WhatBadURL}
 	}
-	req, err := http.NewRequestWithContext(ctx, method, b.base+path, body)
-	if err != nil {
-		return 0, nil, &BrokerError{Op: method, Msg: "bad request: " + err.Error(), Final: true}
-	}
-	req.SetBasicAuth(b.user, b.password)
-	if in != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	op := method + " " + opPath(path)
-	res, err := b.http.Do(req)
-	if err != nil {
-		msg := "unreachable"
-		var ue *url.Error
-		if errors.As(err, &ue) && ue.Timeout() || errors.Is(err, context.DeadlineExceeded) {
-			msg = "timed out"
-		}
-		return 0, nil, &BrokerError{Op: op, Msg: msg}
-	}
-	defer res.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(res.Body, 1<<20))
-	if err != nil {
-		return 0, nil, &BrokerError{Op: op, Status: res.StatusCode, Msg: "answer cut short"}
-	}
-	return res.StatusCode, raw, nil
+	return res, err
 }
 
 // opPath is path with its object names left out (they are ours, but errors are shown to users
@@ -115,69 +85,66 @@ func opPath(path string) string {
 	return out
 }
 
-// failure turns an unexpected answer into a BrokerError.
-func (b *Broker) failure(op string, status int, body []byte, h http.Header) *BrokerError {
-	e := &BrokerError{Op: op, Status: status}
+// failure turns an unexpected answer to the call method path into a BrokerError.
+func (b *Broker) failure(method, path string, res *outbound.Response) *BrokerError {
+	e := &BrokerError{Op: method + " " + opPath(path), Status: res.Status, Wait: res.RetryAfter()}
 	var eb errorBody
-	api := json.Unmarshal(body, &eb) == nil && (eb.Error != "" || eb.Reason != "")
+	api := json.Unmarshal(res.Body, &eb) == nil && (eb.Error != "" || eb.Reason != "")
 	switch {
 	case api:
 		e.Msg = strings.TrimSpace(eb.Error + ": " + eb.Reason)
-	case status >= 200 && status < 300:
+	case res.OK():
 		e.Msg = "unreadable answer"
 	default:
-		e.Msg = http.StatusText(status) + " (not the API's answer)"
+		e.Msg = http.StatusText(res.Status) + " (not the API's answer)"
 	}
-	e.Msg = redact.Message(e.Msg, 200, b.password)
+	e.Msg = b.http.Redact(e.Msg, 200)
 	// Only the API's own refusal is final: a page of something else in front of it (a proxy's
 	// 404, a login portal) says nothing about what the broker did.
-	e.Final = api && status >= 400 && status < 500 && status != http.StatusRequestTimeout && status != http.StatusTooManyRequests
-	if h != nil {
-		e.Wait = provision.ParseRetryAfter(h.Get("Retry-After"), time.Now())
-	}
+	e.Final = api && outbound.Refusal(res.Status)
 	return e
 }
 
 // put sends a PUT that creates or updates an object: RabbitMQ answers 201 (created) or 204.
 func (b *Broker) put(ctx context.Context, path string, in any) error {
-	status, body, err := b.do(ctx, http.MethodPut, path, in)
+	res, err := b.do(ctx, http.MethodPut, path, in)
 	if err != nil {
 		return err
 	}
-	if status == http.StatusCreated || status == http.StatusNoContent {
+	if res.Status == http.StatusCreated || res.Status == http.StatusNoContent {
 		return nil
 	}
-	return b.failure("PUT "+opPath(path), status, body, nil)
+	return b.failure(http.MethodPut, path, res)
 }
 
 // get reads an object into out; found is false for the API's own 404.
 func (b *Broker) get(ctx context.Context, path string, out any) (found bool, err error) {
-	status, body, err := b.do(ctx, http.MethodGet, path, nil)
+	res, err := b.do(ctx, http.MethodGet, path, nil)
 	if err != nil {
 		return false, err
 	}
-	if notFound(status, body) {
+	if notFound(res) {
 		return false, nil
 	}
-	if status != http.StatusOK {
-		return false, b.failure("GET "+opPath(path), status, body, nil)
+	if res.Status != http.StatusOK {
+		return false, b.failure(http.MethodGet, path, res)
 	}
-	if err := json.Unmarshal(body, out); err != nil {
-		return false, &BrokerError{Op: "GET " + opPath(path), Status: status, Msg: "unreadable answer"}
+	if err := json.Unmarshal(res.Body, out); err != nil {
+		return false, &BrokerError{Op: "GET " + opPath(path), Status: res.Status, Msg: "unreadable answer"}
 	}
 	return true, nil
 }
 
 // del deletes an object; one already gone (the API's 404) is not an error.
 func (b *Broker) del(ctx context.Context, path string) error {
-	status, body, err := b.do(ctx, http.MethodDelete, path, nil)
+	res, err := b.do(ctx, http.MethodDelete, path, nil)
 	if err != nil {
 		return err
 	}
-	if status == http.StatusNoContent || notFound(status, body) {
+	if res.Status == http.StatusNoContent || notFound(res) {
 		return nil
 	}
-	return b.failure("DELETE "+opPath(path), status, body, nil)
+	return b.failure(http.MethodDelete, path, res)
 }
 
 func esc(s string) string { return url.PathEscape(s) }

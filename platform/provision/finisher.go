@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/uptrace/bun"
+
+	"provisioner/platform/outbound"
 )
 
 // FinisherOptions tunes the Finisher.
@@ -57,8 +59,8 @@ type Finisher struct {
 }
 
 // DefaultMaxRetryAfter is the longest a provider's Retry-After holds an attempt back unless
-// FinisherOptions.MaxRetryAfter says otherwise: a day, as ParseRetryAfter reads at most.
-const DefaultMaxRetryAfter = maxRetryAfter
+// FinisherOptions.MaxRetryAfter says otherwise: a day, as outbound.ParseRetryAfter reads at most.
+const DefaultMaxRetryAfter = outbound.MaxRetryAfter
 
 // NewFinisher builds a Finisher over every provisioner; only those implementing Queue are polled.
 func NewFinisher(db *bun.DB, provisioners []Provisioner, o FinisherOptions) (*Finisher, error) {
@@ -146,8 +148,12 @@ func (f *Finisher) loop() {
 
 // RunOnce drives up to BatchSize due rows of every kind and returns how many it drove; when a
 // prune is due (every PruneInterval, the first poll included) it also prunes the Pruners' queues.
-// Tests call it to settle work without waiting for the loop.
+// Tests call it to settle work without waiting for the loop. Its attempts' provider calls never
+// sleep (outbound.NoWait): a retryable failure is tried again at once, and one whose provider asks
+// for a wait ends the attempt, rescheduled by the row's backoff no sooner than the Retry-After, so
+// no worker sits out a wait.
 func (f *Finisher) RunOnce(ctx context.Context) int {
+	ctx = outbound.NoWait(ctx)
 	f.prune(ctx)
 	total := 0
 	for _, kind := range f.order {

@@ -1,19 +1,16 @@
 // Package cloudflare is a small client of the Cloudflare v4 DNS records API: create, delete and
-// look up A records of one zone, with the v4 envelope parsed, one timeout bounding every call
-// whole, retries of 429 and 5xx honouring Retry-After within it, and an outbound budget consulted
-// before every try.
+// look up A records of one zone, with the v4 envelope parsed and the provider's error codes
+// named. The calls themselves (one timeout bounding each whole, retries of 429 and 5xx honouring
+// Retry-After, the outbound budget before every try) are platform/outbound's.
 package cloudflare
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"math"
-	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -21,8 +18,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"provisioner/platform/provision"
-	"provisioner/platform/redact"
+	"provisioner/platform/outbound"
 )
 
 // Error codes the provider uses for DNS records.
@@ -65,9 +61,6 @@ type APIError struct {
 	Errors []Message
 	// Wait is the provider's Retry-After (a 429, a 503), 0 when it sent none.
 	Wait time.Duration
-	// malformed: a 2xx we could not read (the call was likely carried out): not repeated within
-	// the call; the finisher's next attempt looks the name up first.
-	malformed bool
 }
 
 // RetryAfter implements provision.RetryAfterer: the background finisher schedules the next
@@ -97,38 +90,14 @@ func (e *APIError) Has(code int) bool {
 
 // TransportError is a call that got no (whole) answer from the provider: unreachable, timed out,
 // cut off. Its message is what we store and show ("DNS provider timed out"); the cause (the URL
-// with the zone id, addresses, the transport's wording) is only logged by the client.
-type TransportError struct {
-	Msg string
-	Err error
-}
-
-func (e *TransportError) Error() string { return e.Msg }
-
-// Unwrap returns the cause, for logs and errors.Is.
-func (e *TransportError) Unwrap() error { return e.Err }
-
-const msgTimedOut = "DNS provider timed out"
-
-// transportError classifies a failed call's cause into a TransportError: a timeout, a call
-// cancelled by its caller, or otherwise msg.
-func transportError(ctx context.Context, err error, msg string) *TransportError {
-	var ne net.Error
-	switch {
-	case errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()):
-		return &TransportError{Msg: msgTimedOut, Err: err}
-	case ctx.Err() != nil:
-		return &TransportError{Msg: "DNS provider call cancelled", Err: err}
-	default:
-		return &TransportError{Msg: msg, Err: err}
-	}
-}
+// with the zone id, addresses, the transport's wording) is only logged.
+type TransportError = outbound.TransportError
 
 // Transient reports whether a later attempt may succeed (429, 5xx, a redirect, network, timeout).
 func Transient(err error) bool {
 	var ae *APIError
 	if errors.As(err, &ae) {
-		return ae.Status == http.StatusTooManyRequests || ae.Status >= 500 || (ae.Status >= 300 && ae.Status < 400)
+		return outbound.Retryable(ae.Status)
 	}
 	return err != nil
 }
@@ -136,17 +105,10 @@ func Transient(err error) bool {
 // Options configures a Client.
 type Options struct {
 	BaseURL, ZoneID, Token string
-	// Timeout bounds each call whole (its tries and the waits between them, from its first try);
-	// default 10 s. A try that timed out is not repeated within the call.
+	// Timeout bounds each call whole (its tries and the waits between them); default 10 s.
 	Timeout time.Duration
-	// Retries of one call on 429/5xx/connection errors, while Timeout leaves time; default 2 (3 tries).
-	Retries int
-	// MaxRetryWait caps a Retry-After or backoff wait inside one call; default 2 s. A longer
-	// Retry-After ends the call with the error (the finisher retries later).
-	MaxRetryWait time.Duration
-	// Budget is asked before every call; it may wait (queue) and fails only when ctx ends.
+	// Budget is asked before every try; it may wait (queue) and fails only when ctx ends.
 	Budget func(ctx context.Context) error
-	HTTP   *http.Client
 	// Logger gets the details of calls that got no answer (never the token); default: discarded.
 	Logger *slog.Logger
 }
@@ -154,142 +116,52 @@ type Options struct {
 // Client calls the provider for one zone. Safe for concurrent use. The token is sent only in
 // the Authorization header and never appears in errors or logs; errors name neither the URL nor
 // the zone id (a call without an answer is a TransportError, its details logged).
-type Client struct{ o Options }
-
-// New builds a Client.
-func New(o Options) *Client {
-	if o.Timeout <= 0 {
-		o.Timeout = 10 * time.Second
-	}
-	if o.Retries < 0 {
-		o.Retries = 0
-	} else if o.Retries == 0 {
-		o.Retries = 2
-	}
-	if o.MaxRetryWait <= 0 {
-		o.MaxRetryWait = 2 * time.Second
-	}
-	if o.HTTP == nil {
-		o.HTTP = &http.Client{}
-	}
-	if o.HTTP.CheckRedirect == nil {
-		// A redirect is not followed but answered as it is (a transient failure): followed, a
-		// 301/302 turns a DELETE (or a POST) into a GET, whose 200 envelope would pass for a
-		// deletion (or a creation) that never happened.
-		hc := *o.HTTP
-		hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-		o.HTTP = &hc
-	}
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.DiscardHandler)
-	}
-	o.BaseURL = strings.TrimRight(o.BaseURL, "/")
-	return &Client{o: o}
+type Client struct {
+	http *outbound.Client
+	zone string
 }
 
-// do makes one provider call. The whole call (its tries and the waits between them) is bounded
-// by Timeout, counted from its first try (after any wait for the outbound budget): a retry of a
-// 429, a 5xx or a connection error is made only while time is left, and a try that timed out is
-// never repeated within the call, so a slow provider costs the caller at most one Timeout per
-// call; the finisher retries later with its backoff.
-func (c *Client) do(ctx context.Context, method, path string, body any, out any) error {
-	var raw []byte
-	if body != nil {
-		var err error
-		if raw, err = json.Marshal(body); err != nil {
-			return fmt.Errorf("encode request: %w", err)
+// New builds a Client. A call is tried up to 3 times on 429, 5xx and connection errors, waiting
+// 200 ms, 400 ms or the provider's Retry-After up to 2 s between tries (under outbound.NoWait, the
+// finisher's attempts: no wait, and a Retry-After ends the call).
+func New(o Options) *Client {
+	budget := o.Budget
+	if budget != nil {
+		budget = func(ctx context.Context) error {
+			if err := o.Budget(ctx); err != nil {
+				return fmt.Errorf("outbound budget: %w", err)
+			}
+			return nil
 		}
 	}
-	if err := c.budget(ctx); err != nil {
+	return &Client{zone: "/zones/" + url.PathEscape(o.ZoneID) + "/dns_records", http: outbound.New(outbound.Options{
+		Name: "DNS provider", BaseURL: o.BaseURL, Accept: "application/json", Bearer: o.Token, Timeout: o.Timeout, Retries: 2, MaxBody: 4 << 20,
+		Budget: budget, Logger: o.Logger})}
+}
+
+// do makes one provider call (outbound.Client.Do: bounded whole by Timeout, retried on 429, 5xx
+// and connection errors while time is left) and reads the v4 envelope of its answer into out.
+func (c *Client) do(ctx context.Context, method, path string, body any, out any) error {
+	res, err := c.http.Do(ctx, outbound.Request{Method: method, Path: c.zone + path, JSON: body})
+	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, c.o.Timeout)
-	defer cancel()
-	deadline, _ := ctx.Deadline()
-	var last error
-	for attempt := 0; attempt <= c.o.Retries; attempt++ {
-		if attempt > 0 {
-			wait := time.Duration(200<<(attempt-1)) * time.Millisecond
-			var ae *APIError
-			if errors.As(last, &ae) && ae.Wait > 0 {
-				wait = ae.Wait
-			}
-			if wait > c.o.MaxRetryWait || time.Until(deadline) <= wait {
-				return last
-			}
-			select {
-			case <-ctx.Done():
-				return last
-			case <-time.After(wait):
-			}
-			if err := c.budget(ctx); err != nil {
-				return last
-			}
-		}
-		last = c.once(ctx, method, path, raw, out)
-		if last == nil || !Transient(last) || ctx.Err() != nil || timedOut(last) || malformed(last) {
-			return last
-		}
-	}
-	return last
-}
-
-// malformed reports whether err is a 2xx answer we could not read.
-func malformed(err error) bool {
-	var ae *APIError
-	return errors.As(err, &ae) && ae.malformed
-}
-
-// timedOut reports whether err is a try that got no answer in time.
-func timedOut(err error) bool {
-	var te *TransportError
-	return errors.As(err, &te) && te.Msg == msgTimedOut
-}
-
-func (c *Client) budget(ctx context.Context) error {
-	if c.o.Budget == nil {
-		return nil
-	}
-	if err := c.o.Budget(ctx); err != nil {
-		return fmt.Errorf("outbound budget: %w", err)
-	}
-	return nil
-}
-
-func (c *Client) once(ctx context.Context, method, path string, body []byte, out any) error {
-	req, err := http.NewRequestWithContext(ctx, method, c.o.BaseURL+path, bytes.NewReader(body))
-	if err != nil {
-		return c.failed(method, path, &TransportError{Msg: "DNS provider request could not be built (check Dns:BaseUrl)", Err: err})
-	}
-	req.Header.Set("Authorization", "Bearer "+c.o.Token)
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json")
-	res, err := c.o.HTTP.Do(req)
-	if err != nil {
-		return c.failed(method, path, transportError(ctx, err, "DNS provider unreachable"))
-	}
-	defer res.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(res.Body, 4<<20))
-	if err != nil {
-		return c.failed(method, path, transportError(ctx, err, "DNS provider connection lost while answering"))
-	}
 	var env envelope
-	jerr := json.Unmarshal(data, &env)
-	if res.StatusCode >= 300 || jerr != nil || !env.Success {
-		ae := &APIError{Status: res.StatusCode, Errors: c.sanitized(env.Errors)}
-		if res.StatusCode < 300 {
+	jerr := json.Unmarshal(res.Body, &env)
+	if res.Status >= 300 || jerr != nil || !env.Success {
+		ae := &APIError{Status: res.Status, Errors: c.sanitized(env.Errors), Wait: res.RetryAfter()}
+		if res.Status < 300 {
 			// A 2xx that is not a v4 envelope with success: true (not JSON, or success missing or
 			// false) is no answer we can read: the call may or may not have been carried out, so it
 			// is transient (the next attempt looks the name up first).
-			ae.Status, ae.malformed = http.StatusBadGateway, true
-			ae.Errors = []Message{{Message: fmt.Sprintf("malformed answer from the provider (HTTP %d without success: true)", res.StatusCode)}}
+			ae.Status = http.StatusBadGateway
+			ae.Errors = []Message{{Message: fmt.Sprintf("malformed answer from the provider (HTTP %d without success: true)", res.Status)}}
 		}
-		ae.Wait = provision.ParseRetryAfter(res.Header.Get("Retry-After"), time.Now())
 		return ae
 	}
 	if out != nil {
 		if err := json.Unmarshal(env.Result, out); err != nil {
-			return &APIError{Status: http.StatusBadGateway, malformed: true, Errors: []Message{{Message: "malformed result from the provider"}}}
+			return &APIError{Status: http.StatusBadGateway, Errors: []Message{{Message: "malformed result from the provider"}}}
 		}
 	}
 	return nil
@@ -302,38 +174,17 @@ const (
 )
 
 // sanitized returns the provider's first errors with their messages made fit to store, show and
-// log (redact.Message): a provider that echoes what it was sent (the Authorization header, the
-// token) never gets our token into a record, an answer or the log. The codes are kept as sent.
+// log (outbound.Client.Redact): a provider that echoes what it was sent (the Authorization header,
+// the token) never gets our token into a record, an answer or the log. The codes are kept as sent.
 func (c *Client) sanitized(errs []Message) []Message {
 	if len(errs) > maxErrors {
 		errs = errs[:maxErrors]
 	}
 	out := make([]Message, len(errs))
 	for i, m := range errs {
-		out[i] = Message{Code: m.Code, Message: redact.Message(m.Message, maxErrorMessage, c.o.Token)}
+		out[i] = Message{Code: m.Code, Message: c.http.Redact(m.Message, maxErrorMessage)}
 	}
 	return out
-}
-
-// failed logs the details of a call that got no answer and returns its sanitised error.
-func (c *Client) failed(method, path string, te *TransportError) error {
-	c.o.Logger.Warn("dns provider call failed", "method", method, "path", redactPath(path), "result", te.Msg,
-		"error", scrub(te.Err, c.o.Token).Error())
-	return te
-}
-
-func scrub(err error, token string) error {
-	if token == "" || !strings.Contains(err.Error(), token) {
-		return err
-	}
-	return errors.New(strings.ReplaceAll(err.Error(), token, "…"))
-}
-
-func redactPath(p string) string {
-	if i := strings.IndexByte(p, '?'); i >= 0 {
-		return p[:i]
-	}
-	return p
 }
 
 // Bounds of a record as the provider describes it: its id is stored, shown and put in a delete's
@@ -361,7 +212,7 @@ func recordProblem(r Record) string {
 // malformed answer (the next attempt looks the name up first). What was wrong is named, the value
 // never (it may hold anything: a NUL, a forged log line).
 func malformedRecord(problem string) *APIError {
-	return &APIError{Status: http.StatusBadGateway, malformed: true,
+	return &APIError{Status: http.StatusBadGateway,
 		Errors: []Message{{Message: "malformed result from the provider: " + problem}}}
 }
 
@@ -370,7 +221,7 @@ func malformedRecord(problem string) *APIError {
 func (c *Client) Create(ctx context.Context, r Record) (Record, error) {
 	r.Type = "A"
 	var out Record
-	err := c.do(ctx, http.MethodPost, "/zones/"+url.PathEscape(c.o.ZoneID)+"/dns_records", r, &out)
+	err := c.do(ctx, http.MethodPost, "", r, &out)
 	if err != nil {
 		return Record{}, err
 	}
@@ -387,7 +238,7 @@ func (c *Client) Create(ctx context.Context, r Record) (Record, error) {
 // record identifier"). Any other 404 (a proxy's HTML page, 7003 "Could not route to …", an
 // envelope without those codes) is a failure like any other: the record may well still be there.
 func (c *Client) Delete(ctx context.Context, id string) error {
-	err := c.do(ctx, http.MethodDelete, "/zones/"+url.PathEscape(c.o.ZoneID)+"/dns_records/"+url.PathEscape(id), nil, nil)
+	err := c.do(ctx, http.MethodDelete, "/"+url.PathEscape(id), nil, nil)
 	if Gone(err) {
 		return nil
 	}
@@ -405,7 +256,7 @@ func Gone(err error) bool {
 func (c *Client) Lookup(ctx context.Context, fqdn string) ([]Record, error) {
 	var out []Record
 	q := url.Values{"name": {fqdn}, "per_page": {"100"}}
-	if err := c.do(ctx, http.MethodGet, "/zones/"+url.PathEscape(c.o.ZoneID)+"/dns_records?"+q.Encode(), nil, &out); err != nil {
+	if err := c.do(ctx, http.MethodGet, "?"+q.Encode(), nil, &out); err != nil {
 		return nil, err
 	}
 	for _, r := range out {

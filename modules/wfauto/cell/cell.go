@@ -4,23 +4,18 @@
 package cell
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"net/http/httptrace"
 	"net/url"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 	"unicode"
 
-	"provisioner/platform/provision"
-	"provisioner/platform/redact"
+	"provisioner/platform/outbound"
 )
 
 // Request is the body of POST {BaseUrl}/accounts.
@@ -104,62 +99,34 @@ func (e *Error) Error() string {
 	return "wfauto cell: " + e.Msg
 }
 
-// Client is the client of the external provisioning cell.
-type Client struct {
-	base, key string
-	http      *http.Client
-}
+// Client is the client of the external provisioning cell (its calls: platform/outbound).
+type Client struct{ http *outbound.Client }
 
 // New builds the client; timeout bounds each call. A redirect is not followed but answered
-// like any other status (transient, retried): followed, a 301/302 turns the DELETE (or POST) into
-// a GET, whose 200 would pass for a deletion (or a provisioning) that never happened.
+// like any other status (transient, retried).
 func New(base, key string, timeout time.Duration) *Client {
-	return &Client{base: strings.TrimRight(base, "/"), key: key, http: &http.Client{Timeout: timeout,
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
+	return &Client{http: outbound.New(outbound.Options{Name: "wfauto cell", BaseURL: base, Accept: "application/json",
+		Bearer: key, Timeout: timeout})}
 }
 
 // Configured reports whether a cell address is set.
-func (c *Client) Configured() bool { return c.base != "" }
+func (c *Client) Configured() bool { return c.http.Configured() }
 
-// answer is the cell's reply to one call.
-type answer struct {
-	status int
-	header http.Header
-	body   []byte
-}
-
-func (c *Client) call(ctx context.Context, method, path, idemKey string, body []byte) (answer, error) {
-	var r io.Reader
-	if body != nil {
-		r = bytes.NewReader(body)
-	}
-	// A request for which no connection was ever obtained cannot have reached the cell (the
-	// transport may retry on a new connection one whose first connection broke: that one had one).
-	var connected atomic.Bool
-	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotConn: func(httptrace.GotConnInfo) { connected.Store(true) }})
-	req, err := http.NewRequestWithContext(ctx, method, c.base+path, r)
-	if err != nil {
-		return answer{}, &Error{Msg: "bad cell address", Final: true, NotSent: true}
-	}
-	req.Header.Set("Authorization", "Bearer "+c.key)
-	req.Header.Set("Accept", "application/json")
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
+// call makes one call; a call without an answer is an *Error saying what happened.
+func (c *Client) call(ctx context.Context, method, path, idemKey string, body []byte) (*outbound.Response, error) {
+	r := outbound.Request{Method: method, Path: path, Body: body}
 	if idemKey != "" {
-		req.Header.Set("Idempotency-Key", idemKey)
+		r.Header = http.Header{"Idempotency-Key": {idemKey}}
 	}
-	res, err := c.http.Do(req)
-	if err != nil {
-		var ue *url.Error
-		if errors.As(err, &ue) && ue.Timeout() {
-			return answer{}, &Error{Msg: "timed out", NotSent: !connected.Load()}
-		}
-		return answer{}, &Error{Msg: "unreachable", NotSent: !connected.Load()}
+	res, err := c.http.Do(ctx, r)
+	var te *outbound.TransportError
+	switch {
+	case errors.As(err, &te) && te.What == outbound.WhatBadURL:
+		return nil, &Error{Msg: "bad cell address", Final: true, NotSent: true}
+	case errors.As(err, &te):
+		return nil, &Error{Msg: te.What, NotSent: te.NotSent}
 	}
-	defer res.Body.Close()
-	data, _ := io.ReadAll(io.LimitReader(res.Body, 1<<20))
-	return answer{status: res.StatusCode, header: res.Header, body: data}, nil
+	return res, err
 }
 
 // statusError describes a failed answer by its status and, when the body is the documented
@@ -167,24 +134,22 @@ func (c *Client) call(ctx context.Context, method, path, idemKey string, body []
 // token-like are redacted, control characters dropped, the text bounded. Any other body (an HTML
 // error page, a stack trace) is not kept at all. The message is stored, shown to users and logged.
 // The cell's Retry-After (seconds or an HTTP-date) is kept for the finisher.
-func (c *Client) statusError(a answer) *Error {
-	status, data := a.status, a.body
+func (c *Client) statusError(res *outbound.Response) *Error {
 	msg := ""
 	var e struct {
 		Error   string `json:"error"`
 		Message string `json:"message"`
 	}
-	if json.Unmarshal(data, &e) == nil {
-		msg = redact.Message(e.Error+" "+e.Message, maxCellMessage, c.key)
+	if json.Unmarshal(res.Body, &e) == nil {
+		msg = c.http.Redact(e.Error+" "+e.Message, maxCellMessage)
 	}
 	if msg == "" {
-		msg = strings.ToLower(http.StatusText(status))
+		msg = strings.ToLower(http.StatusText(res.Status))
 		if msg == "" {
 			msg = "unexpected answer"
 		}
 	}
-	return &Error{Status: status, Msg: msg, Final: status >= 400 && status < 500 && status != http.StatusTooManyRequests && status != http.StatusRequestTimeout,
-		Wait: provision.ParseRetryAfter(a.header.Get("Retry-After"), time.Now())}
+	return &Error{Status: res.Status, Msg: msg, Final: outbound.Refusal(res.Status), Wait: res.RetryAfter()}
 }
 
 // maxCellMessage bounds the cell's words kept in an error.
@@ -198,7 +163,7 @@ func (c *Client) Provision(ctx context.Context, idemKey string, body []byte) (Ac
 	if err != nil {
 		return Account{}, err
 	}
-	status := a.status
+	status := a.Status
 	if status != http.StatusOK && status != http.StatusCreated {
 		return Account{}, c.statusError(a)
 	}
@@ -206,7 +171,7 @@ func (c *Client) Provision(ctx context.Context, idemKey string, body []byte) (Ac
 	// answer was mangled on the way back), and the finisher's retry with the same Idempotency-Key
 	// gets the account (the cell answers a repeated key with the original answer).
 	var out Account
-	if err := json.Unmarshal(a.body, &out); err != nil {
+	if err := json.Unmarshal(a.Body, &out); err != nil {
 		return Account{}, &Error{Status: status, Msg: "malformed answer: not JSON"}
 	}
 	u, err := url.Parse(out.URL)
@@ -239,7 +204,7 @@ func (c *Client) Deprovision(ctx context.Context, accountID string) error {
 	if err != nil {
 		return err
 	}
-	if a.status == http.StatusNotFound || (a.status >= 200 && a.status < 300) {
+	if a.Status == http.StatusNotFound || a.OK() {
 		return nil
 	}
 	return c.statusError(a)

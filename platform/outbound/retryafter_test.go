@@ -1,4 +1,4 @@
-package provision_test
+package outbound_test
 
 import (
 	"net/http"
@@ -7,7 +7,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
-	"provisioner/platform/provision"
+	"provisioner/platform/outbound"
 )
 
 // TestParseRetryAfter: both forms of the header (delay-seconds and an HTTP-date), and values that
@@ -32,6 +32,6 @@ func TestParseRetryAfter(t *testing.T) {
 		{"999999", 24 * time.Hour},
 		{"99999999999999999999999", 24 * time.Hour}, // overflows uint64
 	} {
-		assert.Equal(t, tc.want, provision.ParseRetryAfter(tc.value, now), "Retry-After: %q", tc.value)
+		assert.Equal(t, tc.want, outbound.ParseRetryAfter(tc.value, now), "Retry-After: %q", tc.value)
 	}
 }
