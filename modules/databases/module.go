@@ -78,8 +78,8 @@ func newService(d *bun.DB, cfg Config, e *Engines, s *secrets.Sealer, a *audit.R
 	f *provision.Finisher, log *slog.Logger, bus *coherent.Bus) *Service {
 	return &Service{db: d, cfg: cfg, engines: e, sealer: s, audit: a, finisher: f, log: log,
 		waits: newEngineWaits(cfg.Databases.MaxEngineWaits),
-		mine: coherent.NewCache(bus, coherent.CacheOptions[int64, []Item]{
-			Table: "database_instances", Tag: coherent.IDTag[[]Item], Key: coherent.IDKey,
+		mine: coherent.NewCache(bus, coherent.CacheOptions[int64, string]{
+			Table: "database_instances", Tag: coherent.IDTag[string], Key: coherent.IDKey,
 		})}
 }
 

@@ -34,14 +34,14 @@ type Service struct {
 	finisher *provision.Finisher
 	log      *slog.Logger
 	// mine caches each user's own list, kept coherent with database_instances on every replica.
-	mine *coherent.Cache[int64, []Item]
+	mine *coherent.Cache[int64, string]
 	// waits bounds the requests that wait for an engine holding a control database connection.
 	waits engineWaits
 }
 
 // item turns a stored instance into its API view.
 func (s *Service) item(in *Instance) Item {
-	it := Item{DatabaseInstanceID: in.ID, Name: in.Name, Engine: interned(in.Engine), DatabaseName: in.DatabaseName,
+	it := Item{DatabaseInstanceID: in.ID, Name: in.Name, Engine: in.Engine, DatabaseName: in.DatabaseName,
 		DatabaseUser: in.Login(), Status: in.Status, RotationDays: in.RotationDays, UsedSpaceBytes: in.UsedSpaceBytes,
 		MaxSpaceBytes: in.MaxSpaceBytes, ReadOnly: in.ReadOnly, ReadOnlyReason: in.ReadOnlyReason,
 		LastActivity: in.LastActivity, CreatedAt: in.CreatedAt.UTC(), UserID: in.UserID}
@@ -53,24 +53,8 @@ func (s *Service) item(in *Instance) Item {
 		t := it.LastActivity.UTC()
 		it.LastActivity = &t
 	}
-	if it.DatabaseUser == it.DatabaseName {
-		it.DatabaseUser = it.DatabaseName // one string, not two: users' lists are cached
-	}
 	recoveryView(&it, in)
-	it.Status = interned(it.Status)
 	return it
-}
-
-// interned is s as a constant when it is an engine's id or a status, so users' cached lists do
-// not hold a copy each.
-func interned(s string) string {
-	for _, c := range [...]string{"postgres", "mysql", StatusActive, StatusProvisioning, StatusPaused, StatusFailed,
-		StatusPausing, StatusResuming, StatusDeleting, StatusDeleted, StatusRestoring} {
-		if s == c {
-			return c
-		}
-	}
-	return s
 }
 
 // NewName is u<userId>_<12 lowercase alphanumerics>: generated, never from user text. It must be
@@ -174,9 +158,20 @@ func (s *Service) get(ctx context.Context, id, userID int64) (*Instance, error) 
 }
 
 // ListMine is List for the user's own requests, served from a cache that every change to one of
-// their rows drops on every replica (the list is the hot path of the SPA).
+// their rows drops on every replica (the list is the hot path of the SPA). The cache holds each
+// list packed (itemcodec.go); every call returns a list of its own.
 func (s *Service) ListMine(ctx context.Context, userID int64) ([]Item, error) {
-	return s.mine.Get(ctx, userID, func(ctx context.Context) ([]Item, error) { return s.List(ctx, userID) })
+	packed, err := s.mine.Get(ctx, userID, func(ctx context.Context) (string, error) {
+		items, err := s.List(ctx, userID)
+		if err != nil {
+			return "", err
+		}
+		return packItems(items), nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return unpackItems(packed), nil
 }
 
 // List returns the user's databases (deleted ones are not listed).

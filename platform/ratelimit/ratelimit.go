@@ -161,8 +161,8 @@ type Limiter struct {
 	downAt    atomic.Int64             // unix nanos of the last Redis failure
 	down      atomic.Bool              // Redis is considered down (for the logged transitions)
 
-	shares    sync.Map     // "<name>:<key>" → *share
-	nextSweep atomic.Int64 // unix nanos after which ended shares are dropped
+	shares    map[string]*shareTable // by limit name, for the limits spent in shares (read-only)
+	nextSweep atomic.Int64           // unix nanos after which ended shares are dropped
 }
 
 // New parses the rates; it never contacts Redis, so it never fails because Redis is down.
@@ -176,7 +176,7 @@ func New(o Options) (*Limiter, error) {
 	if o.RetryEvery <= 0 {
 		o.RetryEvery = DefaultRetryEvery
 	}
-	l := &Limiter{o: o, rates: map[string]limiter.Rate{},
+	l := &Limiter{o: o, rates: map[string]limiter.Rate{}, shares: map[string]*shareTable{},
 		memory: memory.NewStoreWithOptions(limiter.StoreOptions{Prefix: o.Prefix, CleanUpInterval: time.Minute})}
 	merged := map[string]string{}
 	for k, v := range DefaultRates {
@@ -191,6 +191,9 @@ func New(o Options) (*Limiter, error) {
 			return nil, &RateError{Name: name, Value: v}
 		}
 		l.rates[name] = r
+		if r.Limit/shareDivisor >= minShare {
+			l.shares[name] = newShareTable()
+		}
 	}
 	return l, nil
 }
@@ -198,8 +201,8 @@ func New(o Options) (*Limiter, error) {
 // Take counts one hit of the named limit for key and reports the state. An unknown name is an
 // error; an unreachable Redis is not (see the package documentation).
 func (l *Limiter) Take(ctx context.Context, name, key string) (Result, error) {
-	if rate, ok := l.rates[name]; ok && rate.Limit/shareDivisor >= minShare {
-		if r, ok := l.takeShared(ctx, name, key, rate); ok {
+	if t := l.shares[name]; t != nil {
+		if r, ok := l.takeShared(ctx, t, name, key, l.rates[name]); ok {
 			return r, nil
 		}
 	}
@@ -218,10 +221,13 @@ func (l *Limiter) Peek(ctx context.Context, name, key string) (Result, error) {
 // Reset clears the named limit for key (e.g. after a successful login), in Redis, in the
 // in-process fallback and this replica's share.
 func (l *Limiter) Reset(ctx context.Context, name, key string) error {
-	if v, ok := l.shares.LoadAndDelete(name + ":" + key); ok {
+	var sh *share
+	if t := l.shares[name]; t != nil {
+		sh = t.remove(key)
+	}
+	if sh != nil {
 		// Under the share's lock: a background fetch under way ends before the count is cleared
 		// below, and one that has not started yet sees dropped and takes nothing.
-		sh := v.(*share)
 		sh.mu.Lock()
 		sh.dropped, sh.left = true, 0
 		sh.mu.Unlock()

@@ -32,45 +32,45 @@ if n == inc then redis.call("pexpire", KEYS[1], ARGV[3]) end
 return {grant, n, redis.call("pttl", KEYS[1])}
 `)
 
-// share is this replica's unspent share of one window of one limit for one key.
+// share is this replica's unspent share of one window of one limit for one key (one is kept per
+// user signed in: its fields are small and hold no pointer).
 type share struct {
-	mu        sync.Mutex
-	left      int64     // hits of the share not spent yet
-	count     int64     // the shared count after the share was taken (every replica's hits and shares)
-	end       time.Time // end of the window
-	last      int64     // size of the last share granted
-	refilling bool      // a background fetch of the next share is under way
+	mu    sync.Mutex
+	count int64 // the shared count after the share was taken (every replica's hits and shares)
+	end   int64 // end of the window, unix nanoseconds
+	left  int32 // hits of the share not spent yet (at most two shares of maxShare)
+	last  int32 // size of the last share granted
+	// refilling: a background fetch of the next share is under way.
+	refilling bool
 	// dropped: Reset removed this share; a fetch that has not run yet must not take a new one
 	// (it would land after the reset and count hits that nobody can spend).
 	dropped bool
 }
 
+// endTime is the end of the share's window.
+func (sh *share) endTime() time.Time { return time.Unix(0, sh.end) }
+
 // takeShared spends one hit of this replica's share of the window, taking a new share from Redis
 // when it is spent; ok is false when the hit must be counted one by one instead (few hits left,
 // Redis not in use or failing). When a quarter of the share is left, the next one is fetched in
 // the background, so a steady stream of hits does not wait for Redis.
-func (l *Limiter) takeShared(ctx context.Context, name, key string, rate limiter.Rate) (Result, bool) {
-	id := name + ":" + key
-	v, found := l.shares.Load(id)
-	if !found {
-		v, _ = l.shares.LoadOrStore(id, &share{})
-	}
-	sh := v.(*share)
+func (l *Limiter) takeShared(ctx context.Context, t *shareTable, name, key string, rate limiter.Rate) (Result, bool) {
+	sh := t.get(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if sh.dropped { // reset while this hit waited: counted one by one
 		return Result{}, false
 	}
 	now := time.Now()
-	if !now.Before(sh.end) {
+	if now.UnixNano() >= sh.end {
 		sh.left, sh.count, sh.last = 0, 0, 0
 		l.sweep(now)
 	}
 	if sh.left > 0 {
 		sh.left--
-		if n := l.shareSize(rate, sh.count); !sh.refilling && sh.left <= sh.last/4 && n >= minShare && time.Until(sh.end) > rate.Period/8 {
+		if n := l.shareSize(rate, sh.count); !sh.refilling && sh.left <= sh.last/4 && n >= minShare && time.Until(sh.endTime()) > rate.Period/8 {
 			sh.refilling = true
-			go l.refill(id, sh, n, rate)
+			go l.refill(name, key, sh, n, rate)
 		}
 		return sh.result(name, rate, false), true
 	}
@@ -81,7 +81,7 @@ func (l *Limiter) takeShared(ctx context.Context, name, key string, rate limiter
 	if _, isRedis := l.store(); !isRedis {
 		return Result{}, false
 	}
-	if !l.fetchShare(ctx, id, sh, n, rate) {
+	if !l.fetchShare(ctx, name, key, sh, n, rate) {
 		return Result{}, false
 	}
 	if sh.left == 0 {
@@ -97,21 +97,21 @@ func (l *Limiter) shareSize(rate limiter.Rate, count int64) int64 {
 }
 
 // refill fetches the next share in the background.
-func (l *Limiter) refill(id string, sh *share, n int64, rate limiter.Rate) {
+func (l *Limiter) refill(name, key string, sh *share, n int64, rate limiter.Rate) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	defer func() { sh.refilling = false }()
 	if _, isRedis := l.store(); isRedis && !sh.dropped {
-		l.fetchShare(ctx, id, sh, n, rate)
+		l.fetchShare(ctx, name, key, sh, n, rate)
 	}
 }
 
 // fetchShare takes up to n hits from Redis into sh (sh.mu held); false when Redis failed.
-func (l *Limiter) fetchShare(ctx context.Context, id string, sh *share, n int64, rate limiter.Rate) bool {
+func (l *Limiter) fetchShare(ctx context.Context, name, key string, sh *share, n int64, rate limiter.Rate) bool {
 	start := time.Now()
-	out, err := shareScript.Run(ctx, l.o.Redis, []string{l.o.Prefix + ":" + id}, n, rate.Limit, rate.Period.Milliseconds()).Int64Slice()
+	out, err := shareScript.Run(ctx, l.o.Redis, []string{l.o.Prefix + ":" + name + ":" + key}, n, rate.Limit, rate.Period.Milliseconds()).Int64Slice()
 	if err != nil || len(out) != 3 {
 		if err != nil && ctx.Err() == nil {
 			l.markDown(err)
@@ -123,25 +123,25 @@ func (l *Limiter) fetchShare(ctx context.Context, id string, sh *share, n int64,
 	if ttl <= 0 {
 		ttl = rate.Period
 	}
-	end := start.Add(ttl)
-	if !start.Before(sh.end) || end.After(sh.end.Add(rate.Period/2)) {
+	end := start.Add(ttl).UnixNano()
+	if start.UnixNano() >= sh.end || end > sh.end+int64(rate.Period/2) {
 		sh.left, sh.count = 0, 0 // a new window: what was left of the old one is void
 	}
-	sh.left += granted
+	sh.left += int32(granted)
 	sh.count, sh.end = max(sh.count, count), end
 	if granted > 0 {
-		sh.last = granted
+		sh.last = int32(granted)
 	}
 	return true
 }
 
 func (sh *share) result(name string, rate limiter.Rate, reached bool) Result {
-	remaining := max(0, rate.Limit-sh.count+sh.left)
+	remaining := max(0, rate.Limit-sh.count+int64(sh.left))
 	if reached {
 		remaining = 0
 	}
 	return Result{Name: name, Limit: rate.Limit, Remaining: remaining, Reached: reached, Period: rate.Period,
-		Reset: roundUpReset(sh.end, rate.Period)}
+		Reset: roundUpReset(sh.endTime(), rate.Period)}
 }
 
 // sweep drops the shares of ended windows, at most once a minute.
@@ -150,14 +150,9 @@ func (l *Limiter) sweep(now time.Time) {
 	if now.UnixNano() < next || !l.nextSweep.CompareAndSwap(next, now.Add(time.Minute).UnixNano()) {
 		return
 	}
-	go l.shares.Range(func(k, v any) bool {
-		sh := v.(*share)
-		if sh.mu.TryLock() {
-			if time.Now().After(sh.end) {
-				l.shares.Delete(k)
-			}
-			sh.mu.Unlock()
+	go func() {
+		for _, t := range l.shares {
+			t.dropEnded(time.Now())
 		}
-		return true
-	})
+	}()
 }
