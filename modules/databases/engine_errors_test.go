@@ -45,6 +45,7 @@ func TestEngineErrorsShownAreSanitised(t *testing.T) {
 			var failed item
 			r.Decode(t, &failed)
 			assert.Equal(t, "Provisioning", failed.Status)
+			assert.Regexp(t, `^[1-9][0-9]*$`, r.Header.Get("Retry-After"), "a pending create's 502 says when it is tried again")
 			assertSanitised(t, "create: engine unreachable", failed.ErrorMessage)
 
 			alive := create(t, a, u.Token, engine)
@@ -52,6 +53,7 @@ func TestEngineErrorsShownAreSanitised(t *testing.T) {
 			require.Equal(t, http.StatusBadGateway, r.Status, string(r.Raw))
 			var dropped item
 			r.Decode(t, &dropped)
+			assert.Regexp(t, `^[1-9][0-9]*$`, r.Header.Get("Retry-After"), "a pending drop's 502 says when it is tried again")
 			assertSanitised(t, "drop: engine unreachable", dropped.ErrorMessage)
 
 			r = a.Get("/api/me/databases", u.Token)
