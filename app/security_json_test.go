@@ -101,8 +101,7 @@ func TestCaseVariantMembersCannotBypassValidation(t *testing.T) {
 }
 
 // TestEveryInvalidFieldIsListed: a field failing a check the schema cannot express (a common
-// password) is listed with the fields failing the schema; the handler's check used to be reached
-// only once the schema passed, so the first answer named fullName alone.
+// password) is listed in the same answer as the fields failing the schema.
 func TestEveryInvalidFieldIsListed(t *testing.T) {
 	a := apptest.Start(t)
 	r := a.Post("/api/auth/register", "", map[string]any{"fullName": "", "organization": "T",

@@ -16,9 +16,8 @@ import (
 	"provisioner/platform/config"
 )
 
-// TestServeReportsAPortInUse: with the port taken, the service used to exit with status 1 and
-// print nothing (fx's Run with the silent fx logger). Serve returns the start error, which names
-// the address and the cause; main prints it as one line.
+// TestServeReportsAPortInUse: with the port taken, Serve returns the start error, which names the
+// address and the cause; main prints it as one line.
 func TestServeReportsAPortInUse(t *testing.T) {
 	ln, err := net.Listen("tcp", ":0")
 	require.NoError(t, err)

@@ -88,8 +88,8 @@ func TestAmendedEventsSaySo(t *testing.T) {
 	assert.Equal(t, map[string]any{"text": "emailed", "manual": true, "amended": true}, amended.Details)
 }
 
-// A note about a user that never existed used to be stored (201) with a dangling userId: it is
-// refused naming userId, and nothing is stored; a deleted user's id is still fine.
+// A note about a user that never existed is refused naming userId, and nothing is stored; a
+// deleted user's id is still fine.
 func TestNoteAboutAnUnknownUserIsRefused(t *testing.T) {
 	a := apptest.Start(t)
 	admin := a.AdminToken(t)

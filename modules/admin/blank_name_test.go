@@ -11,8 +11,8 @@ import (
 	"provisioner/app/apptest"
 )
 
-// A fullName of white space only used to be accepted (and stored as ""): it is refused like an
-// empty one, on create and on update, and the account is left as it was.
+// A fullName of white space only is refused like an empty one, on create and on update, and the
+// account is left as it was.
 func TestBlankFullNameIsRefused(t *testing.T) {
 	a := apptest.Start(t)
 	admin := a.AdminToken(t)
@@ -35,9 +35,9 @@ func TestBlankFullNameIsRefused(t *testing.T) {
 	assert.Contains(t, string(r.Raw), `"fullName":"Named Person"`)
 }
 
-// A fullName or organization with a control, bidi-override or invisible format character used to
-// be stored as given ("\u202eevil" reads reversed in every list, and went into the JWT's name
-// claim): it is refused naming the field, on create and on update, and the account stays as it was.
+// A fullName or organization with a control, bidi-override or invisible format character
+// ("\u202eevil" would read reversed in every list and in the JWT's name claim) is refused naming
+// the field, on create and on update, and the account stays as it was.
 func TestDeceptiveNamesAreRefused(t *testing.T) {
 	a := apptest.Start(t)
 	admin := a.AdminToken(t)

@@ -14,10 +14,9 @@ import (
 	"provisioner/platform/testutil"
 )
 
-// A reset link mailed to an account's old address used to survive an admin's change of the email:
-// whoever reads the old mailbox (a former employee, a recycled address) could still set the
-// password. The change spends every outstanding link, as a reset does; a link asked for afterwards
-// goes to the new address and works.
+// An admin's change of an account's email spends every outstanding reset link, as a reset does, so
+// whoever reads the old mailbox (a former employee, a recycled address) cannot set the password; a
+// link asked for afterwards goes to the new address and works.
 func TestEmailChangeSpendsOutstandingResetLinks(t *testing.T) {
 	smtp := testutil.StartSMTP(t)
 	a := apptest.Start(t, apptest.With(map[string]any{"Smtp:Host": smtp.Host, "Smtp:Port": smtp.Port, "Frontend:BaseUrl": "http://app.test"}))

@@ -12,8 +12,7 @@ import (
 )
 
 // An update that changes nothing ({}, only members the route ignores, the values the user already
-// has) used to bump updatedAt and write a user.updated event with details {}: it answers 200 with
-// the user and writes nothing.
+// has) answers 200 with the user and writes nothing: updatedAt stays, and no user.updated event.
 func TestNoOpUpdateWritesNothing(t *testing.T) {
 	a := apptest.Start(t)
 	admin := a.AdminToken(t)

@@ -150,7 +150,7 @@ func TestRefusedKeys(t *testing.T) {
 		})
 	}
 	// A live key sent the OpenAI SDKs' way to the X-API-Key route is refused, saying where the key goes
-	// (it used to read "Invalid, revoked or expired API key", as if the key were bad).
+	// rather than calling the key bad.
 	live := newKey(t, a, u.Token, map[string]any{"name": "bearer"})
 	r := a.Do(apptest.Request{Method: "POST", Path: "/api/ai/generate", Body: map[string]any{"prompt": "Say hello"},
 		Header: map[string]string{"Authorization": "Bearer " + live.Key}, SkipSync: true})

@@ -37,7 +37,7 @@ func (b *logBuffer) String() string {
 }
 
 // TestBootstrapAdminDeletedOrDemotedStaysSo: an Admin's demotion or deletion of the bootstrap
-// account survives a restart (it used to be promoted again, or created again with the password
+// account survives a restart (it is neither promoted again nor created again with the password
 // from the configuration); the start says why in one WARN line. Once no Admin is left at all,
 // the next start makes the bootstrap admin again. Each start is a replica starting on the same
 // fresh control database (its own: this test deletes the package's bootstrap admin).

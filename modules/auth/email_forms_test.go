@@ -14,10 +14,10 @@ import (
 	"provisioner/platform/testutil"
 )
 
-// One mailbox used to hold two accounts: "nü@…" typed precomposed (NFC) and with a combining
-// diaeresis (NFD) both registered, as did "x@bücher.example" and its ASCII form
-// "x@xn--bcher-kva.example". Each is now one address: the second spelling is a 409, and login and
-// forgot-password find the account whichever spelling is typed.
+// One mailbox holds one account: "nü@…" typed precomposed (NFC) or with a combining diaeresis
+// (NFD) is one address, as are "x@bücher.example" and its ASCII form "x@xn--bcher-kva.example":
+// the second spelling is a 409, and login and forgot-password find the account whichever spelling
+// is typed.
 func TestOneMailboxHasOneSpelling(t *testing.T) {
 	a := apptest.Start(t, apptest.With(map[string]any{"RateLimit:Register": "1000-M", "RateLimit:Login": "1000-M", "RateLimit:LoginPerIp": "1000-M", "RateLimit:ForgotPassword": "1000-H", "RateLimit:ForgotPasswordPerIp": "1000-H"}))
 	sfx := testutil.RandomSuffix()

@@ -29,8 +29,8 @@ func notBare(victim string) []string {
 	}
 }
 
-// An address with a display name, quotes or a comment used to be stored as typed: a second
-// account for the victim's mailbox (uniqueness bypassed), and its reset mail went to the victim.
+// An address with a display name, quotes or a comment is refused naming email by register, login
+// and forgot-password: no second account for the victim's mailbox, no reset mail to the victim.
 func TestEmailMustBeABareAddress(t *testing.T) {
 	smtp := testutil.StartSMTP(t)
 	a := apptest.Start(t, apptest.With(map[string]any{"Smtp:Host": smtp.Host, "Smtp:Port": smtp.Port,

@@ -14,11 +14,10 @@ import (
 	"provisioner/platform/testutil"
 )
 
-// Forgot-password must not tell by its time whether an account exists: known accounts used to
-// store the token and write the audit event (and wait for the replicas' Sync of those writes)
-// before answering, unknown emails answered at once (5–32 ms against 2–7 ms). The medians of many
-// requests, known and unknown interleaved, must be close; the bound is tolerant (the work moved to
-// the background took several milliseconds, well past it).
+// Forgot-password must not tell by its time whether an account exists: for a known account the
+// token and the audit event are written in the background, after the answer. The medians of many
+// requests, known and unknown interleaved, must be close; the bound is tolerant (the background
+// work takes several milliseconds, well past it).
 func TestForgotPasswordTimeDoesNotTellAccountsApart(t *testing.T) {
 	a := apptest.Start(t, apptest.With(map[string]any{"RateLimit:ForgotPassword": "1000-H", "RateLimit:ForgotPasswordPerIp": "1000-H", "RateLimit:PerIp": "10000-M"}))
 	const n = 40

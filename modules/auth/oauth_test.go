@@ -153,9 +153,9 @@ func countRows(t *testing.T, a *apptest.App, query string, args ...any) int {
 }
 
 // Pre-account takeover through a provider that has not verified the email: a GitHub account whose
-// primary email is someone else's address, unverified, used to create an account with it; when the
-// owner of the mailbox later signed in with their own (verified) GitHub account, it was linked into
-// that account, which the squatter still signed in to, seeing everything the owner made.
+// primary email is someone else's address, unverified, makes no account (email_unverified); the
+// mailbox's owner then signs in with their own verified GitHub account to an account of their own,
+// which the squatter's identity does not reach.
 func TestOAuthUnverifiedEmailCreatesNoAccount(t *testing.T) {
 	a, p := startOAuth(t)
 	before := countRows(t, a, "SELECT coalesce(max(id), 0) FROM audit_events")
@@ -182,8 +182,8 @@ func TestOAuthUnverifiedEmailCreatesNoAccount(t *testing.T) {
 }
 
 // Pre-account takeover through a password registration: an attacker registers the victim's address
-// with a password (which never proves the address); the victim's verified GitHub sign-in used to
-// be linked into it. It is refused (account_exists) until the mailbox's owner proves the address
+// with a password (which never proves the address). The victim's verified GitHub sign-in is not
+// linked into it: it is refused (account_exists) until the mailbox's owner proves the address
 // by a password reset through the mailed link: then the same sign-in links, and the attacker's
 // password and earlier tokens are dead.
 func TestOAuthDoesNotLinkAnAccountWhoseEmailIsNotProven(t *testing.T) {
@@ -450,8 +450,8 @@ func TestOAuthNameLosesDeceptiveCharacters(t *testing.T) {
 }
 
 // A provider profile without a usable id (GitHub's "id" missing or 0, which goth turns into "0";
-// Google's missing, blank or "0") signs no one in: it used to become the identity "0" that every
-// such profile shared, so a second person was signed in to the first one's account.
+// Google's missing, blank or "0") signs no one in (provider_error) and stores no account and no
+// identity, so two such profiles never share one.
 func TestOAuthProfileWithoutIDSignsNoOneIn(t *testing.T) {
 	a, p := startOAuth(t)
 	for _, tc := range []struct {
@@ -547,9 +547,8 @@ func raceCallbacks(t *testing.T, a *apptest.App, n int, email string) (ids []int
 	return ids, codes
 }
 
-// Parallel first sign-ins with one new GitHub identity all reach the one account they create: the
-// losers of the race used to end on #error=account_exists (the account's email was taken by the
-// winner) or server_error (the identity was).
+// Parallel first sign-ins with one new GitHub identity all reach the one account they create: none
+// ends on #error=account_exists or server_error.
 func TestOAuthParallelFirstSignInsReachOneAccount(t *testing.T) {
 	a, p := startOAuth(t)
 	const n = 4
@@ -566,8 +565,7 @@ func TestOAuthParallelFirstSignInsReachOneAccount(t *testing.T) {
 }
 
 // Parallel sign-ins linking one new GitHub identity to an existing proven account (same verified
-// email) all reach that account: the losers used to hit the identity's unique index and end on
-// #error=server_error.
+// email) all reach that account: none ends on #error=server_error.
 func TestOAuthParallelLinksReachOneAccount(t *testing.T) {
 	a, p := startOAuth(t)
 	const n = 4

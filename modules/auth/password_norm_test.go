@@ -42,8 +42,7 @@ func loginStatus(a *apptest.App, addr, password string) int {
 
 // A password is one password however the device spells it: registered with "é" as one code point,
 // it signs in with "e" + U+0301 and the other way round; registered with fullwidth letters, it
-// signs in with ASCII ones and the other way round. Before, each was a 401: the text as typed was
-// hashed.
+// signs in with ASCII ones and the other way round.
 func TestPasswordSignsInWhicheverUnicodeSpelling(t *testing.T) {
 	require.NotEqual(t, composedPassword, decomposedPassword)
 	require.Equal(t, norm.NFC.String(decomposedPassword), composedPassword)
@@ -102,9 +101,9 @@ func TestPasswordSignsInWhicheverUnicodeSpelling(t *testing.T) {
 	})
 }
 
-// An account whose hash was made, before passwords were normalised, from a password as typed that
-// is not in NFKC still signs in with that text; the sign-in replaces the hash by the normalised
-// one, which then also accepts the other spellings. Before, the other spelling stayed a 401.
+// An account whose stored hash is of a password as typed that is not in NFKC (a legacy hash) still
+// signs in with that text; the sign-in replaces the hash by the normalised one, which then also
+// accepts the other spellings.
 func TestLegacyPasswordHashIsUpgradedAtSignIn(t *testing.T) {
 	var hasher *secrets.Hasher
 	a := apptest.Start(t, apptest.With(map[string]any{"RateLimit:Login": "1000-M", "RateLimit:LoginPerIp": "1000-M"}), apptest.WithFx(fx.Populate(&hasher)))

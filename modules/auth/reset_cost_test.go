@@ -16,8 +16,8 @@ import (
 )
 
 // A reset with a token that resets nothing (unknown, expired, spent, or mailed to an address the
-// account no longer has) is refused before the new password is hashed: it used to cost an argon2id
-// hash, in the slots login waits for, before the token was even looked at.
+// account no longer has) is refused before the new password is hashed, so it takes no argon2id
+// hash from the slots login waits for.
 func TestResetWithADeadTokenCostsNoHash(t *testing.T) {
 	var hasher *secrets.Hasher
 	a := apptest.Start(t, apptest.WithFx(fx.Populate(&hasher)))

@@ -16,9 +16,7 @@ import (
 
 // Two reset links of one account used at the same moment (two mails asked for, opened in two
 // tabs; or the owner and whoever else asked for one): one sets the password, the other is the 400
-// of a spent link. Each reset used to spend its own link first and lock the account's row after,
-// then spend the account's other links: the two held each other's link and waited for each other,
-// until PostgreSQL's deadlock detector killed one a second later and it answered 503.
+// of a spent link (never a 503 from a deadlock); both links end spent.
 func TestTwoResetLinksUsedAtOnceAnswer200And400(t *testing.T) {
 	a := apptest.Start(t)
 	u := a.Register(t)

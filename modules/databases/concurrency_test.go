@@ -72,8 +72,7 @@ func holdInTx(t *testing.T, stmt string) *sql.Tx {
 // TestParallelChangesOfOneCredentialAreSerialised: eight rotations of one credential at once,
 // while the engine is slow, answer one 200 and seven 409 (another change is in progress) at
 // once, never 502, with one audit event; a later rotation's password logs in; eight deletes at once answer 200, 404 or 409,
-// the credential is audited deleted once and its role is gone. Before, concurrent ALTER ROLEs
-// made some rotations fail with 502 (the engine's "tuple concurrently updated", never logged).
+// the credential is audited deleted once and its role is gone.
 func TestParallelChangesOfOneCredentialAreSerialised(t *testing.T) {
 	a := start(t, nil)
 	admin := a.AdminToken(t)

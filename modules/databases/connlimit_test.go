@@ -16,10 +16,8 @@ import (
 
 // TestTenantRolesHaveAConnectionLimit: a tenant's login role, and each of its access credentials,
 // may hold Databases:MaxConnectionsPerRole sessions at once, so one tenant cannot take every
-// connection of the server (other tenants' and the service's own included). Roles made before
-// the limit get it at the first usage refresh. Before, neither engine set any limit
-// (@@max_user_connections 0, CONNECTION LIMIT -1): fails without the fix at the fourth session,
-// which was let in.
+// connection of the server (other tenants' and the service's own included): a fourth session is
+// refused. Roles without the limit get it at the first usage refresh.
 func TestTenantRolesHaveAConnectionLimit(t *testing.T) {
 	var cfg databases.Config
 	a := start(t, map[string]any{"Databases:MaxConnectionsPerRole": 3}, apptest.WithFx(fx.Populate(&cfg)))

@@ -16,9 +16,7 @@ import (
 
 // TestCredentialCreateOnLockedDatabaseRow: while another transaction holds the database's row
 // (a rename, pause or delete in progress), a credential create answers 409 "being changed" at
-// once, lists nothing afterwards, and its username is free again at once. Before, the refused
-// lock aborted the request's transaction, the undo then failed in it (25P02): 500, and the row
-// stayed Creating (listed, its username "taken") until the finisher undid it a minute later.
+// once, lists nothing afterwards, and its username is free again at once.
 func TestCredentialCreateOnLockedDatabaseRow(t *testing.T) {
 	a := start(t, nil)
 	admin := a.AdminToken(t)
@@ -45,9 +43,7 @@ func TestCredentialCreateOnLockedDatabaseRow(t *testing.T) {
 
 // TestParallelCredentialsOfOneDatabase: many credential creates (full access and read-only) on
 // one PostgreSQL database at once all answer 201 and every credential logs in; deleting them all
-// at once answers 200 each and leaves no role on the engine. Before, concurrent GRANTs on the
-// same database or schema failed with the engine's "tuple concurrently updated" (502, the role
-// undone), and concurrent DROP OWNED BY the same way (502, left Deleting for the finisher).
+// at once answers 200 each and leaves no role on the engine.
 func TestParallelCredentialsOfOneDatabase(t *testing.T) {
 	// 16 changes at once: as many engine-wait slots, so none is refused for want of one.
 	a := start(t, map[string]any{"Databases:MaxEngineWaits": 16})
@@ -90,11 +86,9 @@ func TestParallelCredentialsOfOneDatabase(t *testing.T) {
 
 // TestParallelDeletesOfOneCredential: DELETEs of one credential sent at once give one 200 (one
 // audit event) and 409 "being changed" (or 404 once it is gone) for the others, as README says.
-// Before, a DELETE that came between the first one's commit of Deleting and its drop found the
-// row unlocked and Deleting, waited for the drop and answered 200 too. A DELETE after one that
-// failed (502, Deleting) still drives the drop again (TestCredentialDeleteIsFinished). Several
-// rounds, each with rotations in the mix, since the window is short. Fails without the fix:
-// some credential gets two 200s.
+// A DELETE after one that failed (502, Deleting) still drives the drop again
+// (TestCredentialDeleteIsFinished). Several rounds, each with rotations in the mix, since the
+// window between the first DELETE's commit of Deleting and its drop is short.
 func TestParallelDeletesOfOneCredential(t *testing.T) {
 	a := start(t, nil)
 	admin := a.AdminToken(t)

@@ -102,8 +102,7 @@ func createCredential(t *testing.T, a *apptest.App, admin string, it item, usern
 // made (carrying this credential's mark) is dropped, a row whose request died before the engine
 // ends the same, and a role of that name the credential did not make is left alone. Until then
 // the API shows it Creating; afterwards it answers 404 and the same username can be created
-// again. A Creating row whose request may still be at work (not due yet) is left alone. Before,
-// nothing ever looked at these rows again: they stayed Creating with their role on the engine.
+// again. A Creating row whose request may still be at work (not due yet) is left alone.
 func TestCrashedCredentialCreateIsUndone(t *testing.T) {
 	var engines *databases.Engines
 	a := start(t, nil, apptest.WithFx(fx.Populate(&engines)))
@@ -167,9 +166,7 @@ func TestCrashedCredentialCreateIsUndone(t *testing.T) {
 // and no longer rotatable; when the process died after storing the intent, the row is Deleting
 // too; a create the engine could not answer (it may have made the role) ends Deleting as well.
 // The finisher drops the roles of all three once the engine answers, and the API then answers
-// 404. Before, a failed drop left the credential Active and a crash after the drop left the row
-// Active with its role gone, and nothing finished either unless the admin tried again; a failed
-// create's row was removed even when its role could not be dropped.
+// 404.
 func TestCredentialDeleteIsFinished(t *testing.T) {
 	var engines *databases.Engines
 	a := start(t, nil, apptest.WithFx(fx.Populate(&engines)))

@@ -168,10 +168,8 @@ func TestCredentialRolesAreMarked(t *testing.T) {
 }
 
 // TestCredentialOnReadOnlyDatabase: a read-only credential can be added to a database that is
-// over its quota (the old code's grants ran in the database's read-only transactions, failed,
-// and left the role behind), and a full-access credential is read-only there like the owner on
-// MySQL too (it used to get ALL PRIVILEGES of its own, beyond the quota's reach); back under the
-// quota, both owner and credential write again.
+// over its quota, and a full-access credential is read-only there like the owner, on MySQL too;
+// back under the quota, both owner and credential write again.
 func TestCredentialOnReadOnlyDatabase(t *testing.T) {
 	var engines *databases.Engines
 	a := start(t, nil, apptest.WithFx(fx.Populate(&engines)))

@@ -26,9 +26,8 @@ func assertSanitised(t *testing.T, want, msg string) {
 
 // TestEngineErrorsShownAreSanitised: when the engine is unreachable, the errorMessage of a
 // database (in the 502 answer, in the user's list and in the administrators' list) says
-// "engine unreachable" and nothing of the engine's own error text. Before, it carried the
-// failing statement, the admin role and the engine's address (for example "failed to connect to
-// `user=postgres database=postgres`: 127.0.0.1:1 …").
+// "engine unreachable" and nothing of the engine's own error text (no statement, admin role or
+// address).
 func TestEngineErrorsShownAreSanitised(t *testing.T) {
 	a := start(t, nil)
 	admin := a.AdminToken(t)

@@ -18,10 +18,7 @@ import (
 // session, which the drop does not end, standing in for a tenant session that reconnected
 // between the drop ending the tenant's sessions and its DROP DATABASE). DELETE answers 502
 // within seconds, with the database Deleting and its account locked, so its password no longer
-// logs in; once the lock is released, DELETE again drops it. Before, the account was not locked
-// (a tenant could reconnect and take such a lock) and DROP DATABASE waited for the lock for the
-// server's lock_wait_timeout (a day on MariaDB): the request ran out of its 20 s and the server
-// went on waiting.
+// logs in; once the lock is released, DELETE again drops it.
 func TestMySQLDropDoesNotWaitForATenantsLock(t *testing.T) {
 	a := start(t, nil)
 	ctx := context.Background()

@@ -20,15 +20,13 @@ import (
 // in a tight loop (as a pool does when its sessions are ended) while the credential is deleted.
 // Once DELETE has answered, none of the sessions it opened is left: MariaDB and MySQL do not end
 // the sessions of a user they drop, so the drop must lock the account before it ends them.
-// Before, it ended them and then dropped the user, and a client that logged in again in between
-// kept a session that outlived DROP USER.
 //
 // The gap between the drop's statements is a round trip, too short for a test to hit for sure,
 // so the test widens it: an administrator's session holds a read lock on the table of accounts
-// (mysql.global_priv on MariaDB), which makes the drop's first change to an account (ACCOUNT LOCK
-// now, DROP USER before) wait; the test sees it waiting, waits for the looping client to have
-// logged in meanwhile, and releases the lock. Before the fix the sessions had already been ended
-// by then, and the one opened during the wait survived; now they are ended after the lock.
+// (mysql.global_priv on MariaDB), which makes the drop's first change to an account (ACCOUNT LOCK)
+// wait; the test sees it waiting, waits for the looping client to have logged in meanwhile, and
+// releases the lock. The sessions are ended after the lock, so the one opened during the wait is
+// ended too.
 func TestMySQLDroppedCredentialKeepsNoSession(t *testing.T) {
 	a := start(t, nil)
 	admin := a.AdminToken(t)

@@ -29,8 +29,8 @@ func (l *lockedBuffer) Write(p []byte) (int, error) {
 func (l *lockedBuffer) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
 
 // With no tenant engine configured there is no default engine (Databases:DefaultEngine names one
-// that is not there), so a registration gives no first database and logs nothing about it: every
-// registration used to log "first resource not provisioned at registration" at WARN.
+// that is not there), so a registration gives no first database and logs nothing about it (no
+// "first resource not provisioned" WARN).
 func TestNoEngineNoDefaultAndNoRegistrationWarning(t *testing.T) {
 	logs := &lockedBuffer{}
 	var engines *databases.Engines

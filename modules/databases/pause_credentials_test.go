@@ -29,8 +29,7 @@ func setPaused(t *testing.T, a *apptest.App, token string, id int64, pause bool)
 // TestPauseStopsEveryCredential: a paused database can no longer be reached, through its owner
 // role or any access credential. Pausing refuses the logins of the credentials made before
 // and ends their open sessions; one rotated while paused and one created while paused do not
-// log in either; resuming lets the Active credentials (and the owner) in again. Before, pause
-// only locked the owner role: every credential kept connecting and its sessions survived.
+// log in either; resuming lets the Active credentials (and the owner) in again.
 func TestPauseStopsEveryCredential(t *testing.T) {
 	a := start(t, nil)
 	admin := a.AdminToken(t)
@@ -99,9 +98,7 @@ func TestResumeLeavesDeletingCredentialsBlocked(t *testing.T) {
 // database Pausing and a short errorMessage; when the process died after storing the intent
 // the row is Pausing (or Resuming) with nothing done on the engine. The finisher completes each
 // once the engine answers: every login refused (owner and credentials) for a pause, the owner
-// and the Active credentials let in again for a resume. Before, pause and resume ran in the
-// request alone: a crash or a failed call in the middle left the engine half-changed while the
-// row kept its old status, and nothing finished it.
+// and the Active credentials let in again for a resume.
 func TestUnfinishedPauseAndResumeAreFinished(t *testing.T) {
 	a := start(t, nil)
 	admin := a.AdminToken(t)
@@ -167,8 +164,7 @@ func TestUnfinishedPauseAndResumeAreFinished(t *testing.T) {
 // on it to PUBLIC and to another tenant's credential; once the database is paused neither that
 // tenant's login role nor its credential connects, and the session the tenant had open there is
 // ended. Resuming lets the owner in again, not the others: the grants the pause revoked are not
-// given back. Before, pause refused the logins of the database's own roles only, so every other
-// role kept connecting through the owner's grants and its sessions survived.
+// given back.
 func TestPausedPostgresDatabaseRefusesEveryRole(t *testing.T) {
 	a := start(t, nil)
 	admin := a.AdminToken(t)

@@ -22,8 +22,6 @@ import (
 // schema or a temporary table, advance the sequence or write into the large object, even with
 // default_transaction_read_only off; both still read. Back under the quota the owner writes
 // again (and owns the other tenant's table); the other tenant's grants are not given back.
-// Before, read-only moved the ownership only, the grants stayed, and the database grew to 78 MB
-// over a 1 MiB quota.
 func TestReadOnlyRevokesWhatTheOwnerGranted(t *testing.T) {
 	var usage *databases.UsageRefresher
 	a := start(t, nil, apptest.WithFx(fx.Populate(&usage)))
@@ -113,11 +111,7 @@ func TestReadOnlyRevokesWhatTheOwnerGranted(t *testing.T) {
 // out while its switch waits; the third is plain. The tenant's session is ended and its
 // database read-only, the plain one read-only, the stuck one still writable (tried again
 // later), and every figure is recorded; once the other process is done, the next refresh
-// switches the stuck one. Before, ALTER TABLE … OWNER waited for the tenant's lock (on the
-// server even after the client gave up) and the database stayed writable; a switch still
-// waiting when the refresh's time ran out made every later switch and the usage UPDATE fail
-// with the deadline exceeded, so no database of the engine had its figures or read-only flag
-// recorded.
+// switches the stuck one.
 func TestLockedDatabaseDoesNotHoldUpOtherSwitches(t *testing.T) {
 	var usage *databases.UsageRefresher
 	a := start(t, nil, apptest.WithFx(fx.Populate(&usage)))

@@ -112,9 +112,7 @@ func TestPostgresReadOnlyCannotBeSwitchedOff(t *testing.T) {
 // database is left as PostgreSQL 14 and older make it (public owned by the bootstrap superuser,
 // CREATE granted to PUBLIC) and adopted by the finisher, as after a crash between CREATE
 // DATABASE and recording the outcome; then a read-only credential that switches its session's
-// read-only setting off cannot create a table there, and the owner still can. Before, the create
-// path left public as the server's template made it: on PostgreSQL 14 a read-only credential
-// created tables in the owner's database.
+// read-only setting off cannot create a table there, and the owner still can.
 func TestPublicSchemaIsTheOwnersOnly(t *testing.T) {
 	a := start(t, nil)
 	admin := a.AdminToken(t)

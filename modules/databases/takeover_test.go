@@ -74,8 +74,6 @@ func rotatedInAudit(t *testing.T, a *apptest.App, userID int64) []int64 {
 // longer log in on either engine, her open session is ended, the revealed passwords are new and
 // work, and the paused database stays paused until it is resumed (then the new password works, the
 // old one still not). A later reset of the now proven account is no takeover: nothing is rotated.
-// Before, the databases were only listed (databasePasswordsNotRotated) and Eve's passwords kept
-// working.
 func TestTakeoverResetRotatesDatabasePasswords(t *testing.T) {
 	smtp := testutil.StartSMTP(t)
 	a := start(t, mailed(smtp))
@@ -234,8 +232,7 @@ func TestRotationLeftByAnUnreachableEngineIsFinished(t *testing.T) {
 // time it is answered Eve's session is ended and her other role no longer connects, as pausing
 // does; the new owner password logs in, and the database's own access credentials (full access
 // and read-only, made by an admin) keep connecting and reading, their open sessions untouched.
-// Before, only the owner password was changed: Eve's other role kept reading and writing the
-// owner's data. On MySQL/MariaDB a tenant cannot grant anything to another user (no GRANT
+// On MySQL/MariaDB a tenant cannot grant anything to another user (no GRANT
 // OPTION), so there is nothing to take back there.
 func TestTakeoverRevokesWhatTheOldHolderGrantedOthers(t *testing.T) {
 	smtp := testutil.StartSMTP(t)
