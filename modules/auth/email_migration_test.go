@@ -23,7 +23,7 @@ func TestStoredDisplayNameEmailsBecomeBare(t *testing.T) {
 	cfg := apptest.With(map[string]any{"ConnectionStrings:Control": url, "RateLimit:Login": "1000-M", "RateLimit:LoginPerIp": "1000-M", "RateLimit:Register": "1000-M"})
 	before := apptest.Start(t, cfg)
 	bob, carol, ada, eve, odd := before.Register(t), before.Register(t), before.Register(t), before.Register(t), before.Register(t)
-	// What the old code stored (trimmed, lower-cased, as typed), written directly.
+	// What an earlier release stored (trimmed, lower-cased, as typed), written directly.
 	stored := map[int64]string{
 		bob.ID:   "bob <" + bob.Email + ">",
 		carol.ID: carol.Email + " (work)",

@@ -17,9 +17,8 @@ import (
 
 // TestDeletingCredentialKeepsItsTables: a table a full-access credential created holds the
 // tenant's data; deleting the credential leaves the table and its rows to the database's owner,
-// who reads and writes them afterwards. On PostgreSQL the old code ran DROP OWNED BY on the
-// credential's role, which dropped the table with its rows; MariaDB never ties a table to a
-// user (checked here too). Over the quota (PostgreSQL: the database then belongs to the quota
+// who reads and writes them afterwards (PostgreSQL: never DROP OWNED BY on the credential's role,
+// which would drop the table with its rows; MariaDB never ties a table to a user, checked too). Over the quota (PostgreSQL: the database then belongs to the quota
 // holder) the table stays readable and is the owner's again once the database is writable.
 func TestDeletingCredentialKeepsItsTables(t *testing.T) {
 	var engines *databases.Engines

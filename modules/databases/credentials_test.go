@@ -54,8 +54,7 @@ func strangerRole(t *testing.T, engine, name, password string) {
 // TestCredentialCannotTakeOverExistingRoles: an access credential named like a role that exists
 // on the engine (the database's owner, another tenant's owner, the superuser, a role made by
 // hand) or like a reserved name is a 409 in the envelope, with nothing written; the victim still
-// logs in with its old password and its tables are intact. The old code adopted the role, reset
-// its password and, when the grants then failed, ran DROP OWNED BY on it.
+// logs in with its old password and its tables are intact.
 func TestCredentialCannotTakeOverExistingRoles(t *testing.T) {
 	a := start(t, nil)
 	admin := a.AdminToken(t)

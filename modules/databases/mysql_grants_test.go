@@ -33,11 +33,11 @@ func showGrants(t *testing.T, root *sql.DB, user string) string {
 }
 
 // TestMySQLGrantsCoverTheirSchemaOnly: in the schema name of a MySQL/MariaDB GRANT `_` is a
-// wildcard, so the old grants on `u1_x`.* also covered a schema u1ax made by someone else.
-// The owner, a full-access and a read-only credential of a tenant schema get nothing on a
-// schema whose name differs only where the `_` is, before and after a read-only switch, and
-// SHOW GRANTS names the escaped schema. Grants the old code made are moved to the escaped name
-// when the engine next touches the database.
+// wildcard (grants on `u1_x`.* would cover a schema u1ax made by someone else). The owner, a
+// full-access and a read-only credential of a tenant schema get nothing on a schema whose name
+// differs only where the `_` is, before and after a read-only switch, and SHOW GRANTS names the
+// escaped schema. Grants on the unescaped pattern are moved to the escaped name when the engine
+// next touches the database.
 func TestMySQLGrantsCoverTheirSchemaOnly(t *testing.T) {
 	var engines *databases.Engines
 	var cfg databases.Config
@@ -113,7 +113,7 @@ func TestMySQLGrantsCoverTheirSchemaOnly(t *testing.T) {
 	_, err = owner.Exec("INSERT INTO keep VALUES (2)")
 	assert.NoError(t, err, "writable again")
 
-	// Grants as the old code made them, on the unescaped pattern.
+	// Grants on the unescaped pattern, as a database made by an earlier release has them.
 	oldGrants := func() {
 		t.Helper()
 		for _, c := range users {

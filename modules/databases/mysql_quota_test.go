@@ -33,11 +33,10 @@ func adminItem(t *testing.T, a *apptest.App, admin string, id int64) item {
 }
 
 // TestMySQLQuotaCountsStoredProgramsAndViews: a MySQL/MariaDB tenant's stored procedures, views
-// and triggers are kept by the server outside its tables (mysql.proc, .frm and .TRG files); the
-// used space counted only table data and indexes, so a tenant with a 1 MiB quota stored megabytes
-// in procedure bodies and stayed writable. Now their definitions count: the database goes
-// read-only, and read-only refuses creating procedures, functions, views, triggers and events.
-// Fails without the fix: usedSpaceBytes stays at the table's few KiB and readOnly false.
+// and triggers are kept by the server outside its tables (mysql.proc, .frm and .TRG files), and
+// their definitions count in the used space: a tenant with a 1 MiB quota storing megabytes in
+// procedure bodies goes read-only, and read-only refuses creating procedures, functions, views,
+// triggers and events.
 func TestMySQLQuotaCountsStoredProgramsAndViews(t *testing.T) {
 	var usage *databases.UsageRefresher
 	a := start(t, nil, apptest.WithFx(fx.Populate(&usage)))
@@ -97,16 +96,14 @@ func TestMySQLQuotaCountsStoredProgramsAndViews(t *testing.T) {
 
 // TestMySQLReadOnlyEndsAfterDelete: over its quota a MySQL/MariaDB tenant keeps DELETE so it can
 // free space, but InnoDB's data_length comes from statistics refreshed only now and then, which a
-// read-only tenant may not refresh (ANALYZE is refused): after emptying its table it stayed
-// read-only on the old figure until someone else ran ANALYZE TABLE. The refresher now has the
-// engine analyze the tables of read-only databases before measuring them, so the next refreshes
-// see the delete and make it writable again. The table keeps InnoDB from recalculating its
+// read-only tenant may not refresh (ANALYZE is refused). The refresher has the engine analyze the
+// tables of read-only databases before measuring them, so after the tenant empties its table the
+// next refreshes see the delete and make it writable again. The table keeps InnoDB from recalculating its
 // statistics by itself (STATS_AUTO_RECALC=0, the tenant's own option), which makes the stale
 // figure last as it did in the probe rather than until a background recalculation. The quota is
 // 8 MiB: the table's file keeps counting InnoDB's reserve of free extents (about 4 MiB, see
 // TestMySQLQuotaCountsTablesWithFrozenStatistics) after the delete, while the stale statistic
-// (about 12 MB) stays over 90 % of it. Fails without the fix: usedSpaceBytes stays at the
-// table's full size and readOnly true for the whole wait.
+// (about 12 MB) stays over 90 % of it.
 func TestMySQLReadOnlyEndsAfterDelete(t *testing.T) {
 	var usage *databases.UsageRefresher
 	a := start(t, nil, apptest.WithFx(fx.Populate(&usage)))
@@ -143,11 +140,11 @@ func TestMySQLReadOnlyEndsAfterDelete(t *testing.T) {
 }
 
 // TestMySQLTenantsHaveNoEventPrivilege: an event runs by itself as its definer, even while the
-// definer's account is locked, so a paused MySQL/MariaDB tenant's events went on running (with
+// definer's account is locked (a paused tenant's events would go on running with
 // event_scheduler=ON); tenants are not promised events, so neither the owner nor a full-access
-// credential is granted EVENT any more, before or after a read-only switch, while everything
-// else on the schema (routines, triggers, views) stays theirs. Users granted everything before
-// lose EVENT at a process's first usage refresh. Fails without the fix: CREATE EVENT succeeds.
+// credential is granted EVENT, before or after a read-only switch, while everything else on the
+// schema (routines, triggers, views) stays theirs. Users granted everything lose EVENT at a
+// process's first usage refresh.
 func TestMySQLTenantsHaveNoEventPrivilege(t *testing.T) {
 	var engines *databases.Engines
 	var cfg databases.Config
@@ -205,11 +202,9 @@ func TestMySQLTenantsHaveNoEventPrivilege(t *testing.T) {
 
 // TestMySQLQuotaCountsTablesWithFrozenStatistics: InnoDB's data_length is a statistic, and a
 // tenant may keep it from ever being recalculated (CREATE TABLE … STATS_AUTO_RECALC=0, or ALTER
-// TABLE to it): the used space stayed at the empty tables' 16 KiB each while the tenant wrote
-// many times its quota, and it stayed writable. Used space now counts at least what the tables'
-// files take on disk less their free extents, which the tenant cannot freeze: the next refresh
-// sees the writes and makes the database read-only. Fails without the fix: usedSpaceBytes stays
-// a few tens of KiB and readOnly false.
+// TABLE to it). Used space counts at least what the tables' files take on disk less their free
+// extents, which the tenant cannot freeze: after the tenant writes many times its quota, the next
+// refresh sees the writes and makes the database read-only.
 func TestMySQLQuotaCountsTablesWithFrozenStatistics(t *testing.T) {
 	var usage *databases.UsageRefresher
 	a := start(t, nil, apptest.WithFx(fx.Populate(&usage)))
@@ -250,13 +245,12 @@ func TestMySQLQuotaCountsTablesWithFrozenStatistics(t *testing.T) {
 }
 
 // TestMySQLTablesOfUnmeasuredEnginesKeepItReadOnly: information_schema.tables reports a data_length
-// of 0 for a CSV table however large its .CSV file grows, so a MariaDB tenant with a 1 MiB quota
-// wrote 100 MB into one and stayed writable with usedSpaceBytes 0. Now a table in an engine whose
-// size the server does not report (anything outside InnoDB, MyISAM, Aria, MEMORY, MRG_MyISAM,
+// of 0 for a CSV table however large its .CSV file grows, so a table in an engine whose size the
+// server does not report (anything outside InnoDB, MyISAM, Aria, MEMORY, MRG_MyISAM,
 // ARCHIVE, BLACKHOLE, SEQUENCE) keeps the database read-only, whatever its quota, with a
 // readOnlyReason naming the table; read-only keeps DROP, so the tenant drops it (after reading
 // its rows out) and the database is writable again at the next refresh, where it can recreate
-// the table in InnoDB. Fails without the fix: readOnly stays false after the inserts.
+// the table in InnoDB.
 func TestMySQLTablesOfUnmeasuredEnginesKeepItReadOnly(t *testing.T) {
 	var usage *databases.UsageRefresher
 	a := start(t, nil, apptest.WithFx(fx.Populate(&usage)))

@@ -16,8 +16,7 @@ import (
 // TestMySQLSettingWarnings: the engine warns, once per setting and saying what to set, about a
 // server with symbolic links (a tenant's CREATE TABLE … DATA DIRECTORY places files anywhere
 // mysqld may write) and one that runs events (they run even while their definer is locked,
-// i.e. paused). Against the test server it warns exactly about what that server has. Fails
-// without the fix: the engine had no such check (ServerWarnings did not exist).
+// i.e. paused). Against the test server it warns exactly about what that server has.
 func TestMySQLSettingWarnings(t *testing.T) {
 	assert.Empty(t, mysqlSettingWarnings(map[string]string{"have_symlink": "DISABLED", "event_scheduler": "OFF"}))
 	assert.Empty(t, mysqlSettingWarnings(map[string]string{}), "a server without the variables")

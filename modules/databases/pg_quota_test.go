@@ -17,12 +17,10 @@ import (
 // TestPostgresQuotaCountsSharedCatalogs: a PostgreSQL tenant owns its database, so it may COMMENT
 // ON DATABASE and ALTER DATABASE … SET search_path to any text, and every role may ALTER ROLE
 // itself SET …: the cluster keeps these in shared catalogs (pg_shdescription,
-// pg_db_role_setting) that pg_database_size does not count, so a tenant stored megabytes there
-// over its quota and stayed writable. Now they count: the database goes read-only, and read-only
-// (the database owned by the quota holder) refuses commenting on it or changing its settings;
-// what its roles still set on themselves beyond 64 KiB is reset at the next refresh. Fails
-// without the fix: usedSpaceBytes does not move and readOnly stays false (and without the
-// guard, the role's settings stay).
+// pg_db_role_setting) that pg_database_size does not count. They count in the used space: a
+// tenant storing megabytes there goes read-only, and read-only (the database owned by the quota
+// holder) refuses commenting on it or changing its settings; what its roles still set on
+// themselves beyond 64 KiB is reset at the next refresh.
 func TestPostgresQuotaCountsSharedCatalogs(t *testing.T) {
 	var usage *databases.UsageRefresher
 	a := start(t, nil, apptest.WithFx(fx.Populate(&usage)))

@@ -23,7 +23,7 @@ import (
 // turning the advisory default_transaction_read_only off, nor by granting itself INSERT, creating
 // a table, a temporary table or a large object; neither can its full-access credential. It still
 // reads and may DELETE and TRUNCATE to free space. Back under the quota everything is its own
-// again. The old code set only default_transaction_read_only, which a session may SET off.
+// again.
 func TestPostgresReadOnlyCannotBeSwitchedOff(t *testing.T) {
 	var engines *databases.Engines
 	a := start(t, nil, apptest.WithFx(fx.Populate(&engines)))
