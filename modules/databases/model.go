@@ -33,7 +33,8 @@ var spec = provision.Spec{Name: Kind, Rows: "database_instances", Creating: Stat
 		StatusRestoring: provision.VerbResume},
 	Due: map[string]provision.Verb{StatusRecoverable: provision.VerbDelete},
 	Counted: []string{StatusProvisioning, StatusActive, StatusPausing, StatusPaused, StatusResuming, StatusFailed,
-		StatusRestoring}}
+		StatusRestoring},
+	Texts: provision.Texts{Internal: MsgInternal, Provider: []func(error) bool{provision.IsA[*EngineError], provision.IsA[*provision.Deferred]}}}
 
 // Instance is a tenant database as stored.
 type Instance struct {

@@ -116,28 +116,10 @@ func (p *Provisioner) Delete(ctx context.Context, req provision.DeleteRequest) (
 	return provision.DeleteResponse{}, p.purged(ctx, req.Tx, inst)
 }
 
-// ErrorText implements provision.ErrorTexter: a failed attempt's last_error is the database's
-// errorMessage. An engine's failure is its class (EngineError, already short and logged in full);
-// anything else (our control database refusing a statement, a sealed password that does not
-// open) is shown as a generic text, never with its SQL or SQLSTATE; the finisher logs it in full.
-func (p *Provisioner) ErrorText(err error) string {
-	var ee *EngineError
-	var de *provision.Deferred
-	if errors.As(err, &ee) || errors.As(err, &de) {
-		return err.Error()
-	}
-	return MsgInternal
-}
-
-// MsgInternal is the errorMessage of an attempt that failed on the service's side.
+// MsgInternal is the errorMessage of an attempt that failed on the service's side: anything but an
+// engine's failure (EngineError, already short and logged in full) or a call put off, e.g. our
+// control database refusing a statement or a sealed password that does not open.
 const MsgInternal = "internal error (details in the server log)"
-
-// GiveUp marks a database that could not be provisioned Failed, showing its last attempt's error.
-// A drop is never given up: it keeps being retried at the capped backoff.
-func (p *Provisioner) GiveUp(ctx context.Context, tx bun.IDB, id int64, lastErr error) error {
-	_, err := p.Spec.GiveUp(ctx, tx, (*Instance)(nil), id, provision.StoredError(errors.New(p.ErrorText(lastErr))))
-	return err
-}
 
 // ReleaseUser marks every database of a deleted user for deleting, with the recovery window a
 // delete by its owner has (an administrator may restore one to another user meanwhile), and

@@ -2,32 +2,28 @@ package dns
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"provisioner/platform/config"
 )
 
-// Config is the dns module's configuration section, Dns:* (the DNS cell, Cloudflare's v4 API).
+// Config is the dns module's configuration section, Dns:* (the DNS cell, Cloudflare's v4 API),
+// its keys documented in Settings.
 type Config struct {
-	BaseUrl           string `koanf:"baseurl"`
-	ZoneId            string `koanf:"zoneid"`
-	ZoneName          string `koanf:"zonename"`
-	CellSubdomain     string `koanf:"cellsubdomain"`
-	ApiToken          string `koanf:"apitoken"`
-	DefaultContent    string `koanf:"defaultcontent"`
-	RecordTtl         int    `koanf:"recordttl"`
-	Proxied           bool   `koanf:"proxied"`
-	MaxRecordsPerUser int    `koanf:"maxrecordsperuser"`
-	// TimeoutSeconds bounds each provider call whole, its retries included (a timed-out try is
-	// not repeated within the call); default 10.
-	TimeoutSeconds int `koanf:"timeoutseconds"`
-	// OutboundRate is our own budget of provider calls, shared across replicas, in the RateLimit
-	// format; default "200-M" (below the provider's 1,200 per 5 minutes).
-	OutboundRate string `koanf:"outboundrate"`
-	// ReservedLabels are the labels no record may take (409), whatever the user.
-	ReservedLabels []string `koanf:"reservedlabels"`
-	// AllowPrivateContent lets a record point at a private or shared address (ContentProblem).
-	AllowPrivateContent bool `koanf:"allowprivatecontent"`
+	BaseUrl             string   `koanf:"baseurl"`
+	ZoneId              string   `koanf:"zoneid"`
+	ZoneName            string   `koanf:"zonename"`
+	CellSubdomain       string   `koanf:"cellsubdomain"`
+	ApiToken            string   `koanf:"apitoken"`
+	DefaultContent      string   `koanf:"defaultcontent"`
+	RecordTtl           int      `koanf:"recordttl"`
+	Proxied             bool     `koanf:"proxied"`
+	MaxRecordsPerUser   int      `koanf:"maxrecordsperuser"`
+	TimeoutSeconds      int      `koanf:"timeoutseconds"`
+	OutboundRate        string   `koanf:"outboundrate"`
+	ReservedLabels      []string `koanf:"reservedlabels"`
+	AllowPrivateContent bool     `koanf:"allowprivatecontent"`
 }
 
 // DefaultReservedLabels are the service names kept out of users' reach by default.
@@ -37,12 +33,7 @@ var DefaultReservedLabels = []string{"www", "mail", "smtp", "imap", "pop", "pop3
 
 // reserved reports whether label (normalised) is one of ReservedLabels.
 func (d Config) reserved(label string) bool {
-	for _, r := range d.ReservedLabels {
-		if strings.EqualFold(strings.TrimSpace(r), label) {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(d.ReservedLabels, func(r string) bool { return strings.EqualFold(strings.TrimSpace(r), label) })
 }
 
 // Settings declares the section: its defaults and the documentation of its keys.
@@ -101,11 +92,9 @@ func ValidZoneName(s string) bool {
 	return strings.Contains(s, ".") && validLabels(s)
 }
 
-// validCellSubdomain reports whether sub (its dots at either end ignored, any case) is one or more
-// labels under zone that leave room for a record's label: label.sub.zone is at most 253
-// characters. It must not end with the zone itself: the zone is appended to it, and the provider
-// takes a name that ends with the zone as complete (cell.example.com would name records
-// x.cell.example.com there, shown and looked up as x.cell.example.com.example.com).
+// validCellSubdomain reports whether sub (dots at either end ignored, any case) is labels leaving
+// room for a record's label (label.sub.zone at most 253 characters), not ending with the zone: the
+// provider would take cell.example.com as complete, and we would show x.cell.example.com.example.com.
 func validCellSubdomain(sub, zone string) bool {
 	sub = strings.ToLower(strings.Trim(sub, "."))
 	zone = strings.ToLower(strings.TrimSuffix(zone, "."))

@@ -25,8 +25,8 @@ type RecordBody struct {
 	Proxied   *bool    `json:"proxied,omitempty" doc:"Route through the provider's proxy; default Dns:Proxied."`
 }
 
-// Resolve checks what the schema cannot, alongside it, for the members given (defaults are checked
-// by the service): a 400 lists them with the schema's errors.
+// Resolve checks what the schema cannot for the members given (the service checks defaults): a 400
+// lists them with the schema's errors.
 func (b *RecordBody) Resolve(huma.Context) []error {
 	var label, content *string
 	if b.Label != "" {
@@ -77,8 +77,7 @@ func (h *Handler) Register(api *httpx.API) {
 		Path: "/api/me/dns", Tags: tags, Summary: "Create a DNS A record", Description: createDoc, DefaultStatus: http.StatusCreated,
 		Errors: []int{http.StatusConflict, http.StatusBadGateway, http.StatusServiceUnavailable}, Responses: providerFailedResponse},
 		func(ctx context.Context, in *dnsCreateInput) (*httpx.Response[View], error) {
-			b := in.Body
-			return h.created(ctx, CreateInput{UserID: authn.FromContext(ctx).UserID, Label: b.Label, Content: b.Content, RecordTTL: b.RecordTTL, Proxied: b.Proxied})
+			return h.created(ctx, CreateInput{in.Body, authn.FromContext(ctx).UserID})
 		})
 	httpx.Register(api, httpx.Authenticated, huma.Operation{OperationID: "revokeMyDnsRecord", Metadata: httpx.PerUserLimit("Provision"), Method: http.MethodDelete,
 		Path: "/api/me/dns/{id}", Tags: tags, Summary: "Revoke a DNS record",
@@ -86,7 +85,9 @@ func (h *Handler) Register(api *httpx.API) {
 			"the background).",
 		Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusBadGateway}, Responses: providerFailedResponse},
 		func(ctx context.Context, in *httpx.IDInput) (*httpx.Response[View], error) {
-			return h.revoked(ctx, in.ID, authn.FromContext(ctx).UserID)
+			r, o, err := h.svc.Revoke(ctx, in.ID, authn.FromContext(ctx).UserID)
+			return httpx.Driven(r, o, err, view, httpx.Answers{Done: "DNS record revoked",
+				Failed: "The DNS provider failed; the record stays Revoking and is retried in the background"})
 		})
 
 	atags := []string{"Admin: DNS records"}
@@ -99,8 +100,7 @@ func (h *Handler) Register(api *httpx.API) {
 		DefaultStatus: http.StatusCreated, Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusBadGateway, http.StatusServiceUnavailable},
 		Responses: providerFailedResponse},
 		func(ctx context.Context, in *dnsAdminCreateInput) (*httpx.Response[View], error) {
-			b := in.Body
-			return h.created(ctx, CreateInput{UserID: b.UserID, Label: b.Label, Content: b.Content, RecordTTL: b.RecordTTL, Proxied: b.Proxied})
+			return h.created(ctx, CreateInput{in.Body.RecordBody, in.Body.UserID})
 		})
 	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "retryDnsRecord", Metadata: httpx.Meta(httpx.PerUserLimit("Provision"), httpx.Idempotent()), Method: http.MethodPost,
 		Path: "/api/dns/records/{id}/retry", Tags: atags, Summary: "Retry a failed or stuck DNS record",
@@ -121,10 +121,4 @@ func answers(r *Record, created bool, done string) httpx.Answers {
 func (h *Handler) created(ctx context.Context, in CreateInput) (*httpx.Response[View], error) {
 	r, o, err := h.svc.Create(ctx, in)
 	return httpx.Driven(r, o, err, view, answers(r, true, "DNS record created"))
-}
-
-func (h *Handler) revoked(ctx context.Context, id, userID int64) (*httpx.Response[View], error) {
-	r, o, err := h.svc.Revoke(ctx, id, userID)
-	return httpx.Driven(r, o, err, view, httpx.Answers{Done: "DNS record revoked",
-		Failed: "The DNS provider failed; the record stays Revoking and is retried in the background"})
 }

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -28,9 +29,8 @@ type Provider interface {
 	Lookup(ctx context.Context, fqdn string) ([]cloudflare.Record, error)
 }
 
-// Provisioner creates and deletes records at the provider. Before creating it looks the name up,
-// so a record made by an attempt whose outcome was lost (a crash, a timeout) is adopted, never
-// created twice.
+// Provisioner creates and deletes records at the provider. It looks the name up before creating,
+// so a record made by an attempt whose outcome was lost is adopted, never created twice.
 type Provisioner struct {
 	provision.Spec
 	provider Provider
@@ -38,12 +38,10 @@ type Provisioner struct {
 	log      *slog.Logger
 }
 
-// Marker is the comment every record we create carries at the provider: it names the owner and
-// our row, and holds the row's random token, so it is the row's alone even where two deployments
-// (whose rows are numbered alike) share the zone. Only a record carrying its row's marker is ever
-// adopted or deleted, so another party's record (or one of another row, or of another deployment's
-// row) is never taken over. A row made before markers held a token (MarkerToken "") has the
-// marker without one, as its records carry it; a row with a token never matches that one.
+// Marker is the comment every record we create carries: the owner, our row and the row's random
+// token, so it is the row's alone even where two deployments share the zone. Only a record
+// carrying its row's marker is ever adopted or deleted. A row made before markers held a token
+// (MarkerToken "") has the marker without one, which a row with a token never matches.
 func Marker(r *Record) string {
 	if r.MarkerToken == "" {
 		return fmt.Sprintf("provisioner user:%d record:%d", r.UserID, r.ID)
@@ -59,10 +57,8 @@ func ours(f cloudflare.Record, r *Record) bool {
 
 // findOurs returns the provider's record among found that is r's (ours), if any.
 func findOurs(found []cloudflare.Record, r *Record) *cloudflare.Record {
-	for i := range found {
-		if ours(found[i], r) {
-			return &found[i]
-		}
+	if i := slices.IndexFunc(found, func(f cloudflare.Record) bool { return ours(f, r) }); i >= 0 {
+		return &found[i]
 	}
 	return nil
 }
@@ -97,10 +93,8 @@ func (p *Provisioner) Create(ctx context.Context, req provision.CreateRequest) (
 		Comment: Marker(r)})
 	var ae *cloudflare.APIError
 	if errors.As(err, &ae) && (ae.Has(cloudflare.CodeIdenticalRecord) || ae.Has(cloudflare.CodeRecordExists) || ae.Has(cloudflare.CodeNameExists)) {
-		// Someone made it meanwhile: often an earlier try of this very call whose answer was lost.
-		// Adopt it if it is ours. Until the lookup says whose it is, the row stays Pending: a
-		// failed lookup is retried by the finisher, never turned into Failed while the provider
-		// may hold our record.
+		// Made meanwhile, often by an earlier try whose answer was lost: adopted if ours. Until a
+		// lookup says whose it is the row stays Pending (retried), never Failed.
 		again, lerr := p.provider.Lookup(ctx, r.Fqdn)
 		if lerr != nil {
 			return provision.CreateResponse{}, fmt.Errorf("the provider reports %s as existing (%s); looking it up failed: %w", r.Fqdn, ae.Error(), lerr)
@@ -118,8 +112,7 @@ func (p *Provisioner) Create(ctx context.Context, req provision.CreateRequest) (
 		return provision.CreateResponse{}, p.failed(ctx, req.Tx, r, err, true)
 	}
 	if what := notAsAsked(created, r); what != "" {
-		// An answer about another record (one meant for another request): stored, its id would
-		// have revoking r delete that record.
+		// An answer about another record: stored, its id would have revoking r delete that one.
 		return provision.CreateResponse{}, suspicious(msgOtherRecord + what + "; refused")
 	}
 	return p.active(ctx, req.Tx, r, created, false)
@@ -144,10 +137,9 @@ func notAsAsked(created cloudflare.Record, r *Record) string {
 
 var markerRe = regexp.MustCompile(`^provisioner user:(\d+) record:(\d+)(?: ref:[0-9a-f]{32})?$`)
 
-// dropLeftovers deletes, among the provider's records named like r, the leftovers of our rows that
-// are no longer live (Failed or Revoked with a lost create): a record carrying such a row's marker
-// and its content, as findOurs judges it. One with a dead row's marker but another content was
-// changed by someone else and holds the name like any record not ours. It returns what remains.
+// dropLeftovers deletes, among the records named like r, those of our rows no longer live (Failed or
+// Revoked with a lost create) carrying such a row's marker and content (ours); one with another
+// content was changed by someone else and holds the name. It returns what remains.
 func (p *Provisioner) dropLeftovers(ctx context.Context, tx bun.IDB, r *Record, found []cloudflare.Record) ([]cloudflare.Record, error) {
 	var rest []cloudflare.Record
 	for _, f := range found {
@@ -185,16 +177,15 @@ func (p *Provisioner) dropLeftovers(ctx context.Context, tx bun.IDB, r *Record, 
 		if err := p.provider.Delete(ctx, f.ID); err != nil {
 			return nil, err
 		}
-		if err := p.audit.RecordTx(ctx, tx, audit.Event{Action: "dns.leftover.deleted", UserID: audit.Int64(r.UserID), TargetType: "dnsRecord",
-			TargetID: m[2], Details: map[string]any{"fqdn": r.Fqdn, "providerRecordId": f.ID, "for": r.ID}}); err != nil {
+		if err := p.audit.RecordTx(ctx, tx, spec.Event("dns.leftover.deleted", r.UserID, dead.ID,
+			map[string]any{"fqdn": r.Fqdn, "providerRecordId": f.ID, "for": r.ID})); err != nil {
 			return nil, err
 		}
 	}
 	return rest, nil
 }
 
-// sentTTL is the TTL sent to the provider: 1 (automatic) for a proxied record, whose TTL the
-// provider manages.
+// sentTTL is the TTL sent: 1 (automatic) for a proxied record, whose TTL the provider manages.
 func sentTTL(ttl int, proxied bool) int {
 	if proxied {
 		return 1
@@ -214,10 +205,9 @@ func taken(r *Record) string {
 	return fmt.Sprintf("the name %s already exists at the provider and was not created for this record", r.Fqdn)
 }
 
-// nameTaken ends a create whose name the provider holds for a record not made for r: Failed with
-// msg. A request waiting for the outcome gets a conflict (provision.Refused) instead of a provider
-// failure; when it stored r itself, r is deleted in the driving transaction (never seen Failed), so
-// the client's 409 leaves nothing behind.
+// nameTaken ends a create whose name the provider holds for another record: Failed with msg. A
+// request waiting for it gets a conflict (provision.Refused); when it stored r itself, r is
+// deleted in the driving transaction, so the client's 409 leaves nothing behind.
 func (p *Provisioner) nameTaken(ctx context.Context, req provision.CreateRequest, r *Record, msg string) error {
 	if !req.Waiting {
 		return p.final(ctx, req.Tx, r, msg, false)
@@ -239,8 +229,7 @@ func (p *Provisioner) nameTaken(ctx context.Context, req provision.CreateRequest
 // msgDuplicateID is the error of a provider's answer naming a record another row holds.
 const msgDuplicateID = "suspicious result from the provider: a record id that belongs to another record; refused"
 
-// active records the provider's record as r's: its id, and the TTL the provider holds (1,
-// automatic, for a proxied record whatever was asked), so what we show is what the zone serves.
+// active records the provider's record as r's: its id and the TTL it holds (what the zone serves).
 func (p *Provisioner) active(ctx context.Context, tx bun.IDB, r *Record, held cloudflare.Record, adopted bool) (provision.CreateResponse, error) {
 	providerID := held.ID
 	if providerID == "" { // never Active without the provider's id (a revocation could not find it)
@@ -256,17 +245,16 @@ func (p *Provisioner) active(ctx context.Context, tx bun.IDB, r *Record, held cl
 		Set("record_ttl = ?", ttl).WherePK().Exec(ctx); err != nil {
 		return provision.CreateResponse{}, fmt.Errorf("record %d active: %w", r.ID, err)
 	}
-	if err := p.audit.RecordTx(ctx, tx, audit.Event{Action: "dns.created", UserID: audit.Int64(r.UserID), TargetType: "dnsRecord",
-		TargetID: fmt.Sprint(r.ID), Details: map[string]any{"fqdn": r.Fqdn, "content": r.Content, "providerRecordId": providerID, "adopted": adopted}}); err != nil {
+	if err := p.audit.RecordTx(ctx, tx, spec.Event("dns.created", r.UserID, r.ID,
+		map[string]any{"fqdn": r.Fqdn, "content": r.Content, "providerRecordId": providerID, "adopted": adopted})); err != nil {
 		return provision.CreateResponse{}, err
 	}
 	return provision.CreateResponse{ExternalID: providerID}, nil
 }
 
 // final records a failure no retry can fix (a 4xx): Failed with the provider's message. When a
-// create call may have reached the provider (an earlier attempt failed after or without an
-// answer, or this attempt sent one: sent), a sweep is queued: the finisher deletes the record
-// carrying r's comment and content, if the provider holds one.
+// create may have reached the provider (an earlier attempt, or this one: sent), a sweep is queued
+// to delete the record carrying r's marker and content, if the provider holds one.
 func (p *Provisioner) final(ctx context.Context, tx bun.IDB, r *Record, msg string, sent bool) error {
 	if _, err := provision.Fail(tx.NewUpdate().Model(r), spec.Failed, msg).WherePK().Exec(ctx); err != nil {
 		return fmt.Errorf("record %d failed: %w", r.ID, err)
@@ -276,29 +264,14 @@ func (p *Provisioner) final(ctx context.Context, tx bun.IDB, r *Record, msg stri
 			return err
 		}
 	}
-	return p.audit.RecordTx(ctx, tx, audit.Event{Action: "dns.failed", UserID: audit.Int64(r.UserID), TargetType: "dnsRecord",
-		TargetID: fmt.Sprint(r.ID), Details: map[string]any{"fqdn": r.Fqdn, "error": msg}})
+	return p.audit.RecordTx(ctx, tx, spec.Event("dns.failed", r.UserID, r.ID, map[string]any{"fqdn": r.Fqdn, "error": msg}))
 }
 
-// MsgInternal is what is stored and shown (last_error, errorMessage) for a failed attempt whose
-// error is not the provider's: our database refused a statement, an audit write failed, our
-// outbound budget's Redis failed. Their text (SQL, SQLSTATE, addresses) is only logged.
+// MsgInternal is the errorMessage of a failed attempt whose error is not the provider's (our
+// database's, an audit write's, our budget's Redis): their text is only logged.
 const MsgInternal = "internal error while handling the provider's answer (details in the server log)"
 
-// shownError is err's text as stored and shown: the provider's answer (its errors sanitised by
-// the client, or what happened to a call without an answer), our own words about it (they wrap
-// it), a call put off by our budget, or MsgInternal for anything else.
-func shownError(err error) string {
-	return provision.ProviderText(err, MsgInternal, new(*cloudflare.APIError), new(*cloudflare.TransportError), new(*provision.Deferred))
-}
-
-// ErrorText implements provision.ErrorTexter: a failed attempt's last_error is the errorMessage
-// of a Pending or Revoking record.
-func (p *Provisioner) ErrorText(err error) string { return shownError(err) }
-
-// failed turns a provider error into the verb's answer: final for a 4xx (sent: the error answers
-// a create call that was sent), a retry otherwise (the finisher records the attempt and retries
-// with backoff).
+// failed is final for a 4xx (sent: it answers a create that was sent), a retry otherwise.
 func (p *Provisioner) failed(ctx context.Context, tx bun.IDB, r *Record, err error, sent bool) error {
 	if cloudflare.Transient(err) {
 		return err
@@ -306,9 +279,7 @@ func (p *Provisioner) failed(ctx context.Context, tx bun.IDB, r *Record, err err
 	return p.final(ctx, tx, r, err.Error(), sent)
 }
 
-// lookupOurs looks r's name up at the provider and returns the ids of the records carrying r's
-// marker and content (findOurs) that no other live row holds: never another party's record, nor
-// another row's.
+// lookupOurs looks r's name up and returns the ids of r's records (ours) no other live row holds.
 func lookupOurs(ctx context.Context, provider Provider, tx bun.IDB, r *Record) ([]string, error) {
 	found, err := provider.Lookup(ctx, r.Fqdn)
 	if err != nil {
@@ -328,51 +299,42 @@ func lookupOurs(ctx context.Context, provider Provider, tx bun.IDB, r *Record) (
 	return ids, nil
 }
 
-// Delete implements provision.Provisioner: the provider record (found by id, or by lookup when
-// the create's outcome was never recorded) is deleted, then the row is Revoked. An id another live
-// row holds is never deleted for r, whether stored for it (rows from before the unique index
-// dns_records_provider_id_uq, whose migration is skipped where duplicates existed) or listed by the
-// lookup: it is left at the provider (logged), the name is looked up instead and only records
-// carrying r's marker and an id no other live row holds are deleted.
+// Delete implements provision.Provisioner: the provider's record (by id, or by lookup when the
+// create's outcome was never recorded) is deleted, then the row is Revoked. An id another live row
+// holds (rows from before dns_records_provider_id_uq) is left at the provider, logged, and the name
+// is looked up instead (lookupOurs).
 func (p *Provisioner) Delete(ctx context.Context, req provision.DeleteRequest) (provision.DeleteResponse, error) {
 	r, err := provision.Load[Record](ctx, req.Tx, req.ResourceID)
 	if err != nil {
 		return provision.DeleteResponse{}, err
 	}
 	ctx = ratelimit.WithOwner(ctx, r.UserID)
-	ids := []string{}
-	lookup := r.ProviderRecordID == ""
-	if !lookup {
-		another, err := spec.HeldByAnother(ctx, req.Tx, "provider_record_id", r.ProviderRecordID, r.ID)
-		if err != nil {
+	var ids []string
+	if id := r.ProviderRecordID; id != "" {
+		if another, err := spec.HeldByAnother(ctx, req.Tx, "provider_record_id", id, r.ID); err != nil {
 			return provision.DeleteResponse{}, err
-		}
-		if another {
+		} else if another {
 			p.log.Warn("dns revocation: the record's provider id is held by another live record; left at the provider",
-				"record", r.ID, "fqdn", r.Fqdn, "providerRecordId", r.ProviderRecordID)
-			lookup = true
+				"record", r.ID, "fqdn", r.Fqdn, "providerRecordId", id)
 		} else {
-			ids = append(ids, r.ProviderRecordID)
+			ids = []string{id}
 		}
 	}
-	if lookup {
-		found, err := lookupOurs(ctx, p.provider, req.Tx, r)
-		if err != nil {
+	if ids == nil {
+		if ids, err = lookupOurs(ctx, p.provider, req.Tx, r); err != nil {
 			return provision.DeleteResponse{}, err
 		}
-		ids = append(ids, found...)
 	}
 	for _, id := range ids {
 		if err := p.provider.Delete(ctx, id); err != nil {
-			if _, uerr := provision.Note(req.Tx.NewUpdate().Model(r), shownError(err)).WherePK().Exec(ctx); uerr != nil {
+			if _, uerr := provision.Note(req.Tx.NewUpdate().Model(r), spec.ErrorText(err)).WherePK().Exec(ctx); uerr != nil {
 				return provision.DeleteResponse{}, uerr
 			}
 			return provision.DeleteResponse{}, err
 		}
 	}
 	if r.ProviderRecordID == "" {
-		// The create's outcome was never recorded: a create that timed out on our side may still be
-		// carried out by a slow provider after this lookup. A later cleanup deletes what it makes.
+		// A create that timed out on our side may still be carried out after this lookup.
 		if err := sweeps.QueueAfter(ctx, req.Tx, r.ID, LateCreateSweepAfter); err != nil {
 			return provision.DeleteResponse{}, err
 		}
@@ -383,20 +345,17 @@ func (p *Provisioner) Delete(ctx context.Context, req provision.DeleteRequest) (
 	return provision.DeleteResponse{}, nil
 }
 
-// GiveUp marks a record that could not be created Failed with its last error, and queues a sweep:
-// an attempt without an answer may have created the record at the provider, and a Failed record
-// must not resolve, so the finisher deletes the record carrying its comment if there is one.
-// Revocations are never given up: they keep being retried at the capped backoff.
+// GiveUp marks a record whose attempts ran out Failed and queues a sweep: an attempt without an
+// answer may have created it, and a Failed record must not resolve. Revocations are never given up.
 func (p *Provisioner) GiveUp(ctx context.Context, tx bun.IDB, id int64, lastErr error) error {
-	if ended, err := p.Spec.GiveUp(ctx, tx, (*Record)(nil), id, shownError(lastErr)); err != nil || !ended {
+	if ended, err := p.GaveUp(ctx, tx, id, lastErr); err != nil || !ended {
 		return err
 	}
 	return sweeps.Queue(ctx, tx, "r.id = ?", id)
 }
 
-// ReleaseUser marks a deleted user's live and Failed records for revocation (the finisher deletes
-// only a record carrying the row's marker). A Failed record whose label another live record holds
-// is Revoked at once with a sweep queued for its leftover. Each is audited as dns.revoked.
+// ReleaseUser sets a deleted user's live and Failed records Revoking; a Failed one whose label
+// another live record holds is Revoked at once, a sweep queued. Each is audited dns.revoked.
 func (p *Provisioner) ReleaseUser(ctx context.Context, tx bun.IDB, userID int64) error {
 	var revoking, revoked []releasedRecord
 	if err := provision.Restart(tx.NewUpdate().Model((*Record)(nil)), spec.Deleting, time.Time{}).Where("user_id = ?", userID).
@@ -415,8 +374,7 @@ func (p *Provisioner) ReleaseUser(ctx context.Context, tx bun.IDB, userID int64)
 		return fmt.Errorf("revoke failed records of user %d: %w", userID, err)
 	}
 	for _, r := range append(revoking, revoked...) {
-		if err := p.audit.RecordTx(ctx, tx, audit.Event{Action: "dns.revoked", UserID: audit.Int64(userID), TargetType: "dnsRecord",
-			TargetID: fmt.Sprint(r.ID), Details: map[string]any{"fqdn": r.Fqdn, "reason": "user.deleted"}}); err != nil {
+		if err := p.audit.RecordTx(ctx, tx, spec.Event("dns.revoked", userID, r.ID, map[string]any{"fqdn": r.Fqdn, "reason": "user.deleted"})); err != nil {
 			return err
 		}
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/uptrace/bun"
 
+	"provisioner/modules/dns/cloudflare"
 	"provisioner/platform/audit"
 	"provisioner/platform/db"
 	"provisioner/platform/fault"
@@ -19,7 +20,8 @@ const Kind provision.Kind = "dns"
 
 // spec is the records' lifecycle: Pending → Active or Failed; Revoking → Revoked.
 var spec = provision.Spec{Name: Kind, Rows: "dns_records", Creating: "Pending", Active: "Active", Failed: "Failed",
-	Deleting: "Revoking", Gone: "Revoked"}
+	Deleting: "Revoking", Gone: "Revoked", Target: "dnsRecord", Texts: provision.Texts{Internal: MsgInternal, Provider: []func(error) bool{
+		provision.IsA[*cloudflare.APIError], provision.IsA[*cloudflare.TransportError], provision.IsA[*provision.Deferred]}}}
 
 // Service manages the DNS cell's records: intent stored, provider called, outcome recorded.
 type Service struct {
@@ -29,13 +31,10 @@ type Service struct {
 	finisher *provision.Finisher
 }
 
-// CreateInput is a request for a record; nil fields take the configured defaults.
+// CreateInput is a request for userID's record; nil fields take the configured defaults.
 type CreateInput struct {
-	UserID    int64
-	Label     string
-	Content   *string
-	RecordTTL *int
-	Proxied   *bool
+	RecordBody
+	UserID int64
 }
 
 // names returns the provider name and the fqdn of label.
@@ -51,9 +50,8 @@ func (s *Service) names(label string) (name, fqdn string) {
 	return strings.ToLower(name), strings.ToLower(fqdn)
 }
 
-// Create validates, stores the Pending intent and drives it once. It returns the record as it
-// then stands (nil when the provider holds the name for another party: the row is dropped) and
-// the outcome.
+// Create validates, stores the Pending intent and drives it once: the record as it then stands
+// (nil when the provider holds the name for another party: the row is dropped) and the outcome.
 func (s *Service) Create(ctx context.Context, in CreateInput) (*Record, provision.Outcome, error) {
 	content := strings.TrimSpace(orDefault(in.Content, s.cfg.DefaultContent))
 	ttl, proxied := orDefault(in.RecordTTL, s.cfg.RecordTtl), orDefault(in.Proxied, s.cfg.Proxied)
@@ -95,30 +93,24 @@ func (s *Service) roomFor(ctx context.Context, tx bun.Tx, userID int64) error {
 // msgNotFound is the 404 of a record.
 const msgNotFound = "DNS record not found"
 
-// List returns the user's records, oldest first, but the Revoked ones: a revoked record is gone
-// for its user (the administrators' list keeps the trace).
+// List returns the user's records but the Revoked ones, oldest first.
 func (s *Service) List(ctx context.Context, userID int64) ([]View, error) {
 	return provision.List(ctx, s.db, userID, []string{spec.Gone}, view)
 }
 
-// Revoke deletes a record at the provider: Active/Pending/Failed → Revoking → Revoked. A Failed
-// record goes through the provider too: its create may have reached the provider, so the name is
-// looked up and a record carrying this row's marker is deleted. It returns the record as it then
-// stands and the outcome (Pending: it stays Revoking for the finisher). A record already Revoking
-// is driven again only once its next attempt is due: before that the provider is not called.
+// Revoke deletes a record at the provider: Active, Pending or Failed (its create may have reached
+// the provider) → Revoking → Revoked. A record already Revoking is driven again only once its next
+// attempt is due. It returns the record as it then stands and the outcome.
 func (s *Service) Revoke(ctx context.Context, id, userID int64) (*Record, provision.Outcome, error) {
 	return provision.DeleteNow[Record](ctx, s.finisher, s.db, spec, id, userID, provision.Deleting[Record]{NotFound: msgNotFound,
 		Gone: "The record is already revoked", Start: s.startRevoke,
 		Audit: func(ctx context.Context, tx bun.Tx, r *Record) error {
-			return s.audit.RecordTx(ctx, tx, audit.Event{Action: "dns.revoked", UserID: audit.Int64(r.UserID),
-				TargetType: "dnsRecord", TargetID: fmt.Sprint(r.ID), Details: map[string]any{"fqdn": r.Fqdn}})
+			return s.audit.RecordTx(ctx, tx, spec.Event("dns.revoked", r.UserID, r.ID, map[string]any{"fqdn": r.Fqdn}))
 		}})
 }
 
-// startRevoke sets r (live or Failed, locked in tx) Revoking. A Failed record does not hold its
-// label: when another live record took it, this one is Revoked at once and a sweep deletes
-// whatever record of its own its create may have left (only one carrying its marker), as for a
-// deleted user's.
+// startRevoke sets r (live or Failed, locked in tx) Revoking. A Failed record whose label another
+// live record took is Revoked at once, a sweep queued for what its create may have left.
 func (s *Service) startRevoke(ctx context.Context, tx bun.Tx, r *Record) error {
 	if r.Status == spec.Failed {
 		taken, err := tx.NewSelect().Model((*Record)(nil)).Where("label = ?", r.Label).Where("id <> ?", r.ID).
@@ -134,12 +126,11 @@ func (s *Service) startRevoke(ctx context.Context, tx bun.Tx, r *Record) error {
 			return err
 		}
 	}
-	if _, err := provision.Restart(tx.NewUpdate().Model(r), spec.Deleting, time.Time{}).WherePK().Exec(ctx); db.IsUniqueViolation(err) {
+	_, err := provision.Restart(tx.NewUpdate().Model(r), spec.Deleting, time.Time{}).WherePK().Exec(ctx)
+	if db.IsUniqueViolation(err) {
 		return fault.Conflict(fmt.Sprintf("Another live record uses the label %q; revoke this one once that one is settled", r.Label))
-	} else if err != nil {
-		return err
 	}
-	return nil
+	return err
 }
 
 // Retry sends a Failed record through provisioning again, or drives a Revoking one now.

@@ -48,10 +48,9 @@ func validALabel(l string) bool {
 // ValidContent reports whether s may be a record's content (ContentProblem finds nothing).
 func ValidContent(s string, allowPrivate bool) bool { return ContentProblem(s, allowPrivate) == "" }
 
-// ContentProblem is what is wrong with s as a record's content, "" when nothing: it must be an
-// IPv4 address in dotted-decimal form routable as a host address (ipaddr.HostIPv4) and, unless
-// allowPrivate (Dns:AllowPrivateContent), outside the private and shared ranges (ipaddr.PrivateIPv4), so
-// that a name in the company's zone cannot point into an internal network (DNS rebinding).
+// ContentProblem is what is wrong with s as a record's content, "" when nothing: a dotted-decimal
+// host IPv4 (ipaddr.HostIPv4) outside the private and shared ranges unless allowPrivate, so a name
+// in the company's zone cannot point into an internal network (DNS rebinding).
 func ContentProblem(s string, allowPrivate bool) string {
 	if !ipaddr.HostIPv4(s) {
 		return msgContent
@@ -78,8 +77,7 @@ const (
 )
 
 // fieldProblems is the one check of a record's fields beyond the schema, for the fields given (nil:
-// not given); RecordBody.Resolve and validate both call it. An empty content is refused with empty.
-// Content may be a private address only when allowPrivate (Dns:AllowPrivateContent).
+// not given), for RecordBody.Resolve and validate. An empty content is refused with empty.
 func fieldProblems(label, content *string, ttl *int, allowPrivate bool, empty string) []fault.FieldError {
 	var fields []fault.FieldError
 	if _, ok := NormalizeLabel(orDefault(label, "")); label != nil && !ok {
@@ -104,9 +102,8 @@ func orDefault[T any](p *T, d T) T {
 	return *p
 }
 
-// validate checks a create request after defaults, listing every bad field (fieldProblems). omittable
-// reports that content was given while Dns:DefaultContent is configured: an empty one is then refused
-// as such (omitting it takes the default); otherwise an empty one means that no default exists.
+// validate checks a create request after defaults (fieldProblems). omittable: content was given
+// while Dns:DefaultContent is set, so an empty one is refused as such, not as a missing default.
 func validate(label, content string, omittable bool, ttl int, allowPrivate bool) (string, error) {
 	empty := "is required (no Dns:DefaultContent is configured)"
 	if omittable {

@@ -147,21 +147,10 @@ func (p *Provisioner) Delete(ctx context.Context, req provision.DeleteRequest) (
 // (our database's, with its SQL, is only logged).
 const MsgInternal = "internal error while handling the broker's answer (details in the server log)"
 
-func shownError(err error) string {
-	var be *BrokerError
-	if errors.As(err, &be) {
-		return provision.StoredError(be)
-	}
-	return MsgInternal
-}
-
-// ErrorText implements provision.ErrorTexter.
-func (p *Provisioner) ErrorText(err error) string { return shownError(err) }
-
 // GiveUp marks a space whose attempts ran out Failed and queues a sweep: an attempt without an
 // answer may have made its virtual host or user. Deletions are never given up.
 func (p *Provisioner) GiveUp(ctx context.Context, tx bun.IDB, id int64, lastErr error) error {
-	if ended, err := p.Spec.GiveUp(ctx, tx, (*Space)(nil), id, shownError(lastErr)); err != nil || !ended {
+	if ended, err := p.GaveUp(ctx, tx, id, lastErr); err != nil || !ended {
 		return err
 	}
 	return queueSweep(ctx, tx, id)

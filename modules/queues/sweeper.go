@@ -70,7 +70,7 @@ func (w *Sweeper) Delete(context.Context, provision.DeleteRequest) (provision.De
 }
 
 // ErrorText implements provision.ErrorTexter.
-func (w *Sweeper) ErrorText(err error) string { return shownError(err) }
+func (w *Sweeper) ErrorText(err error) string { return spec.ErrorText(err) }
 
 var (
 	_ provision.Provisioner = (*Sweeper)(nil)

@@ -2,8 +2,7 @@ package wfauto
 
 import "provisioner/platform/config"
 
-// Config is the wfauto module's configuration section, WfautoProvisioning:* (the external
-// workflow-automation provisioning cell).
+// Config is the wfauto module's configuration section, WfautoProvisioning:* (the external cell).
 type Config struct {
 	BaseUrl        string `koanf:"baseurl"`
 	ApiKey         string `koanf:"apikey"`
@@ -21,8 +20,7 @@ var Settings = &config.Section[Config]{
 	},
 }
 
-// Validate implements config.Validator. 0 does not mean "no limit": the cell's client would wait
-// for ever, holding a finisher's row transaction.
+// Validate implements config.Validator; a timeout of 0 would hold a finisher's row for ever.
 func (c Config) Validate() error {
 	if c.TimeoutSeconds < 1 {
 		return &config.ValidationError{Key: "WfautoProvisioning:TimeoutSeconds", Reason: "must be at least 1 (seconds)"}

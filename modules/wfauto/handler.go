@@ -73,7 +73,7 @@ func (h *Handler) Register(api *httpx.API) {
 		Errors:      []int{http.StatusNotFound, http.StatusConflict, http.StatusBadGateway}, Responses: cellFailedResponse},
 		func(ctx context.Context, in *httpx.IDInput) (*httpx.Response[View], error) {
 			a, o, err := h.svc.Retry(ctx, in.ID)
-			return httpx.Driven(a, o, err, view, answers(a, false, "Account "))
+			return httpx.Driven(a, o, err, view, answers(a, false, "Account "+provision.StatusOf(a)))
 		})
 }
 
@@ -82,12 +82,7 @@ func (h *Handler) provisioned(ctx context.Context, userID int64) (*httpx.Respons
 	return httpx.Driven(a, o, err, view, answers(a, true, "Workflow-automation account provisioned"))
 }
 
-// answers are the messages of a route that drove a (done: "Account " is followed by its status).
-// A 502's Retry-After makes sending the request again needless (a second provision is a 409 while
-// Pending).
+// answers are the messages of a route that drove a: done, and the cell's failure.
 func answers(a *Account, created bool, done string) httpx.Answers {
-	if !created {
-		done += provision.StatusOf(a)
-	}
 	return httpx.Answers{Created: created, Done: done, Failed: "The workflow-automation cell failed; the account is " + provision.StatusOf(a)}
 }

@@ -17,10 +17,8 @@ type Account struct {
 	provision.State
 	// ReleasedBy is who deleted the owner (Deprovisioning): the actor of wfauto.deprovisioned.
 	ReleasedBy *int64 `bun:"released_by"`
-	// IdempotencyKey is the Idempotency-Key sent to the cell with every create of this account: a
-	// random UUID the database makes with the row (an insert leaves it to the column's default),
-	// never another account's, whatever control database the other lives in; or the row's id for a
-	// row whose create may have reached the cell before keys were random (migration 20261126003700).
+	// IdempotencyKey is sent with every create of this account: a random UUID made by the database
+	// with the row, or the row's id where a create may have reached the cell before keys were random.
 	IdempotencyKey string `bun:"idempotency_key,nullzero,notnull"`
 }
 

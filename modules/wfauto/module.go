@@ -1,7 +1,7 @@
 // Package wfauto is the workflow-automation module: one account per user, provisioned by an
-// external cell. Local state first (Pending), then the cell with the account's random key as
-// Idempotency-Key, then the outcome; the background finisher completes what a crash left Pending
-// and deprovisions the accounts of deleted users.
+// external cell through the platform's lifecycle, with the account's random key as
+// Idempotency-Key; the finisher completes what a crash left Pending and deprovisions the
+// accounts of deleted users.
 package wfauto
 
 import (

@@ -16,11 +16,9 @@ import (
 	"provisioner/platform/provision"
 )
 
-// Provisioner provisions accounts at the cell, with the row's stored random key as Idempotency-Key
-// (Account.IdempotencyKey): an attempt repeated after a crash gets the same account back, never a
-// second one, and no other account, of this control database or another, sends that key. Before
-// each create it commits a row in wfauto_cell_creates (the intent of that call), so a delete knows
-// whether the cell may hold the account at all.
+// Provisioner provisions accounts at the cell with the row's random Idempotency-Key, so an attempt
+// repeated after a crash gets the same account back. Before each create it commits the body sent
+// (sent), so a delete knows whether the cell may hold the account at all.
 type Provisioner struct {
 	provision.Spec
 	db    *bun.DB
@@ -29,20 +27,17 @@ type Provisioner struct {
 	log   *slog.Logger
 }
 
-// sent is the record, committed before each create, that a create of an account may have reached
-// the cell, with the body sent (provision.SentMarker).
+// sent records, before each create, that it may reach the cell, with the body sent.
 var sent = provision.SentMarker{Table: "wfauto_cell_creates", Ref: "account_id"}
 
-// refusedOriginal reports whether err is the cell's 400 to the body first sent under an account's
-// Idempotency-Key: the cell, which must answer the same key and body with the same account, holds
-// none for it. Nothing else says so: a 409 (a request with the key in progress), a 422 (a body
-// that differs from the key's), a 401/403/404 (a misconfigured key or address), a malformed 2xx.
+// refusedOriginal reports whether err is the cell's 400 to the body first sent under the key: the
+// cell holds no account for it. Nothing else says so (a 409, 422, 401/403/404, a malformed 2xx).
 func refusedOriginal(err error, original bool) bool {
 	var ce *cell.Error
 	return original && errors.As(err, &ce) && ce.Final && ce.Status == http.StatusBadRequest
 }
 
-// current is the body a first create of a sends: its owner's details as they are now.
+// current is the body of a's first create: its owner's details as they are now.
 func current(ctx context.Context, tx bun.IDB, a *Account) ([]byte, error) {
 	in := cell.Request{UserID: a.UserID}
 	if err := tx.NewSelect().Table("users").Column("email", "full_name", "organization").Where("id = ?", a.UserID).
@@ -52,9 +47,8 @@ func current(ctx context.Context, tx bun.IDB, a *Account) ([]byte, error) {
 	return in.JSON(), nil
 }
 
-// Create implements provision.Provisioner. A create that may follow one that reached the cell
-// sends that one's body again, whatever the owner's details are now: the Idempotency-Key must
-// come with the same body.
+// Create implements provision.Provisioner. A create that may follow one that reached the cell sends
+// that one's body again: the Idempotency-Key must come with the same body.
 func (p *Provisioner) Create(ctx context.Context, req provision.CreateRequest) (provision.CreateResponse, error) {
 	a, err := provision.Load[Account](ctx, req.Tx, req.ResourceID)
 	if err != nil {
@@ -70,15 +64,12 @@ func (p *Provisioner) Create(ctx context.Context, req provision.CreateRequest) (
 	}
 	got, err := p.cell.Provision(ctx, a.IdempotencyKey, body)
 	if field := cell.OtherUser(got, body, original); err == nil && field != "" {
-		// The cell answered with an account made for another user: the first answer to a key
-		// another deployment sent (a row keyed by its id before keys were random). Never Active.
+		// An account made for another user (a key another deployment sent first): never Active.
 		err = &cell.Error{Status: http.StatusBadGateway, Msg: fmt.Sprintf(cell.MsgOtherUser, field), Final: true, Foreign: true}
 	}
 	var ce *cell.Error
 	if errors.As(err, &ce) && ((fresh && ce.MadeNothing()) || refusedOriginal(err, original) || ce.Foreign) {
-		// Only this attempt could have reached the cell and it made nothing there, or the cell
-		// refused the key's own body, or holds another user's account under the key: it holds
-		// nothing of ours for the key. A next create sends the owner's details as they are then.
+		// The cell holds nothing of ours under the key: a next create sends the owner's details anew.
 		if uerr := sent.Unmark(ctx, req.Tx, a.ID); uerr != nil {
 			return provision.CreateResponse{}, uerr
 		}
@@ -93,9 +84,7 @@ func (p *Provisioner) Create(ctx context.Context, req provision.CreateRequest) (
 	if held, err := spec.HeldByAnother(ctx, req.Tx, "external_account_id", got.AccountID, a.ID); err != nil {
 		return provision.CreateResponse{}, err
 	} else if held {
-		// The cell answered with another live account's id: stored, deleting this account would
-		// delete that one at the cell. Refused as a suspicious answer: Failed, the id not stored
-		// (the create stays recorded as possibly at the cell).
+		// Another live account's id: stored, deleting this one would delete that one. Failed.
 		msg := (&cell.Error{Status: http.StatusBadGateway, Msg: msgDuplicateID}).Error()
 		return provision.CreateResponse{}, p.fail(ctx, req.Tx, a, msg, false, map[string]any{"externalAccountId": got.AccountID})
 	}
@@ -103,15 +92,13 @@ func (p *Provisioner) Create(ctx context.Context, req provision.CreateRequest) (
 		Set("url = ?", got.URL).WherePK().Exec(ctx); err != nil {
 		return provision.CreateResponse{}, fmt.Errorf("record account %d active: %w", a.ID, err)
 	}
-	if err := p.audit.RecordTx(ctx, req.Tx, audit.Event{Action: "wfauto.provisioned", UserID: audit.Int64(a.UserID),
-		TargetType: "wfautoAccount", TargetID: fmt.Sprint(a.ID), Details: map[string]any{"externalAccountId": got.AccountID}}); err != nil {
+	if err := p.audit.RecordTx(ctx, req.Tx, spec.Event("wfauto.provisioned", a.UserID, a.ID, map[string]any{"externalAccountId": got.AccountID})); err != nil {
 		return provision.CreateResponse{}, err
 	}
 	return provision.CreateResponse{ExternalID: got.AccountID}, nil
 }
 
-// fail records a's create as Failed with msg, audited wfauto.failed (details: msg as error, and
-// more); newKey gives a a fresh Idempotency-Key for its next provisioning.
+// fail records a's create Failed with msg, audited wfauto.failed; newKey gives a a fresh key.
 func (p *Provisioner) fail(ctx context.Context, tx bun.IDB, a *Account, msg string, newKey bool, more map[string]any) error {
 	q := provision.Fail(tx.NewUpdate().Model(a), spec.Failed, msg)
 	if newKey {
@@ -122,19 +109,16 @@ func (p *Provisioner) fail(ctx context.Context, tx bun.IDB, a *Account, msg stri
 	}
 	details := map[string]any{"error": msg}
 	maps.Copy(details, more)
-	return p.audit.RecordTx(ctx, tx, audit.Event{Action: "wfauto.failed", UserID: audit.Int64(a.UserID),
-		TargetType: "wfautoAccount", TargetID: fmt.Sprint(a.ID), Details: details})
+	return p.audit.RecordTx(ctx, tx, spec.Event("wfauto.failed", a.UserID, a.ID, details))
 }
 
 // msgDuplicateID is the error of a cell's answer naming an account another live row holds.
 const msgDuplicateID = "suspicious answer: the accountId belongs to another account; refused"
 
-// Delete implements provision.Provisioner. An account never sent to the cell, or whose only
-// attempt was refused, is not at the cell. Otherwise re-posting its Idempotency-Key with the same
-// body returns it, and it is deleted; the cell's 400 to that body means nothing is there, any other
-// refusal leaves it Deprovisioning (retried). An accountId another live account holds, or an
-// answer made for another user, is never deleted for this one: left at the cell, logged and audited
-// (details.leftAtCell), and the account is Deprovisioned.
+// Delete implements provision.Provisioner. An account never sent, or only refused, is not at the
+// cell; otherwise re-posting its key with the same body tells its id (a 400: nothing is there; any
+// other refusal: retried) and it is deleted. An id another live account holds, or another user's
+// account, is left at the cell, logged and audited (details.leftAtCell).
 func (p *Provisioner) Delete(ctx context.Context, req provision.DeleteRequest) (provision.DeleteResponse, error) {
 	a, err := provision.Load[Account](ctx, req.Tx, req.ResourceID)
 	if err != nil {
@@ -159,8 +143,7 @@ func (p *Provisioner) Delete(ctx context.Context, req provision.DeleteRequest) (
 		}
 	}
 	if a.ExternalAccountID == "" && wasSent {
-		// Never recorded (a crash, a timeout, or a Failed account whose attempts ran out after
-		// its create may have reached the cell): the Idempotency-Key tells us its id.
+		// Never recorded, but its create may have reached the cell: the key tells its id.
 		original := body != nil
 		if !original { // a record from before bodies were kept: the owner's details are a guess
 			if body, err = current(ctx, req.Tx, a); err != nil {
@@ -171,8 +154,7 @@ func (p *Provisioner) Delete(ctx context.Context, req provision.DeleteRequest) (
 		var ce *cell.Error
 		switch {
 		case err == nil && cell.OtherUser(got, body, original) != "":
-			// Another user's account (a key another deployment sent first): nothing of ours is
-			// under the key, and that account is never deleted for this one.
+			// Another user's account (a key another deployment sent first): never deleted for ours.
 			p.log.Warn("wfauto deprovisioning: the cell answered the account's Idempotency-Key with an account made for another user; left at the cell",
 				"account", a.ID, "externalAccountId", got.AccountID)
 			left, why = got.AccountID, "made for another user"
@@ -206,8 +188,7 @@ func (p *Provisioner) Delete(ctx context.Context, req provision.DeleteRequest) (
 	if err := sent.Unmark(ctx, req.Tx, a.ID); err != nil {
 		return provision.DeleteResponse{}, err
 	}
-	// An account is deprovisioned only because its owner was deleted: audited as the other modules
-	// audit what a deleted user released, with the reason and whoever deleted the user as actor.
+	// Only a deleted owner's account is deprovisioned: audited with the reason and its deleter.
 	details := map[string]any{"reason": "user.deleted"}
 	if accountID != "" {
 		details["externalAccountId"] = accountID
@@ -220,31 +201,13 @@ func (p *Provisioner) Delete(ctx context.Context, req provision.DeleteRequest) (
 		UserID: audit.Int64(a.UserID), TargetType: "wfautoAccount", TargetID: fmt.Sprint(a.ID), Details: details})
 }
 
-// MsgInternal is what is stored and shown (last_error, errorMessage) for a failed attempt whose
-// error is not the cell's: our database refused a statement, an audit write failed. Their text
-// (SQL, SQLSTATE) is only logged.
+// MsgInternal is the errorMessage of a failed attempt whose error is not the cell's (our
+// database's, an audit write's): their text is only logged.
 const MsgInternal = "internal error while handling the cell's answer (details in the server log)"
 
-// shownError is err's text as stored and shown: the cell's answer (sanitised by the client),
-// with our own words about it (they wrap it), or MsgInternal for anything else.
-func shownError(err error) string { return provision.ProviderText(err, MsgInternal, new(*cell.Error)) }
-
-// ErrorText implements provision.ErrorTexter: a failed attempt's last_error is the errorMessage
-// of a Pending or Deprovisioning account.
-func (p *Provisioner) ErrorText(err error) string { return shownError(err) }
-
-// GiveUp marks an account whose provisioning kept failing Failed, with its last error (as shown).
-func (p *Provisioner) GiveUp(ctx context.Context, tx bun.IDB, id int64, lastErr error) error {
-	_, err := p.Spec.GiveUp(ctx, tx, (*Account)(nil), id, shownError(lastErr))
-	return err
-}
-
-// ReleaseUser marks a deleted user's account for deprovisioning at the cell: Pending, Active and
-// Failed alike. A Failed account's create may have reached the cell (a timeout, then attempts ran
-// out): the finisher re-posts its Idempotency-Key to learn its id and deletes it there before it
-// is Deprovisioned. One never sent (or only refused) is Deprovisioned without calling the cell.
-// Whoever deletes the user is kept (released_by): the wfauto.deprovisioned event, written once the
-// cell has deleted the account, names them as its actor, with details.reason "user.deleted".
+// ReleaseUser sets a deleted user's account Deprovisioning, Failed ones too (a create may have
+// reached the cell), keeping who deleted the user (released_by) as the actor of the
+// wfauto.deprovisioned event written once the cell has deleted the account.
 func (p *Provisioner) ReleaseUser(ctx context.Context, tx bun.IDB, userID int64) error {
 	var actor *int64
 	if pr := authn.FromContext(ctx); pr != nil {

@@ -18,10 +18,10 @@ import (
 // Kind is the provisioner kind of workflow-automation accounts.
 const Kind provision.Kind = "wfauto"
 
-// spec is the accounts' lifecycle: Pending → Active or Failed; Deprovisioning (the owner was
-// deleted: the finisher deletes it at the cell) → Deprovisioned.
+// spec is the accounts' lifecycle: Pending → Active or Failed; Deprovisioning → Deprovisioned.
 var spec = provision.Spec{Name: Kind, Rows: "wfauto_accounts", Creating: "Pending", Active: "Active", Failed: "Failed",
-	Deleting: "Deprovisioning", Gone: "Deprovisioned"}
+	Deleting: "Deprovisioning", Gone: "Deprovisioned", Target: "wfautoAccount",
+	Texts: provision.Texts{Internal: MsgInternal, Provider: []func(error) bool{provision.IsA[*cell.Error]}}}
 
 // Service manages accounts: local state first, then the cell.
 type Service struct {
@@ -31,11 +31,9 @@ type Service struct {
 	finisher *provision.Finisher
 }
 
-// Provision stores (or, after a failure, reuses) the user's Pending account and drives it once.
-// It returns the account as it then stands and the outcome. When the user was deleted meanwhile
-// (the account then goes Deprovisioning: the finisher deletes it at the cell if the create reached
-// it), the answer is that of a missing user: 404 "User not found", or 401 for the user's own
-// request (db.UserGone).
+// Provision stores (or, after a failure, reuses) the user's Pending account and drives it once:
+// the account as it then stands and the outcome. A user deleted meanwhile is answered as missing
+// (db.UserGone); the finisher deletes the account at the cell.
 func (s *Service) Provision(ctx context.Context, userID int64) (*Account, provision.Outcome, error) {
 	if !s.cell.Configured() {
 		return nil, provision.Outcome{}, fault.Unavailable("Workflow automation is not configured (WfautoProvisioning:BaseUrl)")
@@ -68,8 +66,7 @@ func (s *Service) Provision(ctx context.Context, userID int64) (*Account, provis
 		default:
 			return fault.Conflict(fmt.Sprintf("The user already has a workflow-automation account (%s)", cur.Status))
 		}
-		return s.audit.RecordTx(ctx, tx, audit.Event{Action: "wfauto.provision.requested", UserID: audit.Int64(userID),
-			TargetType: "wfautoAccount", TargetID: fmt.Sprint(id)})
+		return s.audit.RecordTx(ctx, tx, spec.Event("wfauto.provision.requested", userID, id, nil))
 	})
 	if err != nil {
 		return nil, provision.Outcome{}, err

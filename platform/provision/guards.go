@@ -4,8 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
 
 	"github.com/uptrace/bun"
+
+	"provisioner/platform/audit"
 )
 
 // HeldByAnother reports whether a row of s's table other than self, and not Gone, holds value in
@@ -19,16 +23,28 @@ func (s Spec) HeldByAnother(ctx context.Context, tx bun.IDB, column, value strin
 	return held, nil
 }
 
-// ProviderText is the ErrorTexter of a provisioner whose users see its errors: err's text as
-// stored (StoredError) when its chain holds one of the provider's errors (targets, pointers as
-// errors.As takes them), internal otherwise (our database's error, with its SQL, is only logged).
-func ProviderText(err error, internal string, targets ...any) string {
-	for _, t := range targets {
-		if errors.As(err, t) {
-			return StoredError(err)
-		}
+// Texts says which errors of a kind its users read: an error whose chain holds one of the
+// provider's (Provider) is shown as stored (StoredError); any other (our database's, with its SQL,
+// an audit write's) is shown as Internal and only logged. Internal "" shows every error as stored.
+type Texts struct {
+	Internal string
+	Provider []func(error) bool
+}
+
+// IsA reports whether err's chain holds an E (a Texts.Provider entry).
+func IsA[E error](err error) bool { var e E; return errors.As(err, &e) }
+
+// ErrorText implements ErrorTexter for every provisioner embedding a Spec.
+func (s Spec) ErrorText(err error) string {
+	if s.Texts.Internal == "" || slices.ContainsFunc(s.Texts.Provider, func(is func(error) bool) bool { return is(err) }) {
+		return StoredError(err)
 	}
-	return internal
+	return s.Texts.Internal
+}
+
+// Event is the audit event of action on row id of userID, its target type s.Target.
+func (s Spec) Event(action string, userID, id int64, details map[string]any) audit.Event {
+	return audit.Event{Action: action, UserID: audit.Int64(userID), TargetType: s.Target, TargetID: strconv.FormatInt(id, 10), Details: details}
 }
 
 // StatusOf is row's status, "" for none (a refusal deleted it).

@@ -48,7 +48,7 @@ const RequestGrace = time.Minute
 
 // Spec names a resource kind's table and its statuses: Creating → Active, or Failed (a refusal,
 // or attempts run out); a live or Failed row → Deleting → Gone. A provisioner embeds its Spec,
-// which implements Kind and Queue. A status left "" is one the kind does not have.
+// which implements Kind, Queue, GiveUpper and ErrorTexter. A status left "" is one the kind does not have.
 type Spec struct {
 	Name                                     Kind
 	Rows                                     string
@@ -61,6 +61,10 @@ type Spec struct {
 	Due map[string]Verb
 	// Counted are the statuses RoomFor counts against a quota; nil: Live.
 	Counted []string
+	// Texts is what users read of a failed attempt (ErrorText); Target is the audit events'
+	// targetType (Event).
+	Texts  Texts
+	Target string
 }
 
 // Kind implements Provisioner.
@@ -139,10 +143,20 @@ func Nudge(q *bun.UpdateQuery) *bun.UpdateQuery { return q.Set("next_attempt_at 
 // Note records an attempt's error shown to the user without ending the row.
 func Note(q *bun.UpdateQuery, msg string) *bun.UpdateQuery { return q.Set("error_message = ?", msg) }
 
-// GiveUp ends row id of model's table Failed with msg if it is still Creating (deletions are never
-// given up), and reports whether it did.
-func (s Spec) GiveUp(ctx context.Context, tx bun.IDB, model any, id int64, msg string) (bool, error) {
-	res, err := Fail(tx.NewUpdate().Model(model), s.Failed, msg).Where("id = ?", id).Where("status = ?", s.Creating).Exec(ctx)
+// GiveUp implements GiveUpper: row id ends Failed with ErrorText(lastErr) if it is still Creating.
+// Deletions are never given up, nor the rows of a kind without a Failed status.
+func (s Spec) GiveUp(ctx context.Context, tx bun.IDB, id int64, lastErr error) error {
+	_, err := s.GaveUp(ctx, tx, id, lastErr)
+	return err
+}
+
+// GaveUp is GiveUp reporting whether it ended the row.
+func (s Spec) GaveUp(ctx context.Context, tx bun.IDB, id int64, lastErr error) (bool, error) {
+	if s.Failed == "" || s.Creating == "" {
+		return false, nil
+	}
+	res, err := Fail(tx.NewUpdate().Table(s.Rows), s.Failed, StoredError(errors.New(s.ErrorText(lastErr)))).
+		Where("id = ?", id).Where("status = ?", s.Creating).Exec(ctx)
 	if err != nil {
 		return false, err
 	}

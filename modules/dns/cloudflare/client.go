@@ -139,8 +139,7 @@ func New(o Options) *Client {
 		Budget: budget, Logger: o.Logger})}
 }
 
-// do makes one provider call (outbound.Client.Do: bounded whole by Timeout, retried on 429, 5xx
-// and connection errors while time is left) and reads the v4 envelope of its answer into out.
+// do makes one provider call (outbound.Client.Do) and reads the v4 envelope of its answer into out.
 func (c *Client) do(ctx context.Context, method, path string, body any, out any) error {
 	res, err := c.http.Do(ctx, outbound.Request{Method: method, Path: c.zone + path, JSON: body})
 	if err != nil {
@@ -151,9 +150,8 @@ func (c *Client) do(ctx context.Context, method, path string, body any, out any)
 	if res.Status >= 300 || jerr != nil || !env.Success {
 		ae := &APIError{Status: res.Status, Errors: c.sanitized(env.Errors), Wait: res.RetryAfter()}
 		if res.Status < 300 {
-			// A 2xx that is not a v4 envelope with success: true (not JSON, or success missing or
-			// false) is no answer we can read: the call may or may not have been carried out, so it
-			// is transient (the next attempt looks the name up first).
+			// A 2xx without a v4 envelope saying success: the call may or may not have been carried
+			// out, so it is transient (the next attempt looks the name up first).
 			ae.Status = http.StatusBadGateway
 			ae.Errors = []Message{{Message: fmt.Sprintf("malformed answer from the provider (HTTP %d without success: true)", res.Status)}}
 		}
@@ -173,9 +171,8 @@ const (
 	maxErrorMessage = 200
 )
 
-// sanitized returns the provider's first errors with their messages made fit to store, show and
-// log (outbound.Client.Redact): a provider that echoes what it was sent (the Authorization header,
-// the token) never gets our token into a record, an answer or the log. The codes are kept as sent.
+// sanitized returns the provider's first errors, their messages redacted (outbound.Client.Redact)
+// so an echo of what was sent never puts our token in a record, an answer or the log.
 func (c *Client) sanitized(errs []Message) []Message {
 	if len(errs) > maxErrors {
 		errs = errs[:maxErrors]
@@ -233,10 +230,8 @@ func (c *Client) Create(ctx context.Context, r Record) (Record, error) {
 	return out, nil
 }
 
-// Delete removes a record; a record that does not exist is not an error. Only the provider's own
-// word says so: a 4xx envelope carrying 81044 ("Record does not exist.") or 1032 ("Invalid DNS
-// record identifier"). Any other 404 (a proxy's HTML page, 7003 "Could not route to …", an
-// envelope without those codes) is a failure like any other: the record may well still be there.
+// Delete removes a record; one that does not exist (Gone: only the provider's own word, 81044 or
+// 1032 in a 4xx envelope) is not an error. Any other 404 (a proxy's page, 7003) is a failure.
 func (c *Client) Delete(ctx context.Context, id string) error {
 	err := c.do(ctx, http.MethodDelete, "/"+url.PathEscape(id), nil, nil)
 	if Gone(err) {

@@ -4,6 +4,7 @@
 package cell
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -35,8 +36,7 @@ func (r Request) JSON() []byte {
 	return raw
 }
 
-// Account is the cell's answer. Email and UserID are what it echoes, when it does, of the
-// request it made the account for (nil when it sends none).
+// Account is the cell's answer; Email and UserID echo the request, when it does (nil: not sent).
 type Account struct {
 	AccountID string          `json:"accountId"`
 	URL       string          `json:"url"`
@@ -44,10 +44,9 @@ type Account struct {
 	UserID    json.RawMessage `json:"userId"`
 }
 
-// OtherUser names the echoed field (email, userId) by which got shows an account made for another
-// user than the one of body (the Request's JSON sent), or "" when it does not or cannot tell (the
-// cell echoed neither). byEmail is false when body is a guess, built from the owner's details as they
-// are now (their email may differ from the one first sent under the key): then only userId tells.
+// OtherUser names the echoed field (email, userId) showing got was made for another user than
+// body's, or "". byEmail is false when body is a guess from the owner's details as they are now
+// (the email may have changed since the key was first sent): then only userId tells.
 func OtherUser(got Account, body []byte, byEmail bool) string {
 	var sent Request
 	if json.Unmarshal(body, &sent) != nil {
@@ -66,9 +65,8 @@ func OtherUser(got Account, body []byte, byEmail bool) string {
 // echoed field that differs; the other user's value is never shown).
 const MsgOtherUser = "suspicious answer: the account was made for another user (its %s differs from ours); refused"
 
-// Error is a failed call; Final means no retry can succeed (a 4xx). A malformed 2xx answer is
-// not final: the cell may have made the account, and a retry with the same Idempotency-Key gets
-// the cell's answer again (the cell replays it).
+// Error is a failed call; Final means no retry can succeed (a 4xx). A malformed 2xx is not final:
+// a retry with the same Idempotency-Key gets the cell's answer again.
 type Error struct {
 	Status int
 	Msg    string
@@ -129,11 +127,9 @@ func (c *Client) call(ctx context.Context, method, path, idemKey string, body []
 	return res, err
 }
 
-// statusError describes a failed answer by its status and, when the body is the documented
-// {"error","message"} JSON, the cell's words, sanitised: the configured API key and anything
-// token-like are redacted, control characters dropped, the text bounded. Any other body (an HTML
-// error page, a stack trace) is not kept at all. The message is stored, shown to users and logged.
-// The cell's Retry-After (seconds or an HTTP-date) is kept for the finisher.
+// statusError describes a failed answer by its status and, from a documented {"error","message"}
+// body, the cell's words redacted and bounded (any other body is dropped): the message is stored,
+// shown and logged. The cell's Retry-After is kept for the finisher.
 func (c *Client) statusError(res *outbound.Response) *Error {
 	msg := ""
 	var e struct {
@@ -143,12 +139,7 @@ func (c *Client) statusError(res *outbound.Response) *Error {
 	if json.Unmarshal(res.Body, &e) == nil {
 		msg = c.http.Redact(e.Error+" "+e.Message, maxCellMessage)
 	}
-	if msg == "" {
-		msg = strings.ToLower(http.StatusText(res.Status))
-		if msg == "" {
-			msg = "unexpected answer"
-		}
-	}
+	msg = cmp.Or(msg, strings.ToLower(http.StatusText(res.Status)), "unexpected answer")
 	return &Error{Status: res.Status, Msg: msg, Final: outbound.Refusal(res.Status), Wait: res.RetryAfter()}
 }
 
@@ -167,9 +158,7 @@ func (c *Client) Provision(ctx context.Context, idemKey string, body []byte) (Ac
 	if status != http.StatusOK && status != http.StatusCreated {
 		return Account{}, c.statusError(a)
 	}
-	// A 2xx we cannot read is transient, not final: the cell may well have made the account (the
-	// answer was mangled on the way back), and the finisher's retry with the same Idempotency-Key
-	// gets the account (the cell answers a repeated key with the original answer).
+	// A 2xx we cannot read is transient: the retry with the same key gets the account.
 	var out Account
 	if err := json.Unmarshal(a.Body, &out); err != nil {
 		return Account{}, &Error{Status: status, Msg: "malformed answer: not JSON"}
@@ -185,15 +174,13 @@ func (c *Client) Provision(ctx context.Context, idemKey string, body []byte) (Ac
 	return out, nil
 }
 
-// MaxAccountID and MaxAccountURL bound the accountId and url of a cell's answer: they are stored,
-// shown to users and put in the deprovisioning call's path.
+// MaxAccountID and MaxAccountURL bound the accountId and url of a cell's answer.
 const (
 	MaxAccountID  = 200
 	MaxAccountURL = 2048
 )
 
-// printable reports whether s is at most max bytes without control characters (NUL, newlines,
-// C1): nothing the database refuses (a NUL) or that would forge a log line or a header.
+// printable reports whether s is at most max bytes without control characters (a NUL, a newline).
 func printable(s string, max int) bool {
 	return len(s) <= max && !strings.ContainsFunc(s, unicode.IsControl)
 }
