@@ -9,13 +9,11 @@ import (
 	"provisioner/platform/db"
 )
 
-// User is a row of the platform's users table.
+// User is a row of the platform's users table, as far as accounts go: an insert returns only these
+// columns (?Columns), so another module's column of the table is never read here.
 type User struct {
 	bun.BaseModel `bun:"table:users,alias:u"`
 	db.Account
-	// AiMonthlyTokenBudget is the admin module's column (an AI ceiling), only so that RETURNING *
-	// scans: never written or used here.
-	AiMonthlyTokenBudget *int64 `bun:"ai_monthly_token_budget,scanonly"`
 }
 
 // resetToken is a single-use password reset token; only its SHA-256 is stored.

@@ -500,7 +500,7 @@ func (s *Service) signInExternalTx(ctx context.Context, id Identity, retry bool)
 		default:
 			now := time.Now()
 			fresh := &User{Account: db.Account{Email: email, FullName: firstNonEmpty(providerName(id.Name), email), Role: authn.RoleUser, SecurityStamp: 1, EmailVerifiedAt: &now}}
-			if _, err := tx.NewInsert().Model(fresh).Returning("*").Exec(ctx); err != nil {
+			if _, err := tx.NewInsert().Model(fresh).Returning("?Columns").Exec(ctx); err != nil {
 				if db.IsUniqueViolation(err) {
 					if retry {
 						// Created meanwhile: by a concurrent sign-in with this identity (the next

@@ -82,7 +82,7 @@ func (s *Service) Register(ctx context.Context, in RegisterInput) (*RegisterResu
 		Role: authn.RoleUser, PasswordHash: &hash, SecurityStamp: 1,
 	}}
 	err = s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
-		if _, err := tx.NewInsert().Model(u).Returning("*").Exec(ctx); err != nil {
+		if _, err := tx.NewInsert().Model(u).Returning("?Columns").Exec(ctx); err != nil {
 			if db.IsUniqueViolation(err) {
 				return errEmailTaken
 			}
@@ -460,7 +460,7 @@ func (s *Service) EnsureBootstrapAdmin(ctx context.Context) error {
 		return err
 	}
 	u = &User{Account: db.Account{Email: email, FullName: "Administrator", Role: authn.RoleAdmin, PasswordHash: &hash, SecurityStamp: 1}}
-	if _, err := s.db.NewInsert().Model(u).Returning("*").Exec(ctx); err != nil {
+	if _, err := s.db.NewInsert().Model(u).Returning("?Columns").Exec(ctx); err != nil {
 		if db.IsUniqueViolation(err) {
 			return nil // another replica created it
 		}
