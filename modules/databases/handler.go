@@ -158,8 +158,7 @@ func (h *Handler) Register(api *httpx.API) {
 }
 
 // engineFailed documents the 502 of the operations that drive an engine.
-var engineFailed = httpx.ProviderFailed("The database engine failed; `data` as stored (the database or the credential).",
-	"Seconds to the background retry, while the change is still pending.")
+var engineFailed = httpx.ProviderFailed("The database engine failed; `data` as stored (the database or the credential).")
 
 // answer is the answer of a route that drove inst (httpx.Driven): done (201 for a create), or 502
 // with the database as it stands (Retry-After while the finisher retries it).

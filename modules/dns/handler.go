@@ -64,8 +64,7 @@ const createDoc = "201 with the Active record. 409 when the label is reserved (D
 	"`Dns:MaxRecordsPerUser`; 502 with the record as stored when the provider failed (retried in the background)."
 
 // providerFailedResponse documents the 502 of the operations that call the provider.
-var providerFailedResponse = httpx.ProviderFailed("The DNS provider failed; `data` is the record as stored.",
-	"Only while the record is Pending or Revoking: seconds until the background retry (at least the provider's `Retry-After`).")
+var providerFailedResponse = httpx.ProviderFailed("The DNS provider failed; `data` is the record as stored.")
 
 // Register implements httpx.Routes.
 func (h *Handler) Register(api *httpx.API) {

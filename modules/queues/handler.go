@@ -45,7 +45,7 @@ func (in queuesAdminListInput) Filter() (provision.AdminFilter, string) {
 const createDoc = "409 at `Queues:MaxPerUser`; 503 without `Queues:ManagementUrl`."
 
 // brokerFailed documents the 502 of the operations that call the broker.
-var brokerFailed = httpx.ProviderFailed("The broker failed; `data` as stored.", "Seconds to the background retry.")
+var brokerFailed = httpx.ProviderFailed("The broker failed; `data` as stored.")
 
 // Register implements httpx.Routes.
 func (h *Handler) Register(api *httpx.API) {

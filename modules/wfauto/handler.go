@@ -38,8 +38,7 @@ const provisionDoc = "201 with the Active account. 409 while one is Pending or A
 	"502 with the account as stored when the cell failed; 503 when no cell is configured."
 
 // cellFailedResponse documents the 502 of the operations that call the cell.
-var cellFailedResponse = httpx.ProviderFailed("The cell failed, timed out, was rate limiting or answered garbage; `data` is the account as stored.",
-	"Only while the account is Pending or Deprovisioning: seconds until the background retry (at least the cell's `Retry-After`).")
+var cellFailedResponse = httpx.ProviderFailed("The cell failed, timed out, was rate limiting or answered garbage; `data` is the account as stored.")
 
 // Register implements httpx.Routes.
 func (h *Handler) Register(api *httpx.API) {

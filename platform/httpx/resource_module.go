@@ -33,9 +33,13 @@ func RegisterMine[V any](api *API, op huma.Operation, list func(ctx context.Cont
 	})
 }
 
-// ProviderFailed documents the 502 of the operations that call a provider: what (the answer's
-// description) and retryAfter (when its Retry-After header is sent, and what it counts).
-func ProviderFailed(what, retryAfter string) map[string]*huma.Response {
+// ProviderFailed documents the 502 of the operations that call a provider: what is the answer's
+// description; its Retry-After header is documented alike for every module.
+func ProviderFailed(what string) map[string]*huma.Response {
 	return map[string]*huma.Response{"502": {Description: what,
-		Headers: map[string]*huma.Param{"Retry-After": {Description: retryAfter, Schema: &huma.Schema{Type: "integer"}}}}}
+		Headers: map[string]*huma.Param{"Retry-After": {Description: retryAfterDoc, Schema: &huma.Schema{Type: "integer"}}}}}
 }
+
+// retryAfterDoc documents the Retry-After of every provider's 502 (Driven sets it).
+const retryAfterDoc = "Only while the change is still pending (retried in the background): seconds until the next try, " +
+	"at least the provider's own `Retry-After`."

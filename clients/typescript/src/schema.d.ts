@@ -2894,7 +2894,7 @@ export interface components {
             headers: {
                 RateLimit?: string;
                 "RateLimit-Policy"?: string;
-                /** @description Seconds to the background retry, while the change is still pending. */
+                /** @description Only while the change is still pending (retried in the background): seconds until the next try, at least the provider's own `Retry-After`. */
                 "Retry-After"?: number;
                 "X-RateLimit-Limit"?: number;
                 "X-RateLimit-Remaining"?: number;
@@ -2965,54 +2965,6 @@ export interface components {
         /** @description An unexpected error; the server's log has it under the request's `X-Request-Id`. */
         "500.healthz": {
             headers: {
-                [name: string]: unknown;
-            };
-            content: {
-                "application/json": components["schemas"]["Error"];
-            };
-        };
-        /** @description The DNS provider failed; `data` is the record as stored. */
-        "502.createDnsRecord": {
-            headers: {
-                RateLimit?: string;
-                "RateLimit-Policy"?: string;
-                /** @description Only while the record is Pending or Revoking: seconds until the background retry (at least the provider's `Retry-After`). */
-                "Retry-After"?: number;
-                "X-RateLimit-Limit"?: number;
-                "X-RateLimit-Remaining"?: number;
-                "X-RateLimit-Reset"?: number;
-                [name: string]: unknown;
-            };
-            content: {
-                "application/json": components["schemas"]["Error"];
-            };
-        };
-        /** @description The broker failed; `data` as stored. */
-        "502.createMyQueueSpace": {
-            headers: {
-                RateLimit?: string;
-                "RateLimit-Policy"?: string;
-                /** @description Seconds to the background retry. */
-                "Retry-After"?: number;
-                "X-RateLimit-Limit"?: number;
-                "X-RateLimit-Remaining"?: number;
-                "X-RateLimit-Reset"?: number;
-                [name: string]: unknown;
-            };
-            content: {
-                "application/json": components["schemas"]["Error"];
-            };
-        };
-        /** @description The cell failed, timed out, was rate limiting or answered garbage; `data` is the account as stored. */
-        "502.provisionMyWfautoAccount": {
-            headers: {
-                RateLimit?: string;
-                "RateLimit-Policy"?: string;
-                /** @description Only while the account is Pending or Deprovisioning: seconds until the background retry (at least the cell's `Retry-After`). */
-                "Retry-After"?: number;
-                "X-RateLimit-Limit"?: number;
-                "X-RateLimit-Remaining"?: number;
-                "X-RateLimit-Reset"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -4283,7 +4235,8 @@ export interface operations {
             422: components["responses"]["422"];
             429: components["responses"]["429"];
             500: components["responses"]["500"];
-            502: components["responses"]["502.createDnsRecord"];
+            /** @description The DNS provider failed; `data` is the record as stored. */
+            502: components["responses"]["502"];
             503: components["responses"]["503"];
         };
     };
@@ -4335,7 +4288,8 @@ export interface operations {
             422: components["responses"]["422"];
             429: components["responses"]["429"];
             500: components["responses"]["500"];
-            502: components["responses"]["502.createDnsRecord"];
+            /** @description The DNS provider failed; `data` is the record as stored. */
+            502: components["responses"]["502"];
             503: components["responses"]["503"];
         };
     };
@@ -4912,7 +4866,8 @@ export interface operations {
             422: components["responses"]["422"];
             429: components["responses"]["429"];
             500: components["responses"]["500"];
-            502: components["responses"]["502.createDnsRecord"];
+            /** @description The DNS provider failed; `data` is the record as stored. */
+            502: components["responses"]["502"];
             503: components["responses"]["503"];
         };
     };
@@ -4936,7 +4891,8 @@ export interface operations {
             415: components["responses"]["415"];
             429: components["responses"]["429"];
             500: components["responses"]["500"];
-            502: components["responses"]["502.createDnsRecord"];
+            /** @description The DNS provider failed; `data` is the record as stored. */
+            502: components["responses"]["502"];
             503: components["responses"]["503"];
         };
     };
@@ -5128,7 +5084,8 @@ export interface operations {
             415: components["responses"]["415"];
             429: components["responses"]["429"];
             500: components["responses"]["500"];
-            502: components["responses"]["502.createMyQueueSpace"];
+            /** @description The broker failed; `data` as stored. */
+            502: components["responses"]["502"];
             503: components["responses"]["503"];
         };
     };
@@ -5151,7 +5108,8 @@ export interface operations {
             415: components["responses"]["415"];
             429: components["responses"]["429"];
             500: components["responses"]["500"];
-            502: components["responses"]["502.createMyQueueSpace"];
+            /** @description The broker failed; `data` as stored. */
+            502: components["responses"]["502"];
             503: components["responses"]["503"];
         };
     };
@@ -5323,7 +5281,8 @@ export interface operations {
             422: components["responses"]["422"];
             429: components["responses"]["429"];
             500: components["responses"]["500"];
-            502: components["responses"]["502.provisionMyWfautoAccount"];
+            /** @description The cell failed, timed out, was rate limiting or answered garbage; `data` is the account as stored. */
+            502: components["responses"]["502"];
             503: components["responses"]["503"];
         };
     };
@@ -5421,7 +5380,8 @@ export interface operations {
             415: components["responses"]["415"];
             429: components["responses"]["429"];
             500: components["responses"]["500"];
-            502: components["responses"]["502.createMyQueueSpace"];
+            /** @description The broker failed; `data` as stored. */
+            502: components["responses"]["502"];
             503: components["responses"]["503"];
         };
     };
@@ -5468,7 +5428,8 @@ export interface operations {
             415: components["responses"]["415"];
             429: components["responses"]["429"];
             500: components["responses"]["500"];
-            502: components["responses"]["502.createMyQueueSpace"];
+            /** @description The broker failed; `data` as stored. */
+            502: components["responses"]["502"];
             503: components["responses"]["503"];
         };
     };
@@ -5493,7 +5454,8 @@ export interface operations {
             415: components["responses"]["415"];
             429: components["responses"]["429"];
             500: components["responses"]["500"];
-            502: components["responses"]["502.createMyQueueSpace"];
+            /** @description The broker failed; `data` as stored. */
+            502: components["responses"]["502"];
             503: components["responses"]["503"];
         };
     };
@@ -5879,7 +5841,8 @@ export interface operations {
             422: components["responses"]["422"];
             429: components["responses"]["429"];
             500: components["responses"]["500"];
-            502: components["responses"]["502.provisionMyWfautoAccount"];
+            /** @description The cell failed, timed out, was rate limiting or answered garbage; `data` is the account as stored. */
+            502: components["responses"]["502"];
             503: components["responses"]["503"];
         };
     };
@@ -5931,7 +5894,8 @@ export interface operations {
             422: components["responses"]["422"];
             429: components["responses"]["429"];
             500: components["responses"]["500"];
-            502: components["responses"]["502.provisionMyWfautoAccount"];
+            /** @description The cell failed, timed out, was rate limiting or answered garbage; `data` is the account as stored. */
+            502: components["responses"]["502"];
             503: components["responses"]["503"];
         };
     };

@@ -559,20 +559,6 @@ export interface components {
                 "application/json": components["schemas"]["EnvelopeDnsView"];
             };
         };
-        "502.createDnsRecord": {
-            headers: {
-                RateLimit?: string;
-                "RateLimit-Policy"?: string;
-                "Retry-After"?: number;
-                "X-RateLimit-Limit"?: number;
-                "X-RateLimit-Remaining"?: number;
-                "X-RateLimit-Reset"?: number;
-                [name: string]: unknown;
-            };
-            content: {
-                "application/json": components["schemas"]["Error"];
-            };
-        };
         "401.completeMfa": {
             headers: {
                 RateLimit?: string;
@@ -775,7 +761,7 @@ export interface operations {
             422: components["responses"]["422"];
             429: components["responses"]["429"];
             500: components["responses"]["500"];
-            502: components["responses"]["502.createDnsRecord"];
+            502: components["responses"]["502"];
             503: components["responses"]["503"];
         };
     };
