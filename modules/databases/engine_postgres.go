@@ -170,13 +170,14 @@ func redactStmt(s string) string {
 
 // ensureRole creates role as a login role with password and the connection limit, or, when it
 // exists (a crash interrupted an earlier attempt, or it was made concurrently), sets them on it.
-// The CREATE goes first: a fresh role costs one round trip.
+// The CREATE carries no password: the server logs a refused statement's text (duplicate_object),
+// never the password with it. The role cannot log in until the ALTER that follows sets one.
 func (e *postgresEngine) ensureRole(ctx context.Context, role, password string) error {
-	err := e.exec(ctx, fmt.Sprintf("CREATE ROLE %s WITH LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE PASSWORD %s%s", qi(role), ql(password), e.limit))
-	if db.IsCode(err, "42710") { // duplicate_object: adopted
-		return e.exec(ctx, fmt.Sprintf("ALTER ROLE %s WITH LOGIN PASSWORD %s%s", qi(role), ql(password), e.limit))
+	err := e.exec(ctx, fmt.Sprintf("CREATE ROLE %s WITH LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE", qi(role)))
+	if err != nil && !db.IsCode(err, "42710") { // duplicate_object: adopted
+		return err
 	}
-	return err
+	return e.exec(ctx, fmt.Sprintf("ALTER ROLE %s WITH LOGIN PASSWORD %s%s", qi(role), ql(password), e.limit))
 }
 
 // clusterDatabases are the databases every PostgreSQL cluster has, which PUBLIC (so every tenant

@@ -221,10 +221,6 @@ func (e *postgresEngine) switchOwners(ctx context.Context, t *sql.DB, dbName, ro
 	return nil
 }
 
-// Usage implements Engine. A database is active while a tenant's session is connected to it: a
-// client backend of a role other than the service's own (its admin sessions there, kept for a
-// while after granting a read-only credential or switching the database read-only, and
-// autovacuum's workers made every refresh set lastActivity of a database nobody used).
 // usagePassDone implements usagePass: the roles of every live database have the limit, so later
 // refreshes skip that step.
 func (e *postgresEngine) usagePassDone() {
@@ -233,6 +229,8 @@ func (e *postgresEngine) usagePassDone() {
 	e.mu.Unlock()
 }
 
+// Usage implements Engine. A database is active while a tenant's session is connected to it: a
+// client backend of a role other than the service's own admin sessions and autovacuum's workers.
 func (e *postgresEngine) Usage(ctx context.Context, dbs []string) (map[string]Usage, error) {
 	out := map[string]Usage{}
 	if err := e.lockDown(ctx); err != nil { // the refresher's first run locks an existing cluster down

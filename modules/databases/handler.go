@@ -160,6 +160,10 @@ func (h *Handler) Register(api *httpx.API) {
 // engineFailed documents the 502 of the operations that drive an engine.
 var engineFailed = httpx.ProviderFailed("The database engine failed; `data` as stored (the database or the credential).")
 
+// engineFailedNoData documents the 502 of the operations whose success answer holds a password:
+// `data` is null.
+var engineFailedNoData = httpx.ProviderFailed("The database engine failed; `data` is null.")
+
 // answer is the answer of a route that drove inst (httpx.Driven): done (201 for a create), or 502
 // with the database as it stands (Retry-After while the finisher retries it).
 func (h *Handler) answer(inst *Instance, o provision.Outcome, err error, created bool, done string) (*httpx.Response[Item], error) {

@@ -49,9 +49,8 @@ func TestLastActivityIsTheTenantsOnly(t *testing.T) {
 }
 
 // TestServiceSessionsInATenantDatabaseEnd: the admin session the PostgreSQL engine opens into a
-// tenant database (to grant a read-only credential, switch it read-only, …) stayed open for
-// good, a connection slot of the server per such database: with enough of them the server had
-// none left for tenants. It now ends once unused for a while (a minute; a second here).
+// tenant database (to grant a read-only credential, switch it read-only, …) ends once unused for
+// a while (a minute; a second here), so such sessions never take the server's connection slots.
 func TestServiceSessionsInATenantDatabaseEnd(t *testing.T) {
 	t.Cleanup(databases.SetTenantIdleTime(time.Second)) // restored after the app has stopped
 	a := start(t, nil)

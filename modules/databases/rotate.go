@@ -101,7 +101,7 @@ func startRotation(ctx context.Context, tx bun.IDB, sealer *secrets.Sealer, inst
 		if next, pending, err := pendingRotation(ctx, tx, inst.ID); err != nil {
 			return nil, "", err
 		} else if pending {
-			return nil, "", fault.Conflict(errRotationBusy).WithRetryAfter(time.Until(next))
+			return nil, "", fault.Conflict(errRotationBusy).WithRetryAfter(max(time.Until(next), time.Second))
 		}
 	}
 	for _, o := range open {

@@ -25,7 +25,7 @@ func (h *Handler) registerRotation(api *httpx.API) {
 		Description: "A new password (of the other of its two logins) works at once; the old one until the grace period ends. " +
 			"Limited by `RateLimit:PasswordReveal` and audited. 409 unless Active or Paused, or while a rotation is being set; " +
 			"502 when the engine failed (finished in the background).",
-		Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusForbidden, http.StatusBadGateway}, Responses: engineFailed},
+		Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusForbidden, http.StatusBadGateway}, Responses: engineFailedNoData},
 		func(ctx context.Context, in *rotateInput) (*httpx.Response[Rotated], error) {
 			uid := authn.FromContext(ctx).UserID
 			if err := authn.GuardSecret(ctx, h.limiter); err != nil {

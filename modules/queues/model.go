@@ -21,7 +21,8 @@ const (
 
 // spec is the spaces' lifecycle: Provisioning → Active or Failed; Deleting → Deleted.
 var spec = provision.Spec{Name: Kind, Rows: "queue_spaces", Creating: StatusProvisioning, Active: StatusActive, Failed: StatusFailed,
-	Deleting: StatusDeleting, Gone: StatusDeleted, Texts: provision.Texts{Internal: MsgInternal, Provider: []func(error) bool{provision.IsA[*BrokerError]}}}
+	Deleting: StatusDeleting, Gone: StatusDeleted, Target: "queueSpace",
+	Texts: provision.Texts{Internal: MsgInternal, Provider: []func(error) bool{provision.IsA[*BrokerError]}}}
 
 // Space is a queue space as stored.
 type Space struct {

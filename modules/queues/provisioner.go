@@ -53,8 +53,7 @@ func (p *Provisioner) Create(ctx context.Context, req provision.CreateRequest) (
 	if _, err := provision.Succeed(req.Tx.NewUpdate().Model(s), StatusActive).Set("password_pending = false").WherePK().Exec(ctx); err != nil {
 		return provision.CreateResponse{}, fmt.Errorf("record queue space %d active: %w", s.ID, err)
 	}
-	if err := p.audit.RecordTx(ctx, req.Tx, audit.Event{Action: "queues.created", UserID: audit.Int64(s.UserID),
-		TargetType: "queueSpace", TargetID: fmt.Sprint(s.ID), Details: map[string]any{"vhost": s.VHost}}); err != nil {
+	if err := p.audit.RecordTx(ctx, req.Tx, spec.Event("queues.created", s.UserID, s.ID, map[string]any{"vhost": s.VHost})); err != nil {
 		return provision.CreateResponse{}, err
 	}
 	return provision.CreateResponse{ExternalID: s.VHost}, nil
@@ -115,8 +114,7 @@ func (p *Provisioner) failed(ctx context.Context, tx bun.IDB, s *Space, msg stri
 			return err
 		}
 	}
-	return p.audit.RecordTx(ctx, tx, audit.Event{Action: "queues.failed", UserID: audit.Int64(s.UserID),
-		TargetType: "queueSpace", TargetID: fmt.Sprint(s.ID), Details: map[string]any{"error": msg}})
+	return p.audit.RecordTx(ctx, tx, spec.Event("queues.failed", s.UserID, s.ID, map[string]any{"error": msg}))
 }
 
 // remove deletes s's user (no login from then on) and its virtual host (its queues and open
@@ -164,8 +162,7 @@ func (p *Provisioner) ReleaseUser(ctx context.Context, tx bun.IDB, userID int64)
 		return err
 	}
 	for _, id := range ids {
-		if err := p.audit.RecordTx(ctx, tx, audit.Event{Action: "queues.deleted", UserID: audit.Int64(userID),
-			TargetType: "queueSpace", TargetID: fmt.Sprint(id), Details: map[string]any{"reason": "user.deleted"}}); err != nil {
+		if err := p.audit.RecordTx(ctx, tx, spec.Event("queues.deleted", userID, id, map[string]any{"reason": "user.deleted"})); err != nil {
 			return err
 		}
 	}

@@ -65,8 +65,7 @@ func (s *Service) Create(ctx context.Context, userID int64, name string) (*Space
 		if _, err := tx.NewInsert().Model(sp).Returning("*").Exec(ctx); err != nil {
 			return fmt.Errorf("store queue space intent: %w", err)
 		}
-		return s.audit.RecordTx(ctx, tx, audit.Event{Action: "queues.requested", UserID: audit.Int64(userID),
-			TargetType: "queueSpace", TargetID: fmt.Sprint(sp.ID), Details: map[string]any{"vhost": vhost}})
+		return s.audit.RecordTx(ctx, tx, spec.Event("queues.requested", userID, sp.ID, map[string]any{"vhost": vhost}))
 	})
 	if err != nil {
 		return nil, provision.Outcome{}, err
@@ -107,8 +106,7 @@ func (s *Service) List(ctx context.Context, userID int64) ([]View, error) {
 func (s *Service) Delete(ctx context.Context, id, userID int64) (*Space, provision.Outcome, error) {
 	return provision.DeleteNow[Space](ctx, s.finisher, s.db, spec, id, userID, provision.Deleting[Space]{NotFound: msgNotFound,
 		Check: s.enabled, Audit: func(ctx context.Context, tx bun.Tx, sp *Space) error {
-			return s.audit.RecordTx(ctx, tx, audit.Event{Action: "queues.deleted", UserID: audit.Int64(sp.UserID),
-				TargetType: "queueSpace", TargetID: fmt.Sprint(sp.ID), Details: map[string]any{"vhost": sp.VHost}})
+			return s.audit.RecordTx(ctx, tx, spec.Event("queues.deleted", sp.UserID, sp.ID, map[string]any{"vhost": sp.VHost}))
 		}})
 }
 
@@ -132,8 +130,7 @@ func (s *Service) Reveal(ctx context.Context, id, userID int64) (*Reveal, error)
 	if err != nil {
 		return nil, fmt.Errorf("open queue space password %d: %w", id, err)
 	}
-	if err := s.audit.Record(ctx, audit.Event{Action: "queues.password.revealed", UserID: audit.Int64(sp.UserID),
-		TargetType: "queueSpace", TargetID: fmt.Sprint(id)}); err != nil {
+	if err := s.audit.Record(ctx, spec.Event("queues.password.revealed", sp.UserID, id, nil)); err != nil {
 		return nil, err
 	}
 	return &Reveal{Username: sp.Username, Password: string(pw), AmqpURL: amqpURL(s.cfg, sp, string(pw))}, nil

@@ -10,7 +10,6 @@ import (
 
 	"github.com/uptrace/bun"
 
-	"provisioner/platform/audit"
 	"provisioner/platform/provision"
 	"provisioner/platform/secrets"
 )
@@ -52,8 +51,7 @@ func (t *Takeover) RevokeOnTakeover(ctx context.Context, tx bun.IDB, userID int6
 		if _, err := q.Exec(ctx); err != nil {
 			return nil, fmt.Errorf("store the new password of queue space %d: %w", s.ID, err)
 		}
-		if err := t.svc.audit.RecordTx(ctx, tx, audit.Event{Action: "queues.password.rotated", UserID: audit.Int64(userID),
-			TargetType: "queueSpace", TargetID: fmt.Sprint(s.ID), Details: map[string]any{"reason": "takeover"}}); err != nil {
+		if err := t.svc.audit.RecordTx(ctx, tx, spec.Event("queues.password.rotated", userID, s.ID, map[string]any{"reason": "takeover"})); err != nil {
 			return nil, err
 		}
 		ids = append(ids, s.ID)

@@ -194,8 +194,14 @@ func (c *Client) Do(ctx context.Context, r Request) (*Response, error) {
 	defer cancel()
 	deadline, _ := ctx.Deadline()
 	now, _ := ctx.Value(noWait{}).(bool)
+	reached := false // an earlier try of the call may have reached the provider
 	for try := 1; ; try++ {
 		res, err := c.once(ctx, r, body)
+		var te *TransportError
+		if errors.As(err, &te) && reached {
+			te.NotSent = false
+		}
+		reached = reached || res != nil || (te != nil && !te.NotSent)
 		if try > c.o.Retries || ctx.Err() != nil || !retryable(res, err) {
 			return res, err
 		}

@@ -206,6 +206,23 @@ func TestUnreachableNeverSent(t *testing.T) {
 	assert.True(t, outbound.NotSent(err))
 }
 
+// TestNotSentCountsEveryTry: a call whose first try reached the provider (a 503) and whose retry
+// found it unreachable may have been carried out: its error is not NotSent.
+func TestNotSentCountsEveryTry(t *testing.T) {
+	var p *provider
+	p = newProvider(t, func(w http.ResponseWriter) {
+		w.Header().Set("Connection", "close") // the retry needs a new connection, which is refused
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_ = p.Listener.Close()
+	})
+	c := outbound.New(outbound.Options{Name: "test provider", BaseURL: p.URL, Retries: 1})
+	_, err := c.Do(context.Background(), outbound.Request{Method: http.MethodPost, Path: "/x"})
+	require.Error(t, err)
+	assert.Equal(t, "test provider unreachable", err.Error())
+	assert.False(t, outbound.NotSent(err), "the first try reached the provider")
+	assert.Equal(t, 1, p.calls())
+}
+
 // TestCancelled: a call whose caller gave up is "call cancelled".
 func TestCancelled(t *testing.T) {
 	release := make(chan struct{})

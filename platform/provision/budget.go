@@ -42,13 +42,12 @@ func (b Budget) Take(platform *config.Config, rc *redis.Client, log *slog.Logger
 	}
 	out := ratelimit.NewOutbound(ratelimit.Outbound{Limiter: limiter, Name: b.Name, Key: b.Scope, What: "the " + b.What, MaxWait: b.MaxWait})
 	return func(ctx context.Context) error {
+		err := out.Take(ctx)
 		var spent *ratelimit.SpentError
-		if err := out.Take(ctx); errors.As(err, &spent) {
+		if errors.As(err, &spent) {
 			return &Deferred{At: spent.Until, Err: fmt.Errorf("%s spent until %s: queued for the background finisher",
 				b.What, spent.Until.UTC().Format(time.RFC3339))}
-		} else if err != nil {
-			return err
 		}
-		return nil
+		return err
 	}, nil
 }

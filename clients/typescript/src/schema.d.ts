@@ -3355,6 +3355,7 @@ export interface operations {
             422: components["responses"]["422"];
             429: components["responses"]["429"];
             500: components["responses"]["500"];
+            /** @description The database engine failed; `data` is null. */
             502: components["responses"]["502"];
             503: components["responses"]["503"];
         };
@@ -3412,6 +3413,7 @@ export interface operations {
             422: components["responses"]["422"];
             429: components["responses"]["429"];
             500: components["responses"]["500"];
+            /** @description The database engine failed; `data` is null. */
             502: components["responses"]["502"];
             503: components["responses"]["503"];
         };
@@ -4805,6 +4807,7 @@ export interface operations {
             422: components["responses"]["422"];
             429: components["responses"]["429"];
             500: components["responses"]["500"];
+            /** @description The database engine failed; `data` is null. */
             502: components["responses"]["502"];
             503: components["responses"]["503"];
         };

@@ -89,11 +89,12 @@ func (e *APIError) Has(code int) bool {
 }
 
 // TransportError is a call that got no (whole) answer from the provider: unreachable, timed out,
-// cut off. Its message is what we store and show ("DNS provider timed out"); the cause (the URL
+// cut off. Its message is what we store and show ("DNS provider timed out"); the cause (the path
 // with the zone id, addresses, the transport's wording) is only logged.
 type TransportError = outbound.TransportError
 
-// Transient reports whether a later attempt may succeed (429, 5xx, a redirect, network, timeout).
+// Transient reports whether a later attempt may succeed (outbound.Retryable: 408, 429, 5xx, a
+// redirect; or no answer: network, timeout).
 func Transient(err error) bool {
 	var ae *APIError
 	if errors.As(err, &ae) {
