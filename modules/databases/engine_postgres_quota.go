@@ -248,7 +248,7 @@ func (e *postgresEngine) Usage(ctx context.Context, dbs []string) (map[string]Us
 		}
 	}
 	rows, err := e.pool.QueryContext(ctx, `
-		SELECT d.datname, pg_catalog.pg_database_size(d.datname) + `+pgSharedBytes+`,
+		SELECT d.datname, pg_catalog.pg_database_size(d.datname) - `+pgRelcacheFile+` + `+pgSharedBytes+`,
 		       EXISTS (SELECT 1 FROM pg_catalog.pg_stat_activity a WHERE a.datname = d.datname AND a.pid <> pg_catalog.pg_backend_pid()
 		               AND a.backend_type = 'client backend' AND a.usename <> current_user)
 		FROM pg_catalog.pg_database d WHERE d.datname = ANY($1::text[])`, "{"+strings.Join(dbs, ",")+"}")
@@ -266,6 +266,15 @@ func (e *postgresEngine) Usage(ctx context.Context, dbs []string) (map[string]Us
 	}
 	return out, rows.Err()
 }
+
+// pgRelcacheFile is the size of database d's relation cache file (pg_internal.init), which the
+// server writes when any session (the service's own, an autovacuum worker) connects and removes
+// when the catalogs change: it is the server's, not the tenant's, and would otherwise make an
+// unused database seem to grow and shrink by about 160 kB. Read only where the service may call
+// pg_stat_file (a superuser, or granted it) and the database is in the default tablespace.
+const pgRelcacheFile = `CASE WHEN d.dattablespace = 1663
+		         AND pg_catalog.has_function_privilege('pg_catalog.pg_stat_file(text, boolean)', 'EXECUTE')
+		       THEN COALESCE((pg_catalog.pg_stat_file('base/' || d.oid || '/pg_internal.init', true)).size, 0) ELSE 0 END`
 
 // pgSharedBytes is what a tenant database d stores in the cluster's shared catalogs, which
 // pg_database_size does not count: the comment on the database, its ALTER DATABASE … SET settings,
