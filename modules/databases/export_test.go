@@ -26,3 +26,11 @@ func SetEngineSlotWait(d time.Duration) func() {
 	engineSlotWait = d
 	return func() { engineSlotWait = old }
 }
+
+// SetUsageBatchesPerRefresh cuts each engine's usage refresh after n batches of 5,000 databases,
+// as if its time had run out; the returned func restores it.
+func SetUsageBatchesPerRefresh(n int) func() {
+	old := usageBatchesPerRefresh
+	usageBatchesPerRefresh = n
+	return func() { usageBatchesPerRefresh = old }
+}

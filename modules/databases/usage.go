@@ -29,6 +29,9 @@ type UsageRefresher struct {
 
 	stop chan struct{}
 	wg   sync.WaitGroup
+
+	mu     sync.Mutex
+	resume map[string]int64 // engine id → the id after which its next refresh starts
 }
 
 const usageLockKey = 7_310_442_101
@@ -152,38 +155,73 @@ func (u *UsageRefresher) Refresh(ctx context.Context) error {
 // usageBatch is how many databases of an engine one step of a refresh reads, measures and records.
 const usageBatch = 5000
 
-// refreshBatches refreshes the live databases of engine, usageBatch at a time, until the engine
-// fails to answer; a pass that measured every batch is reported to the engine (usagePass).
+// usageBatchesPerRefresh, when positive, cuts each engine's refresh after that many batches, as
+// if its time had run out (a test hook).
+var usageBatchesPerRefresh = 0
+
+// refreshBatches refreshes the live databases of engine, usageBatch at a time, in id order from
+// where its previous refresh stopped, wrapping round to the lowest id: a refresh cut short (its
+// time ran out, the engine stopped answering) leaves the rest to the next, which starts there, so
+// on a slow engine every database is measured in turn. A pass that measured every batch is
+// reported to the engine (usagePass).
 func (u *UsageRefresher) refreshBatches(ctx context.Context, engine Engine, now time.Time) error {
-	var after int64
+	start := u.resumeAt(engine.ID(), -1)
+	after, wrapped := start, start == 0
 	named := false // a batch was measured
-	for {
+	for batches := 0; ; {
 		var rows []usageRow
-		if err := u.db.NewSelect().Table("database_instances").
+		q := u.db.NewSelect().Table("database_instances").
 			Column("id", "user_id", "engine", "database_name", "database_user", "used_space_bytes", "max_space_bytes", "read_only", "read_only_reason", "last_activity").
-			Where("status IN ('Active', 'Paused')").Where("engine = ?", engine.ID()).Where("id > ?", after).
-			OrderExpr("id").Limit(usageBatch).Scan(ctx, &rows); err != nil {
+			Where("status IN ('Active', 'Paused')").Where("engine = ?", engine.ID()).Where("id > ?", after)
+		if wrapped && start > 0 {
+			q = q.Where("id <= ?", start)
+		}
+		if err := q.OrderExpr("id").Limit(usageBatch).Scan(ctx, &rows); err != nil {
 			return fmt.Errorf("list live databases of %s: %w", engine.ID(), err)
 		}
 		measured := true
 		if len(rows) > 0 {
 			var err error
 			if measured, err = u.refreshEngine(ctx, engine, rows, now); err != nil {
+				u.resumeAt(engine.ID(), after)
 				return err
 			}
 			named = named || measured
 		}
-		if !measured || ctx.Err() != nil {
-			return nil
+		if measured && len(rows) > 0 {
+			after = rows[len(rows)-1].ID
+			batches++
 		}
-		if len(rows) < usageBatch {
+		switch {
+		case !measured || ctx.Err() != nil || batches == usageBatchesPerRefresh && len(rows) > 0:
+			u.resumeAt(engine.ID(), after)
+			return nil
+		case len(rows) == usageBatch:
+		case !wrapped: // the highest id is measured: on from the lowest up to where it started
+			after, wrapped = 0, true
+		default:
 			if p, ok := engine.(usagePass); ok && named {
 				p.usagePassDone()
 			}
+			u.resumeAt(engine.ID(), 0)
 			return nil
 		}
-		after = rows[len(rows)-1].ID
 	}
+}
+
+// resumeAt records that engine's next refresh starts after id (0: from the lowest), and returns
+// the id recorded before; id -1 only reads it.
+func (u *UsageRefresher) resumeAt(engine string, id int64) int64 {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	was := u.resume[engine]
+	if id >= 0 {
+		if u.resume == nil {
+			u.resume = map[string]int64{}
+		}
+		u.resume[engine] = id
+	}
+	return was
 }
 
 // refreshEngine measures the databases of one engine (list), switches those over or back under
