@@ -184,12 +184,14 @@ func TestCredentialDeleteIsFinished(t *testing.T) {
 			failed := createCredential(t, a, admin, it, "")
 			r := down.Do(apptest.Request{Method: http.MethodDelete, Path: fmt.Sprintf("/api/access-credentials/%d", failed.ID), Token: downAdmin})
 			require.Equal(t, http.StatusBadGateway, r.Status, string(r.Raw))
+			assertTriedAgainIn(t, r, "credential delete")
 			assert.Contains(t, string(r.Raw), `"status":"Deleting"`)
 			assert.NotContains(t, string(r.Raw), failed.Password)
 
 			// A create the engine could not answer: whether it made the role is unknown.
 			r = down.Post("/api/access-credentials", downAdmin, map[string]any{"databaseInstanceId": it.ID})
 			require.Equal(t, http.StatusBadGateway, r.Status, string(r.Raw))
+			assert.Empty(t, r.Header.Get("Retry-After"), "the create is undone, not pending: nothing to wait for")
 			var refusedID int64
 			var refused string
 			require.NoError(t, a.DB.QueryRow("SELECT id, username FROM access_credentials WHERE database_instance_id = ? AND id > ?",

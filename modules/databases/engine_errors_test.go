@@ -24,6 +24,12 @@ func assertSanitised(t *testing.T, want, msg string) {
 	}
 }
 
+// assertTriedAgainIn checks that a 502 for a change left pending says when it is tried again.
+func assertTriedAgainIn(t *testing.T, r *apptest.Resp, what string) {
+	t.Helper()
+	assert.Regexp(t, `^[1-9][0-9]*$`, r.Header.Get("Retry-After"), "a pending %s's 502 says when it is tried again", what)
+}
+
 // TestEngineErrorsShownAreSanitised: when the engine is unreachable, the errorMessage of a
 // database (in the 502 answer, in the user's list and in the administrators' list) says
 // "engine unreachable" and nothing of the engine's own error text (no statement, admin role or
@@ -44,7 +50,7 @@ func TestEngineErrorsShownAreSanitised(t *testing.T) {
 			var failed item
 			r.Decode(t, &failed)
 			assert.Equal(t, "Provisioning", failed.Status)
-			assert.Regexp(t, `^[1-9][0-9]*$`, r.Header.Get("Retry-After"), "a pending create's 502 says when it is tried again")
+			assertTriedAgainIn(t, r, "create")
 			assertSanitised(t, "create: engine unreachable", failed.ErrorMessage)
 
 			alive := create(t, a, u.Token, engine)
@@ -52,7 +58,7 @@ func TestEngineErrorsShownAreSanitised(t *testing.T) {
 			require.Equal(t, http.StatusBadGateway, r.Status, string(r.Raw))
 			var dropped item
 			r.Decode(t, &dropped)
-			assert.Regexp(t, `^[1-9][0-9]*$`, r.Header.Get("Retry-After"), "a pending drop's 502 says when it is tried again")
+			assertTriedAgainIn(t, r, "drop")
 			assertSanitised(t, "drop: engine unreachable", dropped.ErrorMessage)
 
 			r = a.Get("/api/me/databases", u.Token)

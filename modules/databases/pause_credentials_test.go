@@ -125,6 +125,7 @@ func TestUnfinishedPauseAndResumeAreFinished(t *testing.T) {
 
 			r := down.Post(fmt.Sprintf("/api/me/databases/%d/pause", it.ID), u.Token, nil)
 			require.Equal(t, http.StatusBadGateway, r.Status, string(r.Raw))
+			assertTriedAgainIn(t, r, "pause")
 			var failed item
 			r.Decode(t, &failed)
 			assert.Equal(t, "Pausing", failed.Status)

@@ -285,6 +285,40 @@ func TestRecoveryCrashesAreFinished(t *testing.T) {
 	assert.NoError(t, err, "the logins are allowed again")
 }
 
+// TestRestoreTheEngineFailedIsFinished: a restore whose engine does not answer is a 502 with the
+// database as stored (Restoring) and a Retry-After; the finisher brings it back Active once the
+// engine answers, its owner's login allowed again.
+func TestRestoreTheEngineFailedIsFinished(t *testing.T) {
+	a := withWindow(t, nil)
+	down := apptest.Start(t, apptest.With(map[string]any{
+		"ConnectionStrings:TenantPostgres": "postgres://postgres@127.0.0.1:1/postgres?sslmode=disable&connect_timeout=2",
+		"ConnectionStrings:TenantMysql":    "root@tcp(127.0.0.1:1)/?timeout=2s",
+		"Databases:RecoveryHours":          72,
+	}))
+	for _, engine := range []string{"postgres", "mysql"} {
+		t.Run(engine, func(t *testing.T) {
+			u := a.Register(t)
+			it := create(t, a, u.Token, engine)
+			rv := revealPassword(t, a, u.Token, it.ID)
+			deleteDatabase(t, a, fmt.Sprintf("/api/me/databases/%d", it.ID), u.Token)
+
+			r := down.Post(fmt.Sprintf("/api/me/databases/%d/restore", it.ID), u.Token, nil)
+			require.Equal(t, http.StatusBadGateway, r.Status, string(r.Raw))
+			assertTriedAgainIn(t, r, "restore")
+			var stored recoveryItem
+			r.Decode(t, &stored)
+			assert.Equal(t, "Restoring", stored.Status)
+
+			_, err := a.DB.Exec("UPDATE database_instances SET next_attempt_at = now() WHERE id = ?", it.ID)
+			require.NoError(t, err)
+			a.Finisher.RunOnce(context.Background())
+			assert.Equal(t, "Active", storedStatus(t, a, it.ID))
+			_, err = connect(t, engine, it, rv.DatabaseUser, rv.Password)
+			assert.NoError(t, err, "the owner logs in again once the restore is finished")
+		})
+	}
+}
+
 // TestRestoreTakesAnIdempotencyKey: a restore retried with its key is answered again, replayed,
 // and restores once.
 func TestRestoreTakesAnIdempotencyKey(t *testing.T) {

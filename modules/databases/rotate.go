@@ -440,8 +440,12 @@ func (s *Service) RotatePassword(ctx context.Context, id, userID int64, graceSec
 		return nil, err
 	}
 	if o.Result != provision.Done {
-		return nil, fault.Upstream("The database engine failed; the new password is set in the background (reveal it then) "+
+		e := fault.Upstream("The database engine failed; the new password is set in the background (reveal it then) "+
 			"and the old one keeps working until then", nil)
+		if o.Result == provision.Pending {
+			e = e.WithRetryAfter(max(time.Until(o.RetryAt), time.Second))
+		}
+		return nil, e
 	}
 	out := &Rotated{Reveal: Reveal{DatabaseUser: inst.Login(), Password: password}, PreviousUser: rot.OldLogin}
 	out.ConnectionString = s.engines.Get(inst.Engine).ConnectionString(inst.DatabaseName, inst.Login(), password)

@@ -181,6 +181,7 @@ func TestRotationLeftPendingIsFinished(t *testing.T) {
 			path := fmt.Sprintf("/api/me/databases/%d/rotate-password", it.ID)
 			r := down.Post(path, u.Token, map[string]any{"gracePeriodSeconds": 60})
 			require.Equal(t, http.StatusBadGateway, r.Status, string(r.Raw))
+			assertTriedAgainIn(t, r, "rotation")
 			_, err := connect(t, engine, it, old.DatabaseUser, old.Password)
 			assert.NoError(t, err, "the old password keeps working")
 			assert.Equal(t, http.StatusConflict, up.Get(fmt.Sprintf("/api/me/databases/%d/password", it.ID), u.Token).Status)
