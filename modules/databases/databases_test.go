@@ -362,43 +362,47 @@ func TestEngineDownRegistrationStillSucceedsAndFinisherCompletes(t *testing.T) {
 	assert.NotEmpty(t, d.TenantDatabase.ErrorMessage)
 }
 
-// TestCrashBetweenIntentAndEngineIsFinishedOnce covers both crash windows: before the engine
-// call (only the intent is stored) and after it (the engine has the database, the outcome was
-// never recorded). The finisher completes each exactly once and the stored password works.
+// TestCrashBetweenIntentAndEngineIsFinishedOnce covers both crash windows on both engines: before
+// the engine call (only the intent is stored) and after it (the engine has the database and its
+// role or user, the outcome was never recorded: the role is adopted, on MariaDB through the
+// refused CREATE USER). The finisher completes each exactly once and the stored password works.
 func TestCrashBetweenIntentAndEngineIsFinishedOnce(t *testing.T) {
 	var engines *databases.Engines
 	a := start(t, nil, apptest.WithFx(fx.Populate(&engines)))
-	u := a.Register(t)
+	for _, engine := range []string{"postgres", "mysql"} {
+		t.Run(engine, func(t *testing.T) {
+			u := a.Register(t)
+			it := create(t, a, u.Token, engine)
+			rv := revealPassword(t, a, u.Token, it.ID)
+			// Window 2: pretend the outcome was lost after the engine made the database.
+			_, err := a.DB.Exec("UPDATE database_instances SET status = 'Provisioning', next_attempt_at = now() WHERE id = ?", it.ID)
+			require.NoError(t, err)
+			a.Settle(5 * time.Second)
+			var status string
+			require.NoError(t, a.DB.QueryRow("SELECT status FROM database_instances WHERE id = ?", it.ID).Scan(&status))
+			assert.Equal(t, "Active", status, "the existing database and role are adopted")
+			_, err = connect(t, engine, it, rv.DatabaseUser, rv.Password)
+			assert.NoError(t, err)
 
-	it := create(t, a, u.Token, "postgres")
-	rv := revealPassword(t, a, u.Token, it.ID)
-	// Window 2: pretend the outcome was lost after the engine made the database.
-	_, err := a.DB.Exec("UPDATE database_instances SET status = 'Provisioning', next_attempt_at = now() WHERE id = ?", it.ID)
-	require.NoError(t, err)
-	a.Settle(5 * time.Second)
-	var status string
-	require.NoError(t, a.DB.QueryRow("SELECT status FROM database_instances WHERE id = ?", it.ID).Scan(&status))
-	assert.Equal(t, "Active", status, "the existing database and role are adopted")
-	_, err = connect(t, "postgres", it, rv.DatabaseUser, rv.Password)
-	assert.NoError(t, err)
+			// Window 1: the row is Provisioning and the engine has nothing, as if the process died
+			// between storing the intent and calling the engine.
+			it2 := create(t, a, u.Token, engine)
+			require.NoError(t, engines.Get(engine).Drop(context.Background(), it2.DatabaseName, it2.DatabaseUser))
+			_, err = a.DB.Exec("UPDATE database_instances SET status = 'Provisioning', next_attempt_at = now() WHERE id = ?", it2.ID)
+			require.NoError(t, err)
+			a.Settle(5 * time.Second)
+			require.NoError(t, a.DB.QueryRow("SELECT status FROM database_instances WHERE id = ?", it2.ID).Scan(&status))
+			assert.Equal(t, "Active", status)
+			assert.True(t, existsOnEngine(t, engine, it2.DatabaseName))
+			rv2 := revealPassword(t, a, u.Token, it2.ID)
+			_, err = connect(t, engine, it2, rv2.DatabaseUser, rv2.Password)
+			assert.NoError(t, err)
 
-	// Window 1: the row is Provisioning and the engine has nothing, as if the process died
-	// between storing the intent and calling the engine.
-	it2 := create(t, a, u.Token, "postgres")
-	require.NoError(t, engines.Get("postgres").Drop(context.Background(), it2.DatabaseName, it2.DatabaseUser))
-	_, err = a.DB.Exec("UPDATE database_instances SET status = 'Provisioning', next_attempt_at = now() WHERE id = ?", it2.ID)
-	require.NoError(t, err)
-	a.Settle(5 * time.Second)
-	require.NoError(t, a.DB.QueryRow("SELECT status FROM database_instances WHERE id = ?", it2.ID).Scan(&status))
-	assert.Equal(t, "Active", status)
-	assert.True(t, existsOnEngine(t, "postgres", it2.DatabaseName))
-	rv2 := revealPassword(t, a, u.Token, it2.ID)
-	_, err = connect(t, "postgres", it2, rv2.DatabaseUser, rv2.Password)
-	assert.NoError(t, err)
-
-	var created int
-	require.NoError(t, a.DB.QueryRow("SELECT count(*) FROM audit_events WHERE action = 'database.created' AND target_id = ?", fmt.Sprint(it2.ID)).Scan(&created))
-	assert.Equal(t, 2, created, "one create per attempt that reached the engine, never a second database")
+			var created int
+			require.NoError(t, a.DB.QueryRow("SELECT count(*) FROM audit_events WHERE action = 'database.created' AND target_id = ?", fmt.Sprint(it2.ID)).Scan(&created))
+			assert.Equal(t, 2, created, "one create per attempt that reached the engine, never a second database")
+		})
+	}
 }
 
 func TestUsageAndReadOnlySwitch(t *testing.T) {
