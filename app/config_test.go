@@ -78,6 +78,11 @@ func TestModuleSettingsValidationNamesTheKey(t *testing.T) {
 		{"dns default content not an address", append(required(), "Dns__DefaultContent=example.com"), "Dns:DefaultContent"},
 		{"dns default content loopback", append(required(), "Dns__DefaultContent=127.0.0.1"), "Dns:DefaultContent"},
 		{"ai timeout zero", append(required(), "Ai__TimeoutSeconds=0"), "Ai:TimeoutSeconds"},
+		// A provider's base URL without a scheme or host would fail every call at run time instead.
+		{"dns base url without a scheme", append(required(), "Dns__BaseUrl=api.cloudflare.com/client/v4"), "Dns:BaseUrl"},
+		{"wfauto base url not http", append(required(), "WfautoProvisioning__BaseUrl=ftp://cell.internal"), "WfautoProvisioning:BaseUrl"},
+		{"ai base url a path", append(required(), "Ai__BaseUrl=/v1"), "Ai:BaseUrl"},
+		{"queues management url without a host", append(required(), "Queues__ManagementUrl=http://", "Queues__Username=guest"), "Queues:ManagementUrl"},
 		{"wfauto timeout negative", append(required(), "WfautoProvisioning__TimeoutSeconds=-1"), "WfautoProvisioning:TimeoutSeconds"},
 		{"engine waits zero", append(required(), "Databases__MaxEngineWaits=0"), "Databases:MaxEngineWaits"},
 		{"engine waits near the control pool", append(required(), "Databases__MaxEngineWaits=17"), "Databases:MaxEngineWaits"},

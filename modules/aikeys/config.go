@@ -30,7 +30,7 @@ type KeysConfig struct {
 var Settings = &config.Section[Config]{
 	Defaults: Config{Ai: AiConfig{TimeoutSeconds: 120, MaxTokensPerRequest: 4096, MaxChoices: 1}, AiKeys: KeysConfig{MaxPerUser: 10}},
 	Doc: map[string]string{
-		"Ai:BaseUrl":                       "OpenAI-compatible upstream, e.g. http://127.0.0.1:11434/v1",
+		"Ai:BaseUrl":                       "OpenAI-compatible upstream (an absolute http(s) URL), e.g. http://127.0.0.1:11434/v1",
 		"Ai:ApiKey":                        "secret; redacted from what the upstream sends back (under 16 characters: a placeholder, not redacted)",
 		"Ai:TimeoutSeconds":                "a non-streamed answer's whole time; for a stream, each wait for the next chunk; at least 1",
 		"Ai:AllowedModels":                 "models a request may name (comma-separated); empty: Ai:DefaultModel only; `*`: any",
@@ -43,6 +43,9 @@ var Settings = &config.Section[Config]{
 // Validate implements config.Validator. 0 does not mean "no limit": the client would give up at
 // once (every call a 502 upstream_timeout).
 func (c Config) Validate() error {
+	if c.Ai.BaseUrl != "" && !config.AbsoluteURL(c.Ai.BaseUrl) {
+		return &config.ValidationError{Key: "Ai:BaseUrl", Reason: "must be empty or an absolute http(s) URL, e.g. http://127.0.0.1:11434/v1"}
+	}
 	if c.Ai.TimeoutSeconds < 1 {
 		return &config.ValidationError{Key: "Ai:TimeoutSeconds", Reason: "must be at least 1 (seconds)"}
 	}

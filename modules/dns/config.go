@@ -42,6 +42,7 @@ var Settings = &config.Section[Config]{
 	Defaults: Config{BaseUrl: "https://api.cloudflare.com/client/v4", RecordTtl: 1, MaxRecordsPerUser: 5,
 		TimeoutSeconds: 10, OutboundRate: "200-M", ReservedLabels: DefaultReservedLabels},
 	Doc: map[string]string{
+		"BaseUrl": "the Cloudflare API (an absolute http(s) URL)",
 		"ZoneName": "e.g. example.com; fqdn = name.ZoneName. Required (a DNS name of two labels or more) once `Dns:ZoneId` " +
 			"and `Dns:ApiToken` are set: the process does not start without it",
 		"CellSubdomain": "when set, records are label.CellSubdomain (fqdn label.CellSubdomain.ZoneName); once the cell is " +
@@ -64,6 +65,9 @@ func (d Config) Enabled() bool { return d.ZoneId != "" && d.ApiToken != "" && d.
 
 // Validate implements config.Validator.
 func (d Config) Validate() error {
+	if d.BaseUrl != "" && !config.AbsoluteURL(d.BaseUrl) {
+		return &config.ValidationError{Key: "Dns:BaseUrl", Reason: "must be an absolute http(s) URL, e.g. https://api.cloudflare.com/client/v4"}
+	}
 	if !ValidTTL(d.RecordTtl) {
 		return &config.ValidationError{Key: "Dns:RecordTtl", Reason: msgTTL}
 	}

@@ -56,8 +56,7 @@ func (c Config) amqpHost() string {
 func (c Config) Validate() error {
 	bad := func(key, reason string) error { return &config.ValidationError{Key: "Queues:" + key, Reason: reason} }
 	if c.ManagementUrl != "" {
-		u, err := url.Parse(c.ManagementUrl)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		if !config.AbsoluteURL(c.ManagementUrl) {
 			return bad("ManagementUrl", "must be an absolute http(s) URL, e.g. http://127.0.0.1:15672")
 		}
 		if c.Username == "" {

@@ -14,7 +14,7 @@ var Settings = &config.Section[Config]{
 	Key:      "WfautoProvisioning",
 	Defaults: Config{TimeoutSeconds: 15},
 	Doc: map[string]string{
-		"BaseUrl":        "the workflow-automation provisioning cell",
+		"BaseUrl":        "the workflow-automation provisioning cell (an absolute http(s) URL)",
 		"ApiKey":         "secret",
 		"TimeoutSeconds": "at least 1",
 	},
@@ -22,6 +22,9 @@ var Settings = &config.Section[Config]{
 
 // Validate implements config.Validator; a timeout of 0 would hold a finisher's row for ever.
 func (c Config) Validate() error {
+	if c.BaseUrl != "" && !config.AbsoluteURL(c.BaseUrl) {
+		return &config.ValidationError{Key: "WfautoProvisioning:BaseUrl", Reason: "must be empty or an absolute http(s) URL"}
+	}
 	if c.TimeoutSeconds < 1 {
 		return &config.ValidationError{Key: "WfautoProvisioning:TimeoutSeconds", Reason: "must be at least 1 (seconds)"}
 	}

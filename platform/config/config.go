@@ -212,8 +212,9 @@ func Origin(s string) string {
 	return scheme + "://" + host
 }
 
-// absoluteURL reports whether s is an absolute http or https URL with a host.
-func absoluteURL(s string) bool {
+// AbsoluteURL reports whether s is an absolute http or https URL with a host, as every base URL
+// of a provider and the service's own public and frontend URLs must be.
+func AbsoluteURL(s string) bool {
 	u, err := url.Parse(s)
 	return err == nil && u.Host != "" && (u.Scheme == "http" || u.Scheme == "https")
 }
@@ -284,10 +285,10 @@ func (c *Config) Validate() error {
 			return &ValidationError{"Log:Level", "must be debug, info, warn or error"}
 		}
 	}
-	if !absoluteURL(c.Server.PublicUrl) {
+	if !AbsoluteURL(c.Server.PublicUrl) {
 		return &ValidationError{"Server:PublicUrl", "must be an absolute http or https URL, e.g. https://api.example.com"}
 	}
-	if !absoluteURL(c.Frontend.BaseUrl) {
+	if !AbsoluteURL(c.Frontend.BaseUrl) {
 		return &ValidationError{"Frontend:BaseUrl", "must be an absolute http or https URL, e.g. https://app.example.com"}
 	}
 	for i, o := range c.Frontend.Origins {
