@@ -189,8 +189,8 @@ func (c *Credentials) make(ctx context.Context, inst *Instance, engine Engine, c
 				return fmt.Errorf("record credential %d undone: %w", cr.ID, err)
 			}
 		} else if derr := dropCredential(dctx, tx, c.engines, cr); derr != nil {
-			if _, err := provision.Nudge(provision.Move(tx.NewUpdate().Model(cr), CredentialDeleting)).
-				Set("last_error = ?", provision.StoredError(derr)).WherePK().Exec(dctx); err != nil {
+			if _, err := provision.Attempted(provision.Nudge(provision.Move(tx.NewUpdate().Model(cr), CredentialDeleting)), derr).
+				WherePK().Exec(dctx); err != nil {
 				return fmt.Errorf("record credential %d undo: %w", cr.ID, err)
 			}
 		}

@@ -105,7 +105,7 @@ func startRotation(ctx context.Context, tx bun.IDB, sealer *secrets.Sealer, inst
 		}
 	}
 	for _, o := range open {
-		if _, err := provision.Move(tx.NewUpdate().Model(&o), RotationDone).Set("last_error = 'superseded'").WherePK().Exec(ctx); err != nil {
+		if _, err := provision.Attempted(provision.Move(tx.NewUpdate().Model(&o), RotationDone), errSuperseded).WherePK().Exec(ctx); err != nil {
 			return nil, "", fmt.Errorf("supersede rotation %d: %w", o.ID, err)
 		}
 	}
@@ -165,6 +165,9 @@ func reschedule(ctx context.Context, tx bun.IDB, id int64, days int) error {
 	}
 	return nil
 }
+
+// errSuperseded is why a rotation ended when a later one of its database started.
+var errSuperseded = errors.New("superseded")
 
 // superseded tells whether a rotation of rot's database was started after rot.
 func superseded(ctx context.Context, tx bun.IDB, rot *Rotation) (bool, error) {

@@ -396,14 +396,11 @@ func (f *Finisher) verb(ctx context.Context, kind Kind, p Provisioner, v Verb, r
 // out it gives the row up. A give-up that fails is undone on its own (it is tried again after the
 // next failed attempt): the attempt stays recorded, so backoff still applies.
 func (f *Finisher) recordFailure(ctx context.Context, tx bun.Tx, kind Kind, p Provisioner, q Queue, id int64, attempts int, counted bool, next time.Time, verbErr error) error {
-	text := StoredError(verbErr)
+	shown := verbErr
 	if t, ok := p.(ErrorTexter); ok {
-		text = StoredError(errors.New(t.ErrorText(verbErr)))
+		shown = errors.New(t.ErrorText(verbErr))
 	}
-	if _, err := tx.NewUpdate().Table(q.Table()).
-		Set("attempts = ?", attempts).
-		Set("next_attempt_at = ?", next).
-		Set("last_error = ?", text).
+	if _, err := Attempted(tx.NewUpdate().Table(q.Table()).Set("attempts = ?", attempts).Set("next_attempt_at = ?", next), shown).
 		Where("id = ?", id).Exec(ctx); err != nil {
 		return fmt.Errorf("record attempt of %s %d: %w", kind, id, err)
 	}

@@ -137,6 +137,12 @@ func Move(q *bun.UpdateQuery, status string) *bun.UpdateQuery {
 	return q.Set("status = ?", status).Set("updated_at = now()")
 }
 
+// Attempted records err as the last attempt's error (last_error, StoredError's length at most)
+// on rows left in flight, or as why rows ended without a call.
+func Attempted(q *bun.UpdateQuery, err error) *bun.UpdateQuery {
+	return q.Set("last_error = ?", StoredError(err))
+}
+
 // Nudge makes rows in flight due now.
 func Nudge(q *bun.UpdateQuery) *bun.UpdateQuery { return q.Set("next_attempt_at = now()") }
 
