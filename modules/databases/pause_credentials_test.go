@@ -95,8 +95,8 @@ func TestResumeLeavesDeletingCredentialsBlocked(t *testing.T) {
 
 // TestUnfinishedPauseAndResumeAreFinished: pause and resume are stored as intent (Pausing,
 // Resuming) before the engine is asked. When the engine is down the answer is 502 with the
-// database Pausing and a short errorMessage; when the process died after storing the intent
-// the row is Pausing (or Resuming) with nothing done on the engine. The finisher completes each
+// database Pausing (or Resuming), a short errorMessage and a Retry-After; when the process died
+// after storing the intent the row is Pausing with nothing done on the engine. The finisher completes each
 // once the engine answers: every login refused (owner and credentials) for a pause, the owner
 // and the Active credentials let in again for a resume.
 func TestUnfinishedPauseAndResumeAreFinished(t *testing.T) {
@@ -139,9 +139,12 @@ func TestUnfinishedPauseAndResumeAreFinished(t *testing.T) {
 				assert.Error(t, err, "%s is refused once the pause is finished", c.user)
 			}
 
-			// A crash right after the resume's intent was stored.
-			_, err := a.DB.Exec("UPDATE database_instances SET status = 'Resuming' WHERE id = ?", it.ID)
-			require.NoError(t, err)
+			// A resume the engine does not answer: 502, Resuming, finished once the engine answers.
+			r = down.Post(fmt.Sprintf("/api/me/databases/%d/resume", it.ID), u.Token, nil)
+			require.Equal(t, http.StatusBadGateway, r.Status, string(r.Raw))
+			assertTriedAgainIn(t, r, "resume")
+			r.Decode(t, &failed)
+			assert.Equal(t, "Resuming", failed.Status)
 			settle(it.ID)
 			assert.Equal(t, "Active", status(it.ID))
 			for _, c := range []struct{ user, pw string }{{cr.Username, cr.Password}, {rv.DatabaseUser, rv.Password}} {
@@ -150,7 +153,7 @@ func TestUnfinishedPauseAndResumeAreFinished(t *testing.T) {
 			}
 
 			// A crash right after the pause's intent was stored.
-			_, err = a.DB.Exec("UPDATE database_instances SET status = 'Pausing' WHERE id = ?", it.ID)
+			_, err := a.DB.Exec("UPDATE database_instances SET status = 'Pausing' WHERE id = ?", it.ID)
 			require.NoError(t, err)
 			settle(it.ID)
 			assert.Equal(t, "Paused", status(it.ID))
