@@ -197,8 +197,9 @@ func (p *Provisioner) Delete(ctx context.Context, req provision.DeleteRequest) (
 		details["externalAccountId"] = left
 		details["leftAtCell"] = why
 	}
-	return provision.DeleteResponse{}, p.audit.RecordTx(ctx, req.Tx, audit.Event{Action: "wfauto.deprovisioned", ActorUserID: a.ReleasedBy,
-		UserID: audit.Int64(a.UserID), TargetType: "wfautoAccount", TargetID: fmt.Sprint(a.ID), Details: details})
+	ev := spec.Event("wfauto.deprovisioned", a.UserID, a.ID, details)
+	ev.ActorUserID = a.ReleasedBy
+	return provision.DeleteResponse{}, p.audit.RecordTx(ctx, req.Tx, ev)
 }
 
 // MsgInternal is the errorMessage of a failed attempt whose error is not the cell's (our
