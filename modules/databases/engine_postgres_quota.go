@@ -271,9 +271,12 @@ func (e *postgresEngine) Usage(ctx context.Context, dbs []string) (map[string]Us
 // server writes when any session (the service's own, an autovacuum worker) connects and removes
 // when the catalogs change: it is the server's, not the tenant's, and would otherwise make an
 // unused database seem to grow and shrink by about 160 kB. Read only where the service may call
-// pg_stat_file (a superuser, or granted it) and the database is in the default tablespace.
+// pg_stat_file (a superuser, or granted it: before PostgreSQL 11 only a superuser) and the
+// database is in the default tablespace.
 const pgRelcacheFile = `CASE WHEN d.dattablespace = 1663
 		         AND pg_catalog.has_function_privilege('pg_catalog.pg_stat_file(text, boolean)', 'EXECUTE')
+		         AND (pg_catalog.current_setting('server_version_num')::int >= 110000
+		              OR (SELECT r.rolsuper FROM pg_catalog.pg_roles r WHERE r.rolname = current_user))
 		       THEN COALESCE((pg_catalog.pg_stat_file('base/' || d.oid || '/pg_internal.init', true)).size, 0) ELSE 0 END`
 
 // pgSharedBytes is what a tenant database d stores in the cluster's shared catalogs, which

@@ -34,3 +34,6 @@ func SetUsageBatchesPerRefresh(n int) func() {
 	usageBatchesPerRefresh = n
 	return func() { usageBatchesPerRefresh = old }
 }
+
+// UsageBatchOf is how many databases of engine a batch of u's next refresh takes.
+func UsageBatchOf(u *UsageRefresher, engine string) int64 { return u.progressOf(engine).batch }

@@ -96,7 +96,7 @@ func TestResumeLeavesDeletingCredentialsBlocked(t *testing.T) {
 // TestUnfinishedPauseAndResumeAreFinished: pause and resume are stored as intent (Pausing,
 // Resuming) before the engine is asked. When the engine is down the answer is 502 with the
 // database Pausing (or Resuming), a short errorMessage and a Retry-After; when the process died
-// after storing the intent the row is Pausing with nothing done on the engine. The finisher completes each
+// after storing the intent the row is Pausing (or Resuming) with nothing done on the engine. The finisher completes each
 // once the engine answers: every login refused (owner and credentials) for a pause, the owner
 // and the Active credentials let in again for a resume.
 func TestUnfinishedPauseAndResumeAreFinished(t *testing.T) {
@@ -160,6 +160,14 @@ func TestUnfinishedPauseAndResumeAreFinished(t *testing.T) {
 			_, err = connect(t, engine, it, cr.Username, cr.Password)
 			assert.Error(t, err)
 			assert.Equal(t, 1, audited(t, a, "database.paused", it.ID), "the pause is audited once, when asked")
+
+			// A crash right after the resume's intent was stored.
+			_, err = a.DB.Exec("UPDATE database_instances SET status = 'Resuming' WHERE id = ?", it.ID)
+			require.NoError(t, err)
+			settle(it.ID)
+			assert.Equal(t, "Active", status(it.ID))
+			_, err = connect(t, engine, it, cr.Username, cr.Password)
+			assert.NoError(t, err, "the credential logs in once the resume is finished")
 		})
 	}
 }

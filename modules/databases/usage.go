@@ -30,8 +30,8 @@ type UsageRefresher struct {
 	stop chan struct{}
 	wg   sync.WaitGroup
 
-	mu     sync.Mutex
-	resume map[string]int64 // engine id → the id after which its next refresh starts
+	mu       sync.Mutex
+	progress map[string]progress // by engine id
 }
 
 const usageLockKey = 7_310_442_101
@@ -159,69 +159,88 @@ const usageBatch = 5000
 // if its time had run out (a test hook).
 var usageBatchesPerRefresh = 0
 
-// refreshBatches refreshes the live databases of engine, usageBatch at a time, in id order from
-// where its previous refresh stopped, wrapping round to the lowest id: a refresh cut short (its
-// time ran out, the engine stopped answering) leaves the rest to the next, which starts there, so
-// on a slow engine every database is measured in turn. A pass that measured every batch is
-// reported to the engine (usagePass).
+// minUsageBatch is the fewest databases a batch is cut down to (see refreshBatches).
+const minUsageBatch = 50
+
+// progress is where an engine's refreshes stand on this replica: the id after which the next
+// starts (0: the lowest) and how many databases a batch takes.
+type progress struct {
+	after int64
+	batch int64
+}
+
+// refreshBatches refreshes the live databases of engine a batch at a time, in id order from where
+// this replica's previous refresh of it stopped, wrapping round to the lowest id: a refresh cut
+// short (its time ran out, the engine stopped answering) leaves the rest to the next, which
+// starts there, so on a slow engine every database is measured in turn. A batch the engine could
+// not measure before the refresh's time ran out is halved (down to minUsageBatch) for the next
+// try, and doubled back (up to usageBatch) by each refresh that goes round every database. A pass
+// that measured every batch is reported to the engine (usagePass).
 func (u *UsageRefresher) refreshBatches(ctx context.Context, engine Engine, now time.Time) error {
-	start := u.resumeAt(engine.ID(), -1)
-	after, wrapped := start, start == 0
+	at := u.progressOf(engine.ID())
+	start := at.after
+	wrapped := start == 0
+	defer func() { u.setProgress(engine.ID(), at) }()
 	named := false // a batch was measured
 	for batches := 0; ; {
 		var rows []usageRow
 		q := u.db.NewSelect().Table("database_instances").
 			Column("id", "user_id", "engine", "database_name", "database_user", "used_space_bytes", "max_space_bytes", "read_only", "read_only_reason", "last_activity").
-			Where("status IN ('Active', 'Paused')").Where("engine = ?", engine.ID()).Where("id > ?", after)
+			Where("status IN ('Active', 'Paused')").Where("engine = ?", engine.ID()).Where("id > ?", at.after)
 		if wrapped && start > 0 {
 			q = q.Where("id <= ?", start)
 		}
-		if err := q.OrderExpr("id").Limit(usageBatch).Scan(ctx, &rows); err != nil {
+		if err := q.OrderExpr("id").Limit(at.batch).Scan(ctx, &rows); err != nil {
 			return fmt.Errorf("list live databases of %s: %w", engine.ID(), err)
 		}
 		measured := true
 		if len(rows) > 0 {
 			var err error
 			if measured, err = u.refreshEngine(ctx, engine, rows, now); err != nil {
-				u.resumeAt(engine.ID(), after)
 				return err
 			}
 			named = named || measured
 		}
 		if measured && len(rows) > 0 {
-			after = rows[len(rows)-1].ID
+			at.after = rows[len(rows)-1].ID
 			batches++
 		}
 		switch {
 		case !measured || ctx.Err() != nil || batches == usageBatchesPerRefresh && len(rows) > 0:
-			u.resumeAt(engine.ID(), after)
+			if !measured && ctx.Err() != nil {
+				at.batch = max(at.batch/2, minUsageBatch)
+			}
 			return nil
-		case len(rows) == usageBatch:
+		case int64(len(rows)) == at.batch:
 		case !wrapped: // the highest id is measured: on from the lowest up to where it started
-			after, wrapped = 0, true
+			at.after, wrapped = 0, true
 		default:
 			if p, ok := engine.(usagePass); ok && named {
 				p.usagePassDone()
 			}
-			u.resumeAt(engine.ID(), 0)
+			at.after, at.batch = 0, min(at.batch*2, usageBatch)
 			return nil
 		}
 	}
 }
 
-// resumeAt records that engine's next refresh starts after id (0: from the lowest), and returns
-// the id recorded before; id -1 only reads it.
-func (u *UsageRefresher) resumeAt(engine string, id int64) int64 {
+// progressOf is where engine's refreshes stand on this replica.
+func (u *UsageRefresher) progressOf(engine string) progress {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	was := u.resume[engine]
-	if id >= 0 {
-		if u.resume == nil {
-			u.resume = map[string]int64{}
-		}
-		u.resume[engine] = id
+	if at, ok := u.progress[engine]; ok {
+		return at
 	}
-	return was
+	return progress{batch: usageBatch}
+}
+
+func (u *UsageRefresher) setProgress(engine string, at progress) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.progress == nil {
+		u.progress = map[string]progress{}
+	}
+	u.progress[engine] = at
 }
 
 // refreshEngine measures the databases of one engine (list), switches those over or back under

@@ -15,12 +15,10 @@ import (
 	"provisioner/platform/testutil"
 )
 
-// TestUsageOfEachEngineIsRecordedWhileAnotherHangs: a MySQL/MariaDB server that hangs (its
-// connections stay open, nothing answers) held the usage refresh until the refresh's time ran
-// out, and an engine measured after it in that refresh was not measured at all (its query ran
-// on an expired context): while MySQL hung, the PostgreSQL databases' used space and read-only
-// switch were skipped by every refresh that happened to ask MySQL first. Each engine is now
-// measured on its own, so one engine's outage holds up no other's.
+// TestUsageOfEachEngineIsRecordedWhileAnotherHangs: while a MySQL/MariaDB server hangs (its
+// connections stay open, nothing answers) until the refresh's time runs out, every refresh still
+// measures the PostgreSQL databases: each engine is measured on its own, so one engine's outage
+// holds up no other's.
 func TestUsageOfEachEngineIsRecordedWhileAnotherHangs(t *testing.T) {
 	cfg, err := mysql.ParseDSN(testutil.TenantMysqlDSN())
 	require.NoError(t, err)
@@ -46,4 +44,38 @@ func TestUsageOfEachEngineIsRecordedWhileAnotherHangs(t *testing.T) {
 		require.NoError(t, a.DB.QueryRow("SELECT used_space_bytes FROM database_instances WHERE id = ?", pg.ID).Scan(&used))
 		assert.Greater(t, used, int64(0), "refresh %d: the PostgreSQL database is measured while MySQL hangs", round)
 	}
+}
+
+// TestABatchTheEngineCannotMeasureInTimeIsHalved: a batch the engine could not measure before the
+// refresh's time ran out is tried again with half as many databases (so an engine too slow for
+// 5,000 at once is still measured, a smaller batch at a time), and doubled back once a refresh of
+// that engine runs to its end; the other engine's batch is left alone.
+func TestABatchTheEngineCannotMeasureInTimeIsHalved(t *testing.T) {
+	cfg, err := mysql.ParseDSN(testutil.TenantMysqlDSN())
+	require.NoError(t, err)
+	proxy := testutil.StartProxy(t, cfg.Addr)
+	cfg.Addr = proxy.Addr
+	var usage *databases.UsageRefresher
+	a := start(t, map[string]any{"ConnectionStrings:TenantMysql": cfg.FormatDSN()}, apptest.WithFx(fx.Populate(&usage)))
+	u := a.Register(t)
+	my := create(t, a, u.Token, "mysql")
+
+	proxy.Stall()
+	defer proxy.Flow()
+	for _, want := range []int64{2500, 1250} {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		_ = usage.Refresh(ctx)
+		cancel()
+		assert.Equal(t, want, databases.UsageBatchOf(usage, "mysql"))
+		assert.Equal(t, int64(5000), databases.UsageBatchOf(usage, "postgres"))
+	}
+
+	proxy.Flow()
+	_, err = a.DB.Exec("UPDATE database_instances SET used_space_bytes = 123456789 WHERE id = ?", my.ID)
+	require.NoError(t, err)
+	require.NoError(t, usage.Refresh(context.Background()))
+	var used int64
+	require.NoError(t, a.DB.QueryRow("SELECT used_space_bytes FROM database_instances WHERE id = ?", my.ID).Scan(&used))
+	assert.NotEqual(t, int64(123456789), used, "measured once the server answers")
+	assert.Equal(t, int64(2500), databases.UsageBatchOf(usage, "mysql"), "doubled back after a refresh that ran to its end")
 }
