@@ -135,7 +135,7 @@ func (s *Users) Create(ctx context.Context, in CreateUserInput) (*userRow, error
 	u := &userRow{Account: db.Account{Email: email, FullName: strings.TrimSpace(in.FullName),
 		Organization: strings.TrimSpace(in.Organization), Role: role, PasswordHash: &hash, SecurityStamp: 1}}
 	err = db.RunInTx(ctx, s.db, func(ctx context.Context, tx bun.Tx) error {
-		if _, err := tx.NewInsert().Model(u).Returning("*").Exec(ctx); err != nil {
+		if _, err := tx.NewInsert().Model(u).Returning("?Columns").Exec(ctx); err != nil {
 			if db.IsUniqueViolation(err) {
 				return fault.Conflict("An account with this email already exists")
 			}
@@ -217,7 +217,7 @@ func (s *Users) Update(ctx context.Context, id int64, in UpdateUserInput) (*user
 		// (a change of the email clears email_verified_at) is not left at its old value in u.
 		stored := new(userRow)
 		if _, err := tx.NewUpdate().Model(u).Column("full_name", "organization", "email", "role", "ai_monthly_token_budget").
-			Set("updated_at = now()").WherePK().Returning("*").Exec(ctx, stored); err != nil {
+			Set("updated_at = now()").WherePK().Returning("?TableColumns").Exec(ctx, stored); err != nil {
 			if db.IsUniqueViolation(err) {
 				return fault.Conflict("An account with this email already exists")
 			}
