@@ -286,15 +286,16 @@ const (
 	msgCredentialNotFound = "Access credential not found"
 )
 
-// lockCredential locks a live credential's row for a change (lockNow).
+// lockCredential locks a live credential's row for a change, without waiting (provision.LockNow).
 func lockCredential(ctx context.Context, tx bun.Tx, id int64) (*Credential, error) {
-	return lockNow[Credential](ctx, tx, id, 0, "UPDATE", msgCredentialNotFound, errCredentialBusy)
+	return provision.LockNow[Credential](ctx, tx, id, 0, "UPDATE", msgCredentialNotFound, errCredentialBusy, CredentialDeleted)
 }
 
-// lockInstanceShared locks a live database's row shared (lockNow): credential changes run side by
-// side, a pause, resume or delete of the database (which locks it for update) does not.
+// lockInstanceShared locks a live database's row shared, without waiting (provision.LockNow):
+// credential changes run side by side, a pause, resume or delete of the database (which locks it
+// for update) does not.
 func lockInstanceShared(ctx context.Context, tx bun.Tx, id int64) (*Instance, error) {
-	return lockNow[Instance](ctx, tx, id, 0, "SHARE", msgNotFound, errDatabaseBusy)
+	return provision.LockNow[Instance](ctx, tx, id, 0, "SHARE", msgNotFound, errDatabaseBusy, StatusDeleted)
 }
 
 // Rotate sets a new password; it is in the answer only. The credential's row is locked while

@@ -3,8 +3,6 @@ package databases
 import (
 	"context"
 	"crypto/rand"
-	"database/sql"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -226,31 +224,11 @@ func (s *Service) change(ctx context.Context, id, userID int64, step func(ctx co
 	return provision.Run[Instance](ctx, s.finisher, s.db, spec, id, provision.Again)
 }
 
-// lockNow locks row id of T (userID's own unless 0; a Deleted one is not found) FOR mode
-// ("UPDATE", "SHARE") without waiting: a row another request or the finisher holds (while it asks
-// the engine, which may take long) answers 409 busy at once, instead of a request that waits until
-// its own deadline.
-func lockNow[T any](ctx context.Context, tx bun.Tx, id, userID int64, mode, notFound, busy string) (*T, error) {
-	row := new(T)
-	q := tx.NewSelect().Model(row).Where("id = ?", id).Where("status <> 'Deleted'").For(mode + " NOWAIT")
-	if userID != 0 {
-		q = q.Where("user_id = ?", userID)
-	}
-	err := q.Scan(ctx)
-	switch {
-	case err == nil:
-		return row, nil
-	case errors.Is(err, sql.ErrNoRows):
-		return nil, fault.NotFound(notFound)
-	case db.IsCode(err, "55P03"): // lock_not_available
-		return nil, fault.Conflict(busy)
-	}
-	return nil, fmt.Errorf("lock %T %d: %w", row, id, err)
-}
-
-// lock locks database id (of userID; 0: any owner) for a change by this request (lockNow).
+// lock locks database id (of userID; 0: any owner; a Deleted one is not found) for a change by
+// this request, without waiting (provision.LockNow: 409 while another request or the finisher
+// holds it).
 func (s *Service) lock(ctx context.Context, tx bun.Tx, id, userID int64) (*Instance, error) {
-	return lockNow[Instance](ctx, tx, id, userID, "UPDATE", msgNotFound, errDatabaseBusy)
+	return provision.LockNow[Instance](ctx, tx, id, userID, "UPDATE", msgNotFound, errDatabaseBusy, StatusDeleted)
 }
 
 // deleteLease is how long the request that stores a delete's intent (Deleting) keeps the row to

@@ -35,20 +35,35 @@ func Find[T any](ctx context.Context, idb bun.IDB, id int64, notFound string) (*
 // administrator), and not in the statuses hidden; a missing one is a not-found error saying
 // notFound.
 func Lock[T any](ctx context.Context, tx bun.IDB, id, userID int64, notFound string, hidden ...string) (*T, error) {
+	return lockRow[T](ctx, tx, id, userID, "UPDATE", notFound, "", hidden)
+}
+
+// LockNow is Lock without waiting for another transaction's lock: FOR mode ("UPDATE", "SHARE")
+// NOWAIT, so a row another request or the finisher holds (while it asks a provider, which may
+// take long) is at once a conflict saying busy, not a request that waits until its deadline.
+func LockNow[T any](ctx context.Context, tx bun.IDB, id, userID int64, mode, notFound, busy string, hidden ...string) (*T, error) {
+	return lockRow[T](ctx, tx, id, userID, mode+" NOWAIT", notFound, busy, hidden)
+}
+
+func lockRow[T any](ctx context.Context, tx bun.IDB, id, userID int64, mode, notFound, busy string, hidden []string) (*T, error) {
 	row := new(T)
-	q := tx.NewSelect().Model(row).Where("id = ?", id).For("UPDATE")
+	q := tx.NewSelect().Model(row).Where("id = ?", id).For(mode)
 	if userID != 0 {
 		q = q.Where("user_id = ?", userID)
 	}
 	if len(hidden) > 0 {
 		q = q.Where("status NOT IN (?)", bun.In(hidden))
 	}
-	if err := q.Scan(ctx); errors.Is(err, sql.ErrNoRows) {
+	err := q.Scan(ctx)
+	switch {
+	case err == nil:
+		return row, nil
+	case errors.Is(err, sql.ErrNoRows):
 		return nil, fault.NotFound(notFound)
-	} else if err != nil {
-		return nil, fmt.Errorf("lock %T %d: %w", row, id, err)
+	case busy != "" && db.IsCode(err, "55P03"): // lock_not_available
+		return nil, fault.Conflict(busy)
 	}
-	return row, nil
+	return nil, fmt.Errorf("lock %T %d: %w", row, id, err)
 }
 
 // List returns userID's rows of T, oldest first, but those in the statuses hidden, as views.
