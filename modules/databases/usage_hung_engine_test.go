@@ -15,17 +15,25 @@ import (
 	"provisioner/platform/testutil"
 )
 
-// TestUsageOfEachEngineIsRecordedWhileAnotherHangs: while a MySQL/MariaDB server hangs (its
-// connections stay open, nothing answers) until the refresh's time runs out, every refresh still
-// measures the PostgreSQL databases: each engine is measured on its own, so one engine's outage
-// holds up no other's.
-func TestUsageOfEachEngineIsRecordedWhileAnotherHangs(t *testing.T) {
+// behindAProxy starts the app with its MySQL/MariaDB server reached through a proxy the test can
+// stall (the server then hangs: connections open, nothing answers).
+func behindAProxy(t *testing.T) (*apptest.App, *databases.UsageRefresher, *testutil.TCPProxy) {
+	t.Helper()
 	cfg, err := mysql.ParseDSN(testutil.TenantMysqlDSN())
 	require.NoError(t, err)
 	proxy := testutil.StartProxy(t, cfg.Addr)
 	cfg.Addr = proxy.Addr
 	var usage *databases.UsageRefresher
 	a := start(t, map[string]any{"ConnectionStrings:TenantMysql": cfg.FormatDSN()}, apptest.WithFx(fx.Populate(&usage)))
+	return a, usage, proxy
+}
+
+// TestUsageOfEachEngineIsRecordedWhileAnotherHangs: while a MySQL/MariaDB server hangs (its
+// connections stay open, nothing answers) until the refresh's time runs out, every refresh still
+// measures the PostgreSQL databases: each engine is measured on its own, so one engine's outage
+// holds up no other's.
+func TestUsageOfEachEngineIsRecordedWhileAnotherHangs(t *testing.T) {
+	a, usage, proxy := behindAProxy(t)
 	u := a.Register(t)
 	pg := create(t, a, u.Token, "postgres")
 	create(t, a, u.Token, "mysql")
@@ -51,12 +59,7 @@ func TestUsageOfEachEngineIsRecordedWhileAnotherHangs(t *testing.T) {
 // 5,000 at once is still measured, a smaller batch at a time), and doubled back once a refresh of
 // that engine runs to its end; the other engine's batch is left alone.
 func TestABatchTheEngineCannotMeasureInTimeIsHalved(t *testing.T) {
-	cfg, err := mysql.ParseDSN(testutil.TenantMysqlDSN())
-	require.NoError(t, err)
-	proxy := testutil.StartProxy(t, cfg.Addr)
-	cfg.Addr = proxy.Addr
-	var usage *databases.UsageRefresher
-	a := start(t, map[string]any{"ConnectionStrings:TenantMysql": cfg.FormatDSN()}, apptest.WithFx(fx.Populate(&usage)))
+	a, usage, proxy := behindAProxy(t)
 	u := a.Register(t)
 	my := create(t, a, u.Token, "mysql")
 
@@ -71,7 +74,7 @@ func TestABatchTheEngineCannotMeasureInTimeIsHalved(t *testing.T) {
 	}
 
 	proxy.Flow()
-	_, err = a.DB.Exec("UPDATE database_instances SET used_space_bytes = 123456789 WHERE id = ?", my.ID)
+	_, err := a.DB.Exec("UPDATE database_instances SET used_space_bytes = 123456789 WHERE id = ?", my.ID)
 	require.NoError(t, err)
 	require.NoError(t, usage.Refresh(context.Background()))
 	var used int64
