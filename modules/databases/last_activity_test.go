@@ -58,9 +58,15 @@ func TestLastActivityIsTheTenantsOnly(t *testing.T) {
 		require.NoError(t, usage.Refresh(context.Background()))
 		assert.Nil(t, get().LastActivity, "refresh %d: nobody has used the database", round+1)
 	}
+	// A figure that drops (space the server gave back, a file no longer counted) is no activity:
+	// lastActivity is a session seen or the database grown.
+	_, err := a.DB.Exec("UPDATE database_instances SET used_space_bytes = used_space_bytes + 1048576 WHERE id = ?", it.ID)
+	require.NoError(t, err)
+	require.NoError(t, usage.Refresh(context.Background()))
+	assert.Nil(t, get().LastActivity, "a database that shrank unused")
 
 	rv := revealPassword(t, a, u.Token, it.ID)
-	_, err := connect(t, "postgres", it, rv.DatabaseUser, rv.Password)
+	_, err = connect(t, "postgres", it, rv.DatabaseUser, rv.Password)
 	require.NoError(t, err)
 	require.NoError(t, usage.Refresh(context.Background()))
 	assert.NotNil(t, get().LastActivity, "the tenant's session is seen")

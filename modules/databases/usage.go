@@ -285,8 +285,8 @@ func (u *UsageRefresher) refreshEngine(ctx context.Context, engine Engine, list 
 		if !ok {
 			continue
 		}
-		changed := us.Bytes != r.UsedSpace
-		if us.Active || (changed && r.UsedSpace != 0) {
+		grew := us.Bytes > r.UsedSpace
+		if us.Active || (grew && r.UsedSpace != 0) {
 			r.LastActivity = &now
 		}
 		r.UsedSpace = us.Bytes
