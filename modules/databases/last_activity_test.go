@@ -102,3 +102,41 @@ func TestServiceSessionsInATenantDatabaseEnd(t *testing.T) {
 	r = a.Post("/api/access-credentials", admin, map[string]any{"databaseInstanceId": it.ID, "readOnly": true})
 	require.Equal(t, http.StatusCreated, r.Status, string(r.Raw))
 }
+
+// TestLastActivityCountsAnEmptyDatabasesFirstTables: an empty MySQL/MariaDB database measures 0
+// bytes. A tenant who then creates its first table in a session that ends before the next refresh
+// has made the database grow, and that refresh records the activity (only a database's first
+// figure is never counted as growth).
+func TestLastActivityCountsAnEmptyDatabasesFirstTables(t *testing.T) {
+	var usage *databases.UsageRefresher
+	a := start(t, nil, apptest.WithFx(fx.Populate(&usage)))
+	admin := a.AdminToken(t)
+	u := a.Register(t)
+	it := create(t, a, u.Token, "mysql")
+	get := func() item {
+		var got item
+		a.Get(fmt.Sprintf("/api/database-instances/%d", it.ID), admin).Decode(t, &got)
+		return got
+	}
+	require.NoError(t, usage.Refresh(context.Background()))
+	require.Zero(t, get().UsedSpaceBytes, "an empty database")
+	require.Nil(t, get().LastActivity)
+
+	rv := revealPassword(t, a, u.Token, it.ID)
+	conn, err := connect(t, "mysql", it, rv.DatabaseUser, rv.Password)
+	require.NoError(t, err)
+	_, err = conn.Exec("CREATE TABLE first_table (id int PRIMARY KEY, body text)")
+	require.NoError(t, err)
+	require.NoError(t, conn.Close())
+	root := enginePool(t, "mysql")
+	require.Eventually(t, func() bool {
+		var n int
+		require.NoError(t, root.QueryRow("SELECT count(*) FROM information_schema.processlist WHERE user = ?", rv.DatabaseUser).Scan(&n))
+		return n == 0
+	}, 10*time.Second, 20*time.Millisecond, "the tenant's session has ended")
+
+	require.NoError(t, usage.Refresh(context.Background()))
+	got := get()
+	assert.Positive(t, got.UsedSpaceBytes)
+	assert.NotNil(t, got.LastActivity, "the database grew from 0")
+}

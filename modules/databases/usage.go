@@ -104,6 +104,7 @@ type usageRow struct {
 	ReadOnly     bool       `bun:"read_only"`
 	Reason       string     `bun:"read_only_reason"`
 	LastActivity *time.Time `bun:"last_activity"`
+	MeasuredAt   *time.Time `bun:"usage_measured_at"`
 }
 
 // Refresh reads every configured engine and records what changed. Each engine's live databases
@@ -185,7 +186,7 @@ func (u *UsageRefresher) refreshBatches(ctx context.Context, engine Engine, now 
 	for batches := 0; ; {
 		var rows []usageRow
 		q := u.db.NewSelect().Table("database_instances").
-			Column("id", "user_id", "engine", "database_name", "database_user", "used_space_bytes", "max_space_bytes", "read_only", "read_only_reason", "last_activity").
+			Column("id", "user_id", "engine", "database_name", "database_user", "used_space_bytes", "max_space_bytes", "read_only", "read_only_reason", "last_activity", "usage_measured_at").
 			Where("status IN ('Active', 'Paused')").Where("engine = ?", engine.ID()).Where("id > ?", at.after)
 		if wrapped && start > 0 {
 			q = q.Where("id <= ?", start)
@@ -285,11 +286,11 @@ func (u *UsageRefresher) refreshEngine(ctx context.Context, engine Engine, list 
 		if !ok {
 			continue
 		}
-		grew := us.Bytes > r.UsedSpace
-		if us.Active || (grew && r.UsedSpace != 0) {
+		// Growth from the first figure is not activity: a fresh PostgreSQL database measures megabytes.
+		if us.Active || (us.Bytes > r.UsedSpace && r.MeasuredAt != nil) {
 			r.LastActivity = &now
 		}
-		r.UsedSpace = us.Bytes
+		r.UsedSpace, r.MeasuredAt = us.Bytes, &now
 		if err := u.switchReadOnly(ctx, engine, &r, us.Unmeasured); err != nil {
 			u.log.Warn("read-only switch failed", "id", r.ID, "error", err.Error())
 		}
@@ -305,6 +306,7 @@ func (u *UsageRefresher) refreshEngine(ctx context.Context, engine Engine, list 
 		Table("database_instances").TableExpr("_data").
 		Set("used_space_bytes = _data.used_space_bytes").
 		Set("last_activity = _data.last_activity").
+		Set("usage_measured_at = _data.usage_measured_at").
 		Set("read_only = _data.read_only").
 		Set("read_only_reason = _data.read_only_reason").
 		Where("database_instances.id = _data.id").Exec(rctx)

@@ -1,0 +1,1 @@
+ALTER TABLE database_instances DROP COLUMN IF EXISTS usage_measured_at;
