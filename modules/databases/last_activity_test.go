@@ -58,7 +58,7 @@ func TestLastActivityIsTheTenantsOnly(t *testing.T) {
 		require.NoError(t, usage.Refresh(context.Background()))
 		assert.Nil(t, get().LastActivity, "refresh %d: nobody has used the database", round+1)
 	}
-	// A figure that drops (space the server gave back, a file no longer counted) is no activity:
+	// A figure that drops (space the server gave back, a file left out of the figure) is no activity:
 	// lastActivity is a session seen or the database grown.
 	_, err := a.DB.Exec("UPDATE database_instances SET used_space_bytes = used_space_bytes + 1048576 WHERE id = ?", it.ID)
 	require.NoError(t, err)

@@ -50,9 +50,7 @@ type Instance struct {
 	ReadOnly       bool       `bun:"read_only,notnull"`
 	ReadOnlyReason string     `bun:"read_only_reason,notnull"`
 	LastActivity   *time.Time `bun:"last_activity"`
-	// UsageMeasuredAt is when the usage refresh last measured the database (nil: never).
-	UsageMeasuredAt *time.Time `bun:"usage_measured_at"`
-	DeletedAt       *time.Time `bun:"deleted_at"`
+	DeletedAt      *time.Time `bun:"deleted_at"`
 	// PurgeAt is when a deleted database is dropped (its recovery window ends); nil once dropped or
 	// when deleted without a window.
 	PurgeAt *time.Time `bun:"purge_at"`

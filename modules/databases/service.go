@@ -122,7 +122,7 @@ func (s *Service) Create(ctx context.Context, in CreateInput) (*Instance, provis
 		if err := s.roomFor(ctx, tx, in.UserID, in.SkipQuota); err != nil {
 			return err
 		}
-		if _, err := tx.NewInsert().Model(inst).Returning("*").Exec(ctx); err != nil {
+		if _, err := tx.NewInsert().Model(inst).Returning("?Columns").Exec(ctx); err != nil {
 			return fmt.Errorf("store database intent: %w", err)
 		}
 		return reschedule(ctx, tx, inst.ID, inst.RotationDays)

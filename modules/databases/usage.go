@@ -104,7 +104,7 @@ type usageRow struct {
 	ReadOnly     bool       `bun:"read_only"`
 	Reason       string     `bun:"read_only_reason"`
 	LastActivity *time.Time `bun:"last_activity"`
-	MeasuredAt   *time.Time `bun:"usage_measured_at"`
+	MeasuredAt   *time.Time `bun:"usage_measured_at"` // nil: never measured
 }
 
 // Refresh reads every configured engine and records what changed. Each engine's live databases

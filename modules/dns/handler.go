@@ -76,7 +76,7 @@ func (h *Handler) Register(api *httpx.API) {
 		Path: "/api/me/dns", Tags: tags, Summary: "Create a DNS A record", Description: createDoc, DefaultStatus: http.StatusCreated,
 		Errors: []int{http.StatusConflict, http.StatusBadGateway, http.StatusServiceUnavailable}, Responses: providerFailedResponse},
 		func(ctx context.Context, in *dnsCreateInput) (*httpx.Response[View], error) {
-			return h.created(ctx, CreateInput{in.Body, authn.FromContext(ctx).UserID})
+			return h.created(ctx, CreateInput{RecordBody: in.Body, UserID: authn.FromContext(ctx).UserID})
 		})
 	httpx.Register(api, httpx.Authenticated, huma.Operation{OperationID: "revokeMyDnsRecord", Metadata: httpx.PerUserLimit("Provision"), Method: http.MethodDelete,
 		Path: "/api/me/dns/{id}", Tags: tags, Summary: "Revoke a DNS record",
@@ -99,7 +99,7 @@ func (h *Handler) Register(api *httpx.API) {
 		DefaultStatus: http.StatusCreated, Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusBadGateway, http.StatusServiceUnavailable},
 		Responses: providerFailedResponse},
 		func(ctx context.Context, in *dnsAdminCreateInput) (*httpx.Response[View], error) {
-			return h.created(ctx, CreateInput{in.Body.RecordBody, in.Body.UserID})
+			return h.created(ctx, CreateInput{RecordBody: in.Body.RecordBody, UserID: in.Body.UserID})
 		})
 	httpx.Register(api, httpx.AdminOnly, huma.Operation{OperationID: "retryDnsRecord", Metadata: httpx.Meta(httpx.PerUserLimit("Provision"), httpx.Idempotent()), Method: http.MethodPost,
 		Path: "/api/dns/records/{id}/retry", Tags: atags, Summary: "Retry a failed or stuck DNS record",

@@ -40,8 +40,8 @@ type Provisioner struct {
 
 // Marker is the comment every record we create carries: the owner, our row and the row's random
 // token, so it is the row's alone even where two deployments share the zone. Only a record
-// carrying its row's marker is ever adopted or deleted. A row made before markers held a token
-// (MarkerToken "") has the marker without one, which a row with a token never matches.
+// carrying its row's marker is ever adopted or deleted. A row with MarkerToken "" has the marker
+// without a token, which a row with a token never matches.
 func Marker(r *Record) string {
 	if r.MarkerToken == "" {
 		return fmt.Sprintf("provisioner user:%d record:%d", r.UserID, r.ID)
@@ -301,8 +301,8 @@ func lookupOurs(ctx context.Context, provider Provider, tx bun.IDB, r *Record) (
 
 // Delete implements provision.Provisioner: the provider's record (by id, or by lookup when the
 // create's outcome was never recorded) is deleted, then the row is Revoked. An id another live row
-// holds (rows from before dns_records_provider_id_uq) is left at the provider, logged, and the name
-// is looked up instead (lookupOurs).
+// holds (possible where dns_records_provider_id_uq's migration found duplicates and skipped it) is
+// left at the provider, logged, and the name is looked up instead (lookupOurs).
 func (p *Provisioner) Delete(ctx context.Context, req provision.DeleteRequest) (provision.DeleteResponse, error) {
 	r, err := provision.Load[Record](ctx, req.Tx, req.ResourceID)
 	if err != nil {

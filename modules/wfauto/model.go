@@ -18,7 +18,7 @@ type Account struct {
 	// ReleasedBy is who deleted the owner (Deprovisioning): the actor of wfauto.deprovisioned.
 	ReleasedBy *int64 `bun:"released_by"`
 	// IdempotencyKey is sent with every create of this account: a random UUID made by the database
-	// with the row, or the row's id where a create may have reached the cell before keys were random.
+	// with the row, or the row's id for a row whose create may have reached the cell keyed by it.
 	IdempotencyKey string `bun:"idempotency_key,nullzero,notnull"`
 }
 

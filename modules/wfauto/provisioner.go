@@ -145,7 +145,7 @@ func (p *Provisioner) Delete(ctx context.Context, req provision.DeleteRequest) (
 	if a.ExternalAccountID == "" && wasSent {
 		// Never recorded, but its create may have reached the cell: the key tells its id.
 		original := body != nil
-		if !original { // a record from before bodies were kept: the owner's details are a guess
+		if !original { // a record without its body: the owner's current details are the best guess
 			if body, err = current(ctx, req.Tx, a); err != nil {
 				return provision.DeleteResponse{}, err
 			}

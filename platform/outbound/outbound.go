@@ -135,7 +135,8 @@ type TransportError struct {
 	// What happened: one of the What… constants.
 	What string
 	Err  error
-	// NotSent: no connection was ever obtained, so the request cannot have reached the provider.
+	// NotSent: no try of this call obtained a connection, so the request cannot have reached the
+	// provider.
 	NotSent bool
 }
 

@@ -48,7 +48,8 @@ const RequestGrace = time.Minute
 
 // Spec names a resource kind's table and its statuses: Creating → Active, or Failed (a refusal,
 // or attempts run out); a live or Failed row → Deleting → Gone. A provisioner embeds its Spec,
-// which implements Kind, Queue, GiveUpper and ErrorTexter. A status left "" is one the kind does not have.
+// which implements Kind, Queue, GiveUpper and ErrorTexter. A status left "" is one the kind does
+// not have.
 type Spec struct {
 	Name                                     Kind
 	Rows                                     string
@@ -161,7 +162,7 @@ func (s Spec) GaveUp(ctx context.Context, tx bun.IDB, id int64, lastErr error) (
 	if s.Failed == "" || s.Creating == "" {
 		return false, nil
 	}
-	res, err := Fail(tx.NewUpdate().Table(s.Rows), s.Failed, StoredError(errors.New(s.ErrorText(lastErr)))).
+	res, err := Fail(tx.NewUpdate().Table(s.Rows), s.Failed, s.ErrorText(lastErr)).
 		Where("id = ?", id).Where("status = ?", s.Creating).Exec(ctx)
 	if err != nil {
 		return false, err
