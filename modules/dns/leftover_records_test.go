@@ -101,6 +101,11 @@ func TestLeftoverOfADeadRowIsRemovedByTheNextCreate(t *testing.T) {
 	var got rec
 	r.Decode(t, &got)
 	assert.Equal(t, got.ProviderRecordID, only(l).ID, "the leftover replaced by v's record")
+	var owner, actor int64
+	require.NoError(t, a.DB.QueryRow("SELECT user_id, actor_user_id FROM audit_events WHERE action = 'dns.leftover.deleted' AND target_id = ?",
+		fmt.Sprint(leftover.ID)).Scan(&owner, &actor))
+	assert.Equal(t, u.ID, owner, "the event is about the leftover's owner")
+	assert.Equal(t, v.ID, actor, "made by v's create")
 	// Revoking the Failed record while v's holds the label revokes it at once and deletes nothing
 	// of v's, not even once the finisher has swept it.
 	r = a.Do(apptest.Request{Method: "DELETE", Path: fmt.Sprintf("/api/me/dns/%d", leftover.ID), Token: u.Token})

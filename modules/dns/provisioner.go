@@ -177,7 +177,7 @@ func (p *Provisioner) dropLeftovers(ctx context.Context, tx bun.IDB, r *Record, 
 		if err := p.provider.Delete(ctx, f.ID); err != nil {
 			return nil, err
 		}
-		if err := p.audit.RecordTx(ctx, tx, spec.Event("dns.leftover.deleted", r.UserID, dead.ID,
+		if err := p.audit.RecordTx(ctx, tx, spec.Event("dns.leftover.deleted", dead.UserID, dead.ID,
 			map[string]any{"fqdn": r.Fqdn, "providerRecordId": f.ID, "for": r.ID})); err != nil {
 			return nil, err
 		}
