@@ -34,7 +34,11 @@ var spec = provision.Spec{Name: Kind, Rows: "database_instances", Creating: Stat
 	Due: map[string]provision.Verb{StatusRecoverable: provision.VerbDelete},
 	Counted: []string{StatusProvisioning, StatusActive, StatusPausing, StatusPaused, StatusResuming, StatusFailed,
 		StatusRestoring},
-	Texts: provision.Texts{Internal: MsgInternal, Provider: []func(error) bool{provision.IsA[*EngineError], provision.IsA[*provision.Deferred]}}}
+	Texts: engineTexts}
+
+// engineTexts are the texts of every kind of this module: an engine's failure as stored, any
+// other error as MsgInternal.
+var engineTexts = provision.Texts{Internal: MsgInternal, Provider: []func(error) bool{provision.IsA[*EngineError], provision.IsA[*provision.Deferred]}}
 
 // Instance is a tenant database as stored.
 type Instance struct {
@@ -97,7 +101,7 @@ const (
 // credentialSpec is the credentials' lifecycle: made by their request only (a Creating row the
 // finisher finds is undone), Active, Deleting → Deleted.
 var credentialSpec = provision.Spec{Name: CredentialKind, Rows: "access_credentials", Active: CredentialActive,
-	Deleting: CredentialDeleting, Gone: CredentialDeleted,
+	Deleting: CredentialDeleting, Gone: CredentialDeleted, Texts: engineTexts,
 	Between: map[string]provision.Verb{CredentialCreating: provision.VerbDelete}}
 
 // Credential is an extra login role on a tenant database.

@@ -33,7 +33,7 @@ const (
 // Scheduled and Retiring rest until due, then the finisher starts the rotation or retires the old
 // login; Done ends it.
 var rotationSpec = provision.Spec{Name: RotationKind, Rows: "database_password_rotations", Creating: RotationPending,
-	Active: RotationDone, Gone: RotationDone,
+	Active: RotationDone, Gone: RotationDone, Texts: engineTexts,
 	Due: map[string]provision.Verb{RotationScheduled: provision.VerbCreate, RotationRetiring: provision.VerbDelete}}
 
 // Rotation is the stored intent to set a database's owner password on its engine to the one

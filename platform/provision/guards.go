@@ -25,7 +25,7 @@ func (s Spec) HeldByAnother(ctx context.Context, tx bun.IDB, column, value strin
 
 // Texts says which errors of a kind its users read: an error whose chain holds one of the
 // provider's (Provider) is shown as stored (StoredError); any other (our database's, with its SQL,
-// an audit write's) is shown as Internal and only logged. Internal "" shows every error as stored.
+// an audit write's) is shown as Internal (InternalText when "") and only logged.
 type Texts struct {
 	Internal string
 	Provider []func(error) bool
@@ -34,12 +34,18 @@ type Texts struct {
 // IsA reports whether err's chain holds an E (a Texts.Provider entry).
 func IsA[E error](err error) bool { var e E; return errors.As(err, &e) }
 
+// InternalText is what a kind whose Texts set no Internal shows of an error not its provider's.
+const InternalText = "internal error (details in the server log)"
+
 // ErrorText implements ErrorTexter for every provisioner embedding a Spec.
 func (s Spec) ErrorText(err error) string {
-	if s.Texts.Internal == "" || slices.ContainsFunc(s.Texts.Provider, func(is func(error) bool) bool { return is(err) }) {
+	switch {
+	case slices.ContainsFunc(s.Texts.Provider, func(is func(error) bool) bool { return is(err) }):
 		return StoredError(err)
+	case s.Texts.Internal != "":
+		return s.Texts.Internal
 	}
-	return s.Texts.Internal
+	return InternalText
 }
 
 // Event is the audit event of action on row id of userID, its target type s.Target.

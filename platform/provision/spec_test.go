@@ -85,9 +85,18 @@ func TestASpecShowsOnlyTheProvidersErrorsAndGivesUp(t *testing.T) {
 }
 
 // TestASpecWithoutFailedIsNeverGivenUp: a kind without a Failed status (a password rotation) keeps
-// its row in flight, retried, however many attempts fail; without Texts its errors show as they are.
+// its row in flight, retried, however many attempts fail.
 func TestASpecWithoutFailedIsNeverGivenUp(t *testing.T) {
-	rows := runSpec(t, provision.Spec{Creating: "Pending", Active: "Done"},
-		errors.New("engine answered 1"), errors.New("engine answered 2"), errors.New("engine answered 3"))
+	rows := runSpec(t, provision.Spec{Creating: "Pending", Active: "Done", Texts: texts},
+		errors.New("engine answered 1"), &providerError{"engine answered 2"}, &providerError{"engine answered 3"})
 	assert.Equal(t, specRow{Status: "Pending", Attempts: 3, LastErr: "engine answered 3"}, rows[2])
+}
+
+// TestASpecWithoutTextsShowsNoErrorOfOurOwn: a kind that declares no Texts stores the generic
+// internal text for every error, its provider's as well: nothing of our own SQL reaches a user.
+func TestASpecWithoutTextsShowsNoErrorOfOurOwn(t *testing.T) {
+	rows := runSpec(t, provision.Spec{Creating: "Pending", Active: "Active", Failed: "Failed"},
+		errors.New(`pq: relation "secret_table" does not exist`), &providerError{"provider answered 500"})
+	assert.Equal(t, specRow{Status: "Pending", Attempts: 1, LastErr: provision.InternalText}, rows[0])
+	assert.Equal(t, specRow{Status: "Failed", Attempts: 2, LastErr: provision.InternalText, Shown: provision.InternalText}, rows[1])
 }
