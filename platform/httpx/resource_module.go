@@ -42,4 +42,4 @@ func ProviderFailed(what string) map[string]*huma.Response {
 
 // retryAfterDoc documents the Retry-After of every provider's 502 (Driven sets it).
 const retryAfterDoc = "Only while the change is still pending (retried in the background): seconds until the next try, " +
-	"at least the provider's own `Retry-After`."
+	"at least the provider's own `Retry-After` up to a day."

@@ -2894,7 +2894,7 @@ export interface components {
             headers: {
                 RateLimit?: string;
                 "RateLimit-Policy"?: string;
-                /** @description Only while the change is still pending (retried in the background): seconds until the next try, at least the provider's own `Retry-After`. */
+                /** @description Only while the change is still pending (retried in the background): seconds until the next try, at least the provider's own `Retry-After` up to a day. */
                 "Retry-After"?: number;
                 "X-RateLimit-Limit"?: number;
                 "X-RateLimit-Remaining"?: number;
