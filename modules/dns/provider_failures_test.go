@@ -97,6 +97,11 @@ func TestTransientFailuresRetriedWithRetryAfter(t *testing.T) {
 	require.Equal(t, http.StatusCreated, r.Status, string(r.Raw))
 	assert.GreaterOrEqual(t, time.Since(start), time.Second, "Retry-After was honoured")
 	assert.EqualValues(t, 1, fake.Creates())
+	// A 408 (the provider or a proxy timed the request out) is retried the same way.
+	fake.Fail(cloudflaretest.Fault{Status: 408, Method: "POST"})
+	r = a.Post("/api/me/dns", u.Token, map[string]any{"label": label()})
+	require.Equal(t, http.StatusCreated, r.Status, string(r.Raw))
+	assert.EqualValues(t, 2, fake.Creates())
 
 	// Still failing after the call's retries: 502, record Pending with the error, finished later.
 	fake.Fail(cloudflaretest.Fault{Status: 500, Method: "POST"}, cloudflaretest.Fault{Status: 500, Method: "POST"}, cloudflaretest.Fault{Status: 500, Method: "POST"})
