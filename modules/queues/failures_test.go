@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -180,4 +181,34 @@ func TestLifecycleSuite(t *testing.T) {
 			return 2 // half a space
 		},
 	})
+}
+
+// TestBrokerRetryAfterHoldsTheSpaceBack: the management API answers busy (503) asking for two
+// minutes: the create is a 502 whose Retry-After is at least that, the space stays Provisioning
+// with the broker's words cut short, and the finisher leaves it alone until then.
+func TestBrokerRetryAfterHoldsTheSpaceBack(t *testing.T) {
+	p := queuestest.NewProxy(t)
+	a := start(t, p.URL, nil)
+	u := a.Register(t)
+	p.Script(func(_ int, r *http.Request) queuestest.Fault {
+		if r.Method == http.MethodPut {
+			return queuestest.Busy503
+		}
+		return queuestest.Pass
+	})
+	r, s := create(t, a, u.Token, "busy")
+	require.Equal(t, http.StatusBadGateway, r.Status, string(r.Raw))
+	assert.Equal(t, "Provisioning", s.Status)
+	wait, err := strconv.Atoi(r.Header.Get("Retry-After"))
+	require.NoError(t, err, "Retry-After %q", r.Header.Get("Retry-After"))
+	assert.GreaterOrEqual(t, wait, 110, "at least the broker's 120 s, less the time since")
+	assert.Contains(t, s.ErrorMessage, "503")
+	assert.Less(t, len(s.ErrorMessage), 400, "the broker's 5,000-character reason cut short")
+
+	calls := p.Calls()
+	a.Finisher.RunOnce(context.Background())
+	assert.Equal(t, calls, p.Calls(), "no call before the broker's time")
+	var due time.Time
+	require.NoError(t, a.DB.QueryRow("SELECT next_attempt_at FROM queue_spaces WHERE id = ?", s.ID).Scan(&due))
+	assert.Greater(t, time.Until(due), 100*time.Second)
 }

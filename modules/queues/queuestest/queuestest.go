@@ -118,6 +118,7 @@ const (
 	GarbledAfter              // forwarded, then answered 200 with HTML
 	NotJSON404                // answered 404 with a page that is not the API's
 	Refuse400                 // answered the API's 400 without forwarding
+	Busy503                   // answered 503, Retry-After: 120 and a 5,000-character reason, without forwarding
 )
 
 // Proxy stands in front of the real management API, answering each call as its script says.
@@ -174,6 +175,12 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusBadRequest)
 		fmt.Fprint(w, `{"error":"bad_request","reason":"refused by the test"}`)
+		return
+	case Busy503:
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Retry-After", "120")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		fmt.Fprintf(w, `{"error":"busy","reason":"%s"}`, strings.Repeat("x", 5000))
 		return
 	case NotJSON404:
 		http.Error(w, "<html>no such page</html>", http.StatusNotFound)
