@@ -92,6 +92,9 @@ func engines(t *testing.T) map[string]any {
 		"RateLimit:PasswordReveal":         "1000-M",
 		// Deletes drop at once unless a test opens a recovery window (recovery_test.go).
 		"Databases:RecoveryHours": 0,
+		// Tests refresh usage themselves (UsageRefresher.Refresh), which does nothing while a
+		// background refresh holds the refresh's lock: no background refresh during a test.
+		"Databases:UsageRefreshSeconds": 3600,
 	}
 }
 
@@ -115,13 +118,13 @@ func connect(t testing.TB, engine string, it item, user, password string) (*sql.
 	case "mysql":
 		cfg := mysql.NewConfig()
 		cfg.User, cfg.Passwd, cfg.Net, cfg.Addr, cfg.DBName = user, password, "tcp", fmt.Sprintf("%s:%d", it.Host, it.Port), it.DatabaseName
-		cfg.Timeout = 3 * time.Second
+		cfg.Timeout = 10 * time.Second
 		c, err := mysql.NewConnector(cfg)
 		require.NoError(t, err)
 		pool = sql.OpenDB(c)
 	}
 	pool.SetMaxOpenConns(1)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	if err := pool.PingContext(ctx); err != nil {
 		pool.Close()
