@@ -38,7 +38,7 @@ func TestMySQLDroppedCredentialKeepsNoSession(t *testing.T) {
 	// The looping client: every login is a new session; the last few are kept open.
 	cfg := mysql.NewConfig()
 	cfg.User, cfg.Passwd, cfg.Net, cfg.Addr, cfg.DBName = cred.Username, cred.Password, "tcp", fmt.Sprintf("%s:%d", it.Host, it.Port), it.DatabaseName
-	cfg.Timeout = 3 * time.Second
+	cfg.Timeout = 10 * time.Second
 	connector, err := mysql.NewConnector(cfg)
 	require.NoError(t, err)
 	client := sql.OpenDB(connector)
@@ -59,7 +59,7 @@ func TestMySQLDroppedCredentialKeepsNoSession(t *testing.T) {
 				return
 			default:
 			}
-			cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			c, err := client.Conn(cctx)
 			if err == nil {
 				err = c.PingContext(cctx)
@@ -88,7 +88,7 @@ func TestMySQLDroppedCredentialKeepsNoSession(t *testing.T) {
 		}
 	}()
 	loginsSoFar := func() int { mu.Lock(); defer mu.Unlock(); return logins }
-	require.Eventually(t, func() bool { return loginsSoFar() > 0 }, 5*time.Second, 5*time.Millisecond, "the credential logs in")
+	require.Eventually(t, func() bool { return loginsSoFar() > 0 }, 30*time.Second, 5*time.Millisecond, "the credential logs in")
 
 	// Hold the table of accounts so that the drop's first change to the account waits.
 	accounts := "mysql.user"
@@ -123,16 +123,16 @@ func TestMySQLDroppedCredentialKeepsNoSession(t *testing.T) {
 			"%'"+cred.Username+"'@%").Scan(&k))
 		return k > 0
 	}
-	require.Eventually(t, waiting, 10*time.Second, 5*time.Millisecond, "the drop waits for the table of accounts")
+	require.Eventually(t, waiting, 30*time.Second, 5*time.Millisecond, "the drop waits for the table of accounts")
 	before := loginsSoFar()
-	require.Eventually(t, func() bool { return loginsSoFar() > before }, 5*time.Second, 2*time.Millisecond,
+	require.Eventually(t, func() bool { return loginsSoFar() > before }, 10*time.Second, 2*time.Millisecond,
 		"the client logs in again while the drop waits")
 	unlock()
 
 	var r *apptest.Resp
 	select {
 	case r = <-deleted:
-	case <-time.After(20 * time.Second):
+	case <-time.After(40 * time.Second):
 		t.Fatal("DELETE did not answer")
 	}
 	close(stop)
@@ -140,17 +140,15 @@ func TestMySQLDroppedCredentialKeepsNoSession(t *testing.T) {
 	require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
 	assert.False(t, existsOnEngine(t, "mysql", cred.Username), "the credential's user is gone")
 
-	// KILL ends a session at once, but give the server a moment to let it go.
+	// KILL ends a session at once, but give the server a moment to let it go: a session never
+	// killed stays however long the test waits.
 	alive := func() int {
 		var k int
 		require.NoError(t, root.QueryRow("SELECT count(*) FROM information_schema.processlist WHERE user = ?", cred.Username).Scan(&k))
 		return k
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for alive() > 0 && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
-	assert.Zero(t, alive(), "no session of the dropped credential is left on the server")
+	assert.Eventually(t, func() bool { return alive() == 0 }, 30*time.Second, 20*time.Millisecond,
+		"no session of the dropped credential is left on the server")
 	mu.Lock()
 	defer mu.Unlock()
 	for i, c := range sessions {
