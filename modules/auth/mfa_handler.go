@@ -68,7 +68,7 @@ func (h *Handler) registerMFA(api *httpx.API) {
 		OperationID: "verifyTotp", Method: http.MethodPost, Path: "/api/me/mfa/totp/verify", Tags: tags,
 		Summary: "Turn TOTP on with a code",
 		Description: "Turns TOTP on with a code of the enrolment's secret; answers ten recovery codes, once. 409 without an " +
-			"enrolment or when on.",
+			"enrolment, when on, or when the enrolment was started again meanwhile (its secret replaced).",
 		Errors: []int{http.StatusConflict},
 	}, func(ctx context.Context, in *codeInput) (*httpx.Response[RecoveryCodes], error) {
 		codes, err := h.svc.ConfirmTOTP(ctx, authn.FromContext(ctx), in.Body.Code)

@@ -62,7 +62,9 @@ var (
 	errTOTPOn      = fault.Conflict("TOTP is already on; turn it off first (DELETE /api/me/mfa/totp)")
 	errTOTPOff     = fault.Conflict("TOTP is not on")
 	errNoEnrolment = fault.Conflict("No TOTP enrolment is in progress: start one with POST /api/me/mfa/totp")
-	errWrongCode   = fault.InvalidField("code", "is not a valid code: a current code of the authenticator app, not used before, or an unused recovery code")
+	// errEnrolmentRestarted: the enrolment was started again while a code of its former secret was checked.
+	errEnrolmentRestarted = fault.Conflict("The TOTP enrolment was started again meanwhile: verify with a code of its new secret")
+	errWrongCode          = fault.InvalidField("code", "is not a valid code: a current code of the authenticator app, not used before, or an unused recovery code")
 	// errCodeRefused makes a transaction that checked a wrong code roll back.
 	errCodeRefused = errors.New("code refused")
 )
@@ -133,12 +135,23 @@ func (s *Service) ConfirmTOTP(ctx context.Context, p *authn.Principal, code stri
 		if method, err := s.spendCode(ctx, tx, t, code, false); err != nil || method == "" {
 			return cmp.Or(err, errCodeRefused)
 		}
+		// Only the secret the code was checked against: an enrolment started again meanwhile (another
+		// tab) stored another one.
 		res, err := tx.NewUpdate().Model((*userTOTP)(nil)).Set("enabled_at = now()").Where("user_id = ?", p.UserID).
-			Where("enabled_at IS NULL").Exec(ctx)
+			Where("enabled_at IS NULL").Where("secret_sealed = ?", t.SecretSealed).Exec(ctx)
 		if err != nil {
 			return fmt.Errorf("turn totp on: %w", err)
 		}
 		if n, _ := res.RowsAffected(); n == 0 {
+			now, err := s.loadTOTP(ctx, tx, p.UserID)
+			switch {
+			case err != nil:
+				return err
+			case now == nil:
+				return errNoEnrolment
+			case now.EnabledAt == nil:
+				return errEnrolmentRestarted
+			}
 			return errTOTPOn
 		}
 		if err := s.replaceRecoveryCodes(ctx, tx, p.UserID, hashes); err != nil {

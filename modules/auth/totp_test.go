@@ -258,3 +258,43 @@ func TestOAuthSignInOfAUserWithTOTPStopsAtTheSecondFactor(t *testing.T) {
 	require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
 	assert.Contains(t, string(r.Raw), `"provider":"GitHub"`)
 }
+
+// TestVerifyingAnEnrolmentStartedAgainMeanwhileIsRefused: while a code of the enrolment's secret
+// is being checked, the enrolment is started again (another tab) with another secret. TOTP is not
+// turned on with a secret the user never checked: 409, still off.
+func TestVerifyingAnEnrolmentStartedAgainMeanwhileIsRefused(t *testing.T) {
+	a := apptest.Start(t, apptest.With(noLoginLimit))
+	u, first := register(t, a)
+	r := a.Post("/api/me/mfa/totp", first.AccessToken, nil)
+	require.Equal(t, http.StatusCreated, r.Status, string(r.Raw))
+	var e enrolment
+	r.Decode(t, &e)
+
+	// Hold the enrolment's row so that the verification waits after reading the secret.
+	ctx := context.Background()
+	hold, err := a.DB.BeginTx(ctx, nil)
+	require.NoError(t, err)
+	defer hold.Rollback() //nolint:errcheck
+	_, err = hold.ExecContext(ctx, "SELECT 1 FROM user_totp WHERE user_id = ? FOR UPDATE", u.ID)
+	require.NoError(t, err)
+	answered := make(chan *apptest.Resp, 1)
+	go func() {
+		answered <- a.Post("/api/me/mfa/totp/verify", first.AccessToken, map[string]any{"code": code(t, e.Secret, time.Now())})
+	}()
+	require.Eventually(t, func() bool {
+		var n int
+		require.NoError(t, a.DB.QueryRow("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%user_totp%'").Scan(&n))
+		return n > 0
+	}, 30*time.Second, 10*time.Millisecond, "the verification waits for the row")
+	// What a second POST /api/me/mfa/totp stores: another secret, no step accepted yet.
+	_, err = hold.ExecContext(ctx, "UPDATE user_totp SET secret_sealed = 'another' || secret_sealed, last_step = 0 WHERE user_id = ?", u.ID)
+	require.NoError(t, err)
+	require.NoError(t, hold.Commit())
+
+	r = <-answered
+	assert.Equal(t, http.StatusConflict, r.Status, string(r.Raw))
+	assert.Contains(t, string(r.Raw), "started again")
+	var on bool
+	require.NoError(t, a.DB.QueryRow("SELECT enabled_at IS NOT NULL FROM user_totp WHERE user_id = ?", u.ID).Scan(&on))
+	assert.False(t, on, "TOTP stays off")
+}

@@ -835,7 +835,7 @@ export interface paths {
         put?: never;
         /**
          * Turn TOTP on with a code
-         * @description Turns TOTP on with a code of the enrolment's secret; answers ten recovery codes, once. 409 without an enrolment or when on.
+         * @description Turns TOTP on with a code of the enrolment's secret; answers ten recovery codes, once. 409 without an enrolment, when on, or when the enrolment was started again meanwhile (its secret replaced).
          */
         post: operations["verifyTotp"];
         delete?: never;
