@@ -18,6 +18,7 @@ import (
 
 	"provisioner/app/apptest"
 	"provisioner/modules/dns/cloudflare/cloudflaretest"
+	"provisioner/platform/idempotency"
 	"provisioner/platform/testutil"
 )
 
@@ -303,4 +304,30 @@ func TestIdempotencyKeySemantics(t *testing.T) {
 		assert.Empty(t, r.Header.Get("Idempotent-Replayed"), "run again")
 		assert.True(t, bytes.Contains([]byte(storedKey(t, a, key)), []byte(`"status":201`)))
 	})
+}
+
+// TestExpiredKeysAreSweptWithoutNewClaims: the kept answers of expired keys (1,200 of them, more
+// than one batch) are deleted by the store's sweeps on their own, with no request taking a new key;
+// a key not expired yet is kept.
+func TestExpiredKeysAreSweptWithoutNewClaims(t *testing.T) {
+	a := apptest.Start(t)
+	u := a.Register(t)
+	_, err := a.DB.Exec(`INSERT INTO idempotency_keys (user_id, operation, key, request, status, answer, expires_at)
+		SELECT ?, 'createMyAiKey', 'expired-' || g, 'sealed', 201, 'sealed answer', now() - interval '1 second'
+		FROM generate_series(1, 1200) g`, u.ID)
+	require.NoError(t, err)
+	_, err = a.DB.Exec(`INSERT INTO idempotency_keys (user_id, operation, key, request, status, answer, expires_at)
+		VALUES (?, 'createMyAiKey', 'live', 'sealed', 201, 'sealed answer', now() + interval '1 hour')`, u.ID)
+	require.NoError(t, err)
+
+	st := idempotency.New(a.DB, nil, idempotency.Options{SweepEvery: 50 * time.Millisecond})
+	st.Start()
+	defer st.Stop()
+	count := func(like string) int {
+		var n int
+		require.NoError(t, a.DB.QueryRow("SELECT count(*) FROM idempotency_keys WHERE user_id = ? AND key LIKE ?", u.ID, like).Scan(&n))
+		return n
+	}
+	assert.Eventually(t, func() bool { return count("expired-%") == 0 }, 30*time.Second, 50*time.Millisecond, "every expired key swept")
+	assert.Equal(t, 1, count("live"), "the key not expired is kept")
 }

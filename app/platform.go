@@ -209,8 +209,10 @@ var platformTags = map[string]string{
 // newIdempotency keeps the answers of Idempotency-Key requests in the control database: unlike
 // Redis (optional, and an evicted or lost key would let a retry create a second resource), it is
 // always there, shared by every replica, and durable for the 24 hours a key is kept.
-func newIdempotency(d *bun.DB, s *secrets.Sealer, log *slog.Logger) *idempotency.Store {
-	return idempotency.New(d, s, idempotency.Options{Logger: log})
+func newIdempotency(lc fx.Lifecycle, d *bun.DB, s *secrets.Sealer, log *slog.Logger, _ *db.Migrated) *idempotency.Store {
+	st := idempotency.New(d, s, idempotency.Options{Logger: log})
+	lc.Append(fx.StartStopHook(st.Start, st.Stop))
+	return st
 }
 
 func newServer(cfg *config.Config, log *slog.Logger, m *httpx.Metrics, g *authn.Guard, l *ratelimit.Limiter, b *coherent.Bus,

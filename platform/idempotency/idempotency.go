@@ -14,7 +14,6 @@ import (
 	"log/slog"
 	"net/http"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -36,8 +35,10 @@ type Options struct {
 	// Lease is how long a request in flight holds its key without renewing it (30 s); it is
 	// renewed every third of it while the request runs, so a key whose process died is free
 	// again within a lease.
-	Lease  time.Duration
-	Logger *slog.Logger
+	Lease time.Duration
+	// SweepEvery is how often Start deletes the expired keys (a minute).
+	SweepEvery time.Duration
+	Logger     *slog.Logger
 }
 
 // Store keeps the answers of idempotent requests in the control database. Safe for concurrent use.
@@ -46,7 +47,8 @@ type Store struct {
 	sealer *secrets.Sealer
 	o      Options
 	log    *slog.Logger
-	swept  atomic.Int64 // unix nanoseconds of the last sweep
+	stop   chan struct{}
+	done   sync.WaitGroup
 }
 
 // New returns a Store on db sealing with sealer.
@@ -56,6 +58,9 @@ func New(db bun.IDB, sealer *secrets.Sealer, o Options) *Store {
 	}
 	if o.Lease <= 0 {
 		o.Lease = 30 * time.Second
+	}
+	if o.SweepEvery <= 0 {
+		o.SweepEvery = time.Minute
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()

@@ -73,7 +73,6 @@ func (s *Store) claim(ctx context.Context, e entry, sum []byte) (outcome, error)
 		return outcome{}, fmt.Errorf("claim idempotency key: %w", err)
 	}
 	if len(got) == 1 {
-		s.sweep(ctx)
 		return outcome{owner: owner}, nil
 	}
 	var r row
@@ -145,20 +144,55 @@ func (s *Store) release(ctx context.Context, e entry, owner string) error {
 	return nil
 }
 
-// sweepEvery bounds how often a replica deletes expired keys (a batch at a time, on a claim).
-const sweepEvery = time.Minute
+// Start deletes the expired keys every Options.SweepEvery until Stop, so that an answer, sealed
+// and never served once expired, is not kept long past its retention on any replica.
+func (s *Store) Start() {
+	s.stop = make(chan struct{})
+	s.done.Add(1)
+	go func() {
+		defer s.done.Done()
+		t := time.NewTicker(s.o.SweepEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-s.stop:
+				return
+			case <-t.C:
+				ctx, cancel := context.WithTimeout(context.Background(), s.o.SweepEvery)
+				if _, err := s.Sweep(ctx); err != nil {
+					s.log.Warn("sweep expired idempotency keys", "error", err.Error())
+				}
+				cancel()
+			}
+		}
+	}()
+}
 
-// sweep deletes a batch of expired keys, at most once per sweepEvery.
-func (s *Store) sweep(ctx context.Context) {
-	now := time.Now().UnixNano()
-	last := s.swept.Load()
-	if now-last < int64(sweepEvery) || !s.swept.CompareAndSwap(last, now) {
-		return
+// Stop ends Start's sweeps and waits for the one running.
+func (s *Store) Stop() {
+	if s.stop != nil {
+		close(s.stop)
+		s.done.Wait()
 	}
-	_, err := s.db.NewRaw(`DELETE FROM idempotency_keys WHERE ctid = ANY(ARRAY(
-		SELECT ctid FROM idempotency_keys WHERE expires_at <= now() LIMIT 500))`).Exec(ctx)
-	if err != nil {
-		s.log.WarnContext(ctx, "sweep expired idempotency keys", "error", err.Error())
+}
+
+// sweepBatch is how many expired keys one statement deletes.
+const sweepBatch = 500
+
+// Sweep deletes every expired key, a batch at a time, and answers how many it deleted.
+func (s *Store) Sweep(ctx context.Context) (int64, error) {
+	var deleted int64
+	for {
+		res, err := s.db.NewRaw(`DELETE FROM idempotency_keys WHERE ctid = ANY(ARRAY(
+			SELECT ctid FROM idempotency_keys WHERE expires_at <= now() LIMIT ?))`, sweepBatch).Exec(ctx)
+		if err != nil {
+			return deleted, fmt.Errorf("sweep expired idempotency keys: %w", err)
+		}
+		n, _ := res.RowsAffected()
+		deleted += n
+		if n < sweepBatch {
+			return deleted, nil
+		}
 	}
 }
 
