@@ -43,8 +43,8 @@ var Settings = &config.Section[Config]{
 // Validate implements config.Validator. 0 does not mean "no limit": the client would give up at
 // once (every call a 502 upstream_timeout).
 func (c Config) Validate() error {
-	if c.Ai.BaseUrl != "" && !config.AbsoluteURL(c.Ai.BaseUrl) {
-		return &config.ValidationError{Key: "Ai:BaseUrl", Reason: "must be empty or an absolute http(s) URL, e.g. http://127.0.0.1:11434/v1"}
+	if err := config.OptionalURL("Ai:BaseUrl", c.Ai.BaseUrl, "http://127.0.0.1:11434/v1"); err != nil {
+		return err
 	}
 	if c.Ai.TimeoutSeconds < 1 {
 		return &config.ValidationError{Key: "Ai:TimeoutSeconds", Reason: "must be at least 1 (seconds)"}

@@ -65,8 +65,8 @@ func (d Config) Enabled() bool { return d.ZoneId != "" && d.ApiToken != "" && d.
 
 // Validate implements config.Validator.
 func (d Config) Validate() error {
-	if d.BaseUrl != "" && !config.AbsoluteURL(d.BaseUrl) {
-		return &config.ValidationError{Key: "Dns:BaseUrl", Reason: "must be empty or an absolute http(s) URL, e.g. https://api.cloudflare.com/client/v4"}
+	if err := config.OptionalURL("Dns:BaseUrl", d.BaseUrl, "https://api.cloudflare.com/client/v4"); err != nil {
+		return err
 	}
 	if !ValidTTL(d.RecordTtl) {
 		return &config.ValidationError{Key: "Dns:RecordTtl", Reason: msgTTL}

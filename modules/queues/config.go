@@ -55,10 +55,10 @@ func (c Config) amqpHost() string {
 // Validate implements config.Validator.
 func (c Config) Validate() error {
 	bad := func(key, reason string) error { return &config.ValidationError{Key: "Queues:" + key, Reason: reason} }
+	if err := config.OptionalURL("Queues:ManagementUrl", c.ManagementUrl, "http://127.0.0.1:15672"); err != nil {
+		return err
+	}
 	if c.ManagementUrl != "" {
-		if !config.AbsoluteURL(c.ManagementUrl) {
-			return bad("ManagementUrl", "must be an absolute http(s) URL, e.g. http://127.0.0.1:15672")
-		}
 		if c.Username == "" {
 			return bad("Username", "is required once Queues:ManagementUrl is set")
 		}

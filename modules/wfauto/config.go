@@ -22,8 +22,8 @@ var Settings = &config.Section[Config]{
 
 // Validate implements config.Validator; a timeout of 0 would hold a finisher's row for ever.
 func (c Config) Validate() error {
-	if c.BaseUrl != "" && !config.AbsoluteURL(c.BaseUrl) {
-		return &config.ValidationError{Key: "WfautoProvisioning:BaseUrl", Reason: "must be empty or an absolute http(s) URL, e.g. https://cell.example.com"}
+	if err := config.OptionalURL("WfautoProvisioning:BaseUrl", c.BaseUrl, "https://cell.example.com"); err != nil {
+		return err
 	}
 	if c.TimeoutSeconds < 1 {
 		return &config.ValidationError{Key: "WfautoProvisioning:TimeoutSeconds", Reason: "must be at least 1 (seconds)"}

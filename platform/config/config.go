@@ -219,6 +219,15 @@ func AbsoluteURL(s string) bool {
 	return err == nil && u.Host != "" && (u.Scheme == "http" || u.Scheme == "https")
 }
 
+// OptionalURL is nil when s, the setting key's value, is empty or an AbsoluteURL; otherwise the
+// ValidationError of key, with example as a valid value.
+func OptionalURL(key, s, example string) error {
+	if s == "" || AbsoluteURL(s) {
+		return nil
+	}
+	return &ValidationError{Key: key, Reason: "must be empty or an absolute http(s) URL, e.g. " + example}
+}
+
 // ValidationError names the configuration key that stops the process.
 type ValidationError struct {
 	Key    string
