@@ -1,6 +1,7 @@
 package provision
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -40,10 +41,14 @@ func Lock[T any](ctx context.Context, tx bun.IDB, id, userID int64, notFound str
 
 // LockNow is Lock without waiting for another transaction's lock: FOR mode ("UPDATE", "SHARE")
 // NOWAIT, so a row another request or the finisher holds (while it asks a provider, which may
-// take long) is at once a conflict saying busy, not a request that waits until its deadline.
+// take long) is at once a conflict saying busy (Busy when ""), not a request that waits until its
+// deadline.
 func LockNow[T any](ctx context.Context, tx bun.IDB, id, userID int64, mode, notFound, busy string, hidden ...string) (*T, error) {
-	return lockRow[T](ctx, tx, id, userID, mode+" NOWAIT", notFound, busy, hidden)
+	return lockRow[T](ctx, tx, id, userID, mode+" NOWAIT", notFound, cmp.Or(busy, Busy), hidden)
 }
+
+// Busy is LockNow's conflict when its caller names no text of its own.
+const Busy = "Another change of this resource is in progress; try again shortly"
 
 func lockRow[T any](ctx context.Context, tx bun.IDB, id, userID int64, mode, notFound, busy string, hidden []string) (*T, error) {
 	row := new(T)
