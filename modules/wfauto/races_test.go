@@ -135,12 +135,7 @@ func TestDeprovisionSkipsTheCellForAnAccountItNeverGot(t *testing.T) {
 		a, c := setup(t)
 		admin := a.AdminToken(t)
 		u := a.Register(t)
-		c.SetMode(wfautotest.Refuse400)
-		r := a.Post("/api/me/wfauto/provision", u.Token, nil)
-		c.SetMode(wfautotest.OK)
-		require.Equal(t, http.StatusBadGateway, r.Status, string(r.Raw))
-		var acc account
-		r.Decode(t, &acc)
+		r, acc := provisionWhile(t, a, c, wfautotest.Refuse400, u.Token)
 		require.Equal(t, "Failed", acc.Status)
 		calls := c.Calls()
 

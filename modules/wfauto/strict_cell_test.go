@@ -28,12 +28,7 @@ func strictApp(t *testing.T, maxAttempts int) (*apptest.App, *wfautotest.Cell) {
 func timedOut(t *testing.T, a *apptest.App, c *wfautotest.Cell, u apptest.User) account {
 	t.Helper()
 	c.SetHang(1500 * time.Millisecond)
-	c.SetMode(wfautotest.Hang)
-	r := a.Post("/api/me/wfauto/provision", u.Token, nil)
-	c.SetMode(wfautotest.OK)
-	require.Equal(t, http.StatusBadGateway, r.Status, string(r.Raw))
-	var acc account
-	r.Decode(t, &acc)
+	_, acc := provisionWhile(t, a, c, wfautotest.Hang, u.Token)
 	time.Sleep(600 * time.Millisecond) // the hung handler finishes on the cell's side
 	require.True(t, c.Held(keyOf(t, a, acc.ID)), "the cell holds the account")
 	return acc
@@ -201,12 +196,7 @@ func TestAMalformedAnswerToTheProvisioningIsRetried(t *testing.T) {
 		a, c := setup(t)
 		admin := a.AdminToken(t)
 		u := a.Register(t)
-		c.SetMode(wfautotest.Garbage)
-		r := a.Post("/api/me/wfauto/provision", u.Token, nil)
-		c.SetMode(wfautotest.OK)
-		require.Equal(t, http.StatusBadGateway, r.Status, string(r.Raw))
-		var acc account
-		r.Decode(t, &acc)
+		r, acc := provisionWhile(t, a, c, wfautotest.Garbage, u.Token)
 		assert.Equal(t, "Pending", acc.Status, "the cell holds the account: not Failed")
 		assert.Contains(t, acc.ErrorMessage, "malformed answer")
 		assert.NotEmpty(t, r.Header.Get("Retry-After"))
@@ -223,12 +213,7 @@ func TestAMalformedAnswerToTheProvisioningIsRetried(t *testing.T) {
 		a, c := strictApp(t, 1)
 		admin := a.AdminToken(t)
 		u := a.Register(t)
-		c.SetMode(wfautotest.Garbage)
-		r := a.Post("/api/me/wfauto/provision", u.Token, nil)
-		c.SetMode(wfautotest.OK)
-		require.Equal(t, http.StatusBadGateway, r.Status, string(r.Raw))
-		var acc account
-		r.Decode(t, &acc)
+		r, acc := provisionWhile(t, a, c, wfautotest.Garbage, u.Token)
 		assert.Equal(t, "Failed", acc.Status)
 		assert.Contains(t, acc.ErrorMessage, "malformed answer")
 		require.True(t, c.Held(keyOf(t, a, acc.ID)))

@@ -49,6 +49,19 @@ type account struct {
 	ErrorMessage      string `json:"errorMessage"`
 }
 
+// provisionWhile asks for the account of token's user while the cell answers in mode, then puts
+// the cell back to OK; the answer must be a 502, returned with the account it carries.
+func provisionWhile(t *testing.T, a *apptest.App, c *wfautotest.Cell, mode wfautotest.Mode, token string) (*apptest.Resp, account) {
+	t.Helper()
+	c.SetMode(mode)
+	r := a.Post("/api/me/wfauto/provision", token, nil)
+	c.SetMode(wfautotest.OK)
+	require.Equal(t, http.StatusBadGateway, r.Status, string(r.Raw))
+	var acc account
+	r.Decode(t, &acc)
+	return r, acc
+}
+
 func setup(t *testing.T) (*apptest.App, *wfautotest.Cell) {
 	c := newCell(t)
 	a := apptest.Start(t, apptest.With(map[string]any{"WfautoProvisioning:BaseUrl": c.URL, "WfautoProvisioning:ApiKey": cellKey,
@@ -103,12 +116,7 @@ func TestCellFailures(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(string(tc.mode), func(t *testing.T) {
 			u := a.Register(t)
-			c.SetMode(tc.mode)
-			r := a.Post("/api/me/wfauto/provision", u.Token, nil)
-			c.SetMode(wfautotest.OK)
-			require.Equal(t, http.StatusBadGateway, r.Status, string(r.Raw))
-			var acc account
-			r.Decode(t, &acc)
+			r, acc := provisionWhile(t, a, c, tc.mode, u.Token)
 			assert.Equal(t, tc.status, acc.Status)
 			assert.Contains(t, acc.ErrorMessage, tc.contains)
 			assert.NotContains(t, string(r.Raw), cellKey)
@@ -135,12 +143,8 @@ func TestCrashIsFinishedOnceWithTheSameKey(t *testing.T) {
 	a, c := setup(t)
 	u := a.Register(t)
 	c.SetHang(1500 * time.Millisecond)
-	c.SetMode(wfautotest.Hang) // the cell makes the account but the answer never arrives in time
-	r := a.Post("/api/me/wfauto/provision", u.Token, nil)
-	c.SetMode(wfautotest.OK)
-	require.Equal(t, http.StatusBadGateway, r.Status)
-	var acc account
-	r.Decode(t, &acc)
+	// the cell makes the account but the answer never arrives in time
+	_, acc := provisionWhile(t, a, c, wfautotest.Hang, u.Token)
 	require.Equal(t, "Pending", acc.Status)
 	time.Sleep(600 * time.Millisecond) // the hung handler finishes on the cell's side
 
@@ -257,12 +261,7 @@ func TestCellErrorNeverQuotesItsKey(t *testing.T) {
 	for _, mode := range []wfautotest.Mode{wfautotest.Leak, wfautotest.LeakHTML} {
 		t.Run(string(mode), func(t *testing.T) {
 			u := a.Register(t)
-			c.SetMode(mode)
-			r := a.Post("/api/me/wfauto/provision", u.Token, nil)
-			c.SetMode(wfautotest.OK)
-			require.Equal(t, http.StatusBadGateway, r.Status, string(r.Raw))
-			var acc account
-			r.Decode(t, &acc)
+			r, acc := provisionWhile(t, a, c, mode, u.Token)
 			assert.Equal(t, "Pending", acc.Status)
 			assert.NotEmpty(t, acc.ErrorMessage)
 			assert.Contains(t, acc.ErrorMessage, "answered 50")
@@ -291,12 +290,8 @@ func TestDeletingAUserDeprovisionsTheirFailedAccountAtTheCell(t *testing.T) {
 	admin := a.AdminToken(t)
 	u := a.Register(t)
 	c.SetHang(1500 * time.Millisecond)
-	c.SetMode(wfautotest.Hang) // the cell makes the account; its answer never arrives in time
-	r := a.Post("/api/me/wfauto/provision", u.Token, nil)
-	c.SetMode(wfautotest.OK)
-	require.Equal(t, http.StatusBadGateway, r.Status, string(r.Raw))
-	var acc account
-	r.Decode(t, &acc)
+	// the cell makes the account; its answer never arrives in time
+	r, acc := provisionWhile(t, a, c, wfautotest.Hang, u.Token)
 	require.Equal(t, "Failed", acc.Status, "attempts ran out (Finisher:MaxAttempts 1)")
 	time.Sleep(600 * time.Millisecond) // the hung handler finishes on the cell's side
 	require.True(t, c.Held(keyOf(t, a, acc.ID)), "the cell holds the account")
@@ -401,12 +396,7 @@ func TestAnAnswerWithControlCharactersOrUnboundedIsMalformed(t *testing.T) {
 	for _, mode := range []wfautotest.Mode{wfautotest.NulID, wfautotest.NewlineID, wfautotest.C1URL, wfautotest.LongID, wfautotest.LongURL} {
 		t.Run(string(mode), func(t *testing.T) {
 			u := a.Register(t)
-			c.SetMode(mode)
-			r := a.Post("/api/me/wfauto/provision", u.Token, nil)
-			c.SetMode(wfautotest.OK)
-			require.Equal(t, http.StatusBadGateway, r.Status, string(r.Raw))
-			var acc account
-			r.Decode(t, &acc)
+			r, acc := provisionWhile(t, a, c, mode, u.Token)
 			assert.Equal(t, "Pending", acc.Status, "the cell may hold the account: retried with the same key")
 			assert.Contains(t, acc.ErrorMessage, "malformed answer")
 			assert.NotEmpty(t, r.Header.Get("Retry-After"))
