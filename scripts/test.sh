@@ -44,9 +44,10 @@ else
   stage_start=$SECONDS
   # Four packages at a time on two cores: the tests spend much of their time waiting (on the
   # engines, the finisher's polls, the meter's flushes), and each package has its own control
-  # database; -p 2 took 530 s on a slow hour, -p 4 300 s. The databases package, the longest
-  # (240–380 s alone, by the hour), is named first so it starts first. The timeout only catches a
-  # hung package: sharing two cores with three others, that one can take twice as long.
+  # database, so four at a time take about half as long as two. The databases package, the
+  # longest (4 to 6.5 minutes alone, by the hour), is named first so it starts first. The timeout
+  # only catches a hung package: sharing two cores with three others, that one takes up to twice
+  # as long as alone.
   race=0; go test -race -count=1 -p 4 -timeout 20m ./modules/databases/ ./... || race=$?
   say "   go test -race took $((SECONDS - stage_start)) s"
   say "== without the race detector: raw socket I/O (server, AI gateway)"
